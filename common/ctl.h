@@ -1,0 +1,145 @@
+/* Control messages: msgpack maps behind a 4-byte big-endian length, on the
+ * control connection of every daemon to builderd, and as the greeting that
+ * opens every data connection. Every map has a "type" string; unknown keys
+ * are ignored so newer peers can add fields; a missing required key, a wrong
+ * type or an oversized message is a decode error, never a crash. See
+ * docs/PROTOCOL.md. */
+#ifndef ES_CTL_H
+#define ES_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CTL_PROTOCOL_VERSION 1u
+#define CTL_LENGTH_BYTES 4u
+#define CTL_MAX_MESSAGE_BYTES 65536u   /* body, without the length prefix */
+#define CTL_MAX_NAME 32u                /* counter and group names, with NUL */
+#define CTL_MAX_TEXT 256u               /* host names, reasons, with NUL */
+#define CTL_MAX_COUNTERS 48u            /* per group */
+#define CTL_MAX_GROUPS 40u              /* groups per END/STATS message */
+#define CTL_MAX_SOURCE_LIST 256u
+
+enum ctl_type {
+	CTL_HELLO,    /* first message of every connection, client to listener */
+	CTL_WELCOME,  /* listener accepts the HELLO */
+	CTL_ERROR,    /* refusal or failure; the sender closes after it */
+	CTL_CREDIT,   /* builder to reader: admission limit */
+	CTL_PING,     /* builder to peer: clock probe */
+	CTL_PONG,     /* peer to builder: answer to PING */
+	CTL_STATS,    /* peer to builder: counters so far */
+	CTL_END,      /* peer to builder: final counters */
+	CTL_BYE,      /* builder to peer: run over, you may exit */
+};
+
+enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
+
+/* "source", "reader", "builder"; and back (false when unknown). */
+const char *ctl_role_name(enum ctl_role role);
+bool ctl_role_parse(const char *name, enum ctl_role *role);
+/* "hello", "welcome", ... */
+const char *ctl_type_name(enum ctl_type type);
+
+enum ctl_channel { CTL_CHANNEL_CONTROL, CTL_CHANNEL_DATA };
+
+struct ctl_hello {
+	enum ctl_role role;
+	uint32_t id;
+	enum ctl_channel channel;
+	uint32_t run_id;
+	uint32_t protocol;                  /* CTL_PROTOCOL_VERSION */
+	uint32_t pid;
+	char host[CTL_MAX_TEXT];
+	uint32_t source_count;              /* reader: sources it serves */
+	uint16_t sources[CTL_MAX_SOURCE_LIST];
+};
+
+struct ctl_welcome {
+	uint32_t run_id;
+	enum ctl_role role;                 /* of the listener */
+	uint32_t id;
+};
+
+struct ctl_error {
+	char code[CTL_MAX_NAME];            /* e.g. "wrong_run", "duplicate_id" */
+	char reason[CTL_MAX_TEXT];          /* sentence a person can act on */
+};
+
+struct ctl_credit {
+	uint64_t limit;                     /* forward event IDs below this */
+	uint64_t sequence;
+};
+
+struct ctl_ping {
+	uint64_t sequence;
+	uint64_t t1_ns;                     /* builder clock at send */
+};
+
+struct ctl_pong {
+	uint64_t sequence;
+	uint64_t t1_ns;                     /* echoed */
+	uint64_t t2_ns;                     /* peer clock at receipt */
+	uint64_t t3_ns;                     /* peer clock at send */
+};
+
+struct ctl_counter {
+	char name[CTL_MAX_NAME];
+	uint64_t value;
+};
+
+/* A named set of counters: "" for the daemon's totals, "source.3" for a
+ * reader's counters of source 3, "rusage" for CPU and memory. */
+struct ctl_group {
+	char name[CTL_MAX_NAME];
+	uint32_t count;
+	struct ctl_counter counters[CTL_MAX_COUNTERS];
+};
+
+/* END and STATS share this body. */
+struct ctl_report {
+	uint32_t group_count;
+	struct ctl_group groups[CTL_MAX_GROUPS];
+	int32_t status;                     /* END: 0 clean, else the daemon's error count */
+};
+
+struct ctl_bye {
+	int32_t status;                     /* the run's exit status */
+};
+
+struct ctl_msg {
+	enum ctl_type type;
+	union {
+		struct ctl_hello hello;
+		struct ctl_welcome welcome;
+		struct ctl_error error;
+		struct ctl_credit credit;
+		struct ctl_ping ping;
+		struct ctl_pong pong;
+		struct ctl_report report;   /* STATS and END */
+		struct ctl_bye bye;
+	} u;
+};
+
+/* Encodes msg with its length prefix into dst (capacity cap). Returns the
+ * bytes written, or 0 when it does not fit. */
+size_t ctl_encode(const struct ctl_msg *msg, uint8_t *dst, size_t cap);
+
+/* Looks at the avail bytes at buf. Returns 0 when a whole message is not yet
+ * there (*need set to its full length once the prefix is known, else to
+ * CTL_LENGTH_BYTES), the number of bytes consumed when one was decoded into
+ * *msg, or -1 with a reason in err (capacity errlen) when the bytes are not a
+ * valid message (oversized, not msgpack, not a map, unknown type, missing or
+ * mistyped field). The caller then closes the connection. */
+long ctl_decode(const uint8_t *buf, size_t avail, struct ctl_msg *msg, size_t *need, char *err,
+		size_t errlen);
+
+/* Helpers for building and reading reports. ctl_report_group() returns the
+ * group of that name, adding it when absent (NULL when full);
+ * ctl_group_set() sets or adds a counter (false when full). ctl_report_find
+ * returns NULL when absent; ctl_group_get() returns false when absent. */
+struct ctl_group *ctl_report_group(struct ctl_report *r, const char *name);
+const struct ctl_group *ctl_report_find(const struct ctl_report *r, const char *name);
+bool ctl_group_set(struct ctl_group *g, const char *name, uint64_t value);
+bool ctl_group_get(const struct ctl_group *g, const char *name, uint64_t *value);
+
+#endif

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs the Debian packages the project needs, when run as root; otherwise
+# prints the one command that would. Quiet when everything is present.
+set -eu
+packages="build-essential pkg-config libevent-dev libmsgpack-dev check zlib1g-dev
+python3 python3-numpy python3-matplotlib chrony iproute2 iputils-ping procps"
+missing=""
+for p in $packages; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+echo "deps: missing Debian packages:$missing"
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: run as root, or install them with: sudo apt-get install$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
