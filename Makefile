@@ -55,7 +55,7 @@ $(BUILD)/libcommon.a: $(COMMON_OBJ)
 $(BIN)/%: $(BUILD)/%/main.o $(BUILD)/libcommon.a
 	@mkdir -p $(BIN)
 	@$(if $(Q),echo "  LD $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(wildcard $(BUILD)/$*/[!m]*.o) $(BUILD)/libcommon.a $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libcommon.a $(LDLIBS)
 
 # A daemon's own modules (everything in its folder but main.c).
 define daemon_modules

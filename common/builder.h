@@ -7,12 +7,19 @@
  * the window: pending events that fall out are expired ("window"), IDs that
  * fall out unseen are counted as never observed. Retired IDs are remembered
  * for one more window so a late duplicate is recognised; anything older is a
- * late drop. Memory: window x sources x 24 bytes of fragment state, plus 3
- * bytes per ID for 2 x window IDs, all allocated by bld_create(). */
+ * late drop. Memory, all allocated by bld_create(): per window slot, 8 bytes
+ * per source (payload length and CRC) plus 8 bytes per 64 sources (present
+ * bitmap) plus 40 bytes of event state, and 1 byte per ID for 2 x window IDs:
+ * window x (8 x sources + 8 x ceil(sources / 64) + 42) bytes in all, e.g.
+ * 2.2 MiB for 64 sources and a window of 4096.
+ *
+ * Callbacks run inside bld_add(), bld_expire() and bld_finish() and must not
+ * call back into the same builder. */
 #ifndef ES_BUILDER_H
 #define ES_BUILDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define BLD_MAX_SOURCES 1024u
@@ -75,8 +82,13 @@ struct bld_sink {
 enum bld_outcome {
 	BLD_UNIQUE,      /* first of its (event, source): stored */
 	BLD_DUPLICATE,   /* (event, source) seen before, pending or retired */
-	BLD_LATE,        /* its event already retired without it, or forgotten */
-	BLD_INVALID,     /* other run, source >= S, or ID outside the run */
+	BLD_LATE,        /* its event already retired incomplete (an expired event
+			  * keeps no per-source record, so even a copy of a
+			  * fragment it held counts here), unobserved, or
+			  * forgotten; or the run has finished */
+	BLD_INVALID,     /* other run, source >= S, or ID outside the run (below
+			  * first_event, at or past first_event + events, or
+			  * within 2 x window of 2^64 past first_event) */
 };
 
 /* Counters of the core; the names match metrics.json. */
@@ -107,9 +119,10 @@ void bld_destroy(struct bld *b);
  * the window pushed out. Never allocates. */
 enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *fragment, uint64_t now_ns);
 
-/* Expires every event pending since before now_ns - timeout_ns. Cost is
- * proportional to the number expired: pending events are kept in arrival
- * order. */
+/* Expires every event whose first fragment arrived at or before
+ * now_ns - timeout_ns, i.e. whose deadline (bld_next_deadline_ns) is at or
+ * before now_ns. Cost is proportional to the number expired: pending events
+ * are kept in arrival order. */
 void bld_expire(struct bld *b, uint64_t now_ns);
 
 /* When the oldest pending event times out; UINT64_MAX when none is pending
@@ -122,17 +135,24 @@ uint64_t bld_next_deadline_ns(const struct bld *b);
  * never arrive. */
 uint64_t bld_admission_limit(const struct bld *b);
 
-/* Oldest pending event ID, or UINT64_MAX when nothing is pending. */
+/* Oldest pending event ID, or UINT64_MAX when nothing is pending. Scans the
+ * window's ID states from a lower bound kept on the fly: usually a few bytes,
+ * at worst window bytes (memchr), so call it about once a millisecond, not
+ * per fragment. bld_admission_limit() costs the same. */
 uint64_t bld_oldest_pending(const struct bld *b);
 
 /* Number of events pending. */
 uint32_t bld_pending(const struct bld *b);
 
-/* Ends the run: every pending event expires ("end_of_run") and every ID of
- * [first_event, first_event + events_generated) never observed is counted
- * in events_unobserved. events_generated comes from the sources. */
+/* Ends the run: every pending event expires ("end_of_run"), in ID order, and
+ * every ID of [first_event, first_event + events_generated) never observed is
+ * counted in events_unobserved. events_generated comes from the sources.
+ * Later calls do nothing; later fragments are late (or invalid). */
 void bld_finish(struct bld *b, uint64_t events_generated);
 
 const struct bld_counters *bld_counters(const struct bld *b);
+
+/* Bytes of every table bld_create() allocated: the core's memory bound. */
+size_t bld_memory_bytes(const struct bld *b);
 
 #endif

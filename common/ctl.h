@@ -34,13 +34,19 @@ enum ctl_type {
 
 enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
 
-/* "source", "reader", "builder"; and back (false when unknown). */
+/* "source", "reader", "builder" ("unknown" for a value outside the enum);
+ * and back (false when unknown). */
 const char *ctl_role_name(enum ctl_role role);
 bool ctl_role_parse(const char *name, enum ctl_role *role);
-/* "hello", "welcome", ... */
+/* "hello", "welcome", ... ("unknown" for a value outside the enum) */
 const char *ctl_type_name(enum ctl_type type);
 
 enum ctl_channel { CTL_CHANNEL_CONTROL, CTL_CHANNEL_DATA };
+
+/* "control", "data" ("unknown" for a value outside the enum); and back
+ * (false when unknown). */
+const char *ctl_channel_name(enum ctl_channel channel);
+bool ctl_channel_parse(const char *name, enum ctl_channel *channel);
 
 struct ctl_hello {
 	enum ctl_role role;
@@ -88,7 +94,7 @@ struct ctl_counter {
 };
 
 /* A named set of counters: "" for the daemon's totals, "source.3" for a
- * reader's counters of source 3, "rusage" for CPU and memory. */
+ * reader's counters of source 3, "process" for CPU and memory. */
 struct ctl_group {
 	char name[CTL_MAX_NAME];
 	uint32_t count;
@@ -120,23 +126,36 @@ struct ctl_msg {
 	} u;
 };
 
-/* Encodes msg with its length prefix into dst (capacity cap). Returns the
- * bytes written, or 0 when it does not fit. */
+/* Encodes msg with its length prefix into dst (capacity cap), without
+ * allocating. Returns the bytes written, or 0 when it does not fit in cap or
+ * its body would exceed CTL_MAX_MESSAGE_BYTES (a report of 40 groups of 48
+ * counters with 31-byte names does not), or when the decoder would refuse it:
+ * a type, role or channel outside its enum, a string not terminated inside
+ * its buffer, a count above its maximum, or two groups (two counters of a
+ * group) with the same name. */
 size_t ctl_encode(const struct ctl_msg *msg, uint8_t *dst, size_t cap);
 
 /* Looks at the avail bytes at buf. Returns 0 when a whole message is not yet
  * there (*need set to its full length once the prefix is known, else to
  * CTL_LENGTH_BYTES), the number of bytes consumed when one was decoded into
- * *msg, or -1 with a reason in err (capacity errlen) when the bytes are not a
- * valid message (oversized, not msgpack, not a map, unknown type, missing or
- * mistyped field). The caller then closes the connection. */
+ * *msg (*need set to the same), or -1 with a reason in err (capacity errlen)
+ * when the bytes are not a valid message (body length 0 or oversized, judged
+ * from the prefix alone; not msgpack, not a map, trailing bytes, unknown
+ * type, missing, duplicate or mistyped field, string or list too long). The
+ * caller then closes the connection. *msg is unspecified after -1. need may
+ * be NULL; err may be NULL. Allocates only inside msgpack, bounded by the
+ * body size, and frees it before returning. */
 long ctl_decode(const uint8_t *buf, size_t avail, struct ctl_msg *msg, size_t *need, char *err,
 		size_t errlen);
 
-/* Helpers for building and reading reports. ctl_report_group() returns the
- * group of that name, adding it when absent (NULL when full);
- * ctl_group_set() sets or adds a counter (false when full). ctl_report_find
- * returns NULL when absent; ctl_group_get() returns false when absent. */
+/* Helpers for building and reading reports; start from a zeroed report.
+ * ctl_report_group() returns the group of that name, adding it when absent
+ * (NULL when full or when the name does not fit CTL_MAX_NAME);
+ * ctl_group_set() sets or adds a counter (false when full, when the name
+ * does not fit, or when g is NULL, so the result of a refused
+ * ctl_report_group() can be passed straight on). ctl_report_find() returns
+ * NULL when absent (or r is NULL); ctl_group_get() returns false when absent
+ * (or g is NULL). */
 struct ctl_group *ctl_report_group(struct ctl_report *r, const char *name);
 const struct ctl_group *ctl_report_find(const struct ctl_report *r, const char *name);
 bool ctl_group_set(struct ctl_group *g, const char *name, uint64_t value);

@@ -1,0 +1,635 @@
+#!/usr/bin/env python3
+"""Independent reference builder: checks a run's events.jsonl event by event.
+
+It re-implements, in plain Python and independently of the C code, the parts
+of docs/fragment-format.md that decide which events a run must accept:
+
+  §2  mix64, key(seed, salt, run, event, source), the payload of every
+      (event, source) and the omitted / duplicated / delayed predicates;
+  §3  the filter: an event is complete when no source omitted it, and
+      accepted when CRC-32 over its payloads in ascending source order
+      % filter_modulo == 0.
+
+Given a run's parameters it computes the accepted event IDs and their CRCs
+and compares them with the run's events.jsonl: every expected event must be
+there exactly once with the right crc (and run and bytes), and nothing else.
+
+Usage:
+  refbuild.py RUN_DIR                     # RUN_DIR/params.json + events.jsonl
+  refbuild.py --seed 7 --run 1 --sources 4 --events 200 --payload 64 \\
+              --missing-every 11 --filter-modulo 3 --events-file F
+  refbuild.py --vectors tests/data/vectors.json   # self-check
+  refbuild.py RUN_DIR --dump expected.jsonl       # write what is expected
+
+Exit status: 0 when the run matches exactly (or every vector passes),
+1 when it does not, 2 on a usage or input error.
+
+Speed: payloads are generated many 64-bit words at a time by packing them
+into one big Python integer, one word per 128-bit lane, so that each step of
+mix64 (xor, shift, multiply, mask) is a single C-level pass over all lanes;
+a 128-bit lane holds a full 64x64-bit product, so lanes never carry into one
+another. CRCs are chained with zlib.crc32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import sys
+import time
+import zlib
+from array import array
+from dataclasses import dataclass, fields
+from typing import Iterable, Iterator
+
+MASK64 = (1 << 64) - 1
+GAMMA = 0x9E3779B97F4A7C15          # SplitMix64 increment
+MIX_C1 = 0xBF58476D1CE4E5B9
+MIX_C2 = 0x94D049BB133111EB
+
+# The 8 ASCII bytes of each salt read as a big-endian integer (spec §2).
+SALTS = {
+    "payload": int.from_bytes(b"payload!", "big"),
+    "missing": int.from_bytes(b"missing!", "big"),
+    "duplicate": int.from_bytes(b"duplicat", "big"),
+    "delay": int.from_bytes(b"delay!!!", "big"),
+}
+
+FRAME_MAGIC = 0x4553
+FRAME_VERSION = 1
+FRAME_HEADER = struct.Struct(">HBBHIQQQI")   # bytes 0..37; the crc32 follows
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class InputError(Exception):
+    """A problem with the inputs (parameters, files) rather than the run."""
+
+
+# --------------------------------------------------------------------------
+# Spec §2, one value at a time: the readable reference.
+
+def mix64(z: int) -> int:
+    """The SplitMix64 finaliser; z is taken modulo 2^64."""
+    z &= MASK64
+    z = ((z ^ (z >> 30)) * MIX_C1) & MASK64
+    z = ((z ^ (z >> 27)) * MIX_C2) & MASK64
+    return z ^ (z >> 31)
+
+
+def key(seed: int, salt: int, run: int, event: int, source: int) -> int:
+    """key(seed, salt, run, event, source) of spec §2."""
+    k = mix64(seed ^ salt)
+    k = mix64(k ^ run)
+    k = mix64(k ^ event)
+    return mix64(k ^ source)
+
+
+def payload(seed: int, run: int, event: int, source: int, length: int) -> bytes:
+    """The payload of (event, source): little-endian words next(s), next(s), ..."""
+    s = key(seed, SALTS["payload"], run, event, source)
+    words = []
+    for _ in range((length + 7) // 8):
+        s = (s + GAMMA) & MASK64
+        words.append(mix64(s))
+    return struct.pack(f"<{len(words)}Q", *words)[:length]
+
+
+def is_omitted(seed: int, run: int, event: int, source: int, missing_every: int) -> bool:
+    return (missing_every > 0
+            and key(seed, SALTS["missing"], run, event, source) % missing_every == 0)
+
+
+def is_duplicated(seed: int, run: int, event: int, source: int, duplicate_every: int,
+                  missing_every: int = 0) -> bool:
+    """Sent twice; an omitted fragment is never duplicated."""
+    return (duplicate_every > 0
+            and key(seed, SALTS["duplicate"], run, event, source) % duplicate_every == 0
+            and not is_omitted(seed, run, event, source, missing_every))
+
+
+def is_delayed(seed: int, run: int, event: int, source: int, delay_every: int) -> bool:
+    return delay_every > 0 and key(seed, SALTS["delay"], run, event, source) % delay_every == 0
+
+
+def filter_crc(seed: int, run: int, event: int, sources: int, length: int) -> int:
+    """CRC-32 over the payloads of an event in ascending source order (§3)."""
+    crc = 0
+    for source in range(sources):
+        crc = zlib.crc32(payload(seed, run, event, source, length), crc)
+    return crc
+
+
+def encode_frame(source: int, run: int, event: int, sequence: int, timestamp_ns: int,
+                 flags: int, body: bytes) -> bytes:
+    """A frame of spec §1 (used only to check the frame vectors)."""
+    header = FRAME_HEADER.pack(FRAME_MAGIC, FRAME_VERSION, flags, source, run, event,
+                               sequence, timestamp_ns, len(body))
+    crc = zlib.crc32(body, zlib.crc32(header))
+    return header + struct.pack(">I", crc) + body
+
+
+# --------------------------------------------------------------------------
+# The same, many values at a time (see the module docstring).
+
+LANE_BYTES = 16                      # one 64-bit value per 128-bit lane
+CHUNK_LANES = 1 << 17                # lanes per big integer: ~2 MiB each
+
+_mask_cache: dict[int, int] = {}
+
+
+def _lane_mask(lanes: int) -> int:
+    """An integer with the low 64 bits of each of `lanes` lanes set."""
+    mask = _mask_cache.get(lanes)
+    if mask is None:
+        mask = int.from_bytes((b"\xff" * 8 + b"\x00" * 8) * lanes, "little")
+        if len(_mask_cache) > 8:
+            _mask_cache.clear()
+        _mask_cache[lanes] = mask
+    return mask
+
+
+def _pack(values: array) -> int:
+    """Packs unsigned 64-bit values (array 'Q') one per lane, lane 0 lowest."""
+    spread = array("Q", bytes(LANE_BYTES * len(values)))
+    spread[0::2] = values
+    if sys.byteorder == "big":
+        spread.byteswap()
+    return int.from_bytes(spread.tobytes(), "little")
+
+
+def _lane_bytes(z: int, lanes: int) -> bytes:
+    """The low 8 bytes of each lane, little-endian, concatenated."""
+    raw = array("Q")
+    raw.frombytes(z.to_bytes(LANE_BYTES * lanes, "little"))
+    return raw[0::2].tobytes()       # raw copies: no byte-order interpretation
+
+
+def _unpack(z: int, lanes: int) -> array:
+    words = array("Q")
+    words.frombytes(_lane_bytes(z, lanes))
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words
+
+
+def _mix_lanes(z: int, mask: int) -> int:
+    """mix64 applied to every lane of z."""
+    z ^= (z >> 30) & mask
+    z = (z * MIX_C1) & mask
+    z ^= (z >> 27) & mask
+    z = (z * MIX_C2) & mask
+    z ^= (z >> 31) & mask
+    return z
+
+
+def mix64_many(values: Iterable[int]) -> array:
+    """mix64 of every value (each < 2^64), as an array 'Q'."""
+    values = values if isinstance(values, array) else array("Q", values)
+    out = array("Q")
+    for start in range(0, len(values), CHUNK_LANES):
+        part = values[start:start + CHUNK_LANES]
+        out.extend(_unpack(_mix_lanes(_pack(part), _lane_mask(len(part))), len(part)))
+    return out
+
+
+def keys_many(seed: int, salt: int, run: int, first_event: int, events: int,
+              sources: int) -> array:
+    """key(seed, salt, run, e, s) for e in the run's IDs, s in 0..S-1, event-major."""
+    k = mix64(mix64(seed ^ salt) ^ run)
+    per_event = mix64_many((k ^ e) & MASK64 for e in range(first_event, first_event + events))
+    return mix64_many(ke ^ s for ke in per_event for s in range(sources))
+
+
+def payloads_many(pair_keys: array, length: int) -> bytes:
+    """The payloads of the given (event, source) payload keys, each `length`
+    bytes, concatenated in the order of the keys."""
+    if length == 0 or not pair_keys:
+        return b""
+    words = (length + 7) // 8
+    parts = []
+    pairs_per_chunk = max(1, CHUNK_LANES // words)
+    step_pattern = b"".join(struct.pack("<Q8x", (k * GAMMA) & MASK64) for k in range(1, words + 1))
+    for start in range(0, len(pair_keys), pairs_per_chunk):
+        chunk = pair_keys[start:start + pairs_per_chunk]
+        lanes = len(chunk) * words
+        # Lane (p, k) = key_p + (k+1) * GAMMA: each key repeated `words`
+        # times, plus the same step pattern after every key.
+        repeated = array("Q", bytes(8 * lanes))
+        for k in range(words):
+            repeated[k::words] = chunk
+        mask = _lane_mask(lanes)
+        steps = int.from_bytes(step_pattern * len(chunk), "little")
+        z = _mix_lanes((_pack(repeated) + steps) & mask, mask)
+        data = _lane_bytes(z, lanes)
+        if length == words * 8:
+            parts.append(data)
+        else:
+            stride = words * 8
+            parts.append(b"".join(data[i:i + length] for i in range(0, len(data), stride)))
+    return b"".join(parts)
+
+
+# --------------------------------------------------------------------------
+# The expected outcome of a run.
+
+@dataclass
+class RunParams:
+    """What decides a run's accepted events. Defaults are the daemons'."""
+    seed: int
+    run: int
+    sources: int
+    events: int
+    payload: int
+    first_event: int = 0
+    missing_every: int = 0
+    filter_modulo: int = 1
+
+    def check(self) -> None:
+        limits = {"seed": 64, "run": 32, "first_event": 64, "events": 64,
+                  "missing_every": 64, "filter_modulo": 32, "payload": 20, "sources": 16}
+        for name, bits in limits.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0 or value >> bits:
+                raise InputError(f"parameter {name} must be an integer in 0..2^{bits}-1, "
+                                 f"got {value!r}")
+        if self.sources < 1:
+            raise InputError("parameter sources must be at least 1")
+        if self.filter_modulo < 1:
+            raise InputError("parameter filter_modulo must be at least 1")
+        if self.payload > 1048576:
+            raise InputError(f"parameter payload must be at most 1048576 bytes, got {self.payload}")
+        if self.first_event + self.events > 1 << 64:
+            raise InputError("first_event + events exceeds 2^64")
+
+    def describe(self) -> str:
+        last = self.first_event + self.events - 1
+        return (f"run {self.run} seed {self.seed}: {self.sources} sources, events "
+                f"{self.first_event}..{last} ({self.events}), payload {self.payload} B, "
+                f"missing_every {self.missing_every}, filter_modulo {self.filter_modulo}")
+
+
+@dataclass
+class Expected:
+    accepted: dict[int, int]     # event ID -> filter CRC
+    complete: int                # complete events (accepted + filtered)
+    bytes_per_event: int
+
+
+def expected_events(p: RunParams, events_per_chunk: int | None = None) -> Expected:
+    """The accepted events of a run and their CRCs."""
+    p.check()
+    S = p.sources
+    if events_per_chunk is None:
+        words = max(1, (p.payload + 7) // 8)
+        events_per_chunk = max(1, (1 << 19) // (words * S))
+    accepted: dict[int, int] = {}
+    complete = 0
+    length = p.payload
+    for chunk_first in range(p.first_event, p.first_event + p.events, events_per_chunk):
+        count = min(events_per_chunk, p.first_event + p.events - chunk_first)
+        ids = range(chunk_first, chunk_first + count)
+        if p.missing_every:
+            miss = keys_many(p.seed, SALTS["missing"], p.run, chunk_first, count, S)
+            m = p.missing_every
+            ids = [e for i, e in enumerate(ids)
+                   if all(miss[i * S + s] % m for s in range(S))]
+        if not ids:
+            continue
+        complete += len(ids)
+        k = mix64(mix64(p.seed ^ SALTS["payload"]) ^ p.run)
+        per_event = mix64_many((k ^ e) & MASK64 for e in ids)
+        pair_keys = mix64_many(ke ^ s for ke in per_event for s in range(S))
+        data = payloads_many(pair_keys, length)
+        span = S * length
+        for i, e in enumerate(ids):
+            crc = zlib.crc32(data[i * span:(i + 1) * span])
+            if crc % p.filter_modulo == 0:
+                accepted[e] = crc
+    return Expected(accepted, complete, S * length)
+
+
+# --------------------------------------------------------------------------
+# Comparison with a run's events.jsonl.
+
+@dataclass
+class Comparison:
+    matched: int = 0
+    missing: int = 0
+    unexpected: int = 0
+    crc_mismatch: int = 0
+    duplicate: int = 0
+    field_mismatch: int = 0      # wrong run or bytes on an otherwise matching line
+    lines: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.crc_mismatch
+                    or self.duplicate or self.field_mismatch)
+
+    def counts(self) -> str:
+        return (f"matched={self.matched} missing={self.missing} unexpected={self.unexpected} "
+                f"crc-mismatch={self.crc_mismatch} duplicate={self.duplicate} "
+                f"field-mismatch={self.field_mismatch}")
+
+
+def read_events(path: str) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for each non-blank line of an events.jsonl."""
+    try:
+        f = open(path, encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot read events file {path}: {e.strerror}") from e
+    with f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise InputError(f"{path}:{number}: not JSON: {e.msg}") from e
+            if not isinstance(record, dict):
+                raise InputError(f"{path}:{number}: not a JSON object")
+            for field in ("event", "crc"):
+                value = record.get(field)
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    raise InputError(f"{path}:{number}: field {field!r} missing or not an "
+                                     f"unsigned integer")
+            yield number, record
+
+
+def compare(expected: Expected, p: RunParams, path: str, report: int = 10,
+            out=sys.stdout) -> Comparison:
+    """Compares events.jsonl at path with the expected events; prints up to
+    `report` examples of each kind of difference."""
+    c = Comparison()
+    seen: set[int] = set()
+    shown: dict[str, int] = {}
+
+    def note(kind: str, text: str) -> None:
+        shown[kind] = shown.get(kind, 0) + 1
+        if shown[kind] <= report:
+            print(f"  {kind}: {text}", file=out)
+
+    for number, rec in read_events(path):
+        c.lines += 1
+        event, crc = rec["event"], rec["crc"]
+        if event in seen:
+            c.duplicate += 1
+            note("duplicate", f"line {number}: event {event} appears again")
+            continue
+        seen.add(event)
+        want = expected.accepted.get(event)
+        if want is None:
+            c.unexpected += 1
+            note("unexpected", f"line {number}: event {event} (crc {crc}) should not be accepted")
+            continue
+        if crc != want:
+            c.crc_mismatch += 1
+            note("crc-mismatch", f"line {number}: event {event} crc {crc}, expected {want}")
+            continue
+        bad = []
+        if "run" in rec and rec["run"] != p.run:
+            bad.append(f"run {rec['run']}, expected {p.run}")
+        if "bytes" in rec and rec["bytes"] != expected.bytes_per_event:
+            bad.append(f"bytes {rec['bytes']}, expected {expected.bytes_per_event}")
+        if bad:
+            c.field_mismatch += 1
+            note("field-mismatch", f"line {number}: event {event}: " + "; ".join(bad))
+            continue
+        c.matched += 1
+    absent = [e for e in expected.accepted if e not in seen]
+    c.missing = len(absent)
+    for e in sorted(absent)[:report]:
+        note("missing", f"event {e} (crc {expected.accepted[e]}) not in {os.path.basename(path)}")
+    for kind, n in shown.items():
+        if n > report:
+            print(f"  {kind}: ... {n - report} more", file=out)
+    return c
+
+
+# --------------------------------------------------------------------------
+# Self-check against vectors.json.
+
+class VectorCheck:
+    def __init__(self) -> None:
+        self.passed = 0
+        self.failed = 0
+
+    def expect(self, what: str, got, want) -> None:
+        if got == want:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print(f"vector FAIL {what}: got {got!r}, expected {want!r}")
+
+
+def check_vectors(path: str) -> int:
+    try:
+        with open(path, encoding="utf-8") as f:
+            v = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"cannot read vectors {path}: {e}") from e
+    chk = VectorCheck()
+    try:
+        sections = ["mix64", "salts", "key", "payload", "faults", "filter", "run", "frames"]
+        missing = [s for s in sections if s not in v]
+        if missing:
+            raise InputError(f"{path}: missing sections {', '.join(missing)}")
+
+        for i, t in enumerate(v["mix64"]):
+            chk.expect(f"mix64[{i}] in={t['in']}", mix64(t["in"]), t["out"])
+        chk.expect("mix64 many", list(mix64_many(t["in"] for t in v["mix64"])),
+                   [t["out"] for t in v["mix64"]])
+
+        for name, value in v["salts"].items():
+            chk.expect(f"salt {name}", SALTS.get(name), value)
+
+        for i, t in enumerate(v["key"]):
+            got = key(t["seed"], SALTS[t["salt"]], t["run"], t["event"], t["source"])
+            chk.expect(f"key[{i}] {t['salt']}", got, t["key"])
+            many = keys_many(t["seed"], SALTS[t["salt"]], t["run"], t["event"], 1,
+                             t["source"] + 1)[t["source"]]
+            chk.expect(f"key[{i}] {t['salt']} (many)", many, t["key"])
+
+        for i, t in enumerate(v["payload"]):
+            args = (t["seed"], t["run"], t["event"], t["source"], t["length"])
+            chk.expect(f"payload[{i}]", payload(*args).hex(), t["hex"])
+            pk = array("Q", [key(t["seed"], SALTS["payload"], t["run"], t["event"], t["source"])])
+            chk.expect(f"payload[{i}] (many)", payloads_many(pk, t["length"]).hex(), t["hex"])
+
+        for i, t in enumerate(v["faults"]):
+            e0, e1 = t["events"]
+            s0, s1 = t["sources"]
+            every = t["every"]
+            pred = {
+                "missing": lambda e, s: is_omitted(t["seed"], t["run"], e, s, every),
+                "duplicate": lambda e, s: is_duplicated(t["seed"], t["run"], e, s, every),
+                "delay": lambda e, s: is_delayed(t["seed"], t["run"], e, s, every),
+            }.get(t["kind"])
+            if pred is None:
+                chk.expect(f"faults[{i}] kind", t["kind"], "missing|duplicate|delay")
+                continue
+            hits = [[e, s] for e in range(e0, e1 + 1) for s in range(s0, s1 + 1) if pred(e, s)]
+            chk.expect(f"faults[{i}] {t['kind']} every {every}", hits, t["hits"])
+
+        t = v["filter"]
+        crc = filter_crc(t["seed"], t["run"], t["event"], t["sources"], t["length"])
+        chk.expect("filter crc", crc, t["crc"])
+        chk.expect("filter modulo 3", crc % 3 == 0, t["accepted_modulo_3"])
+        chk.expect("filter modulo 1", crc % 1 == 0, t["accepted_modulo_1"])
+        fast = expected_events(RunParams(seed=t["seed"], run=t["run"], sources=t["sources"],
+                                         events=1, first_event=t["event"], payload=t["length"]))
+        chk.expect("filter crc (many)", fast.accepted.get(t["event"]), t["crc"])
+
+        t = v["run"]
+        p = RunParams(seed=t["seed"], run=t["run"], sources=t["sources"],
+                      first_event=t["first_event"], events=t["events"], payload=t["payload"],
+                      missing_every=t["missing_every"], filter_modulo=t["filter_modulo"])
+        want = {a["event"]: a["crc"] for a in t["accepted"]}
+        chk.expect("run accepted_count", len(want), t["accepted_count"])
+        for per_chunk in (None, 1, 7):   # chunking must not change the result
+            got = expected_events(p, events_per_chunk=per_chunk).accepted
+            chk.expect(f"run accepted (chunk {per_chunk})", got, want)
+        slow = {}
+        for e in range(p.first_event, p.first_event + p.events):
+            if any(is_omitted(p.seed, p.run, e, s, p.missing_every) for s in range(p.sources)):
+                continue
+            crc = filter_crc(p.seed, p.run, e, p.sources, p.payload)
+            if crc % p.filter_modulo == 0:
+                slow[e] = crc
+        chk.expect("run accepted (one at a time)", slow, want)
+
+        for i, t in enumerate(v["frames"]):
+            body = bytes.fromhex(t["payload_hex"])
+            frame = encode_frame(t["source"], t["run"], t["event"], t["sequence"],
+                                 t["timestamp_ns"], t["flags"], body)
+            chk.expect(f"frames[{i}]", frame.hex(), t["frame_hex"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(f"{path}: malformed vectors ({type(e).__name__}: {e})") from e
+
+    status = "PASS" if chk.failed == 0 else "FAIL"
+    print(f"vectors: {chk.passed} passed, {chk.failed} failed")
+    print(f"{status} refbuild vectors {path}")
+    return EXIT_PASS if chk.failed == 0 else EXIT_FAIL
+
+
+# --------------------------------------------------------------------------
+# Command line.
+
+PARAM_FLAGS = [f.name for f in fields(RunParams)]
+
+
+def load_params(path: str) -> dict:
+    """Run parameters from a params.json: its "run" object (as the launcher
+    writes it) or, failing that, its top level."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise InputError(f"cannot read parameters {path}: {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not JSON: {e}") from e
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: not a JSON object")
+    run = doc.get("run")
+    return run if isinstance(run, dict) else doc
+
+
+def build_params(args: argparse.Namespace) -> tuple[RunParams, str]:
+    values: dict = {}
+    origin = "flags"
+    params_path = args.params
+    if params_path is None and args.run_dir:
+        candidate = os.path.join(args.run_dir, "params.json")
+        if os.path.exists(candidate):
+            params_path = candidate
+    if params_path:
+        loaded = load_params(params_path)
+        values.update({k: loaded[k] for k in PARAM_FLAGS if k in loaded})
+        origin = params_path
+    for name in PARAM_FLAGS:
+        flag = getattr(args, name)
+        if flag is not None:
+            values[name] = flag
+    absent = [n for n in ("seed", "run", "sources", "events", "payload") if n not in values]
+    if absent:
+        where = f" in {params_path}" if params_path else ""
+        raise InputError("missing run parameters" + where + ": "
+                         + ", ".join("--" + n.replace("_", "-") for n in absent))
+    # The launcher may record "sources" as a list of IDs; the count is what matters.
+    if isinstance(values.get("sources"), list):
+        ids = values["sources"]
+        if sorted(ids) != list(range(len(ids))):
+            raise InputError(f"source IDs must be 0..S-1, got {ids}")
+        values["sources"] = len(ids)
+    p = RunParams(**values)
+    p.check()
+    return p, origin
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="refbuild.py",
+        description="Independent reference builder: computes the events a run must accept "
+                    "(spec §2, §3) and compares them with the run's events.jsonl.",
+        epilog="Exit status: 0 exact match (or all vectors pass), 1 mismatch, 2 usage/input error.")
+    ap.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
+                    help="run directory with params.json and events.jsonl (from deploy/daqrun)")
+    ap.add_argument("--vectors", metavar="FILE",
+                    help="check this implementation against vectors.json and exit")
+    ap.add_argument("--params", metavar="FILE",
+                    help="params.json to read (default RUN_DIR/params.json)")
+    ap.add_argument("--events-file", metavar="FILE",
+                    help="events.jsonl to check (default RUN_DIR/events.jsonl)")
+    ap.add_argument("--dump", metavar="FILE",
+                    help="write the expected accepted events as JSON lines ('-' = stdout)")
+    ap.add_argument("--report", type=int, default=10, metavar="N",
+                    help="examples shown per kind of difference (default 10)")
+    g = ap.add_argument_group("run parameters (override params.json)")
+    for name in PARAM_FLAGS:
+        g.add_argument("--" + name.replace("_", "-"), dest=name, type=int, metavar="N")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.vectors:
+            return check_vectors(args.vectors)
+        p, origin = build_params(args)
+        events_file = args.events_file or (os.path.join(args.run_dir, "events.jsonl")
+                                           if args.run_dir else None)
+        if events_file is None and args.dump is None:
+            raise InputError("nothing to do: give RUN_DIR, --events-file or --dump")
+        print(f"refbuild: {p.describe()} (from {origin})")
+        t0 = time.monotonic()
+        exp = expected_events(p)
+        print(f"refbuild: expect {len(exp.accepted)} accepted of {exp.complete} complete "
+              f"events ({time.monotonic() - t0:.2f} s)")
+        if args.dump:
+            out = sys.stdout if args.dump == "-" else open(args.dump, "w", encoding="utf-8")
+            try:
+                for e in sorted(exp.accepted):
+                    out.write(json.dumps({"run": p.run, "event": e, "crc": exp.accepted[e],
+                                          "bytes": exp.bytes_per_event}) + "\n")
+            finally:
+                if out is not sys.stdout:
+                    out.close()
+        if events_file is None:
+            return EXIT_PASS
+        c = compare(exp, p, events_file, report=args.report)
+        print(f"refbuild: {events_file}: {c.lines} lines")
+        print(c.counts())
+        print(f"{'PASS' if c.ok else 'FAIL'} refbuild {events_file}")
+        return EXIT_PASS if c.ok else EXIT_FAIL
+    except InputError as e:
+        print(f"refbuild: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

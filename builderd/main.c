@@ -1,0 +1,219 @@
+/* builderd: the event builder and the run's control hub. Parses options and
+ * wires the run to the event loop; see run.c. */
+#include "builder.h"
+#include "clk.h"
+#include "frame.h"
+#include "log.h"
+#include "opt.h"
+#include "run.h"
+
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef ES_VERSION
+#define ES_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: builderd --run R --sources S --readers N --listen HOST:PORT\n"
+"                --control-listen HOST:PORT --out DIR [options]\n"
+"The event builder: assembles each event from one fragment per source,\n"
+"filters and records it, gathers every daemon's final counters and checks\n"
+"the conservation equations. Exits 0 only when every equation balances and\n"
+"no error occurred, 1 for a failed run, 2 for a usage error.\n"
+"\n"
+"Run:\n"
+"  --run R                 run number\n"
+"  --sources S             number of sources (IDs 0 .. S-1)\n"
+"  --readers N             number of readers (IDs 0 .. N-1)\n"
+"  --first-event N         lowest event ID of the run (default 0)\n"
+"  --events N              number of event IDs, when known (default: from the sources)\n"
+"Connections:\n"
+"  --listen HOST:PORT      data port for the readers (port 0: any free port)\n"
+"  --control-listen HOST:PORT  control port for every daemon\n"
+"  --port-file PATH        write 'data PORT' and 'control PORT' there once listening\n"
+"  --peer-timeout-ms T     a peer not connected, or no progress, after T ms\n"
+"                          ends the run with an error (default 10000)\n"
+"  --handshake-timeout-ms T  drop a connection that does not greet in time (default 5000)\n"
+"Building:\n"
+"  --max-inflight W        window of event IDs in flight (default 4096)\n"
+"  --timeout-ms T          an incomplete event expires T ms after its first\n"
+"                          fragment (default 1000; 0 = never)\n"
+"  --no-admission          do not limit readers with credits (for comparison)\n"
+"  --filter-modulo M       accept an event when its CRC %% M == 0 (default 1)\n"
+"  --filter-cost-us U      spend U us of CPU per complete event (default 0)\n"
+"  --max-fragment BYTES    largest payload accepted (default 1048576)\n"
+"Output:\n"
+"  --out DIR               events.jsonl, expired.jsonl and metrics.json go here\n"
+"  --flush-every N         at most N records per write (default 256)\n"
+"  --batch-bytes B         bytes read per call per reader (default 262144)\n"
+"Other:\n"
+"  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
+"  --quiet                 log warnings and errors only\n"
+"  --help, --version\n"
+"\n"
+"Example:\n"
+"  builderd --run 1 --sources 4 --readers 2 --listen 127.0.0.1:7100 \\\n"
+"           --control-listen 127.0.0.1:6999 --out runs/1\n");
+}
+
+enum {
+	OPT_RUN = 256, OPT_SOURCES, OPT_READERS, OPT_FIRST, OPT_EVENTS, OPT_LISTEN, OPT_CONTROL_LISTEN,
+	OPT_PORT_FILE, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
+	OPT_NO_ADMISSION, OPT_FILTER_MODULO, OPT_FILTER_COST, OPT_MAX_FRAGMENT, OPT_OUT,
+	OPT_FLUSH_EVERY, OPT_BATCH, OPT_CLOCK_OFFSET, OPT_QUIET, OPT_HELP, OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+	{ "run", required_argument, NULL, OPT_RUN },
+	{ "sources", required_argument, NULL, OPT_SOURCES },
+	{ "readers", required_argument, NULL, OPT_READERS },
+	{ "first-event", required_argument, NULL, OPT_FIRST },
+	{ "events", required_argument, NULL, OPT_EVENTS },
+	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "control-listen", required_argument, NULL, OPT_CONTROL_LISTEN },
+	{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+	{ "peer-timeout-ms", required_argument, NULL, OPT_PEER_TIMEOUT },
+	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
+	{ "max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT },
+	{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT },
+	{ "no-admission", no_argument, NULL, OPT_NO_ADMISSION },
+	{ "filter-modulo", required_argument, NULL, OPT_FILTER_MODULO },
+	{ "filter-cost-us", required_argument, NULL, OPT_FILTER_COST },
+	{ "max-fragment", required_argument, NULL, OPT_MAX_FRAGMENT },
+	{ "out", required_argument, NULL, OPT_OUT },
+	{ "flush-every", required_argument, NULL, OPT_FLUSH_EVERY },
+	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
+	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+static bool parse_options(int argc, char **argv, struct bd_options *o)
+{
+	bool have_run = false, have_sources = false, have_readers = false, have_listen = false;
+	bool have_control = false, have_out = false;
+	int64_t clock_offset = 0;
+	uint32_t u32;
+	int c;
+	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+		bool ok = true;
+		switch (c) {
+		case OPT_RUN: ok = have_run = opt_u32("--run", optarg, 0, UINT32_MAX, &o->run_id); break;
+		case OPT_SOURCES:
+			ok = have_sources = opt_u32("--sources", optarg, 1, BLD_MAX_SOURCES, &u32);
+			o->sources = (uint16_t)u32;
+			break;
+		case OPT_READERS: ok = have_readers = opt_u32("--readers", optarg, 1, 1024, &o->readers); break;
+		case OPT_FIRST: ok = opt_u64("--first-event", optarg, 0, UINT64_MAX / 2, &o->first_event); break;
+		case OPT_EVENTS: ok = opt_u64("--events", optarg, 0, UINT64_MAX / 2, &o->events); break;
+		case OPT_LISTEN:
+			ok = have_listen = opt_hostport("--listen", optarg, o->listen_host,
+							sizeof o->listen_host, &o->listen_port, true);
+			break;
+		case OPT_CONTROL_LISTEN:
+			ok = have_control = opt_hostport("--control-listen", optarg, o->control_host,
+							 sizeof o->control_host, &o->control_port, true);
+			break;
+		case OPT_PORT_FILE: snprintf(o->port_file, sizeof o->port_file, "%s", optarg); break;
+		case OPT_PEER_TIMEOUT: ok = opt_u64("--peer-timeout-ms", optarg, 1, 86400000, &o->peer_timeout_ms); break;
+		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
+		case OPT_MAX_INFLIGHT: ok = opt_u32("--max-inflight", optarg, 1, BLD_MAX_WINDOW, &o->max_inflight); break;
+		case OPT_TIMEOUT: ok = opt_u64("--timeout-ms", optarg, 0, 86400000, &o->timeout_ms); break;
+		case OPT_NO_ADMISSION: o->no_admission = true; break;
+		case OPT_FILTER_MODULO: ok = opt_u32("--filter-modulo", optarg, 1, UINT32_MAX, &o->filter_modulo); break;
+		case OPT_FILTER_COST: ok = opt_u32("--filter-cost-us", optarg, 0, 1000000, &o->filter_cost_us); break;
+		case OPT_MAX_FRAGMENT: ok = opt_u32("--max-fragment", optarg, 0, FRM_MAX_PAYLOAD_BYTES, &o->max_fragment_bytes); break;
+		case OPT_OUT: have_out = true; snprintf(o->out_dir, sizeof o->out_dir, "%s", optarg); break;
+		case OPT_FLUSH_EVERY: ok = opt_u32("--flush-every", optarg, 1, 1u << 20, &o->flush_every); break;
+		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 4096, 64u << 20, &o->batch_bytes); break;
+		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
+		case OPT_QUIET: o->quiet = true; break;
+		case OPT_HELP: usage(stdout); exit(0);
+		case OPT_VERSION: printf("builderd %s\n", ES_VERSION); exit(0);
+		default: usage(stderr); return false;
+		}
+		if (!ok)
+			return false;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "builderd: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return false;
+	}
+	const char *missing = !have_run ? "--run" : !have_sources ? "--sources"
+		: !have_readers ? "--readers" : !have_listen ? "--listen"
+		: !have_control ? "--control-listen" : !have_out ? "--out" : NULL;
+	if (missing != NULL) {
+		fprintf(stderr, "builderd: %s is required (see --help)\n", missing);
+		return false;
+	}
+	if (o->readers > o->sources) {
+		fprintf(stderr, "builderd: --readers %u exceeds --sources %u: every reader serves at least one source\n",
+			o->readers, o->sources);
+		return false;
+	}
+	clk_set_offset_ns(clock_offset);
+	return true;
+}
+
+static struct bd *the_run;
+static int stop_signals;
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	struct event_base *base = arg;
+	if (++stop_signals > 1 && sig == SIGINT) {
+		log_warn("Second interrupt: exiting now");
+		event_base_loopbreak(base);
+		return;
+	}
+	bd_stop(the_run, sig == SIGINT ? "interrupted" : "terminated");
+}
+
+int main(int argc, char **argv)
+{
+	struct bd_options o = {
+		.max_inflight = 4096,
+		.timeout_ms = 1000,
+		.filter_modulo = 1,
+		.flush_every = 256,
+		.max_fragment_bytes = FRM_MAX_PAYLOAD_BYTES,
+		.batch_bytes = 262144,
+		.peer_timeout_ms = 10000,
+		.handshake_timeout_ms = 5000,
+	};
+	if (!parse_options(argc, argv, &o))
+		return 2;
+	log_init("builderd", -1, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
+	signal(SIGPIPE, SIG_IGN);
+	struct event_config *cfg = event_config_new();
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	struct event_base *base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	the_run = bd_create(base, &o);
+	if (the_run == NULL) {
+		log_error("Run %u could not start", o.run_id);
+		event_base_free(base);
+		return 1;
+	}
+	struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
+	event_base_dispatch(base);
+	int status = bd_exit_status(the_run);
+	bd_destroy(the_run);
+	event_free(sigterm);
+	event_free(sigint);
+	event_base_free(base);
+	return status;
+}

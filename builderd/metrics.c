@@ -1,0 +1,322 @@
+#include "metrics.h"
+
+#include "builder.h"
+#include "clk.h"
+#include "hist.h"
+#include "log.h"
+#include "msgconn.h"
+#include "net.h"
+#include "output.h"
+#include "procstat.h"
+#include "run_state.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+static void json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void json_group(FILE *f, const char *name, const struct ctl_group *g, bool *first)
+{
+	fprintf(f, "%s\n    ", *first ? "" : ",");
+	*first = false;
+	json_string(f, name);
+	fputs(": {", f);
+	for (uint32_t i = 0; i < g->count; i++) {
+		fprintf(f, "%s", i ? ", " : "");
+		json_string(f, g->counters[i].name);
+		fprintf(f, ": %" PRIu64, g->counters[i].value);
+	}
+	fputc('}', f);
+}
+
+/* A peer's report groups as "<role>.<id>" and "<role>.<id>.<group>". */
+static void json_report(FILE *f, const char *prefix, const struct ctl_report *r, bool *first)
+{
+	if (r == NULL)
+		return;
+	for (uint32_t i = 0; i < r->group_count; i++) {
+		const struct ctl_group *g = &r->groups[i];
+		if (strcmp(g->name, "process") == 0)
+			continue;
+		char name[96];
+		if (g->name[0] == '\0')
+			snprintf(name, sizeof name, "%s", prefix);
+		else
+			snprintf(name, sizeof name, "%s.%s", prefix, g->name);
+		json_group(f, name, g, first);
+	}
+}
+
+struct metrics_rates {
+	double offered;
+	double accepted;
+	double duration_s;
+	uint64_t generated;
+};
+
+static struct metrics_rates metrics_rates(const struct bd *b)
+{
+	struct metrics_rates m = { 0 };
+	const struct bld_counters *c = bld_counters(b->core);
+	m.generated = c->events_complete + c->events_expired + c->events_unobserved;
+	uint64_t longest_ns = 0;
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		bool found;
+		uint64_t ns = acct_value(b->source_peers[s].report, "", "sending_ns", &found);
+		if (found && ns > longest_ns)
+			longest_ns = ns;
+	}
+	if (longest_ns > 0)
+		m.offered = (double)m.generated / ((double)longest_ns / 1e9);
+	if (b->first_fragment_ns && b->last_complete_ns > b->first_fragment_ns) {
+		m.duration_s = (double)(b->last_complete_ns - b->first_fragment_ns) / 1e9;
+		m.accepted = (double)c->events_accepted / m.duration_s;
+	}
+	return m;
+}
+
+static void json_process(FILE *f, const char *role, uint32_t id, const char *host, uint32_t pid,
+			 const struct ctl_report *r, bool *first)
+{
+	bool found;
+	uint64_t user = acct_value(r, "process", "cpu_user_us", &found);
+	uint64_t sys = acct_value(r, "process", "cpu_sys_us", NULL);
+	uint64_t rss = acct_value(r, "process", "max_rss_kib", NULL);
+	fprintf(f, "%s\n    {\"role\": \"%s\", \"id\": %u, \"host\": ", *first ? "" : ",", role, id);
+	*first = false;
+	json_string(f, host);
+	if (found)
+		fprintf(f, ", \"pid\": %u, \"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"max_rss_kib\": %" PRIu64 "}",
+			pid, (double)user / 1e6, (double)sys / 1e6, rss);
+	else
+		fprintf(f, ", \"pid\": %u, \"cpu_user_s\": null, \"cpu_sys_s\": null, \"max_rss_kib\": null, \"note\": \"no final counters\"}",
+			pid);
+}
+
+int metrics_write(const struct bd *b, const struct acct *a)
+{
+	char path[2048], tmp[2100];
+	snprintf(path, sizeof path, "%s/metrics.json", b->opt.out_dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL) {
+		int rc = -errno;
+		log_error("Cannot write %s: %s", path, strerror(errno));
+		return rc;
+	}
+	const struct bld_counters *c = bld_counters(b->core);
+	const struct hist *lat = out_latency(b->out);
+	struct metrics_rates rates = metrics_rates(b);
+
+	fprintf(f, "{\n  \"run\": {\"run\": %u, \"sources\": %u, \"readers\": %u, \"window\": %u, "
+		   "\"timeout_ms\": %" PRIu64 ", \"filter_modulo\": %u, \"filter_cost_us\": %u, "
+		   "\"first_event\": %" PRIu64 ", \"admission\": %s, \"flush_every\": %u},\n",
+		b->opt.run_id, b->opt.sources, b->opt.readers, b->opt.max_inflight, b->opt.timeout_ms,
+		b->opt.filter_modulo, b->opt.filter_cost_us, b->opt.first_event,
+		b->opt.no_admission ? "false" : "true", b->opt.flush_every);
+	bool balanced = acct_balanced(a);
+	fprintf(f, "  \"status\": \"%s\",\n  \"exit_status\": %d,\n  \"balanced\": %s,\n",
+		b->status == 0 && balanced ? "ok" : "failed", b->status == 0 && balanced ? 0 : 1,
+		balanced ? "true" : "false");
+
+	fputs("  \"equations\": [", f);
+	for (size_t i = 0; i < a->count; i++) {
+		const struct acct_equation *e = &a->equations[i];
+		fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
+		json_string(f, e->name);
+		fprintf(f, ", \"lhs\": %" PRIu64 ", \"rhs\": %" PRIu64 ", \"ok\": %s", e->lhs, e->rhs,
+			e->ok ? "true" : "false");
+		if (e->note[0]) {
+			fputs(", \"note\": ", f);
+			json_string(f, e->note);
+		}
+		fputc('}', f);
+	}
+	fputs("\n  ],\n  \"errors\": [", f);
+	for (uint32_t i = 0; i < b->error_count; i++) {
+		fprintf(f, "%s\n    ", i ? "," : "");
+		json_string(f, b->errors[i]);
+	}
+	if (b->errors_dropped)
+		fprintf(f, ",\n    \"... and %u more errors, see the log\"", b->errors_dropped);
+	fputs("\n  ],\n", f);
+
+	fputs("  \"counters\": {", f);
+	bool first = true;
+	fprintf(f, "\n    \"builder\": {");
+	first = false;
+	bool first_field = true;
+#define BLD_JSON(name) fprintf(f, "%s\"" #name "\": %" PRIu64, first_field ? "" : ", ", c->name); first_field = false;
+	BLD_COUNTERS(BLD_JSON)
+#undef BLD_JSON
+	fprintf(f, ", \"frames_read\": %" PRIu64 ", \"refused_connections\": %" PRIu64
+		   ", \"credits_sent\": %" PRIu64 ", \"events_written\": %" PRIu64
+		   ", \"record_writes\": %" PRIu64 ", \"negative_latencies\": %" PRIu64 "}",
+		b->frames_received, b->refused_connections, b->credits_sent,
+		out_events_written(b->out), out_write_calls(b->out), out_negative_latencies(b->out));
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		const struct bd_reader *rd = &b->readers[r];
+		fprintf(f, ",\n    \"builder.from_reader.%u\": {\"frames_received\": %" PRIu64
+			   ", \"end_frames\": %" PRIu64 ", \"bytes_received\": %" PRIu64
+			   ", \"read_calls\": %" PRIu64 "}",
+			r, rd->frames_received, rd->end_frames, rd->bytes_received, rd->read_calls);
+	}
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		char prefix[32];
+		snprintf(prefix, sizeof prefix, "source.%u", s);
+		json_report(f, prefix, b->source_peers[s].report, &first);
+	}
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		char prefix[32];
+		snprintf(prefix, sizeof prefix, "reader.%u", r);
+		json_report(f, prefix, b->reader_peers[r].report, &first);
+	}
+	fputs("\n  },\n", f);
+
+	fprintf(f, "  \"latency\": {\"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64
+		   ", \"p99_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
+		   ", \"mean_ns\": %" PRIu64 ", \"uncertainty_ns\": 0, \"samples\": %" PRIu64 ",\n"
+		   "    \"definition\": \"builder record write time minus the earliest source timestamp of the event, on the builder's clock\",\n"
+		   "    \"buckets\": [",
+		hist_quantile(lat, 0.5), hist_quantile(lat, 0.9), hist_quantile(lat, 0.99), lat->max,
+		lat->samples ? lat->min : 0, lat->samples ? lat->sum / lat->samples : 0, lat->samples);
+	bool first_bucket = true;
+	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+		if (lat->counts[i] == 0)
+			continue;
+		fprintf(f, "%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]", first_bucket ? "" : ", ",
+			hist_bucket_lower(i), hist_bucket_upper(i), lat->counts[i]);
+		first_bucket = false;
+	}
+	fputs("]},\n", f);
+
+	fprintf(f, "  \"rates\": {\"offered_events_per_s\": %.1f, \"accepted_events_per_s\": %.1f, "
+		   "\"build_duration_s\": %.6f, \"events_generated\": %" PRIu64 "},\n",
+		rates.offered, rates.accepted, rates.duration_s, rates.generated);
+
+	fputs("  \"processes\": [", f);
+	first = true;
+	struct ctl_report self;
+	memset(&self, 0, sizeof self);
+	procstat_report(&self);
+	char host[256];
+	net_host_name(host, sizeof host);
+	json_process(f, "builder", 0, host, (uint32_t)getpid(), &self, &first);
+	double cpu_total_us = 0;
+	bool cpu_complete = true;
+	cpu_total_us += (double)acct_value(&self, "process", "cpu_user_us", NULL) +
+			(double)acct_value(&self, "process", "cpu_sys_us", NULL);
+	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
+		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
+							     : &b->reader_peers[i - b->opt.sources];
+		json_process(f, ctl_role_name(p->role), p->id, p->host, p->pid, p->report, &first);
+		bool found;
+		uint64_t u = acct_value(p->report, "process", "cpu_user_us", &found);
+		uint64_t s = acct_value(p->report, "process", "cpu_sys_us", NULL);
+		cpu_total_us += (double)(u + s);
+		cpu_complete = cpu_complete && found;
+	}
+	fputs("\n  ],\n", f);
+	uint64_t frags = c->frags_received;
+	fprintf(f, "  \"cpu\": {\"total_s\": %.6f, \"fragments\": %" PRIu64
+		   ", \"us_per_fragment\": %.4f, \"all_processes_reported\": %s},\n",
+		cpu_total_us / 1e6, frags, frags ? cpu_total_us / (double)frags : 0.0,
+		cpu_complete ? "true" : "false");
+
+	fprintf(f, "  \"memory_bounds\": {\"builder_core_bytes\": %" PRIu64
+		   ", \"builder_read_buffers_bytes\": %" PRIu64 ", \"builder_output_bytes\": %" PRIu64,
+		(uint64_t)bld_memory_bytes(b->core),
+		(uint64_t)b->opt.readers * b->readers[0].cap, out_buffer_bytes(b->out));
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		bool found;
+		uint64_t v = acct_value(b->reader_peers[r].report, "", "buffer_bytes", &found);
+		if (found)
+			fprintf(f, ", \"reader_%u_buffers_bytes\": %" PRIu64, r, v);
+	}
+	fputs("}\n}\n", f);
+	if (fclose(f) != 0 || rename(tmp, path) != 0) {
+		int rc = -errno;
+		log_error("Cannot write %s: %s", path, strerror(errno));
+		return rc;
+	}
+	return 0;
+}
+
+static void print_duration(FILE *f, uint64_t ns)
+{
+	if (ns < 10000)
+		fprintf(f, "%" PRIu64 " ns", ns);
+	else if (ns < 10000000)
+		fprintf(f, "%.1f us", (double)ns / 1e3);
+	else
+		fprintf(f, "%.2f ms", (double)ns / 1e6);
+}
+
+void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
+{
+	const struct bld_counters *c = bld_counters(b->core);
+	const struct hist *lat = out_latency(b->out);
+	struct metrics_rates rates = metrics_rates(b);
+	fprintf(f, "run %u: %" PRIu64 " event IDs: %" PRIu64 " complete (%" PRIu64 " accepted, %" PRIu64
+		   " filtered), %" PRIu64 " expired (%" PRIu64 " timeout, %" PRIu64 " window, %" PRIu64
+		   " end of run), %" PRIu64 " never observed\n",
+		b->opt.run_id, rates.generated, c->events_complete, c->events_accepted,
+		c->events_filtered, c->events_expired, c->events_expired_timeout,
+		c->events_expired_window, c->events_expired_end_of_run, c->events_unobserved);
+	fprintf(f, "fragments: %" PRIu64 " received: %" PRIu64 " unique, %" PRIu64 " duplicate, %" PRIu64
+		   " late, %" PRIu64 " invalid; %" PRIu64 " held by expired events\n",
+		c->frags_received, c->frags_unique, c->frags_duplicate, c->frags_late,
+		c->frags_invalid, c->frags_in_expired);
+	fprintf(f, "rates: offered %.0f events/s, accepted %.0f events/s over %.3f s\n",
+		rates.offered, rates.accepted, rates.duration_s);
+	fprintf(f, "latency: p50 ");
+	print_duration(f, hist_quantile(lat, 0.5));
+	fprintf(f, ", p99 ");
+	print_duration(f, hist_quantile(lat, 0.99));
+	fprintf(f, ", max ");
+	print_duration(f, lat->max);
+	fprintf(f, " (+/- 0 ns, same clock), %" PRIu64 " samples\n", lat->samples);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(f, "peak RSS: builder %.1f MiB", (double)ru.ru_maxrss / 1024.0);
+	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
+		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
+							     : &b->reader_peers[i - b->opt.sources];
+		bool found;
+		uint64_t rss = acct_value(p->report, "process", "max_rss_kib", &found);
+		if (found)
+			fprintf(f, ", %s %u %.1f MiB", ctl_role_name(p->role), p->id, (double)rss / 1024.0);
+	}
+	fputc('\n', f);
+	size_t ok = 0;
+	for (size_t i = 0; i < a->count; i++)
+		ok += a->equations[i].ok;
+	fprintf(f, "equations: %zu of %zu balanced\n", ok, a->count);
+	for (size_t i = 0; i < a->count; i++) {
+		const struct acct_equation *e = &a->equations[i];
+		if (!e->ok)
+			fprintf(f, "  NOT BALANCED: %s: %" PRIu64 " != %" PRIu64 "%s%s\n", e->name, e->lhs,
+				e->rhs, e->note[0] ? " - " : "", e->note);
+	}
+	for (uint32_t i = 0; i < b->error_count; i++)
+		fprintf(f, "error: %s\n", b->errors[i]);
+	bool good = b->status == 0 && acct_balanced(a);
+	fprintf(f, "status: %s; records in %s\n", good ? "OK" : "FAILED", b->opt.out_dir);
+}

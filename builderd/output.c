@@ -1,0 +1,213 @@
+#include "output.h"
+
+#include "clk.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Longest events.jsonl line: five fields of at most 20 digits. */
+#define OUT_EVENT_LINE_MAX 160u
+/* Longest expired.jsonl line before its missing list. */
+#define OUT_EXPIRED_LINE_MAX 128u
+/* Widest source ID in the missing list, with its comma. */
+#define OUT_MISSING_ITEM_MAX 6u
+
+struct out_pending {
+	uint64_t event_id;
+	uint64_t bytes;
+	uint64_t earliest_timestamp_ns;
+	uint32_t crc;
+	uint32_t run_id;
+	uint16_t earliest_source;
+};
+
+struct out {
+	int events_fd;
+	int expired_fd;
+	uint32_t flush_every;
+	uint16_t sources;
+	const int64_t *offsets_ns;
+	struct out_pending *pending;
+	uint32_t pending_count;
+	char *event_lines;
+	size_t event_lines_cap;
+	char *expired_lines;
+	size_t expired_cap;
+	size_t expired_len;
+	struct hist latency;
+	uint64_t written;
+	uint64_t negative;
+	uint64_t write_calls;
+	bool failed;
+};
+
+static int out_open_file(const char *dir, const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		log_error("Cannot create %s: %s", path, strerror(errno));
+	return fd;
+}
+
+struct out *out_open(const char *dir, uint32_t flush_every, uint16_t sources,
+		     const int64_t *source_offsets_ns)
+{
+	struct out *o = calloc(1, sizeof *o);
+	if (o == NULL)
+		return NULL;
+	o->flush_every = flush_every;
+	o->sources = sources;
+	o->offsets_ns = source_offsets_ns;
+	hist_reset(&o->latency);
+	o->pending = calloc(flush_every, sizeof *o->pending);
+	o->event_lines_cap = (size_t)flush_every * OUT_EVENT_LINE_MAX;
+	o->event_lines = malloc(o->event_lines_cap);
+	/* Room for flush_every expired records missing every source. */
+	o->expired_cap = (size_t)flush_every * (OUT_EXPIRED_LINE_MAX + (size_t)sources * OUT_MISSING_ITEM_MAX);
+	o->expired_lines = malloc(o->expired_cap);
+	o->events_fd = out_open_file(dir, "events.jsonl");
+	o->expired_fd = out_open_file(dir, "expired.jsonl");
+	if (o->pending == NULL || o->event_lines == NULL || o->expired_lines == NULL ||
+	    o->events_fd < 0 || o->expired_fd < 0) {
+		out_close(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int out_write_all(struct out *o, int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+		o->write_calls++;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int rc = -errno;
+			if (!o->failed)
+				log_error("Cannot write a record file: %s", strerror(errno));
+			o->failed = true;
+			return rc;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int out_flush(struct out *o)
+{
+	int rc = 0;
+	if (o->pending_count > 0) {
+		uint64_t now = clk_realtime_ns();
+		size_t len = 0;
+		for (uint32_t i = 0; i < o->pending_count; i++) {
+			const struct out_pending *p = &o->pending[i];
+			/* The source's timestamp on the builder's clock. */
+			int64_t offset = o->offsets_ns ? o->offsets_ns[p->earliest_source] : 0;
+			uint64_t origin = p->earliest_timestamp_ns - (uint64_t)offset;
+			uint64_t latency = 0;
+			if (now >= origin)
+				latency = now - origin;
+			else
+				o->negative++;
+			hist_add(&o->latency, latency);
+			len += (size_t)snprintf(o->event_lines + len, OUT_EVENT_LINE_MAX,
+						"{\"run\":%" PRIu32 ",\"event\":%" PRIu64
+						",\"crc\":%" PRIu32 ",\"bytes\":%" PRIu64
+						",\"latency_ns\":%" PRIu64 "}\n",
+						p->run_id, p->event_id, p->crc, p->bytes, latency);
+		}
+		o->written += o->pending_count;
+		o->pending_count = 0;
+		rc = out_write_all(o, o->events_fd, o->event_lines, len);
+	}
+	if (o->expired_len > 0) {
+		int rc2 = out_write_all(o, o->expired_fd, o->expired_lines, o->expired_len);
+		o->expired_len = 0;
+		if (rc == 0)
+			rc = rc2;
+	}
+	return rc;
+}
+
+void out_add_event(struct out *o, const struct bld_event *e)
+{
+	o->pending[o->pending_count++] = (struct out_pending){
+		.event_id = e->event_id,
+		.bytes = e->bytes,
+		.earliest_timestamp_ns = e->earliest_timestamp_ns,
+		.crc = e->filter_crc,
+		.run_id = e->run_id,
+		.earliest_source = e->earliest_source,
+	};
+	if (o->pending_count == o->flush_every)
+		out_flush(o);
+}
+
+void out_add_expired(struct out *o, const struct bld_expired *x)
+{
+	size_t need = OUT_EXPIRED_LINE_MAX + (size_t)x->missing_count * OUT_MISSING_ITEM_MAX;
+	if (o->expired_cap - o->expired_len < need)
+		out_flush(o);
+	char *p = o->expired_lines + o->expired_len;
+	int n = snprintf(p, OUT_EXPIRED_LINE_MAX,
+			 "{\"run\":%" PRIu32 ",\"event\":%" PRIu64 ",\"reason\":\"%s\",\"missing\":[",
+			 x->run_id, x->event_id, bld_expiry_reason_name(x->reason));
+	for (uint16_t i = 0; i < x->missing_count; i++)
+		n += snprintf(p + n, OUT_MISSING_ITEM_MAX + 1, "%s%u", i ? "," : "",
+			      (unsigned)x->missing[i]);
+	n += snprintf(p + n, 4, "]}\n");
+	o->expired_len += (size_t)n;
+}
+
+const struct hist *out_latency(const struct out *o)
+{
+	return &o->latency;
+}
+
+uint64_t out_events_written(const struct out *o)
+{
+	return o->written;
+}
+
+uint64_t out_negative_latencies(const struct out *o)
+{
+	return o->negative;
+}
+
+uint64_t out_write_calls(const struct out *o)
+{
+	return o->write_calls;
+}
+
+uint64_t out_buffer_bytes(const struct out *o)
+{
+	return (uint64_t)o->flush_every * sizeof *o->pending + o->event_lines_cap + o->expired_cap;
+}
+
+bool out_close(struct out *o)
+{
+	if (o == NULL)
+		return true;
+	if (o->events_fd >= 0 && o->expired_fd >= 0)
+		out_flush(o);
+	bool ok = !o->failed;
+	if (o->events_fd >= 0 && close(o->events_fd) < 0)
+		ok = false;
+	if (o->expired_fd >= 0 && close(o->expired_fd) < 0)
+		ok = false;
+	free(o->pending);
+	free(o->event_lines);
+	free(o->expired_lines);
+	free(o);
+	return ok;
+}

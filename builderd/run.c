@@ -1,0 +1,814 @@
+#include "run.h"
+#include "run_state.h"
+
+#include "acct.h"
+#include "builder.h"
+#include "clk.h"
+#include "ctl.h"
+#include "frame.h"
+#include "greet.h"
+#include "log.h"
+#include "metrics.h"
+#include "msgconn.h"
+#include "net.h"
+#include "output.h"
+#include "procstat.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void bd_finish(struct bd *b, const char *why);
+
+/* A role at the start of a sentence. */
+static const char *bd_title(enum ctl_role role)
+{
+	return role == CTL_ROLE_SOURCE ? "Source" : role == CTL_ROLE_READER ? "Reader" : "Builder";
+}
+static void bd_maybe_finish(struct bd *b);
+
+/* Records an error of the run: logged, listed in metrics.json, and the run
+ * ends non-zero. */
+static void bd_error(struct bd *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bd_error(struct bd *b, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	log_error("%s", text);
+	b->status = 1;
+	if (b->error_count < BD_MAX_ERRORS)
+		b->errors[b->error_count++] = strdup(text);
+	else
+		b->errors_dropped++;
+}
+
+static void bd_on_complete(void *ctx, const struct bld_event *e)
+{
+	struct bd *b = ctx;
+	b->last_complete_ns = clk_monotonic_ns();
+	if (b->opt.filter_cost_us)
+		clk_burn_us(b->opt.filter_cost_us);
+	if (e->accepted)
+		out_add_event(b->out, e);
+}
+
+static void bd_on_expired(void *ctx, const struct bld_expired *x)
+{
+	struct bd *b = ctx;
+	out_add_expired(b->out, x);
+}
+
+/* ---- credits ---------------------------------------------------------- */
+
+static void bd_send_credit(struct bd_peer *p, uint64_t limit, uint64_t now)
+{
+	struct ctl_msg m = { .type = CTL_CREDIT };
+	m.u.credit.limit = limit;
+	m.u.credit.sequence = ++p->credits;
+	if (msgconn_send(p->conn, &m) == 0) {
+		p->credit_sent = limit;
+		p->credit_sent_ns = now;
+		p->run->credits_sent++;
+	}
+}
+
+/* Publishes the admission limit. Updates are coalesced to at most one per
+ * reader per millisecond and, between ticks, to advances of window/8; the
+ * tick sends any advance at all, so no reader waits on a stale limit for
+ * more than a tick. */
+static void bd_publish_credits(struct bd *b, bool tick)
+{
+	if (b->phase != BD_RUNNING)
+		return;
+	uint64_t limit = b->opt.no_admission ? UINT64_MAX : bld_admission_limit(b->core);
+	uint64_t step = b->opt.max_inflight / 8 ? b->opt.max_inflight / 8 : 1;
+	uint64_t now = clk_monotonic_ns();
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		struct bd_peer *p = &b->reader_peers[r];
+		if (p->conn == NULL || limit <= p->credit_sent)
+			continue;
+		if (now - p->credit_sent_ns < BD_CREDIT_MIN_INTERVAL_NS)
+			continue;
+		if (tick || limit - p->credit_sent >= step)
+			bd_send_credit(p, limit, now);
+	}
+}
+
+/* ---- data from readers -------------------------------------------------- */
+
+static void bd_reader_close(struct bd_reader *rd, enum bd_data_state state)
+{
+	if (rd->ev_read != NULL) {
+		event_free(rd->ev_read);
+		rd->ev_read = NULL;
+	}
+	if (rd->fd >= 0) {
+		close(rd->fd);
+		rd->fd = -1;
+	}
+	rd->state = state;
+}
+
+static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct bd_reader *rd = arg;
+	struct bd *b = rd->run;
+	if (rd->start > 0) {
+		/* Only the tail of a frame cut by the last read moves. */
+		memmove(rd->buf, rd->buf + rd->start, rd->end - rd->start);
+		rd->end -= rd->start;
+		rd->start = 0;
+	}
+	ssize_t n = read(fd, rd->buf + rd->end, rd->cap - rd->end);
+	rd->read_calls++;
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		bd_error(b, "Data connection of reader %u (%s) failed: %s", rd->id, rd->address,
+			 strerror(errno));
+		bd_reader_close(rd, BD_DATA_FAILED);
+		bd_maybe_finish(b);
+		return;
+	}
+	uint64_t now = clk_monotonic_ns();
+	b->last_progress_ns = now;
+	rd->end += (size_t)n;
+	rd->bytes_received += (uint64_t)n;
+	while (rd->start < rd->end) {
+		struct frm_header h;
+		size_t frame_bytes, need;
+		enum frm_status st = frm_decoder_next(&rd->decoder, rd->buf + rd->start,
+						      rd->end - rd->start, &h, &frame_bytes, &need);
+		if (st == FRM_NEED_MORE)
+			break;
+		if (st != FRM_OK) {
+			bd_error(b, "Reader %u (%s) sent a bad frame: %s; closing its data connection",
+				 rd->id, rd->address, frm_status_name(st));
+			bd_reader_close(rd, BD_DATA_FAILED);
+			out_flush(b->out);
+			bd_maybe_finish(b);
+			return;
+		}
+		const uint8_t *frame = rd->buf + rd->start;
+		rd->start += frame_bytes;
+		if (h.source_id < b->opt.sources && b->reader_of_source[h.source_id] != (int32_t)rd->id)
+			bd_error(b, "Reader %u forwarded a frame of source %u, which it does not serve",
+				 rd->id, h.source_id);
+		if (h.flags & FRM_FLAG_END) {
+			rd->end_frames++;
+			if (h.source_id < b->opt.sources) {
+				b->end_frame_seen[h.source_id] = true;
+				b->end_frame_events[h.source_id] = h.event_id;
+			}
+			continue;
+		}
+		rd->frames_received++;
+		b->frames_received++;
+		if (b->first_fragment_ns == 0)
+			b->first_fragment_ns = now;
+		struct bld_fragment f = {
+			.run_id = h.run_id,
+			.source_id = h.source_id,
+			.event_id = h.event_id,
+			.timestamp_ns = h.timestamp_ns,
+			.payload_len = h.payload_len,
+			.payload_crc = frm_payload_crc(frame, &h),
+		};
+		bld_add(b->core, &f, now);
+	}
+	if (n == 0) {
+		if (rd->start < rd->end)
+			bd_error(b, "Reader %u (%s) closed its data connection inside a frame (%zu bytes)",
+				 rd->id, rd->address, rd->end - rd->start);
+		bd_reader_close(rd, rd->start < rd->end ? BD_DATA_FAILED : BD_DATA_CLOSED);
+	}
+	out_flush(b->out);
+	bd_publish_credits(b, false);
+	if (n == 0)
+		bd_maybe_finish(b);
+}
+
+/* ---- greetings ---------------------------------------------------------- */
+
+static struct bd_peer *bd_peer_of(struct bd *b, const struct ctl_hello *h)
+{
+	if (h->role == CTL_ROLE_SOURCE && h->id < b->opt.sources)
+		return &b->source_peers[h->id];
+	if (h->role == CTL_ROLE_READER && h->id < b->opt.readers)
+		return &b->reader_peers[h->id];
+	return NULL;
+}
+
+/* Common checks of every HELLO; false after refusing it. */
+static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, const char *peer,
+			   enum ctl_channel channel)
+{
+	if (h->protocol != CTL_PROTOCOL_VERSION) {
+		greet_reply_error(fd, peer, "wrong_protocol",
+				  "%s %u speaks protocol %u, the builder speaks %u",
+				  ctl_role_name(h->role), h->id, h->protocol, CTL_PROTOCOL_VERSION);
+	} else if (h->run_id != b->opt.run_id) {
+		greet_reply_error(fd, peer, "wrong_run", "%s %u is in run %u but the builder is in run %u",
+				  ctl_role_name(h->role), h->id, h->run_id, b->opt.run_id);
+	} else if (h->channel != channel) {
+		greet_reply_error(fd, peer, "wrong_channel", "%s %u greeted the %s port as a %s connection",
+				  ctl_role_name(h->role), h->id,
+				  channel == CTL_CHANNEL_DATA ? "data" : "control",
+				  h->channel == CTL_CHANNEL_DATA ? "data" : "control");
+	} else if (b->phase != BD_RUNNING) {
+		greet_reply_error(fd, peer, "run_over", "run %u is over", b->opt.run_id);
+	} else if (bd_peer_of(b, h) == NULL) {
+		greet_reply_error(fd, peer, "unknown_peer",
+				  "%s %u is not part of run %u (%u sources, %u readers)",
+				  ctl_role_name(h->role), h->id, b->opt.run_id, b->opt.sources,
+				  b->opt.readers);
+	} else {
+		return true;
+	}
+	b->refused_connections++;
+	return false;
+}
+
+static void bd_on_reader_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+{
+	struct bd *b = arg;
+	if (fd < 0) {
+		b->refused_connections++;
+		return;
+	}
+	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_DATA))
+		return;
+	if (h->role != CTL_ROLE_READER) {
+		greet_reply_error(fd, peer, "wrong_role",
+				  "the builder's data port takes readers, not a %s", ctl_role_name(h->role));
+		b->refused_connections++;
+		return;
+	}
+	struct bd_reader *rd = &b->readers[h->id];
+	if (rd->state != BD_DATA_WAITING) {
+		greet_reply_error(fd, peer, "duplicate_id", "reader %u already has a data connection from %s",
+				  h->id, rd->address);
+		b->refused_connections++;
+		return;
+	}
+	for (uint32_t i = 0; i < h->source_count; i++) {
+		uint16_t s = h->sources[i];
+		if (s >= b->opt.sources || (b->reader_of_source[s] >= 0 &&
+					    b->reader_of_source[s] != (int32_t)h->id)) {
+			greet_reply_error(fd, peer, "bad_sources",
+					  "reader %u claims source %u, which %s", h->id, s,
+					  s >= b->opt.sources ? "is not in this run"
+							      : "another reader serves");
+			b->refused_connections++;
+			return;
+		}
+	}
+	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0) {
+		close(fd);
+		return;
+	}
+	for (uint32_t i = 0; i < h->source_count; i++)
+		b->reader_of_source[h->sources[i]] = (int32_t)h->id;
+	rd->source_count = h->source_count;
+	memcpy(rd->sources, h->sources, h->source_count * sizeof h->sources[0]);
+	rd->fd = fd;
+	rd->state = BD_DATA_STREAMING;
+	snprintf(rd->address, sizeof rd->address, "%s", peer);
+	net_tune(fd, 0);
+	rd->ev_read = event_new(b->base, fd, EV_READ | EV_PERSIST, bd_on_reader_readable, rd);
+	event_add(rd->ev_read, NULL);
+	if (!b->opt.quiet)
+		log_info("Reader %u data connected from %s (pid %u on %s)", h->id, peer, h->pid, h->host);
+}
+
+static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
+			       void *arg)
+{
+	(void)c;
+	(void)rx_ns;
+	struct bd_peer *p = arg;
+	struct bd *b = p->run;
+	b->last_progress_ns = clk_monotonic_ns();
+	switch (msg->type) {
+	case CTL_END:
+		if (p->report == NULL)
+			p->report = malloc(sizeof *p->report);
+		if (p->report != NULL)
+			*p->report = msg->u.report;
+		p->reported = true;
+		if (msg->u.report.status != 0)
+			b->status = 1;
+		bd_maybe_finish(b);
+		break;
+	case CTL_STATS:
+	case CTL_PONG:
+		break;
+	default:
+		log_warn("Ignoring a %s message from %s %u", ctl_type_name(msg->type),
+			 ctl_role_name(p->role), p->id);
+		break;
+	}
+}
+
+static void bd_on_peer_close(struct msgconn *c, const char *reason, void *arg)
+{
+	struct bd_peer *p = arg;
+	struct bd *b = p->run;
+	msgconn_free(c);
+	p->conn = NULL;
+	if (b->phase == BD_FINISHED) {
+		if (b->open_conns > 0 && --b->open_conns == 0)
+			event_base_loopexit(b->base, NULL);
+		return;
+	}
+	if (!p->reported) {
+		p->lost = true;
+		bd_error(b, "%s %u (%s, pid %u on %s) lost its control connection before reporting: %s",
+			 bd_title(p->role), p->id, p->address, p->pid, p->host, reason);
+		bd_maybe_finish(b);
+	}
+}
+
+static const struct msgconn_ops bd_peer_ops = {
+	.on_message = bd_on_peer_message,
+	.on_close = bd_on_peer_close,
+};
+
+static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+{
+	struct bd *b = arg;
+	if (fd < 0) {
+		b->refused_connections++;
+		return;
+	}
+	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_CONTROL))
+		return;
+	struct bd_peer *p = bd_peer_of(b, h);
+	if (p->connected) {
+		greet_reply_error(fd, peer, "duplicate_id", "%s %u is already connected from %s (pid %u)",
+				  ctl_role_name(h->role), h->id, p->address, p->pid);
+		b->refused_connections++;
+		return;
+	}
+	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0) {
+		close(fd);
+		return;
+	}
+	p->connected = true;
+	p->pid = h->pid;
+	snprintf(p->host, sizeof p->host, "%s", h->host);
+	snprintf(p->address, sizeof p->address, "%s", peer);
+	net_tune(fd, 0);
+	p->conn = msgconn_new(b->base, fd, peer, &bd_peer_ops, p);
+	b->last_progress_ns = clk_monotonic_ns();
+	if (!b->opt.quiet)
+		log_info("%s %u joined run %u from %s (pid %u on %s)", bd_title(h->role), h->id,
+			 b->opt.run_id, peer, h->pid, h->host);
+	if (p->role == CTL_ROLE_READER && p->conn != NULL) {
+		/* The reader holds everything until it hears a limit. */
+		bd_send_credit(p, b->opt.no_admission ? UINT64_MAX : bld_admission_limit(b->core),
+			       clk_monotonic_ns());
+	}
+}
+
+static void bd_accept(struct bd *b, int listen_fd, greet_accept_cb cb)
+{
+	for (;;) {
+		char peer[CTL_MAX_TEXT];
+		int conn = net_accept(listen_fd, peer, sizeof peer);
+		if (conn < 0)
+			return;
+		/* Connections still greeting are capped so strangers cannot pile
+		 * them up. */
+		if (greet_in_progress() >= 64) {
+			log_warn("Too many connections greeting at once; refusing %s", peer);
+			close(conn);
+			b->refused_connections++;
+			continue;
+		}
+		greet_accept(b->base, conn, peer, b->opt.handshake_timeout_ms, cb, b);
+	}
+}
+
+static void bd_on_data_accept(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	bd_accept(arg, fd, bd_on_reader_greeted);
+}
+
+static void bd_on_control_accept(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	bd_accept(arg, fd, bd_on_control_greeted);
+}
+
+/* ---- progress, watchdog, end of run ------------------------------------ */
+
+static bool bd_data_done(const struct bd *b)
+{
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		if (b->readers[r].state == BD_DATA_WAITING || b->readers[r].state == BD_DATA_STREAMING)
+			return false;
+	return true;
+}
+
+static bool bd_reports_done(const struct bd *b)
+{
+	for (uint16_t s = 0; s < b->opt.sources; s++)
+		if (!b->source_peers[s].reported && !b->source_peers[s].lost)
+			return false;
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		if (!b->reader_peers[r].reported && !b->reader_peers[r].lost)
+			return false;
+	return true;
+}
+
+static void bd_maybe_finish(struct bd *b)
+{
+	if (b->phase == BD_RUNNING && bd_data_done(b) && bd_reports_done(b))
+		bd_finish(b, NULL);
+}
+
+/* Names every peer that has not done its part. */
+static void bd_report_missing(struct bd *b, bool never_connected_only)
+{
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		struct bd_peer *p = &b->source_peers[s];
+		if (!p->connected)
+			bd_error(b, "Source %u never connected to the builder's control port", s);
+		else if (!never_connected_only && !p->reported && !p->lost)
+			bd_error(b, "Source %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
+				 s, p->pid, p->host, b->opt.peer_timeout_ms);
+	}
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		struct bd_peer *p = &b->reader_peers[r];
+		struct bd_reader *rd = &b->readers[r];
+		if (!p->connected)
+			bd_error(b, "Reader %u never connected to the builder's control port", r);
+		else if (!never_connected_only && !p->reported && !p->lost)
+			bd_error(b, "Reader %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
+				 r, p->pid, p->host, b->opt.peer_timeout_ms);
+		if (rd->state == BD_DATA_WAITING)
+			bd_error(b, "Reader %u never opened its data connection", r);
+		else if (!never_connected_only && rd->state == BD_DATA_STREAMING)
+			bd_error(b, "Reader %u never closed its data stream", r);
+	}
+}
+
+static bool bd_all_connected(const struct bd *b)
+{
+	for (uint16_t s = 0; s < b->opt.sources; s++)
+		if (!b->source_peers[s].connected)
+			return false;
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		if (!b->reader_peers[r].connected || b->readers[r].state == BD_DATA_WAITING)
+			return false;
+	return true;
+}
+
+static void bd_log_progress(struct bd *b, uint64_t now)
+{
+	const struct bld_counters *c = bld_counters(b->core);
+	double secs = (double)(now - b->last_progress_log_ns) / 1e9;
+	double rate = secs > 0 ? (double)(c->events_complete - b->progress_complete_at_log) / secs : 0;
+	log_info("Run %u: %" PRIu64 " events complete (%.0f/s), %" PRIu64 " accepted, %" PRIu64
+		 " expired, %u pending, admission limit %" PRIu64, b->opt.run_id, c->events_complete,
+		 rate, c->events_accepted, c->events_expired, bld_pending(b->core),
+		 b->opt.no_admission ? 0 : bld_admission_limit(b->core));
+	b->last_progress_log_ns = now;
+	b->progress_complete_at_log = c->events_complete;
+}
+
+static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct bd *b = arg;
+	if (b->phase != BD_RUNNING)
+		return;
+	uint64_t now = clk_monotonic_ns();
+	bld_expire(b->core, now);
+	out_flush(b->out);
+	bd_publish_credits(b, true);
+	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
+	if (!bd_all_connected(b) && now - b->start_ns > limit_ns) {
+		bd_report_missing(b, true);
+		bd_finish(b, "a peer never connected");
+		return;
+	}
+	if (now - b->last_progress_ns > limit_ns) {
+		bd_report_missing(b, false);
+		bd_finish(b, "no progress");
+		return;
+	}
+	if (!b->opt.quiet && now - b->last_progress_log_ns >= 5000000000u)
+		bd_log_progress(b, now);
+}
+
+static uint64_t bd_events_generated(struct bd *b)
+{
+	if (b->opt.events != 0)
+		return b->opt.events;
+	uint64_t n = 0;
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		bool found;
+		uint64_t v = acct_value(b->source_peers[s].report, "", "events", &found);
+		if (found && v > n)
+			n = v;
+		if (b->end_frame_seen[s] && b->end_frame_events[s] > n)
+			n = b->end_frame_events[s];
+	}
+	return n;
+}
+
+static void bd_check_end_frames(struct bd *b)
+{
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		bool found;
+		uint64_t v = acct_value(b->source_peers[s].report, "", "events", &found);
+		if (b->end_frame_seen[s] && found && b->end_frame_events[s] != v)
+			bd_error(b, "Source %u's END frame announced %" PRIu64 " events but it reported %" PRIu64,
+				 s, b->end_frame_events[s], v);
+	}
+}
+
+/* Turns the error counters and statuses in the peers' reports into named
+ * errors of the run. */
+static void bd_collect_peer_errors(struct bd *b)
+{
+	static const struct {
+		const char *counter;
+		const char *what;
+	} kinds[] = {
+		{ "err_magic", "frames with a bad magic" },
+		{ "err_version", "frames with a bad version" },
+		{ "err_flags", "frames with bad flags" },
+		{ "err_length", "frames with an oversized length" },
+		{ "err_crc", "frames with a checksum mismatch" },
+		{ "err_run", "frames of another run" },
+		{ "err_truncated", "connections closed inside a frame" },
+		{ "err_no_end", "connections closed without an END frame" },
+		{ "err_after_end", "connections with data after END" },
+	};
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		const struct bd_peer *p = &b->reader_peers[r];
+		for (uint32_t i = 0; i < b->readers[r].source_count; i++) {
+			char group[CTL_MAX_NAME];
+			uint16_t sid = b->readers[r].sources[i];
+			snprintf(group, sizeof group, "source.%u", sid);
+			for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+				uint64_t v = acct_value(p->report, group, kinds[k].counter, NULL);
+				if (v > 0)
+					bd_error(b, "Reader %u rejected source %u: %" PRIu64 " %s (%s)", r, sid,
+						 v, kinds[k].what, kinds[k].counter);
+			}
+		}
+	}
+	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
+		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
+							     : &b->reader_peers[i - b->opt.sources];
+		if (p->report != NULL && p->report->status != 0)
+			bd_error(b, "%s %u (pid %u on %s) ended with errors (status %d); see its log",
+				 bd_title(p->role), p->id, p->pid, p->host, p->report->status);
+	}
+}
+
+static void bd_say_bye(struct bd *b)
+{
+	struct ctl_msg m = { .type = CTL_BYE };
+	m.u.bye.status = b->status;
+	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
+		struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
+						       : &b->reader_peers[i - b->opt.sources];
+		if (p->conn == NULL)
+			continue;
+		msgconn_send(p->conn, &m);
+		b->open_conns++;
+	}
+}
+
+static void bd_finish(struct bd *b, const char *why)
+{
+	if (b->phase != BD_RUNNING)
+		return;
+	b->phase = BD_FINISHED;
+	b->end_ns = clk_monotonic_ns();
+	if (why != NULL)
+		log_warn("Ending run %u early: %s", b->opt.run_id, why);
+	event_del(b->ev_tick);
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		if (b->readers[r].state == BD_DATA_STREAMING)
+			bd_reader_close(&b->readers[r], BD_DATA_FAILED);
+	bld_finish(b->core, bd_events_generated(b));
+	bd_check_end_frames(b);
+	bd_collect_peer_errors(b);
+	if (out_flush(b->out) < 0)
+		bd_error(b, "Writing the record files in %s failed", b->opt.out_dir);
+
+	const struct ctl_report **source_reports = calloc(b->opt.sources, sizeof *source_reports);
+	struct acct_reader *readers = calloc(b->opt.readers, sizeof *readers);
+	struct acct a = { 0 };
+	if (source_reports == NULL || readers == NULL) {
+		bd_error(b, "Out of memory for the end-of-run accounting");
+	} else {
+		for (uint16_t s = 0; s < b->opt.sources; s++)
+			source_reports[s] = b->source_peers[s].report;
+		for (uint32_t r = 0; r < b->opt.readers; r++) {
+			readers[r].id = r;
+			readers[r].report = b->reader_peers[r].report;
+			readers[r].frames_received_by_builder = b->readers[r].frames_received;
+			readers[r].source_count = b->readers[r].source_count;
+			readers[r].sources = b->readers[r].sources;
+		}
+		struct acct_run run = {
+			.sources = b->opt.sources,
+			.source_reports = source_reports,
+			.reader_count = b->opt.readers,
+			.readers = readers,
+			.builder = bld_counters(b->core),
+			.builder_frames_received = b->frames_received,
+		};
+		if (acct_compute(&run, &a) < 0)
+			bd_error(b, "Out of memory for the end-of-run accounting");
+	}
+	if (!acct_balanced(&a))
+		b->status = 1;
+	if (metrics_write(b, &a) < 0)
+		b->status = 1;
+	metrics_print_summary(stdout, b, &a);
+	fflush(stdout);
+	acct_free(&a);
+	free(source_reports);
+	free(readers);
+	if (!out_close(b->out))
+		b->status = 1;
+	b->out = NULL;
+	bd_say_bye(b);
+	if (b->open_conns == 0) {
+		event_base_loopexit(b->base, NULL);
+	} else {
+		/* Peers close after BYE; do not wait forever for one that won't. */
+		struct timeval tv = { 2, 0 };
+		event_base_loopexit(b->base, &tv);
+	}
+}
+
+struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
+{
+	struct bd *b = calloc(1, sizeof *b);
+	if (b == NULL)
+		return NULL;
+	b->base = base;
+	b->opt = *opt;
+	b->data_fd = b->control_fd = -1;
+	b->start_ns = b->last_progress_ns = b->last_progress_log_ns = clk_monotonic_ns();
+	uint16_t S = opt->sources;
+	uint32_t N = opt->readers;
+	b->source_offsets_ns = calloc(S, sizeof *b->source_offsets_ns);
+	b->source_peers = calloc(S, sizeof *b->source_peers);
+	b->reader_peers = calloc(N, sizeof *b->reader_peers);
+	b->readers = calloc(N, sizeof *b->readers);
+	b->reader_of_source = malloc(S * sizeof *b->reader_of_source);
+	b->end_frame_events = calloc(S, sizeof *b->end_frame_events);
+	b->end_frame_seen = calloc(S, sizeof *b->end_frame_seen);
+	if (!b->source_offsets_ns || !b->source_peers || !b->reader_peers || !b->readers ||
+	    !b->reader_of_source || !b->end_frame_events || !b->end_frame_seen)
+		goto fail;
+	for (uint16_t s = 0; s < S; s++) {
+		b->reader_of_source[s] = -1;
+		b->source_peers[s] = (struct bd_peer){ .run = b, .role = CTL_ROLE_SOURCE, .id = s };
+	}
+	size_t cap = (size_t)opt->batch_bytes + opt->max_fragment_bytes + FRM_HEADER_BYTES;
+	for (uint32_t r = 0; r < N; r++) {
+		b->reader_peers[r] = (struct bd_peer){ .run = b, .role = CTL_ROLE_READER, .id = r };
+		struct bd_reader *rd = &b->readers[r];
+		rd->run = b;
+		rd->id = r;
+		rd->fd = -1;
+		rd->cap = cap;
+		rd->buf = malloc(cap);
+		if (rd->buf == NULL)
+			goto fail;
+		frm_decoder_init(&rd->decoder, opt->run_id, opt->max_fragment_bytes);
+	}
+	if (mkdir(opt->out_dir, 0755) < 0 && errno != EEXIST) {
+		log_error("Cannot create the output folder %s: %s", opt->out_dir, strerror(errno));
+		goto fail;
+	}
+	struct bld_config bc = {
+		.run_id = opt->run_id,
+		.sources = S,
+		.window = opt->max_inflight,
+		.timeout_ns = opt->timeout_ms * 1000000u,
+		.filter_modulo = opt->filter_modulo,
+		.first_event = opt->first_event,
+		.events = opt->events,
+	};
+	struct bld_sink sink = { .on_complete = bd_on_complete, .on_expired = bd_on_expired, .ctx = b };
+	b->core = bld_create(&bc, &sink);
+	if (b->core == NULL) {
+		log_error("Cannot create the builder core (window %u, %u sources): %s",
+			  opt->max_inflight, S, strerror(errno));
+		goto fail;
+	}
+	b->out = out_open(opt->out_dir, opt->flush_every, S, b->source_offsets_ns);
+	if (b->out == NULL)
+		goto fail;
+	uint16_t data_port, control_port;
+	b->data_fd = net_listen(opt->listen_host, opt->listen_port, &data_port);
+	if (b->data_fd < 0)
+		goto fail;
+	b->control_fd = net_listen(opt->control_host, opt->control_port, &control_port);
+	if (b->control_fd < 0)
+		goto fail;
+	b->ev_data_accept = event_new(base, b->data_fd, EV_READ | EV_PERSIST, bd_on_data_accept, b);
+	b->ev_control_accept = event_new(base, b->control_fd, EV_READ | EV_PERSIST,
+					 bd_on_control_accept, b);
+	b->ev_tick = event_new(base, -1, EV_PERSIST, bd_on_tick, b);
+	event_add(b->ev_data_accept, NULL);
+	event_add(b->ev_control_accept, NULL);
+	struct timeval tick = { 0, BD_TICK_US };
+	event_add(b->ev_tick, &tick);
+	printf("listening data %s:%u control %s:%u\n", opt->listen_host, (unsigned)data_port,
+	       opt->control_host, (unsigned)control_port);
+	fflush(stdout);
+	if (opt->port_file[0] != '\0') {
+		char text[64];
+		snprintf(text, sizeof text, "data %u\ncontrol %u\n", (unsigned)data_port,
+			 (unsigned)control_port);
+		if (net_write_port_file(opt->port_file, text) < 0)
+			goto fail;
+	}
+	if (!opt->quiet)
+		log_info("Run %u: waiting for %u sources and %u readers; window %u events, timeout %" PRIu64
+			 " ms, admission %s", opt->run_id, S, N, opt->max_inflight, opt->timeout_ms,
+			 opt->no_admission ? "off" : "on");
+	return b;
+fail:
+	bd_destroy(b);
+	return NULL;
+}
+
+void bd_stop(struct bd *b, const char *why)
+{
+	if (b->phase == BD_RUNNING) {
+		bd_error(b, "Run %u stopped: %s", b->opt.run_id, why);
+		bd_finish(b, why);
+	}
+}
+
+int bd_exit_status(const struct bd *b)
+{
+	return b->status;
+}
+
+void bd_destroy(struct bd *b)
+{
+	if (b == NULL)
+		return;
+	for (uint32_t i = 0; b->source_peers && i < b->opt.sources; i++) {
+		msgconn_free(b->source_peers[i].conn);
+		free(b->source_peers[i].report);
+	}
+	for (uint32_t i = 0; b->reader_peers && i < b->opt.readers; i++) {
+		msgconn_free(b->reader_peers[i].conn);
+		free(b->reader_peers[i].report);
+	}
+	for (uint32_t i = 0; b->readers && i < b->opt.readers; i++) {
+		bd_reader_close(&b->readers[i], BD_DATA_CLOSED);
+		free(b->readers[i].buf);
+	}
+	if (b->ev_data_accept)
+		event_free(b->ev_data_accept);
+	if (b->ev_control_accept)
+		event_free(b->ev_control_accept);
+	if (b->ev_tick)
+		event_free(b->ev_tick);
+	if (b->data_fd >= 0)
+		close(b->data_fd);
+	if (b->control_fd >= 0)
+		close(b->control_fd);
+	out_close(b->out);
+	bld_destroy(b->core);
+	for (uint32_t i = 0; i < b->error_count; i++)
+		free(b->errors[i]);
+	free(b->source_offsets_ns);
+	free(b->source_peers);
+	free(b->reader_peers);
+	free(b->readers);
+	free(b->reader_of_source);
+	free(b->end_frame_events);
+	free(b->end_frame_seen);
+	free(b);
+}

@@ -1,0 +1,49 @@
+/* One run of the builder: the control hub every daemon reports to, the
+ * data connections from the readers, the builder core, the record files and
+ * the end-of-run accounting. */
+#ifndef ES_RUN_H
+#define ES_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct event_base;
+
+struct bd_options {
+	uint32_t run_id;
+	uint16_t sources;
+	uint32_t readers;
+	char listen_host[256];
+	uint16_t listen_port;
+	char control_host[256];
+	uint16_t control_port;
+	char port_file[1024];
+	char out_dir[1024];
+	uint32_t max_inflight;          /* window W, in event IDs */
+	uint64_t timeout_ms;
+	uint32_t filter_modulo;
+	uint32_t filter_cost_us;
+	uint32_t flush_every;
+	uint32_t max_fragment_bytes;
+	uint32_t batch_bytes;
+	uint64_t peer_timeout_ms;
+	uint64_t handshake_timeout_ms;
+	uint64_t first_event;
+	uint64_t events;                /* 0: learnt from the sources */
+	bool no_admission;
+	bool quiet;
+};
+
+struct bd;
+
+struct bd *bd_create(struct event_base *base, const struct bd_options *opt);
+void bd_destroy(struct bd *b);
+
+/* Ends the run now, as if every peer had finished: accounts for what
+ * arrived and tells every peer. */
+void bd_stop(struct bd *b, const char *why);
+
+/* 0 when every equation balanced and nothing went wrong; 1 otherwise. */
+int bd_exit_status(const struct bd *b);
+
+#endif

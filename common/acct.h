@@ -1,0 +1,63 @@
+/* The conservation equations of a distributed run (the EventStream note's
+ * six, plus one per hop), computed from every daemon's final counters. A
+ * run is balanced when every equation holds; a daemon whose counters never
+ * arrived makes its equations fail by name rather than vanish. */
+#ifndef ES_ACCT_H
+#define ES_ACCT_H
+
+#include "builder.h"
+#include "ctl.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct acct_equation {
+	char name[128];
+	uint64_t lhs;
+	uint64_t rhs;
+	bool ok;
+	char note[128];          /* why it fails when a side is unknown */
+};
+
+struct acct {
+	struct acct_equation *equations;
+	size_t count;
+	size_t cap;
+};
+
+/* What the builder knows of one reader: its final report (NULL when none
+ * arrived) and what arrived from it on the data path. */
+struct acct_reader {
+	uint32_t id;
+	const struct ctl_report *report;
+	uint64_t frames_received_by_builder;
+	size_t source_count;
+	const uint16_t *sources;
+};
+
+struct acct_run {
+	uint16_t sources;
+	const struct ctl_report *const *source_reports;   /* [sources], NULL when absent */
+	size_t reader_count;
+	const struct acct_reader *readers;
+	const struct bld_counters *builder;
+	uint64_t builder_frames_received;                   /* from all readers */
+};
+
+/* Computes every equation of the run into a (allocated here; free with
+ * acct_free). Returns 0 or -ENOMEM. */
+int acct_compute(const struct acct_run *run, struct acct *a);
+
+bool acct_balanced(const struct acct *a);
+
+void acct_free(struct acct *a);
+
+/* Value of a counter in a report's group, 0 when absent; *found tells. */
+uint64_t acct_value(const struct ctl_report *r, const char *group, const char *name, bool *found);
+
+/* The number of event IDs the sources generated: the value they agree on;
+ * 0 with *agree false when reports are missing or disagree. */
+uint64_t acct_events_generated(const struct acct_run *run, bool *agree);
+
+#endif

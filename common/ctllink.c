@@ -1,0 +1,129 @@
+#include "ctllink.h"
+
+#include "clk.h"
+#include "greet.h"
+#include "log.h"
+#include "msgconn.h"
+#include "net.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ctllink {
+	struct event_base *base;
+	struct net_dial *dial;
+	struct greet *greet;
+	struct msgconn *conn;
+	const struct ctllink_ops *ops;
+	void *arg;
+	uint64_t timeout_ms;
+	char what[64];
+	struct ctl_hello hello;
+	struct ctl_msg reply;
+};
+
+static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
+			       void *arg)
+{
+	(void)c;
+	struct ctllink *l = arg;
+	switch (msg->type) {
+	case CTL_PING:
+		l->reply.type = CTL_PONG;
+		l->reply.u.pong.sequence = msg->u.ping.sequence;
+		l->reply.u.pong.t1_ns = msg->u.ping.t1_ns;
+		l->reply.u.pong.t2_ns = rx_ns;
+		l->reply.u.pong.t3_ns = clk_realtime_ns();
+		msgconn_send(l->conn, &l->reply);
+		break;
+	case CTL_CREDIT:
+		if (l->ops->on_credit != NULL)
+			l->ops->on_credit(msg->u.credit.limit, l->arg);
+		break;
+	case CTL_BYE:
+		l->ops->on_bye(msg->u.bye.status, l->arg);
+		break;
+	case CTL_ERROR:
+		log_error("builder reports: %s (%s)", msg->u.error.reason, msg->u.error.code);
+		break;
+	default:
+		log_warn("Ignoring unexpected %s from the builder", ctl_type_name(msg->type));
+		break;
+	}
+}
+
+static void ctllink_on_close(struct msgconn *c, const char *reason, void *arg)
+{
+	struct ctllink *l = arg;
+	msgconn_free(c);
+	l->conn = NULL;
+	l->ops->on_lost(reason, l->arg);
+}
+
+static const struct msgconn_ops ctllink_conn_ops = {
+	.on_message = ctllink_on_message,
+	.on_close = ctllink_on_close,
+};
+
+static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
+{
+	struct ctllink *l = arg;
+	l->greet = NULL;
+	if (fd < 0) {
+		l->ops->on_lost(reply != NULL ? reply->u.error.reason : "greeting failed", l->arg);
+		return;
+	}
+	l->conn = msgconn_new(l->base, fd, l->what, &ctllink_conn_ops, l);
+	l->ops->on_ready(l->arg);
+}
+
+static void ctllink_on_dialed(int fd, void *arg)
+{
+	struct ctllink *l = arg;
+	l->dial = NULL;
+	if (fd < 0) {
+		l->ops->on_lost("builder control port unreachable", l->arg);
+		return;
+	}
+	net_tune(fd, 0);
+	l->greet = greet_connect(l->base, fd, l->what, &l->hello, l->timeout_ms,
+				 ctllink_on_greeted, l);
+}
+
+struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_t port,
+			      const struct ctl_hello *hello, uint64_t connect_timeout_ms,
+			      const struct ctllink_ops *ops, void *arg)
+{
+	struct ctllink *l = calloc(1, sizeof *l);
+	if (l == NULL)
+		return NULL;
+	l->base = base;
+	l->ops = ops;
+	l->arg = arg;
+	l->hello = *hello;
+	l->hello.channel = CTL_CHANNEL_CONTROL;
+	l->timeout_ms = connect_timeout_ms;
+	snprintf(l->what, sizeof l->what, "builder control %s:%u", host, (unsigned)port);
+	l->dial = net_dial_start(base, "the builder's control port", host, port,
+				 connect_timeout_ms, ctllink_on_dialed, l);
+	return l;
+}
+
+int ctllink_send(struct ctllink *l, const struct ctl_msg *msg)
+{
+	if (l->conn == NULL)
+		return -ENOTCONN;
+	return msgconn_send(l->conn, msg);
+}
+
+void ctllink_free(struct ctllink *l)
+{
+	if (l == NULL)
+		return;
+	net_dial_cancel(l->dial);
+	greet_cancel(l->greet);
+	msgconn_free(l->conn);
+	free(l);
+}

@@ -1,0 +1,32 @@
+/* A peer daemon's control link to builderd: connects with retry, greets,
+ * answers clock PINGs by itself and hands CREDIT, BYE and ERROR to the
+ * daemon. One per sourced and readoutd. */
+#ifndef ES_CTLLINK_H
+#define ES_CTLLINK_H
+
+#include "ctl.h"
+
+#include <stdint.h>
+
+struct event_base;
+struct ctllink;
+
+struct ctllink_ops {
+	void (*on_ready)(void *arg);                        /* welcomed */
+	void (*on_credit)(uint64_t limit, void *arg);       /* may be NULL */
+	void (*on_bye)(int32_t status, void *arg);
+	/* Refused, unreachable, or lost before BYE: the daemon cannot finish
+	 * its run properly. */
+	void (*on_lost)(const char *reason, void *arg);
+};
+
+struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_t port,
+			      const struct ctl_hello *hello, uint64_t connect_timeout_ms,
+			      const struct ctllink_ops *ops, void *arg);
+
+/* Sends a message (STATS or END); -ENOTCONN before the link is ready. */
+int ctllink_send(struct ctllink *l, const struct ctl_msg *msg);
+
+void ctllink_free(struct ctllink *l);
+
+#endif

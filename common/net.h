@@ -1,0 +1,48 @@
+/* Socket plumbing shared by the daemons: listeners, connecting with retry,
+ * port files, peer names. Sockets are non-blocking throughout. */
+#ifndef ES_NET_H
+#define ES_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+/* Listens on host:port (port 0 picks a free one, reported in *bound_port).
+ * Returns the fd or -errno; the error is logged with the address. */
+int net_listen(const char *host, uint16_t port, uint16_t *bound_port);
+
+/* Accepts one connection as a non-blocking fd, or -errno (-EAGAIN when none
+ * waits). peer receives "host:port" of the other side. */
+int net_accept(int listen_fd, char *peer, size_t peer_len);
+
+/* Writes text to path atomically (a temporary file renamed over it), so a
+ * reader polling for the file never sees half of it. */
+int net_write_port_file(const char *path, const char *text);
+
+/* Sets TCP_NODELAY and, when bytes > 0, both kernel buffer sizes. */
+void net_tune(int fd, int buffer_bytes);
+
+/* "host:port" of the remote end of fd. */
+void net_peer_name(int fd, char *buf, size_t len);
+
+/* Host name of this machine for HELLO messages. */
+void net_host_name(char *buf, size_t len);
+
+/* Called once with a connected fd (>= 0), or with -errno when no
+ * connection could be made before the deadline. */
+typedef void (*net_dial_cb)(int fd, void *arg);
+
+struct net_dial;
+
+/* Connects to host:port, retrying refused or unreachable attempts with
+ * backoff (10 ms doubling to 500 ms) until timeout_ms has passed, so daemons
+ * may start in any order. Logs the first failure and the final give-up. */
+struct net_dial *net_dial_start(struct event_base *base, const char *what, const char *host,
+				uint16_t port, uint64_t timeout_ms, net_dial_cb cb, void *arg);
+
+/* Stops a dial in progress (no callback); NULL is allowed. */
+void net_dial_cancel(struct net_dial *d);
+
+#endif

@@ -1,0 +1,189 @@
+/* readoutd: a reader of the event builder. Parses options and wires the
+ * reader to the event loop; see reader.c. */
+#include "clk.h"
+#include "frame.h"
+#include "log.h"
+#include "opt.h"
+#include "reader.h"
+
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef ES_VERSION
+#define ES_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: readoutd --id N --run R --listen HOST:PORT --sources LIST\n"
+"                --builder tcp://HOST:PORT --control HOST:PORT [options]\n"
+"A reader: accepts its sources' data connections, verifies every frame and\n"
+"forwards verified frames to the builder in batches, holding fragments at or\n"
+"beyond the builder's admission limit.\n"
+"\n"
+"Run:\n"
+"  --id N                  reader ID (0 .. readers-1)\n"
+"  --run R                 run number; frames of another run are refused\n"
+"  --sources LIST          source IDs served, e.g. 0,1 or 0-3\n"
+"Connections:\n"
+"  --listen HOST:PORT      data port for the sources (port 0: any free port)\n"
+"  --port-file PATH        write 'data PORT' there once listening\n"
+"  --builder tcp://HOST:PORT  the builder's data port\n"
+"  --control HOST:PORT     the builder's control port\n"
+"  --connect-timeout-ms T  keep retrying connections this long (default 10000)\n"
+"  --handshake-timeout-ms T  drop a peer that does not greet in time (default 5000)\n"
+"Limits:\n"
+"  --max-fragment BYTES    largest payload accepted (default 1048576)\n"
+"  --batch-bytes B         bytes read per call per source (default 262144)\n"
+"                          memory: sources x (B + 2 x (max-fragment + 42))\n"
+"Other:\n"
+"  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
+"  --quiet                 log warnings and errors only\n"
+"  --help, --version\n"
+"\n"
+"Example:\n"
+"  readoutd --id 0 --run 1 --listen 127.0.0.1:7000 --sources 0,1 \\\n"
+"           --builder tcp://127.0.0.1:7100 --control 127.0.0.1:6999\n");
+}
+
+enum {
+	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
+	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_CLOCK_OFFSET,
+	OPT_QUIET, OPT_HELP, OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+	{ "id", required_argument, NULL, OPT_ID },
+	{ "run", required_argument, NULL, OPT_RUN },
+	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+	{ "sources", required_argument, NULL, OPT_SOURCES },
+	{ "builder", required_argument, NULL, OPT_BUILDER },
+	{ "control", required_argument, NULL, OPT_CONTROL },
+	{ "max-fragment", required_argument, NULL, OPT_MAX_FRAGMENT },
+	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
+	{ "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
+	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+static bool parse_builder_url(const char *arg, struct rdr_options *o)
+{
+	if (strncmp(arg, "tcp://", 6) != 0) {
+		opt_error("--builder", "expected tcp://HOST:PORT, got '%s'", arg);
+		return false;
+	}
+	return opt_hostport("--builder", arg + 6, o->builder_host, sizeof o->builder_host,
+			    &o->builder_port, false);
+}
+
+static bool parse_options(int argc, char **argv, struct rdr_options *o)
+{
+	bool have_id = false, have_run = false, have_listen = false, have_sources = false;
+	bool have_builder = false, have_control = false;
+	int64_t clock_offset = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+		bool ok = true;
+		switch (c) {
+		case OPT_ID: ok = have_id = opt_u32("--id", optarg, 0, 65535, &o->id); break;
+		case OPT_RUN: ok = have_run = opt_u32("--run", optarg, 0, UINT32_MAX, &o->run_id); break;
+		case OPT_LISTEN:
+			ok = have_listen = opt_hostport("--listen", optarg, o->listen_host,
+							sizeof o->listen_host, &o->listen_port, true);
+			break;
+		case OPT_PORT_FILE:
+			snprintf(o->port_file, sizeof o->port_file, "%s", optarg);
+			break;
+		case OPT_SOURCES:
+			ok = have_sources = opt_id_list("--sources", optarg, o->sources, RDR_MAX_SOURCES,
+							&o->source_count, 65536);
+			break;
+		case OPT_BUILDER: ok = have_builder = parse_builder_url(optarg, o); break;
+		case OPT_CONTROL:
+			ok = have_control = opt_hostport("--control", optarg, o->control_host,
+							 sizeof o->control_host, &o->control_port, false);
+			break;
+		case OPT_MAX_FRAGMENT: ok = opt_u32("--max-fragment", optarg, 0, FRM_MAX_PAYLOAD_BYTES, &o->max_fragment_bytes); break;
+		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 4096, 64u << 20, &o->batch_bytes); break;
+		case OPT_CONNECT_TIMEOUT: ok = opt_u64("--connect-timeout-ms", optarg, 1, 86400000, &o->connect_timeout_ms); break;
+		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
+		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
+		case OPT_QUIET: o->quiet = true; break;
+		case OPT_HELP: usage(stdout); exit(0);
+		case OPT_VERSION: printf("readoutd %s\n", ES_VERSION); exit(0);
+		default: usage(stderr); return false;
+		}
+		if (!ok)
+			return false;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "readoutd: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return false;
+	}
+	const char *missing = !have_id ? "--id" : !have_run ? "--run" : !have_listen ? "--listen"
+		: !have_sources ? "--sources" : !have_builder ? "--builder"
+		: !have_control ? "--control" : NULL;
+	if (missing != NULL) {
+		fprintf(stderr, "readoutd: %s is required (see --help)\n", missing);
+		return false;
+	}
+	clk_set_offset_ns(clock_offset);
+	return true;
+}
+
+static struct rdr *the_reader;
+static int stop_signals;
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	struct event_base *base = arg;
+	if (++stop_signals > 1 && sig == SIGINT) {
+		log_warn("Second interrupt: exiting now");
+		event_base_loopbreak(base);
+		return;
+	}
+	rdr_stop(the_reader);
+}
+
+int main(int argc, char **argv)
+{
+	struct rdr_options o = {
+		.max_fragment_bytes = FRM_MAX_PAYLOAD_BYTES,
+		.batch_bytes = 262144,
+		.connect_timeout_ms = 10000,
+		.handshake_timeout_ms = 5000,
+	};
+	if (!parse_options(argc, argv, &o))
+		return 2;
+	log_init("readoutd", (int)o.id, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
+	signal(SIGPIPE, SIG_IGN);
+	struct event_base *base = event_base_new();
+	the_reader = rdr_create(base, &o);
+	if (the_reader == NULL) {
+		log_error("Reader %u could not start", o.id);
+		event_base_free(base);
+		return 1;
+	}
+	struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
+	event_base_dispatch(base);
+	int status = rdr_exit_status(the_reader);
+	rdr_destroy(the_reader);
+	event_free(sigterm);
+	event_free(sigint);
+	event_base_free(base);
+	return status;
+}

@@ -1,0 +1,752 @@
+#include "reader.h"
+
+#include "clk.h"
+#include "ctl.h"
+#include "ctllink.h"
+#include "frame.h"
+#include "greet.h"
+#include "log.h"
+#include "net.h"
+#include "procstat.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* Counters kept per source and summed for the reader; names as in
+ * metrics.json. */
+#define RDR_SOURCE_COUNTERS(X) \
+	X(frames_received) X(frames_forwarded) X(frames_rejected) X(frames_held_at_end) \
+	X(frames_verified) X(bytes_received) X(read_calls) X(held_count) X(held_ns) \
+	X(end_frames) X(err_magic) X(err_version) X(err_flags) X(err_length) X(err_crc) \
+	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end)
+
+struct rdr_counters {
+#define RDR_FIELD(name) uint64_t name;
+	RDR_SOURCE_COUNTERS(RDR_FIELD)
+#undef RDR_FIELD
+};
+
+enum rdr_source_state { RS_WAITING, RS_STREAMING, RS_ENDED, RS_FAILED };
+
+struct rdr_source {
+	struct rdr *reader;
+	uint16_t id;
+	enum rdr_source_state state;
+	int fd;
+	struct event *ev_read;
+	bool reading;
+	char peer[CTL_MAX_TEXT];
+	/* buf[start, checked) holds verified frames not yet forwarded,
+	 * buf[checked, end) bytes not yet verified. */
+	uint8_t *buf;
+	size_t cap;
+	size_t start, checked, end;
+	struct frm_decoder decoder;
+	bool eof;
+	/* A verified frame waiting for the admission limit to pass it. */
+	bool held;
+	size_t held_bytes;
+	uint64_t held_event;
+	uint64_t held_since_ns;
+	struct rdr_counters c;
+};
+
+struct rdr {
+	struct event_base *base;
+	struct rdr_options opt;
+	int status;
+	int listen_fd;
+	struct event *ev_accept;
+	struct ctllink *ctl;
+	bool ctl_ready;
+	struct net_dial *dial;
+	struct greet *greet;
+	int builder_fd;
+	struct event *ev_builder_write;
+	bool builder_blocked;
+	bool builder_closed;
+	char builder_peer[300];
+	int partial_source;          /* source index whose frame is half written, or -1 */
+	uint64_t credit_limit;       /* forward event IDs below this */
+	uint64_t credits_received;
+	uint64_t writev_calls;
+	uint64_t bytes_forwarded;
+	uint64_t refused_connections;
+	bool reported;
+	bool done;
+	struct rdr_source *sources;
+	struct iovec *iov;
+	struct ctl_msg report;
+};
+
+size_t rdr_buffer_bytes(const struct rdr_options *opt)
+{
+	return opt->source_count *
+	       ((size_t)opt->batch_bytes + 2 * ((size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES));
+}
+
+static void rdr_flush(struct rdr *r);
+static void rdr_maybe_finish(struct rdr *r);
+static void rdr_verify(struct rdr_source *s);
+
+static void rdr_source_pause(struct rdr_source *s)
+{
+	if (s->reading) {
+		event_del(s->ev_read);
+		s->reading = false;
+	}
+}
+
+static void rdr_source_resume(struct rdr_source *s)
+{
+	if (!s->reading && s->state == RS_STREAMING && !s->eof && !s->held) {
+		event_add(s->ev_read, NULL);
+		s->reading = true;
+	}
+}
+
+static void rdr_source_close(struct rdr_source *s, enum rdr_source_state state)
+{
+	rdr_source_pause(s);
+	if (s->fd >= 0) {
+		close(s->fd);
+		s->fd = -1;
+	}
+	s->state = state;
+}
+
+static void rdr_source_fail(struct rdr_source *s, const char *what, uint64_t *counter)
+{
+	struct rdr *r = s->reader;
+	log_error("Reader %u: source %u (%s): %s; closing its connection after %" PRIu64
+		  " verified frames", r->opt.id, s->id, s->peer, what, s->c.frames_verified);
+	if (counter != NULL)
+		(*counter)++;
+	r->status = 1;
+	/* Unverified bytes are the bad frame and what followed it: gone. */
+	s->end = s->checked;
+	rdr_source_close(s, RS_FAILED);
+}
+
+static uint64_t *rdr_error_counter(struct rdr_source *s, enum frm_status st)
+{
+	switch (st) {
+	case FRM_ERR_MAGIC: return &s->c.err_magic;
+	case FRM_ERR_VERSION: return &s->c.err_version;
+	case FRM_ERR_FLAGS: return &s->c.err_flags;
+	case FRM_ERR_LENGTH: return &s->c.err_length;
+	case FRM_ERR_CRC: return &s->c.err_crc;
+	case FRM_ERR_RUN: return &s->c.err_run;
+	default: return NULL;
+	}
+}
+
+static void rdr_release_held(struct rdr_source *s)
+{
+	s->c.held_ns += clk_monotonic_ns() - s->held_since_ns;
+	s->checked += s->held_bytes;
+	s->held = false;
+	s->held_bytes = 0;
+}
+
+/* Verifies the frames received so far, up to a held one. */
+static void rdr_verify(struct rdr_source *s)
+{
+	struct rdr *r = s->reader;
+	if (s->held) {
+		if (s->held_event >= r->credit_limit)
+			return;
+		rdr_release_held(s);
+	}
+	while (s->checked < s->end && s->state == RS_STREAMING) {
+		struct frm_header h;
+		size_t frame_bytes, need;
+		enum frm_status st = frm_decoder_next(&s->decoder, s->buf + s->checked,
+						      s->end - s->checked, &h, &frame_bytes, &need);
+		if (st == FRM_NEED_MORE)
+			break;
+		if (st != FRM_OK) {
+			s->c.frames_received++;
+			s->c.frames_rejected++;
+			/* Header errors are found with the 42 header bytes present. */
+			frm_parse_header(s->buf + s->checked, &h);
+			char what[160];
+			if (st == FRM_ERR_RUN)
+				snprintf(what, sizeof what, "frame of run %u, expected run %u",
+					 h.run_id, r->opt.run_id);
+			else if (st == FRM_ERR_LENGTH)
+				snprintf(what, sizeof what,
+					 "%s: payload_len %u exceeds the limit of %u bytes",
+					 frm_status_name(st), h.payload_len, r->opt.max_fragment_bytes);
+			else
+				snprintf(what, sizeof what, "%s", frm_status_name(st));
+			rdr_source_fail(s, what, rdr_error_counter(s, st));
+			return;
+		}
+		if (h.source_id != s->id) {
+			s->c.frames_received++;
+			s->c.frames_rejected++;
+			char what[96];
+			snprintf(what, sizeof what, "frame claims source %u", h.source_id);
+			rdr_source_fail(s, what, NULL);
+			return;
+		}
+		if (h.flags & FRM_FLAG_END) {
+			s->c.end_frames++;
+			s->checked += frame_bytes;
+			s->state = RS_ENDED;
+			if (s->checked < s->end) {
+				s->c.err_after_end++;
+				log_error("Reader %u: source %u (%s) sent %zu bytes after its END frame",
+					  r->opt.id, s->id, s->peer, s->end - s->checked);
+				r->status = 1;
+				s->end = s->checked;
+			}
+			break;
+		}
+		s->c.frames_received++;
+		s->c.frames_verified++;
+		if (h.event_id >= r->credit_limit) {
+			s->held = true;
+			s->held_bytes = frame_bytes;
+			s->held_event = h.event_id;
+			s->held_since_ns = clk_monotonic_ns();
+			s->c.held_count++;
+			rdr_source_pause(s);
+			break;
+		}
+		s->checked += frame_bytes;
+	}
+}
+
+/* Verifies what arrived and settles a connection that has closed. */
+static void rdr_source_progress(struct rdr_source *s)
+{
+	rdr_verify(s);
+	if (s->eof && s->state == RS_STREAMING && !s->held) {
+		if (s->checked < s->end) {
+			char what[128];
+			snprintf(what, sizeof what, "connection closed inside a frame (%zu bytes of it)",
+				 s->end - s->checked);
+			s->c.frames_received++;
+			s->c.frames_rejected++;
+			rdr_source_fail(s, what, &s->c.err_truncated);
+		} else {
+			rdr_source_fail(s, "connection closed without an END frame", &s->c.err_no_end);
+		}
+	} else if (s->state == RS_ENDED && s->fd >= 0) {
+		rdr_source_close(s, RS_ENDED);
+	}
+}
+
+/* Makes room at the end of a source's buffer. */
+static void rdr_source_compact(struct rdr_source *s)
+{
+	if (s->start == s->end) {
+		s->start = s->checked = s->end = 0;
+		return;
+	}
+	size_t room = s->cap - s->end;
+	if (s->start > 0 && room < s->reader->opt.batch_bytes) {
+		/* Only what is not yet forwarded moves: usually part of one frame. */
+		memmove(s->buf, s->buf + s->start, s->end - s->start);
+		s->checked -= s->start;
+		s->end -= s->start;
+		s->start = 0;
+	}
+}
+
+static void rdr_on_source_readable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct rdr_source *s = arg;
+	struct rdr *r = s->reader;
+	rdr_source_compact(s);
+	size_t room = s->cap - s->end;
+	if (room > r->opt.batch_bytes)
+		room = r->opt.batch_bytes;
+	if (room == 0) {
+		/* Full of frames the builder has not taken yet: TCP pushes back. */
+		rdr_source_pause(s);
+		return;
+	}
+	ssize_t n = read(fd, s->buf + s->end, room);
+	s->c.read_calls++;
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		char what[128];
+		snprintf(what, sizeof what, "read failed: %s", strerror(errno));
+		rdr_source_fail(s, what, NULL);
+		rdr_flush(r);
+		rdr_maybe_finish(r);
+		return;
+	}
+	if (n == 0) {
+		s->eof = true;
+		rdr_source_pause(s);
+	} else {
+		s->end += (size_t)n;
+		s->c.bytes_received += (uint64_t)n;
+	}
+	rdr_source_progress(s);
+	rdr_flush(r);
+	rdr_maybe_finish(r);
+}
+
+/* Writes every source's verified frames to the builder in one writev. */
+static void rdr_flush(struct rdr *r)
+{
+	if (r->builder_fd < 0 || r->builder_blocked || r->builder_closed)
+		return;
+	size_t nsrc = r->opt.source_count;
+	for (;;) {
+		int niov = 0;
+		int order[RDR_MAX_SOURCES];
+		/* A half-written frame must be finished before anything else. */
+		if (r->partial_source >= 0) {
+			order[niov] = r->partial_source;
+			struct rdr_source *s = &r->sources[r->partial_source];
+			r->iov[niov].iov_base = s->buf + s->start;
+			r->iov[niov].iov_len = s->checked - s->start;
+			niov++;
+		}
+		for (size_t i = 0; i < nsrc && niov < IOV_MAX; i++) {
+			struct rdr_source *s = &r->sources[i];
+			if ((int)i == r->partial_source || s->checked == s->start)
+				continue;
+			order[niov] = (int)i;
+			r->iov[niov].iov_base = s->buf + s->start;
+			r->iov[niov].iov_len = s->checked - s->start;
+			niov++;
+		}
+		if (niov == 0)
+			return;
+		ssize_t n = writev(r->builder_fd, r->iov, niov);
+		r->writev_calls++;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				r->builder_blocked = true;
+				event_add(r->ev_builder_write, NULL);
+				return;
+			}
+			log_error("Reader %u: data connection to the builder %s failed: %s",
+				  r->opt.id, r->builder_peer, strerror(errno));
+			r->status = 1;
+			r->builder_closed = true;
+			return;
+		}
+		r->bytes_forwarded += (uint64_t)n;
+		size_t left = (size_t)n;
+		r->partial_source = -1;
+		for (int k = 0; k < niov; k++) {
+			struct rdr_source *s = &r->sources[order[k]];
+			size_t len = r->iov[k].iov_len;
+			size_t take = left < len ? left : len;
+			s->start += take;
+			left -= take;
+			if (take < len && take > 0)
+				r->partial_source = order[k];
+		}
+		for (size_t i = 0; i < nsrc; i++) {
+			struct rdr_source *s = &r->sources[i];
+			rdr_source_compact(s);
+			if (s->state == RS_STREAMING && !s->held && !s->eof)
+				rdr_source_resume(s);
+		}
+		/* After a short write the loop tries once more; EAGAIN then arms
+		 * the write event. */
+	}
+}
+
+static void rdr_on_builder_writable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rdr *r = arg;
+	r->builder_blocked = false;
+	rdr_flush(r);
+	rdr_maybe_finish(r);
+}
+
+/* Counts the verified frames still in a buffer: they were never forwarded. */
+static uint64_t rdr_count_unsent(const struct rdr_source *s)
+{
+	uint64_t frames = 0;
+	size_t pos = s->start;
+	while (pos + FRM_HEADER_BYTES <= s->checked) {
+		struct frm_header h;
+		frm_parse_header(s->buf + pos, &h);
+		if (!(h.flags & FRM_FLAG_END))
+			frames++;
+		pos += FRM_HEADER_BYTES + h.payload_len;
+	}
+	return frames + (s->held ? 1 : 0);
+}
+
+static void rdr_send_report(struct rdr *r)
+{
+	struct ctl_msg *m = &r->report;
+	memset(m, 0, sizeof *m);
+	m->type = CTL_END;
+	m->u.report.status = r->status;
+	struct rdr_counters total = { 0 };
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		struct rdr_source *s = &r->sources[i];
+		if (s->held)
+			s->c.held_ns += clk_monotonic_ns() - s->held_since_ns;
+		s->c.frames_held_at_end = rdr_count_unsent(s);
+		s->c.frames_forwarded = s->c.frames_verified - s->c.frames_held_at_end;
+		char name[CTL_MAX_NAME];
+		snprintf(name, sizeof name, "source.%u", s->id);
+		struct ctl_group *g = ctl_report_group(&m->u.report, name);
+#define RDR_SET(f) ctl_group_set(g, #f, s->c.f); total.f += s->c.f;
+		RDR_SOURCE_COUNTERS(RDR_SET)
+#undef RDR_SET
+	}
+	struct ctl_group *g = ctl_report_group(&m->u.report, "");
+#define RDR_SET_TOTAL(f) ctl_group_set(g, #f, total.f);
+	RDR_SOURCE_COUNTERS(RDR_SET_TOTAL)
+#undef RDR_SET_TOTAL
+	ctl_group_set(g, "writev_calls", r->writev_calls);
+	ctl_group_set(g, "bytes_forwarded", r->bytes_forwarded);
+	ctl_group_set(g, "credits_received", r->credits_received);
+	ctl_group_set(g, "refused_connections", r->refused_connections);
+	ctl_group_set(g, "buffer_bytes", rdr_buffer_bytes(&r->opt));
+	procstat_report(&m->u.report);
+	if (ctllink_send(r->ctl, m) < 0) {
+		log_error("Reader %u could not send its final counters", r->opt.id);
+		r->status = 1;
+		event_base_loopexit(r->base, NULL);
+		return;
+	}
+	r->reported = true;
+	if (!r->opt.quiet)
+		log_info("Reader %u forwarded %" PRIu64 " frames (%" PRIu64 " rejected, %" PRIu64
+			 " held at end) in %" PRIu64 " writes", r->opt.id, total.frames_forwarded,
+			 total.frames_rejected, total.frames_held_at_end, r->writev_calls);
+}
+
+/* When every source is over and everything verified is forwarded, closes
+ * the data stream to the builder and reports. */
+static void rdr_maybe_finish(struct rdr *r)
+{
+	if (r->reported || !r->ctl_ready)
+		return;
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		struct rdr_source *s = &r->sources[i];
+		if (s->state == RS_WAITING || s->state == RS_STREAMING)
+			return;
+		if (s->start < s->checked && !r->builder_closed)
+			return;
+	}
+	if (r->builder_fd >= 0) {
+		shutdown(r->builder_fd, SHUT_WR);
+		close(r->builder_fd);
+		r->builder_fd = -1;
+	}
+	if (r->listen_fd >= 0) {
+		event_del(r->ev_accept);
+		close(r->listen_fd);
+		r->listen_fd = -1;
+	}
+	rdr_send_report(r);
+}
+
+static struct rdr_source *rdr_find_source(struct rdr *r, uint32_t id)
+{
+	for (size_t i = 0; i < r->opt.source_count; i++)
+		if (r->sources[i].id == id)
+			return &r->sources[i];
+	return NULL;
+}
+
+static void rdr_on_source_greeted(int fd, const struct ctl_hello *hello, const char *peer,
+				  void *arg)
+{
+	struct rdr *r = arg;
+	if (fd < 0) {
+		r->refused_connections++;
+		return;
+	}
+	struct rdr_source *s = NULL;
+	if (hello->role != CTL_ROLE_SOURCE || hello->channel != CTL_CHANNEL_DATA) {
+		greet_reply_error(fd, peer, "wrong_role",
+				  "reader %u takes data connections from sources, got a %s on its %s channel",
+				  r->opt.id, ctl_role_name(hello->role),
+				  hello->channel == CTL_CHANNEL_DATA ? "data" : "control");
+	} else if (hello->run_id != r->opt.run_id) {
+		greet_reply_error(fd, peer, "wrong_run",
+				  "source %u is in run %u but reader %u is in run %u", hello->id,
+				  hello->run_id, r->opt.id, r->opt.run_id);
+	} else if ((s = rdr_find_source(r, hello->id)) == NULL) {
+		greet_reply_error(fd, peer, "unknown_source",
+				  "reader %u does not serve source %u; check the topology",
+				  r->opt.id, hello->id);
+	} else if (s->state != RS_WAITING) {
+		greet_reply_error(fd, peer, "duplicate_id",
+				  "source %u is already connected to reader %u from %s", hello->id,
+				  r->opt.id, s->peer);
+		s = NULL;
+	} else if (greet_reply_welcome(fd, r->opt.run_id, CTL_ROLE_READER, r->opt.id) < 0) {
+		log_warn("Reader %u: source %u (%s) left during the greeting", r->opt.id, hello->id,
+			 peer);
+		close(fd);
+		s = NULL;
+	} else {
+		s->fd = fd;
+		s->state = RS_STREAMING;
+		snprintf(s->peer, sizeof s->peer, "%s", peer);
+		net_tune(fd, 0);
+		s->ev_read = event_new(r->base, fd, EV_READ | EV_PERSIST, rdr_on_source_readable, s);
+		rdr_source_resume(s);
+		if (!r->opt.quiet)
+			log_info("Reader %u: source %u connected from %s (pid %u on %s)", r->opt.id,
+				 s->id, peer, hello->pid, hello->host);
+		return;
+	}
+	r->refused_connections++;
+}
+
+static void rdr_on_accept(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct rdr *r = arg;
+	for (;;) {
+		char peer[CTL_MAX_TEXT];
+		int conn = net_accept(fd, peer, sizeof peer);
+		if (conn < 0)
+			return;
+		if (greet_in_progress() >= 64) {
+			log_warn("Reader %u: too many connections greeting at once; refusing %s",
+				 r->opt.id, peer);
+			close(conn);
+			r->refused_connections++;
+			continue;
+		}
+		greet_accept(r->base, conn, peer, r->opt.handshake_timeout_ms, rdr_on_source_greeted, r);
+	}
+}
+
+static void rdr_on_credit(uint64_t limit, void *arg)
+{
+	struct rdr *r = arg;
+	r->credits_received++;
+	if (limit <= r->credit_limit)
+		return;
+	r->credit_limit = limit;
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		struct rdr_source *s = &r->sources[i];
+		if (!s->held || s->held_event >= limit)
+			continue;
+		rdr_source_progress(s);
+		rdr_source_resume(s);
+	}
+	rdr_flush(r);
+	rdr_maybe_finish(r);
+}
+
+static void rdr_on_builder_greeted(int fd, const struct ctl_msg *reply, void *arg)
+{
+	struct rdr *r = arg;
+	r->greet = NULL;
+	if (fd < 0) {
+		(void)reply;
+		log_error("Reader %u: the builder did not accept our data connection", r->opt.id);
+		r->status = 1;
+		event_base_loopexit(r->base, NULL);
+		return;
+	}
+	r->builder_fd = fd;
+	r->ev_builder_write = event_new(r->base, fd, EV_WRITE, rdr_on_builder_writable, r);
+	rdr_flush(r);
+}
+
+static void rdr_on_builder_dialed(int fd, void *arg)
+{
+	struct rdr *r = arg;
+	r->dial = NULL;
+	if (fd < 0) {
+		r->status = 1;
+		event_base_loopexit(r->base, NULL);
+		return;
+	}
+	net_tune(fd, 0);
+	struct ctl_hello hello = {
+		.role = CTL_ROLE_READER,
+		.id = r->opt.id,
+		.channel = CTL_CHANNEL_DATA,
+		.run_id = r->opt.run_id,
+		.protocol = CTL_PROTOCOL_VERSION,
+		.pid = (uint32_t)getpid(),
+		.source_count = (uint32_t)r->opt.source_count,
+	};
+	memcpy(hello.sources, r->opt.sources, r->opt.source_count * sizeof r->opt.sources[0]);
+	net_host_name(hello.host, sizeof hello.host);
+	r->greet = greet_connect(r->base, fd, r->builder_peer, &hello, r->opt.connect_timeout_ms,
+				 rdr_on_builder_greeted, r);
+}
+
+static void rdr_on_ctl_ready(void *arg)
+{
+	struct rdr *r = arg;
+	r->ctl_ready = true;
+	rdr_maybe_finish(r);
+}
+
+static void rdr_on_bye(int32_t status, void *arg)
+{
+	struct rdr *r = arg;
+	if (!r->reported) {
+		log_warn("Reader %u: the builder ended the run (status %d) before our sources ended",
+			 r->opt.id, status);
+		r->status = r->status ? r->status : 1;
+	}
+	r->done = true;
+	event_base_loopexit(r->base, NULL);
+}
+
+static void rdr_on_ctl_lost(const char *reason, void *arg)
+{
+	struct rdr *r = arg;
+	if (r->done)
+		return;
+	log_error("Reader %u lost the builder's control connection: %s; stopping", r->opt.id,
+		  reason);
+	r->status = 1;
+	r->done = true;
+	event_base_loopexit(r->base, NULL);
+}
+
+static const struct ctllink_ops rdr_ctl_ops = {
+	.on_ready = rdr_on_ctl_ready,
+	.on_credit = rdr_on_credit,
+	.on_bye = rdr_on_bye,
+	.on_lost = rdr_on_ctl_lost,
+};
+
+struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
+{
+	struct rdr *r = calloc(1, sizeof *r);
+	if (r == NULL)
+		return NULL;
+	r->base = base;
+	r->opt = *opt;
+	r->listen_fd = -1;
+	r->builder_fd = -1;
+	r->partial_source = -1;
+	/* Hold everything until the builder's first CREDIT says how far to go. */
+	r->credit_limit = 0;
+	snprintf(r->builder_peer, sizeof r->builder_peer, "%s:%u", opt->builder_host,
+		 (unsigned)opt->builder_port);
+	r->sources = calloc(opt->source_count, sizeof *r->sources);
+	r->iov = calloc(opt->source_count + 1, sizeof *r->iov);
+	if (r->sources == NULL || r->iov == NULL)
+		goto fail;
+	size_t cap = (size_t)opt->batch_bytes + 2 * ((size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES);
+	for (size_t i = 0; i < opt->source_count; i++) {
+		struct rdr_source *s = &r->sources[i];
+		s->reader = r;
+		s->id = opt->sources[i];
+		s->fd = -1;
+		s->cap = cap;
+		s->buf = malloc(cap);
+		if (s->buf == NULL)
+			goto fail;
+		frm_decoder_init(&s->decoder, opt->run_id, opt->max_fragment_bytes);
+	}
+	uint16_t port;
+	r->listen_fd = net_listen(opt->listen_host, opt->listen_port, &port);
+	if (r->listen_fd < 0)
+		goto fail;
+	r->ev_accept = event_new(base, r->listen_fd, EV_READ | EV_PERSIST, rdr_on_accept, r);
+	event_add(r->ev_accept, NULL);
+	printf("listening data %s:%u\n", opt->listen_host, (unsigned)port);
+	fflush(stdout);
+	if (opt->port_file[0] != '\0') {
+		char text[64];
+		snprintf(text, sizeof text, "data %u\n", (unsigned)port);
+		if (net_write_port_file(opt->port_file, text) < 0)
+			goto fail;
+	}
+	struct ctl_hello hello = {
+		.role = CTL_ROLE_READER,
+		.id = opt->id,
+		.run_id = opt->run_id,
+		.protocol = CTL_PROTOCOL_VERSION,
+		.pid = (uint32_t)getpid(),
+		.source_count = (uint32_t)opt->source_count,
+	};
+	memcpy(hello.sources, opt->sources, opt->source_count * sizeof opt->sources[0]);
+	net_host_name(hello.host, sizeof hello.host);
+	r->ctl = ctllink_start(base, opt->control_host, opt->control_port, &hello,
+			       opt->connect_timeout_ms, &rdr_ctl_ops, r);
+	r->dial = net_dial_start(base, "the builder's data port", opt->builder_host,
+				 opt->builder_port, opt->connect_timeout_ms, rdr_on_builder_dialed, r);
+	return r;
+fail:
+	rdr_destroy(r);
+	return NULL;
+}
+
+void rdr_stop(struct rdr *r)
+{
+	log_info("Reader %u stopping: sources still streaming are closed", r->opt.id);
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		struct rdr_source *s = &r->sources[i];
+		if (s->state == RS_WAITING || s->state == RS_STREAMING)
+			rdr_source_close(s, RS_FAILED);
+	}
+	r->status = 1;
+	rdr_flush(r);
+	if (!r->ctl_ready) {
+		event_base_loopexit(r->base, NULL);
+		return;
+	}
+	rdr_maybe_finish(r);
+}
+
+int rdr_exit_status(const struct rdr *r)
+{
+	return r->status;
+}
+
+void rdr_destroy(struct rdr *r)
+{
+	if (r == NULL)
+		return;
+	ctllink_free(r->ctl);
+	net_dial_cancel(r->dial);
+	greet_cancel(r->greet);
+	if (r->ev_accept)
+		event_free(r->ev_accept);
+	if (r->listen_fd >= 0)
+		close(r->listen_fd);
+	if (r->ev_builder_write)
+		event_free(r->ev_builder_write);
+	if (r->builder_fd >= 0)
+		close(r->builder_fd);
+	if (r->sources != NULL) {
+		for (size_t i = 0; i < r->opt.source_count; i++) {
+			struct rdr_source *s = &r->sources[i];
+			if (s->ev_read)
+				event_free(s->ev_read);
+			if (s->fd >= 0)
+				close(s->fd);
+			free(s->buf);
+		}
+	}
+	free(r->sources);
+	free(r->iov);
+	free(r);
+}

@@ -1,0 +1,50 @@
+/* A reader: accepts its sources' data connections, verifies every frame as
+ * it arrives, holds fragments at or beyond the builder's admission limit
+ * (TCP then pushes back on that source alone) and forwards verified frames
+ * to the builder, many per system call, straight from each source's receive
+ * buffer. */
+#ifndef ES_READER_H
+#define ES_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Each source is a group in the reader's END report, which holds CTL_MAX_GROUPS. */
+#define RDR_MAX_SOURCES 32u
+
+struct event_base;
+
+struct rdr_options {
+	uint32_t id;
+	uint32_t run_id;
+	char listen_host[256];
+	uint16_t listen_port;
+	char port_file[1024];
+	uint16_t sources[RDR_MAX_SOURCES];
+	size_t source_count;
+	char builder_host[256];
+	uint16_t builder_port;
+	char control_host[256];
+	uint16_t control_port;
+	uint32_t max_fragment_bytes;
+	uint32_t batch_bytes;          /* bytes read per call and per source */
+	uint64_t connect_timeout_ms;
+	uint64_t handshake_timeout_ms;
+	bool quiet;
+};
+
+struct rdr;
+
+struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt);
+void rdr_destroy(struct rdr *r);
+
+/* Stops accepting and ends the run as if every source had ended. */
+void rdr_stop(struct rdr *r);
+
+/* Memory of the receive buffers: sources x (batch + 2 x max frame). */
+size_t rdr_buffer_bytes(const struct rdr_options *opt);
+
+int rdr_exit_status(const struct rdr *r);
+
+#endif

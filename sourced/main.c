@@ -1,0 +1,208 @@
+/* sourced: one readout sector of the event builder. Parses options and
+ * wires the source to the event loop; see source.c. */
+#include "clk.h"
+#include "log.h"
+#include "opt.h"
+#include "source.h"
+
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef ES_VERSION
+#define ES_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: sourced --id N --run R --seed S --events N --payload BYTES --rate EVENTS_PER_S\n"
+"               --connect HOST:PORT --control HOST:PORT [options]\n"
+"A readout sector: generates its event fragments deterministically and sends\n"
+"them to its reader over TCP, then reports its counters to the builder.\n"
+"\n"
+"Run:\n"
+"  --id N                  source ID (0 .. S-1)\n"
+"  --run R                 run number\n"
+"  --seed S                seed of the deterministic payloads and faults\n"
+"  --events N              number of event IDs to generate\n"
+"  --first-event N         first event ID (default 0)\n"
+"  --payload BYTES         payload bytes per fragment (0 .. 1048576)\n"
+"  --rate EVENTS_PER_S     paced rate; 0 sends as fast as the reader takes them\n"
+"Faults (spec section 2; 0 disables):\n"
+"  --missing-every N       omit fragments whose key %% N == 0\n"
+"  --duplicate-every N     send some fragments twice\n"
+"  --delay-every N         hold some fragments back ...\n"
+"  --delay-ms D            ... for D ms while later ones go on\n"
+"  --reorder               send event IDs in swapped pairs\n"
+"Connections:\n"
+"  --connect HOST:PORT     the reader's data port\n"
+"  --control HOST:PORT     the builder's control port\n"
+"  --connect-timeout-ms T  keep retrying connections this long (default 10000)\n"
+"Testing:\n"
+"  --inject KIND@N         after N good frames send a bad one and stop; KIND is\n"
+"                          crc, magic, version, flags, length, run, truncate or noend\n"
+"  --dribble               write one byte per system call\n"
+"  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
+"Other:\n"
+"  --batch-bytes B         send buffer, frames per write (default 262144)\n"
+"  --max-delayed N         delayed fragments held at once (default 65536)\n"
+"  --quiet                 log warnings and errors only\n"
+"  --help, --version\n"
+"\n"
+"Example:\n"
+"  sourced --id 0 --run 1 --seed 42 --events 100000 --payload 256 --rate 10000 \\\n"
+"          --connect 127.0.0.1:7000 --control 127.0.0.1:6999\n");
+}
+
+enum {
+	OPT_ID = 256, OPT_RUN, OPT_SEED, OPT_EVENTS, OPT_FIRST, OPT_PAYLOAD, OPT_RATE, OPT_MISSING,
+	OPT_DUPLICATE, OPT_DELAY_EVERY, OPT_DELAY_MS, OPT_REORDER, OPT_CONNECT, OPT_CONTROL,
+	OPT_CONNECT_TIMEOUT, OPT_INJECT, OPT_DRIBBLE, OPT_CLOCK_OFFSET, OPT_BATCH, OPT_MAX_DELAYED,
+	OPT_QUIET, OPT_HELP, OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+	{ "id", required_argument, NULL, OPT_ID },
+	{ "run", required_argument, NULL, OPT_RUN },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "events", required_argument, NULL, OPT_EVENTS },
+	{ "first-event", required_argument, NULL, OPT_FIRST },
+	{ "payload", required_argument, NULL, OPT_PAYLOAD },
+	{ "rate", required_argument, NULL, OPT_RATE },
+	{ "missing-every", required_argument, NULL, OPT_MISSING },
+	{ "duplicate-every", required_argument, NULL, OPT_DUPLICATE },
+	{ "delay-every", required_argument, NULL, OPT_DELAY_EVERY },
+	{ "delay-ms", required_argument, NULL, OPT_DELAY_MS },
+	{ "reorder", no_argument, NULL, OPT_REORDER },
+	{ "connect", required_argument, NULL, OPT_CONNECT },
+	{ "control", required_argument, NULL, OPT_CONTROL },
+	{ "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+	{ "inject", required_argument, NULL, OPT_INJECT },
+	{ "dribble", no_argument, NULL, OPT_DRIBBLE },
+	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
+	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
+	{ "max-delayed", required_argument, NULL, OPT_MAX_DELAYED },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+static bool parse_options(int argc, char **argv, struct src_options *o)
+{
+	bool have_id = false, have_run = false, have_events = false, have_payload = false;
+	bool have_rate = false, have_connect = false, have_control = false;
+	int64_t clock_offset = 0;
+	uint32_t u32;
+	int c;
+	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+		bool ok = true;
+		switch (c) {
+		case OPT_ID: ok = have_id = opt_u32("--id", optarg, 0, 65535, &o->id); break;
+		case OPT_RUN: ok = have_run = opt_u32("--run", optarg, 0, UINT32_MAX, &o->run_id); break;
+		case OPT_SEED: ok = opt_u64("--seed", optarg, 0, UINT64_MAX, &o->seed); break;
+		case OPT_EVENTS: ok = have_events = opt_u64("--events", optarg, 0, UINT64_MAX / 2, &o->events); break;
+		case OPT_FIRST: ok = opt_u64("--first-event", optarg, 0, UINT64_MAX / 2, &o->first_event); break;
+		case OPT_PAYLOAD: ok = have_payload = opt_u32("--payload", optarg, 0, 1048576, &o->payload_bytes); break;
+		case OPT_RATE: ok = have_rate = opt_u64("--rate", optarg, 0, 1000000000, &o->rate); break;
+		case OPT_MISSING: ok = opt_u64("--missing-every", optarg, 0, UINT64_MAX, &o->faults.missing_every); break;
+		case OPT_DUPLICATE: ok = opt_u64("--duplicate-every", optarg, 0, UINT64_MAX, &o->faults.duplicate_every); break;
+		case OPT_DELAY_EVERY: ok = opt_u64("--delay-every", optarg, 0, UINT64_MAX, &o->faults.delay_every); break;
+		case OPT_DELAY_MS: ok = opt_u32("--delay-ms", optarg, 0, 3600000, &o->faults.delay_ms); break;
+		case OPT_REORDER: o->faults.reorder = true; break;
+		case OPT_CONNECT:
+			ok = have_connect = opt_hostport("--connect", optarg, o->data_host,
+							 sizeof o->data_host, &o->data_port, false);
+			break;
+		case OPT_CONTROL:
+			ok = have_control = opt_hostport("--control", optarg, o->control_host,
+							 sizeof o->control_host, &o->control_port, false);
+			break;
+		case OPT_CONNECT_TIMEOUT: ok = opt_u64("--connect-timeout-ms", optarg, 1, 86400000, &o->connect_timeout_ms); break;
+		case OPT_INJECT:
+			ok = src_parse_inject(optarg, &o->inject, &o->inject_after);
+			if (!ok)
+				opt_error("--inject", "expected KIND@N with KIND one of crc, magic, version, flags, length, run, truncate, noend, got '%s'", optarg);
+			break;
+		case OPT_DRIBBLE: o->dribble = true; break;
+		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
+		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 64, 64u << 20, &o->batch_bytes); break;
+		case OPT_MAX_DELAYED: ok = opt_u32("--max-delayed", optarg, 1, 1u << 24, &u32); o->max_delayed = u32; break;
+		case OPT_QUIET: o->quiet = true; break;
+		case OPT_HELP: usage(stdout); exit(0);
+		case OPT_VERSION: printf("sourced %s\n", ES_VERSION); exit(0);
+		default: usage(stderr); return false;
+		}
+		if (!ok)
+			return false;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sourced: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return false;
+	}
+	const char *missing = !have_id ? "--id" : !have_run ? "--run" : !have_events ? "--events"
+		: !have_payload ? "--payload" : !have_rate ? "--rate" : !have_connect ? "--connect"
+		: !have_control ? "--control" : NULL;
+	if (missing != NULL) {
+		fprintf(stderr, "sourced: %s is required (see --help)\n", missing);
+		return false;
+	}
+	if ((o->faults.delay_every != 0) != (o->faults.delay_ms != 0) && o->faults.delay_every != 0) {
+		fprintf(stderr, "sourced: --delay-every needs --delay-ms\n");
+		return false;
+	}
+	clk_set_offset_ns(clock_offset);
+	return true;
+}
+
+static struct src *the_source;
+static int stop_signals;
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	struct event_base *base = arg;
+	if (++stop_signals > 1 && sig == SIGINT) {
+		log_warn("Second interrupt: exiting now");
+		event_base_loopbreak(base);
+		return;
+	}
+	src_stop(the_source);
+}
+
+int main(int argc, char **argv)
+{
+	struct src_options o = {
+		.connect_timeout_ms = 10000,
+		.batch_bytes = 262144,
+		.max_delayed = 65536,
+	};
+	if (!parse_options(argc, argv, &o))
+		return 2;
+	log_init("sourced", (int)o.id, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
+	signal(SIGPIPE, SIG_IGN);
+	struct event_config *cfg = event_config_new();
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	struct event_base *base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	the_source = src_create(base, &o);
+	if (the_source == NULL) {
+		log_error("Cannot allocate the source's buffers");
+		return 1;
+	}
+	struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+	struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
+	event_base_dispatch(base);
+	int status = src_exit_status(the_source);
+	src_destroy(the_source);
+	event_free(sigterm);
+	event_free(sigint);
+	event_base_free(base);
+	return status;
+}

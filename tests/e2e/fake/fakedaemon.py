@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Stand-ins for builderd, readoutd and sourced, for testing the launcher
+and the harness without the C daemons (ES_BIN=tests/e2e/fake).
+
+They honour the daemons' command lines, port files, start order
+independence and exit rules, but not the protocol: a fake daemon talks
+newline-separated words over its TCP connections ("hello ROLE ID", "end",
+"bye") and the fake builder writes the outputs the reference builder
+predicts (analysis/refbuild.py), so a fake run proves only the plumbing.
+
+Test knobs (environment): ES_FAKE_FAIL=ROLE (exit 3 at once),
+ES_FAKE_HANG=ROLE (never finish), ES_FAKE_IGNORE_TERM=1 (ignore SIGTERM),
+where ROLE is builderd, readoutd or sourced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "analysis"))
+
+
+def log(role: str, msg: str) -> None:
+    print(f"{role}[{os.getpid()}]: {msg}", file=sys.stderr, flush=True)
+
+
+def split_addr(text: str) -> tuple[str, int]:
+    text = text.removeprefix("tcp://")
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def listen(addr: str) -> socket.socket:
+    host, port = split_addr(addr)
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port))
+    s.listen(64)
+    return s
+
+
+def connect(addr: str, timeout_s: float = 10.0) -> socket.socket:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.01
+    while True:
+        try:
+            return socket.create_connection(split_addr(addr), timeout=5)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
+def write_port_file(path: str, ports: dict[str, int]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for k, v in ports.items():
+            f.write(f"{k} {v}\n")
+    os.replace(tmp, path)
+
+
+def drain(sock: socket.socket) -> None:
+    """Reads and discards until EOF, in a daemon thread."""
+    def run():
+        try:
+            while sock.recv(65536):
+                pass
+        except OSError:
+            pass
+    threading.Thread(target=run, daemon=True).start()
+
+
+def accept_forever(server: socket.socket, on_conn) -> None:
+    def run():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            on_conn(conn)
+    threading.Thread(target=run, daemon=True).start()
+
+
+def read_lines(sock: socket.socket):
+    buf = b""
+    while True:
+        try:
+            data = sock.recv(4096)
+        except OSError:
+            return
+        if not data:
+            return
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield line.decode()
+
+
+def knobs(role: str) -> None:
+    if os.environ.get("ES_FAKE_FAIL") == role:
+        log(role, "failing on purpose (ES_FAKE_FAIL)")
+        sys.exit(3)
+    if os.environ.get("ES_FAKE_IGNORE_TERM") == "1":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def hang_if_asked(role: str) -> None:
+    if os.environ.get("ES_FAKE_HANG") == role:
+        log(role, "hanging on purpose (ES_FAKE_HANG)")
+        while True:
+            time.sleep(3600)
+
+
+def builderd(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="builderd")
+    for flag in ("--run", "--sources", "--readers", "--first-event", "--events",
+                 "--filter-modulo"):
+        ap.add_argument(flag, type=int, default=0 if flag != "--filter-modulo" else 1)
+    for flag in ("--listen", "--control-listen", "--out", "--port-file"):
+        ap.add_argument(flag, required=True)
+    ap.add_argument("--version", action="version", version="fake builderd")
+    args, _ = ap.parse_known_args(argv)
+    knobs("builderd")
+    data, control = listen(args.listen), listen(args.control_listen)
+    write_port_file(args.port_file, {"data": data.getsockname()[1],
+                                     "control": control.getsockname()[1]})
+    log("builderd", f"listening data {data.getsockname()[1]} control {control.getsockname()[1]}")
+    accept_forever(data, drain)
+    lock = threading.Lock()
+    peers: list[socket.socket] = []
+    hellos: list[tuple[str, int, int]] = []
+    gen: dict[str, int] = {}          # seed, payload, missing_every, from the sources
+    ended = threading.Semaphore(0)
+
+    def on_control(conn):
+        with lock:
+            peers.append(conn)
+
+        def run():
+            for line in read_lines(conn):
+                words = line.split()
+                if words[:1] == ["hello"]:
+                    with lock:
+                        hellos.append((words[1], int(words[2]), int(words[3])))
+                        for word in words[4:]:
+                            k, _, v = word.partition("=")
+                            gen[k] = int(v)
+                elif words[:1] == ["end"]:
+                    ended.release()
+        threading.Thread(target=run, daemon=True).start()
+
+    accept_forever(control, on_control)
+    for _ in range(args.sources):
+        ended.acquire()
+    hang_if_asked("builderd")
+
+    import refbuild
+    p = refbuild.RunParams(seed=gen["seed"], run=args.run, sources=args.sources,
+                           events=args.events, first_event=args.first_event,
+                           payload=gen["payload"], missing_every=gen["missing_every"],
+                           filter_modulo=args.filter_modulo)
+    exp = refbuild.expected_events(p)
+    expired = []
+    for e in range(p.first_event, p.first_event + p.events):
+        gone = [s for s in range(p.sources)
+                if refbuild.is_omitted(p.seed, p.run, e, s, p.missing_every)]
+        if gone and len(gone) < p.sources:
+            expired.append({"run": p.run, "event": e, "reason": "timeout", "missing": gone})
+    out = Path(args.out)
+    with open(out / "events.jsonl", "w") as f:
+        for e in sorted(exp.accepted):
+            f.write(json.dumps({"run": p.run, "event": e, "crc": exp.accepted[e],
+                                "bytes": exp.bytes_per_event, "latency_ns": 0}) + "\n")
+    (out / "expired.jsonl").write_text("".join(json.dumps(x) + "\n" for x in expired))
+    procs = [{"role": "builder", "id": 0, "host": "127.0.0.1", "pid": os.getpid()}]
+    procs += [{"role": r, "id": i, "host": "127.0.0.1", "pid": pid} for r, i, pid in hellos]
+    (out / "metrics.json").write_text(json.dumps({
+        "balanced": True, "equations": [{"name": "fake", "lhs": 1, "rhs": 1, "ok": True}],
+        "errors": [], "counters": {"": {"events_accepted": len(exp.accepted)}},
+        "processes": procs}))
+    with lock:
+        for conn in peers:
+            try:
+                conn.sendall(b"bye\n")
+            except OSError:
+                pass
+    print(f"fake builderd: run {p.run}: {len(exp.accepted)} accepted; balanced")
+    return 0
+
+
+def wait_bye(role: str, ctl: socket.socket) -> None:
+    for line in read_lines(ctl):
+        if line == "bye":
+            return
+    log(role, "control connection closed without bye")
+    sys.exit(1)
+
+
+def readoutd(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="readoutd")
+    ap.add_argument("--id", type=int, required=True)
+    for flag in ("--listen", "--port-file", "--sources", "--builder", "--control"):
+        ap.add_argument(flag, required=True)
+    ap.add_argument("--version", action="version", version="fake readoutd")
+    args, _ = ap.parse_known_args(argv)
+    knobs("readoutd")
+    server = listen(args.listen)
+    write_port_file(args.port_file, {"data": server.getsockname()[1]})
+    accept_forever(server, drain)
+    up = connect(args.builder)
+    ctl = connect(args.control)
+    ctl.settimeout(None)
+    ctl.sendall(f"hello reader {args.id} {os.getpid()}\n".encode())
+    up.sendall(b"x" * 1000)
+    hang_if_asked("readoutd")
+    wait_bye("readoutd", ctl)
+    return 0
+
+
+def sourced(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="sourced")
+    ap.add_argument("--id", type=int, required=True)
+    ap.add_argument("--events", type=int, default=0)
+    ap.add_argument("--rate", type=float, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--payload", type=int, default=0)
+    ap.add_argument("--missing-every", type=int, default=0)
+    for flag in ("--connect", "--control"):
+        ap.add_argument(flag, required=True)
+    ap.add_argument("--version", action="version", version="fake sourced")
+    args, _ = ap.parse_known_args(argv)
+    knobs("sourced")
+    data = connect(args.connect)
+    ctl = connect(args.control)
+    ctl.settimeout(None)
+    ctl.sendall(f"hello source {args.id} {os.getpid()} seed={args.seed} payload={args.payload} "
+                f"missing_every={args.missing_every}\n".encode())
+    data.sendall(b"y" * 1000)
+    hang_if_asked("sourced")
+    time.sleep(min(args.events / args.rate, 2.0) if args.rate else 0.1)
+    ctl.sendall(b"end\n")
+    data.close()
+    wait_bye("sourced", ctl)
+    return 0
+
+
+if __name__ == "__main__":
+    role = os.path.basename(sys.argv[0])
+    main = {"builderd": builderd, "readoutd": readoutd, "sourced": sourced}.get(role)
+    if main is None:
+        sys.exit(f"fakedaemon: run me as builderd, readoutd or sourced, not {role}")
+    sys.exit(main(sys.argv[1:]))
