@@ -293,9 +293,7 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 	fprintf(f, ", max ");
 	print_duration(f, lat->max);
 	fprintf(f, " (+/- 0 ns, same clock), %" PRIu64 " samples\n", lat->samples);
-	struct rusage ru;
-	getrusage(RUSAGE_SELF, &ru);
-	fprintf(f, "peak RSS: builder %.1f MiB", (double)ru.ru_maxrss / 1024.0);
+	fprintf(f, "peak RSS: builder %.1f MiB", (double)procstat_peak_rss_kib() / 1024.0);
 	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
 		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
 							     : &b->reader_peers[i - b->opt.sources];

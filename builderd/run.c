@@ -25,7 +25,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Margin for START to reach every source before their common start. */
+#define BD_START_DELAY_NS 2000000u
+
 static void bd_finish(struct bd *b, const char *why);
+static bool bd_all_connected(const struct bd *b);
+static void bd_maybe_start(struct bd *b);
 
 /* A role at the start of a sentence. */
 static const char *bd_title(enum ctl_role role)
@@ -290,6 +295,7 @@ static void bd_on_reader_greeted(int fd, const struct ctl_hello *h, const char *
 	event_add(rd->ev_read, NULL);
 	if (!b->opt.quiet)
 		log_info("Reader %u data connected from %s (pid %u on %s)", h->id, peer, h->pid, h->host);
+	bd_maybe_start(b);
 }
 
 static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
@@ -345,6 +351,23 @@ static const struct msgconn_ops bd_peer_ops = {
 	.on_close = bd_on_peer_close,
 };
 
+/* Once every peer is up, tells the sources to start together, so that the
+ * fragments of one event leave every source at about the same moment. */
+static void bd_maybe_start(struct bd *b)
+{
+	if (b->started || b->phase != BD_RUNNING || !bd_all_connected(b))
+		return;
+	b->started = true;
+	struct ctl_msg m = { .type = CTL_START };
+	m.u.start.delay_ns = BD_START_DELAY_NS;
+	for (uint16_t s = 0; s < b->opt.sources; s++)
+		if (b->source_peers[s].conn != NULL)
+			msgconn_send(b->source_peers[s].conn, &m);
+	if (!b->opt.quiet)
+		log_info("Run %u: all %u sources and %u readers connected; starting", b->opt.run_id,
+			 b->opt.sources, b->opt.readers);
+}
+
 static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
 {
 	struct bd *b = arg;
@@ -380,6 +403,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 		bd_send_credit(p, b->opt.no_admission ? UINT64_MAX : bld_admission_limit(b->core),
 			       clk_monotonic_ns());
 	}
+	bd_maybe_start(b);
 }
 
 static void bd_accept(struct bd *b, int listen_fd, greet_accept_cb cb)

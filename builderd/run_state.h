@@ -94,6 +94,7 @@ struct bd {
 	uint32_t error_count;
 	uint32_t errors_dropped;
 	uint64_t end_ns;
+	bool started;                     /* START sent to the sources */
 };
 
 

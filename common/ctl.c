@@ -31,6 +31,7 @@ static const char *const ctl_type_names[] = {
 	[CTL_STATS] = "stats",
 	[CTL_END] = "end",
 	[CTL_BYE] = "bye",
+	[CTL_START] = "start",
 };
 
 static const char *const ctl_role_names[] = {
@@ -113,6 +114,10 @@ static const struct ctl_field ctl_bye_fields[] = {
 	CTL_FIELD("status", CTL_KIND_I32, bye.status),
 };
 
+static const struct ctl_field ctl_start_fields[] = {
+	CTL_FIELD("delay_ns", CTL_KIND_U64, start.delay_ns),
+};
+
 struct ctl_spec {
 	const struct ctl_field *fields;
 	size_t count;
@@ -137,6 +142,7 @@ static const struct ctl_spec ctl_specs[] = {
 	[CTL_STATS] = CTL_SPEC(ctl_report_fields, report, false),
 	[CTL_END] = CTL_SPEC(ctl_report_fields, report, false),
 	[CTL_BYE] = CTL_SPEC(ctl_bye_fields, bye, true),
+	[CTL_START] = CTL_SPEC(ctl_start_fields, start, true),
 };
 
 _Static_assert(CTL_ARRAY_SIZE(ctl_specs) == CTL_ARRAY_SIZE(ctl_type_names),

@@ -30,6 +30,7 @@ enum ctl_type {
 	CTL_STATS,    /* peer to builder: counters so far */
 	CTL_END,      /* peer to builder: final counters */
 	CTL_BYE,      /* builder to peer: run over, you may exit */
+	CTL_START,    /* builder to source: every peer is up, start sending */
 };
 
 enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
@@ -108,6 +109,13 @@ struct ctl_report {
 	int32_t status;                     /* END: 0 clean, else the daemon's error count */
 };
 
+/* Sources pace event i at start + i / rate: a common start keeps an event's
+ * fragments together as a common trigger would. A delay, not a time, so a
+ * source with an offset clock still starts with the others. */
+struct ctl_start {
+	uint64_t delay_ns;                  /* start this long after receipt */
+};
+
 struct ctl_bye {
 	int32_t status;                     /* the run's exit status */
 };
@@ -123,6 +131,7 @@ struct ctl_msg {
 		struct ctl_pong pong;
 		struct ctl_report report;   /* STATS and END */
 		struct ctl_bye bye;
+		struct ctl_start start;
 	} u;
 };
 

@@ -45,6 +45,10 @@ static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uin
 	case CTL_BYE:
 		l->ops->on_bye(msg->u.bye.status, l->arg);
 		break;
+	case CTL_START:
+		if (l->ops->on_start != NULL)
+			l->ops->on_start(clk_monotonic_ns() + msg->u.start.delay_ns, l->arg);
+		break;
 	case CTL_ERROR:
 		log_error("builder reports: %s (%s)", msg->u.error.reason, msg->u.error.code);
 		break;

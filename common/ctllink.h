@@ -14,6 +14,8 @@ struct ctllink;
 struct ctllink_ops {
 	void (*on_ready)(void *arg);                        /* welcomed */
 	void (*on_credit)(uint64_t limit, void *arg);       /* may be NULL */
+	/* The run starts at start_mono_ns on the monotonic clock; may be NULL. */
+	void (*on_start)(uint64_t start_mono_ns, void *arg);
 	void (*on_bye)(int32_t status, void *arg);
 	/* Refused, unreachable, or lost before BYE: the daemon cannot finish
 	 * its run properly. */

@@ -38,7 +38,7 @@ struct src_delayed {
 	uint64_t due_ns;
 };
 
-enum src_state { SRC_CONNECTING, SRC_SENDING, SRC_DRAINING, SRC_REPORTING, SRC_DONE };
+enum src_state { SRC_CONNECTING, SRC_WAITING_START, SRC_SENDING, SRC_DRAINING, SRC_REPORTING, SRC_DONE };
 
 struct src {
 	struct event_base *base;
@@ -105,6 +105,7 @@ bool src_parse_inject(const char *arg, enum src_inject *kind, uint64_t *after)
 }
 
 static void src_pump(struct src *s);
+static void src_begin(struct src *s);
 static void src_finish_data(struct src *s);
 
 static uint64_t src_frame_bytes(const struct src *s)
@@ -457,12 +458,33 @@ static void src_maybe_start(struct src *s)
 {
 	if (s->state != SRC_CONNECTING || !s->ctl_ready || s->fd < 0)
 		return;
+	s->state = SRC_WAITING_START;
+	if (s->start_ns != 0)
+		src_begin(s);
+}
+
+/* The builder's START: every peer is up. */
+static void src_on_start(uint64_t start_mono_ns, void *arg)
+{
+	struct src *s = arg;
+	s->start_ns = start_mono_ns;
+	if (s->state == SRC_WAITING_START)
+		src_begin(s);
+}
+
+static void src_begin(struct src *s)
+{
 	s->state = SRC_SENDING;
-	s->start_ns = clk_monotonic_ns();
+	uint64_t now = clk_monotonic_ns();
 	log_info("Source %u streaming %" PRIu64 " events of %u B to reader %s at %s", s->opt.id,
 		 s->opt.events, s->opt.payload_bytes, s->peer,
 		 s->opt.rate ? "a paced rate" : "full speed");
-	src_pump(s);
+	/* A source that heard START late catches up rather than shifting
+	 * its events against the others'. */
+	uint64_t wait = s->start_ns > now ? s->start_ns - now : 0;
+	struct timeval tv = { .tv_sec = (time_t)(wait / 1000000000u),
+			      .tv_usec = (suseconds_t)(wait % 1000000000u) / 1000 };
+	evtimer_add(s->ev_pace, &tv);
 }
 
 static void src_on_data_greeted(int fd, const struct ctl_msg *reply, void *arg)
@@ -548,6 +570,7 @@ static void src_on_ctl_lost(const char *reason, void *arg)
 
 static const struct ctllink_ops src_ctl_ops = {
 	.on_ready = src_on_ctl_ready,
+	.on_start = src_on_start,
 	.on_bye = src_on_bye,
 	.on_lost = src_on_ctl_lost,
 };
@@ -595,7 +618,7 @@ void src_stop(struct src *s)
 		log_info("Source %u stopping: unsent events count as abandoned", s->opt.id);
 		s->stop_requested = true;
 		src_pump(s);
-	} else if (s->state == SRC_CONNECTING) {
+	} else if (s->state == SRC_CONNECTING || s->state == SRC_WAITING_START) {
 		s->status = 1;
 		event_base_loopexit(s->base, NULL);
 	}

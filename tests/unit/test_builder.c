@@ -17,6 +17,15 @@
 
 static uint64_t test_seed;
 
+/* Every ck_assert sends a checkpoint to the runner; loops of thousands
+ * check with a plain if and fail through ck_abort_msg. */
+#define REQUIRE(cond)                                                                       \
+	do {                                                                                \
+		if (!(cond))                                                                \
+			ck_abort_msg("%s:%d: %s (seed %" PRIu64 ")", __FILE__, __LINE__, #cond, \
+				     test_seed);                                            \
+	} while (0)
+
 static uint64_t rng_next(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
@@ -260,7 +269,7 @@ static void check_equations(const struct bld *b, uint16_t sources, uint64_t even
 	ck_assert_uint_eq(rec.bad_window, 0);
 	ck_assert_uint_eq(rec.bad_crc, 0);
 	for (uint64_t i = 0; i < rec.n; i++)
-		ck_assert_uint_le(rec.ev[i].calls, 1);
+		REQUIRE(rec.ev[i].calls <= 1);
 }
 
 static double now_s(void)
@@ -550,7 +559,7 @@ START_TEST(test_timeout_cost)
 	rec_start(1, 0, N, S);
 	struct bld *b = make_builder(S, 1u << 17, 1000000, 1, 0, N);
 	for (uint64_t e = 0; e < N; e++)
-		ck_assert_int_eq(add(b, 0, e, e), BLD_UNIQUE);
+		REQUIRE(add(b, 0, e, e) == BLD_UNIQUE);
 	double t0 = now_s();
 	for (uint64_t i = 0; i < CALLS; i++)
 		bld_expire(b, N + i);
@@ -1171,18 +1180,18 @@ static void stress_check_pending(const struct bld *b, unsigned round)
 		if (st.created[e] < oldest_created)
 			oldest_created = st.created[e];
 	}
-	ck_assert_msg(bld_pending(b) == pending, "round %u: pending %u want %" PRIu64, round,
-		      bld_pending(b), pending);
+	if (bld_pending(b) != pending)
+		ck_abort_msg("round %u: pending %u want %" PRIu64 " (seed %" PRIu64 ")", round,
+			     bld_pending(b), pending, test_seed);
 	if (pending == 0) {
-		ck_assert_uint_eq(bld_oldest_pending(b), UINT64_MAX);
-		ck_assert_uint_eq(bld_admission_limit(b),
-				  st.first + (st.seen ? st.highest + 1 : 0) + st.window);
-		ck_assert_uint_eq(bld_next_deadline_ns(b), UINT64_MAX);
+		REQUIRE(bld_oldest_pending(b) == UINT64_MAX);
+		REQUIRE(bld_admission_limit(b) == st.first + (st.seen ? st.highest + 1 : 0) + st.window);
+		REQUIRE(bld_next_deadline_ns(b) == UINT64_MAX);
 	} else {
-		ck_assert_uint_eq(bld_oldest_pending(b), st.first + oldest);
-		ck_assert_uint_eq(bld_admission_limit(b), st.first + oldest + st.window);
-		ck_assert_uint_eq(bld_next_deadline_ns(b),
-				  st.timeout == 0 ? UINT64_MAX : oldest_created + st.timeout);
+		REQUIRE(bld_oldest_pending(b) == st.first + oldest);
+		REQUIRE(bld_admission_limit(b) == st.first + oldest + st.window);
+		REQUIRE(bld_next_deadline_ns(b) ==
+			(st.timeout == 0 ? UINT64_MAX : oldest_created + st.timeout));
 	}
 }
 
@@ -1239,7 +1248,7 @@ static void stress_round(uint64_t *rng, unsigned round)
 		if (rng_below(rng, 200) == 0)
 			fr[n++] = (struct stress_frag){ pos * 64 + 3, e, (uint16_t)rng_below(rng, 4), 2 };
 	}
-	ck_assert_uint_le(n, cap);
+	REQUIRE(n <= cap);
 	qsort(fr, n, sizeof(*fr), cmp_stress);
 
 	rec_teardown();
@@ -1290,7 +1299,7 @@ static void stress_round(uint64_t *rng, unsigned round)
 			rec.current_id = f.event_id;
 			enum bld_outcome out = bld_add(b, &f, now);
 			outcomes[out]++;
-			ck_assert_int_eq(out, BLD_INVALID);
+			REQUIRE(out == BLD_INVALID);
 			continue;
 		}
 
@@ -1304,18 +1313,19 @@ static void stress_round(uint64_t *rng, unsigned round)
 		rec.current_id = f.event_id;
 		enum bld_outcome out = bld_add(b, &f, now);
 		outcomes[out]++;
-		ck_assert_int_ne(out, BLD_INVALID);
+		REQUIRE(out != BLD_INVALID);
 		if (had_source)
-			ck_assert_int_ne(out, BLD_UNIQUE);
+			REQUIRE(out != BLD_UNIQUE);
 		if (pending && !had_source)
-			ck_assert_msg(out == BLD_UNIQUE, "round %u: event %" PRIu64 " pending, source %u got %d",
-				      round, sf->event, sf->source, out);
+			if (out != BLD_UNIQUE)
+				ck_abort_msg("round %u: event %" PRIu64 " pending, source %u got %d (seed %" PRIu64 ")",
+					     round, sf->event, sf->source, out, test_seed);
 		if (retired && kind == REC_EXPIRED)
-			ck_assert_int_eq(out, BLD_LATE);
+			REQUIRE(out == BLD_LATE);
 		if (retired && kind != REC_EXPIRED)
-			ck_assert(out == BLD_DUPLICATE || out == BLD_LATE);
+			REQUIRE(out == BLD_DUPLICATE || out == BLD_LATE);
 		if (!retired && !st.is_created[sf->event])
-			ck_assert(out == BLD_UNIQUE || out == BLD_LATE);
+			REQUIRE(out == BLD_UNIQUE || out == BLD_LATE);
 		if (out == BLD_UNIQUE) {
 			*u = 1;
 			if (!st.is_created[sf->event]) {
@@ -1329,21 +1339,21 @@ static void stress_round(uint64_t *rng, unsigned round)
 
 		if (timeout != 0 && rng_below(rng, 16) == 0) {
 			bld_expire(b, now);
-			ck_assert_uint_gt(bld_next_deadline_ns(b), now);
+			REQUIRE(bld_next_deadline_ns(b) > now);
 		}
-		if (i % 61 == 0)
+		if (i % 127 == 0)
 			stress_check_pending(b, round);
 	}
 	stress_check_pending(b, round);
 	bld_finish(b, N);
-	ck_assert_uint_eq(bld_pending(b), 0);
+	REQUIRE(bld_pending(b) == 0);
 	check_equations(b, S, N);
 	const struct bld_counters *c = bld_counters(b);
-	ck_assert_uint_eq(outcomes[BLD_UNIQUE], c->frags_unique);
-	ck_assert_uint_eq(outcomes[BLD_DUPLICATE], c->frags_duplicate);
-	ck_assert_uint_eq(outcomes[BLD_LATE], c->frags_late);
-	ck_assert_uint_eq(outcomes[BLD_INVALID], c->frags_invalid);
-	ck_assert_uint_eq(c->frags_received, n);
+	REQUIRE(outcomes[BLD_UNIQUE] == c->frags_unique);
+	REQUIRE(outcomes[BLD_DUPLICATE] == c->frags_duplicate);
+	REQUIRE(outcomes[BLD_LATE] == c->frags_late);
+	REQUIRE(outcomes[BLD_INVALID] == c->frags_invalid);
+	REQUIRE(c->frags_received == n);
 
 	/* Every ID ends in exactly one outcome, and what it reported matches
 	 * what it was given. */
@@ -1355,18 +1365,18 @@ static void stress_round(uint64_t *rng, unsigned round)
 			got += st.unique[e * S + s];
 		if (r->calls == 0) {
 			silent++;
-			ck_assert_uint_eq(got, 0);
+			REQUIRE(got == 0);
 		} else if (r->kind == REC_EXPIRED) {
-			ck_assert_uint_eq(r->present, got);
-			ck_assert_uint_ge(got, 1);
+			REQUIRE(r->present == got);
+			REQUIRE(got >= 1);
 		} else {
-			ck_assert_uint_eq(got, S);
-			ck_assert_uint_eq(r->kind == REC_ACCEPTED, r->crc % modulo == 0);
+			REQUIRE(got == S);
+			REQUIRE((r->kind == REC_ACCEPTED) == (r->crc % modulo == 0));
 		}
 		if (!st.sent_any[e])
-			ck_assert_uint_eq(r->calls, 0);
+			REQUIRE(r->calls == 0);
 	}
-	ck_assert_uint_eq(silent, c->events_unobserved);
+	REQUIRE(silent == c->events_unobserved);
 	if (getenv("ES_TEST_VERBOSE") != NULL)
 		printf("round %u: S %u W %u timeout %" PRIu64 " N %" PRIu64 ": complete %" PRIu64
 		       " timeout %" PRIu64 " window %" PRIu64 " end %" PRIu64 " unobserved %" PRIu64

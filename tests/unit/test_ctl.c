@@ -116,6 +116,8 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 	}
 	case CTL_BYE:
 		return a->u.bye.status == b->u.bye.status;
+	case CTL_START:
+		return a->u.start.delay_ns == b->u.start.delay_ns;
 	}
 	return false;
 }
@@ -309,14 +311,14 @@ static void expect_error_at(int line, const uint8_t *buf, size_t n, const char *
 
 /* Spelled out here rather than taken from ctl_type_name(), to check it. */
 static const char *const type_names[] = {
-	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye",
+	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye", "start",
 };
 
 START_TEST(test_names)
 {
-	for (unsigned t = CTL_HELLO; t <= CTL_BYE; t++)
+	for (unsigned t = CTL_HELLO; t <= CTL_START; t++)
 		ck_assert_str_eq(ctl_type_name((enum ctl_type)t), type_names[t]);
-	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_BYE + 1)), "unknown");
+	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_START + 1)), "unknown");
 
 	enum ctl_role role = CTL_ROLE_SOURCE;
 	ck_assert_str_eq(ctl_role_name(CTL_ROLE_SOURCE), "source");
@@ -449,6 +451,12 @@ START_TEST(test_roundtrip_small)
 		m.u.bye.status = statuses[i];
 		roundtrip(&m);
 	}
+
+	memset(&m, 0, sizeof m);
+	m.type = CTL_START;
+	roundtrip(&m);
+	m.u.start.delay_ns = UINT64_MAX;
+	roundtrip(&m);
 }
 END_TEST
 
@@ -533,7 +541,7 @@ START_TEST(test_encode_refuses)
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
-	m.type = (enum ctl_type)(CTL_BYE + 1);
+	m.type = (enum ctl_type)(CTL_START + 1);
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
@@ -1394,7 +1402,7 @@ static void random_text(uint64_t *s, char *dst, size_t cap)
 static void random_msg(uint64_t *s, struct ctl_msg *m)
 {
 	memset(m, 0, sizeof *m);
-	m->type = (enum ctl_type)rng_below(s, CTL_BYE + 1);
+	m->type = (enum ctl_type)rng_below(s, CTL_START + 1);
 	switch (m->type) {
 	case CTL_HELLO:
 		m->u.hello.role = (enum ctl_role)rng_below(s, 3);
@@ -1453,6 +1461,9 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 	}
 	case CTL_BYE:
 		m->u.bye.status = (int32_t)rng_u64(s);
+		break;
+	case CTL_START:
+		m->u.start.delay_ns = rng_u64(s);
 		break;
 	}
 }
@@ -1620,7 +1631,7 @@ START_TEST(test_fuzz)
 			if (rng_below(&s, 8) == 0)
 				pack_random_value(pk, &s, 1);
 			else
-				pk_str(pk, type_names[rng_below(&s, CTL_BYE + 1)]);
+				pk_str(pk, type_names[rng_below(&s, CTL_START + 1)]);
 			for (unsigned i = 0; i < entries; i++) {
 				pack_random_value(pk, &s, 4);
 				pack_random_value(pk, &s, 1);
