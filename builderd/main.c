@@ -53,6 +53,7 @@ static void usage(FILE *f)
 "  --out DIR               events.jsonl, expired.jsonl and metrics.json go here\n"
 "  --flush-every N         at most N records per write (default 256)\n"
 "  --batch-bytes B         bytes read per call per reader (default 262144)\n"
+"  --socket-buffer B       kernel buffers of reader connections (default: autotuned)\n"
 "Other:\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
 "  --quiet                 log warnings and errors only\n"
@@ -67,7 +68,7 @@ enum {
 	OPT_RUN = 256, OPT_SOURCES, OPT_READERS, OPT_FIRST, OPT_EVENTS, OPT_LISTEN, OPT_CONTROL_LISTEN,
 	OPT_PORT_FILE, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
 	OPT_NO_ADMISSION, OPT_FILTER_MODULO, OPT_FILTER_COST, OPT_MAX_FRAGMENT, OPT_OUT,
-	OPT_FLUSH_EVERY, OPT_BATCH, OPT_CLOCK_OFFSET, OPT_QUIET, OPT_HELP, OPT_VERSION,
+	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_QUIET, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option long_options[] = {
@@ -90,6 +91,7 @@ static const struct option long_options[] = {
 	{ "out", required_argument, NULL, OPT_OUT },
 	{ "flush-every", required_argument, NULL, OPT_FLUSH_EVERY },
 	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
+	{ "socket-buffer", required_argument, NULL, OPT_SOCKET_BUFFER },
 	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -135,6 +137,7 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 		case OPT_OUT: have_out = true; snprintf(o->out_dir, sizeof o->out_dir, "%s", optarg); break;
 		case OPT_FLUSH_EVERY: ok = opt_u32("--flush-every", optarg, 1, 1u << 20, &o->flush_every); break;
 		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 4096, 64u << 20, &o->batch_bytes); break;
+		case OPT_SOCKET_BUFFER: ok = opt_u32("--socket-buffer", optarg, 1024, 64u << 20, &o->socket_buffer_bytes); break;
 		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
 		case OPT_QUIET: o->quiet = true; break;
 		case OPT_HELP: usage(stdout); exit(0);

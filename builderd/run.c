@@ -290,7 +290,7 @@ static void bd_on_reader_greeted(int fd, const struct ctl_hello *h, const char *
 	rd->fd = fd;
 	rd->state = BD_DATA_STREAMING;
 	snprintf(rd->address, sizeof rd->address, "%s", peer);
-	net_tune(fd, 0);
+	net_tune(fd, (int)b->opt.socket_buffer_bytes);
 	rd->ev_read = event_new(b->base, fd, EV_READ | EV_PERSIST, bd_on_reader_readable, rd);
 	event_add(rd->ev_read, NULL);
 	if (!b->opt.quiet)

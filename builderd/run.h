@@ -26,6 +26,7 @@ struct bd_options {
 	uint32_t flush_every;
 	uint32_t max_fragment_bytes;
 	uint32_t batch_bytes;
+	uint32_t socket_buffer_bytes;   /* kernel buffers of reader connections; 0 = default */
 	uint64_t peer_timeout_ms;
 	uint64_t handshake_timeout_ms;
 	uint64_t first_event;

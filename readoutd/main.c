@@ -40,6 +40,8 @@ static void usage(FILE *f)
 "Limits:\n"
 "  --max-fragment BYTES    largest payload accepted (default 1048576)\n"
 "  --batch-bytes B         bytes read per call per source (default 262144)\n"
+"  --socket-buffer B       kernel send/receive buffers of the builder connection\n"
+"                          (default: the kernel's autotuning)\n"
 "                          memory: sources x (B + 2 x (max-fragment + 42))\n"
 "Other:\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
@@ -53,7 +55,7 @@ static void usage(FILE *f)
 
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
-	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_CLOCK_OFFSET,
+	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_CLOCK_OFFSET,
 	OPT_QUIET, OPT_HELP, OPT_VERSION,
 };
 
@@ -67,6 +69,7 @@ static const struct option long_options[] = {
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "max-fragment", required_argument, NULL, OPT_MAX_FRAGMENT },
 	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
+	{ "socket-buffer", required_argument, NULL, OPT_SOCKET_BUFFER },
 	{ "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
 	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
@@ -115,6 +118,7 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 			break;
 		case OPT_MAX_FRAGMENT: ok = opt_u32("--max-fragment", optarg, 0, FRM_MAX_PAYLOAD_BYTES, &o->max_fragment_bytes); break;
 		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 4096, 64u << 20, &o->batch_bytes); break;
+		case OPT_SOCKET_BUFFER: ok = opt_u32("--socket-buffer", optarg, 1024, 64u << 20, &o->socket_buffer_bytes); break;
 		case OPT_CONNECT_TIMEOUT: ok = opt_u64("--connect-timeout-ms", optarg, 1, 86400000, &o->connect_timeout_ms); break;
 		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
 		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;

@@ -581,7 +581,7 @@ static void rdr_on_builder_dialed(int fd, void *arg)
 		event_base_loopexit(r->base, NULL);
 		return;
 	}
-	net_tune(fd, 0);
+	net_tune(fd, (int)r->opt.socket_buffer_bytes);
 	struct ctl_hello hello = {
 		.role = CTL_ROLE_READER,
 		.id = r->opt.id,

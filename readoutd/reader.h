@@ -29,6 +29,7 @@ struct rdr_options {
 	uint16_t control_port;
 	uint32_t max_fragment_bytes;
 	uint32_t batch_bytes;          /* bytes read per call and per source */
+	uint32_t socket_buffer_bytes;  /* kernel buffers of the builder connection; 0 = default */
 	uint64_t connect_timeout_ms;
 	uint64_t handshake_timeout_ms;
 	bool quiet;
