@@ -724,6 +724,7 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 		rd->buf = malloc(cap);
 		if (rd->buf == NULL)
 			goto fail;
+		memset(rd->buf, 0, cap);   /* peak memory is the bound from the start */
 		frm_decoder_init(&rd->decoder, opt->run_id, opt->max_fragment_bytes);
 	}
 	if (mkdir(opt->out_dir, 0755) < 0 && errno != EEXIST) {

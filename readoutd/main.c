@@ -42,7 +42,7 @@ static void usage(FILE *f)
 "  --batch-bytes B         bytes read per call per source (default 262144)\n"
 "  --socket-buffer B       kernel send/receive buffers of the builder connection\n"
 "                          (default: the kernel's autotuning)\n"
-"                          memory: sources x (B + 2 x (max-fragment + 42))\n"
+"                          memory: sources x (B + max-fragment + 42)\n"
 "Other:\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
 "  --quiet                 log warnings and errors only\n"

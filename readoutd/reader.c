@@ -90,7 +90,7 @@ struct rdr {
 size_t rdr_buffer_bytes(const struct rdr_options *opt)
 {
 	return opt->source_count *
-	       ((size_t)opt->batch_bytes + 2 * ((size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES));
+	       ((size_t)opt->batch_bytes + (size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES);
 }
 
 static void rdr_flush(struct rdr *r);
@@ -653,7 +653,9 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	r->iov = calloc(opt->source_count + 1, sizeof *r->iov);
 	if (r->sources == NULL || r->iov == NULL)
 		goto fail;
-	size_t cap = (size_t)opt->batch_bytes + 2 * ((size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES);
+	/* After compaction a cut frame (at most one whole frame) sits at the
+	 * start and a full batch still fits behind it. */
+	size_t cap = (size_t)opt->batch_bytes + (size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES;
 	for (size_t i = 0; i < opt->source_count; i++) {
 		struct rdr_source *s = &r->sources[i];
 		s->reader = r;
@@ -663,6 +665,9 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 		s->buf = malloc(cap);
 		if (s->buf == NULL)
 			goto fail;
+		/* Touched now, so peak memory is the bound from the start rather
+		 * than growing towards it as the run goes. */
+		memset(s->buf, 0, cap);
 		frm_decoder_init(&s->decoder, opt->run_id, opt->max_fragment_bytes);
 	}
 	uint16_t port;

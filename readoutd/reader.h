@@ -43,7 +43,7 @@ void rdr_destroy(struct rdr *r);
 /* Stops accepting and ends the run as if every source had ended. */
 void rdr_stop(struct rdr *r);
 
-/* Memory of the receive buffers: sources x (batch + 2 x max frame). */
+/* Memory of the receive buffers: sources x (batch + max fragment + 42). */
 size_t rdr_buffer_bytes(const struct rdr_options *opt);
 
 int rdr_exit_status(const struct rdr *r);
