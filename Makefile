@@ -38,7 +38,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRC := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps run test unit e2e asan valgrind clean bench
+.PHONY: all deps run test unit e2e asan valgrind clean bench bench-admission
 all: $(BINS)
 
 deps:
@@ -97,6 +97,11 @@ asan:
 valgrind:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-vg BIN=build-vg/bin all $(UNIT_BIN:$(BUILD)/%=build-vg/%)
 	$(Q)for t in $(UNIT_BIN:$(BUILD)/%=build-vg/%); do CK_FORK=no valgrind -q --error-exitcode=1 --leak-check=full $$t || exit 1; done
+
+# Completeness with and without credit-based admission (results/).
+bench-admission: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(PYTHON) analysis/bench_admission.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build build-asan build-vg bin

@@ -30,6 +30,9 @@ struct bld_slot {
 	uint16_t earliest_source;
 };
 
+/* builder.h states the memory bound with this size. */
+_Static_assert(sizeof(struct bld_slot) == 40, "update the memory figure in builder.h");
+
 /* Only what the filter needs: the payload CRCs fold into the event's CRC
  * without the payloads. The earliest timestamp is kept per event, not per
  * source, since nothing else reads source timestamps. */
@@ -53,6 +56,8 @@ struct bld {
 	bool seen_any;
 	bool finished;
 	uint64_t oldest_hint;      /* at or below every pending ID */
+	bool base_waiting;         /* base is unseen while a later ID has arrived */
+	uint64_t base_waiting_since_ns;
 	uint64_t last_now_ns;      /* keeps the FIFO sorted if the clock steps back */
 
 	uint32_t pending;
@@ -303,6 +308,22 @@ static void bld_slide(struct bld *b, uint64_t to)
 	b->c.window_slides++;
 }
 
+/* An ID at base still unseen while a later one has arrived is waited for
+ * as long as an incomplete event would be, then counted as never observed
+ * (bld_expire). Without that, an ID every source omitted would hold base,
+ * and with it the admission limit, for ever. */
+static void bld_watch_base(struct bld *b, uint64_t now_ns)
+{
+	bool waiting = *bld_state(b, b->base) == BLD_ID_UNSEEN && b->seen_any &&
+		       b->highest > b->base;
+	if (!waiting)
+		b->base_waiting = false;
+	else if (!b->base_waiting) {
+		b->base_waiting = true;
+		b->base_waiting_since_ns = now_ns;
+	}
+}
+
 enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t now_ns)
 {
 	b->c.frags_received++;
@@ -325,6 +346,7 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t n
 	if (rel - b->base >= b->window) {
 		bld_slide(b, rel - b->window + 1);
 		bld_settle(b);
+		bld_watch_base(b, now_ns);
 	}
 
 	uint8_t *st = bld_state(b, rel);
@@ -374,6 +396,7 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t n
 		bld_complete(b, si);
 		bld_settle(b);
 	}
+	bld_watch_base(b, now_ns);
 	return BLD_UNIQUE;
 
 duplicate:
@@ -394,15 +417,32 @@ void bld_expire(struct bld *b, uint64_t now_ns)
 		bld_expire_slot(b, b->head, BLD_EXPIRED_TIMEOUT);
 		any = true;
 	}
-	if (any)
+	if (any) {
 		bld_settle(b);
+		bld_watch_base(b, now_ns);
+	}
+	/* IDs unseen at base for a timeout are given up; those right behind
+	 * it were unseen as long and go with it. */
+	while (b->base_waiting && sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns) <= now_ns) {
+		*bld_state(b, b->base) = BLD_ID_UNOBSERVED;
+		b->c.events_unobserved++;
+		b->c.ids_given_up++;
+		bld_settle(b);
+		if (!(*bld_state(b, b->base) == BLD_ID_UNSEEN && b->highest > b->base))
+			b->base_waiting = false;
+	}
 }
 
 uint64_t bld_next_deadline_ns(const struct bld *b)
 {
-	if (b->cfg.timeout_ns == 0 || b->head == BLD_NIL)
+	if (b->cfg.timeout_ns == 0)
 		return UINT64_MAX;
-	return sat_add(b->slots[b->head].created_ns, b->cfg.timeout_ns);
+	uint64_t deadline = UINT64_MAX;
+	if (b->head != BLD_NIL)
+		deadline = sat_add(b->slots[b->head].created_ns, b->cfg.timeout_ns);
+	if (b->base_waiting && sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns) < deadline)
+		deadline = sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns);
+	return deadline;
 }
 
 /* Relative ID of the oldest pending event; pending must be non-zero. */
@@ -435,14 +475,7 @@ uint64_t bld_oldest_pending(const struct bld *b)
 
 uint64_t bld_admission_limit(const struct bld *b)
 {
-	uint64_t rel;
-	if (b->pending != 0)
-		rel = bld_oldest_rel(b);
-	else if (b->seen_any && b->highest + 1 > b->base)
-		rel = b->highest + 1;
-	else
-		rel = b->base;
-	return sat_add(b->cfg.first_event, sat_add(rel, b->window));
+	return sat_add(b->cfg.first_event, sat_add(b->base, b->window));
 }
 
 uint32_t bld_pending(const struct bld *b)

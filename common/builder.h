@@ -97,7 +97,7 @@ enum bld_outcome {
 	X(frags_in_expired) X(events_created) X(events_complete) X(events_accepted) \
 	X(events_filtered) X(events_expired) X(events_expired_timeout) \
 	X(events_expired_window) X(events_expired_end_of_run) X(events_unobserved) \
-	X(window_slides)
+	X(window_slides) X(ids_given_up)
 
 struct bld_counters {
 #define BLD_COUNTER_FIELD(name) uint64_t name;
@@ -125,20 +125,24 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *fragment, uin
  * are kept in arrival order. */
 void bld_expire(struct bld *b, uint64_t now_ns);
 
-/* When the oldest pending event times out; UINT64_MAX when none is pending
- * or timeouts are off. */
+/* When the oldest pending event times out, or an ID unseen at base is given
+ * up (see bld_admission_limit); UINT64_MAX when neither can happen or
+ * timeouts are off. */
 uint64_t bld_next_deadline_ns(const struct bld *b);
 
 /* The admission limit: readers forward only event IDs below it. It is the
- * oldest pending event ID + window, or, with nothing pending, the ID after
- * the highest seen + window, so the limit never stalls on an ID that will
- * never arrive. */
+ * lowest undecided ID (the oldest pending event, or an ID not seen yet below
+ * it) + window, so a reader that honours it can never push a pending event
+ * out of the window, and the limit never moves back. An ID still unseen at
+ * that point a timeout after a later ID arrived is given up as never
+ * observed (counted in ids_given_up too), so an ID that every source omitted
+ * cannot hold the limit for ever. O(1). */
 uint64_t bld_admission_limit(const struct bld *b);
 
 /* Oldest pending event ID, or UINT64_MAX when nothing is pending. Scans the
  * window's ID states from a lower bound kept on the fly: usually a few bytes,
  * at worst window bytes (memchr), so call it about once a millisecond, not
- * per fragment. bld_admission_limit() costs the same. */
+ * per fragment. */
 uint64_t bld_oldest_pending(const struct bld *b);
 
 /* Number of events pending. */
