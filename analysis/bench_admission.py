@@ -105,7 +105,7 @@ def plot(results: dict, path: Path) -> None:
     ax.set_ylim(0, 110)
     ax.set_title("Completeness under overload: 4 unpaced sources, 64 B\n"
                  "median of runs, bars min-max")
-    ax.legend(loc="lower right")
+    ax.legend(loc="center")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
