@@ -69,6 +69,7 @@ struct bld {
 	struct bld_slot *slots;    /* window entries, ID % window */
 	struct bld_frag *frags;    /* window x sources */
 	uint64_t *present;         /* window x present_words */
+	struct crc_shift_cache shift;
 	uint16_t *missing;         /* sources: the list on_expired gets */
 };
 
@@ -201,7 +202,7 @@ static void bld_complete(struct bld *b, uint32_t si)
 	uint32_t crc = f[0].payload_crc;
 	uint64_t bytes = f[0].payload_len;
 	for (uint32_t src = 1; src < b->cfg.sources; src++) {
-		crc = crc_combine(crc, f[src].payload_crc, f[src].payload_len);
+		crc = crc_combine_cached(&b->shift, crc, f[src].payload_crc, f[src].payload_len);
 		bytes += f[src].payload_len;
 	}
 	struct bld_event ev = {

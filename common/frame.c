@@ -60,6 +60,11 @@ const char *frm_status_name(enum frm_status status)
 	return "unknown status";
 }
 
+size_t frm_frame_bytes(const uint8_t *src)
+{
+	return FRM_HEADER_BYTES + (size_t)frm_get_be(src + FRM_OFF_LENGTH, 4);
+}
+
 size_t frm_encode(uint8_t *dst, struct frm_header *h, const uint8_t *payload)
 {
 	/* payload == dst + FRM_HEADER_BYTES is an in-place encode, and memcpy
@@ -108,6 +113,7 @@ void frm_decoder_init(struct frm_decoder *d, uint32_t run_id, uint32_t max_paylo
 									 : FRM_MAX_PAYLOAD_BYTES;
 	d->have_header = false;
 	memset(&d->header, 0, sizeof(d->header));
+	d->shift.valid = false;
 }
 
 /* Everything that can be judged from the 42 header bytes alone, so that a
@@ -156,10 +162,14 @@ enum frm_status frm_decoder_next(struct frm_decoder *d, const uint8_t *buf, size
 	}
 
 	/* Checking once the whole frame is there reads each byte once, as a
-	 * running CRC would, without keeping partial state between calls. */
+	 * running CRC would, without keeping partial state between calls. The
+	 * header and the payload are summed apart and combined, so the builder
+	 * gets the payload's own CRC, which its filter needs, for free. */
 	d->have_header = false;
-	crc = crc_update(0, buf, FRM_CRC_COVERED_HEADER_BYTES);
-	crc = crc_update(crc, buf + FRM_HEADER_BYTES, d->header.payload_len);
+	uint32_t header_crc = crc_update(0, buf, FRM_CRC_COVERED_HEADER_BYTES);
+	d->header.payload_crc = crc_update(0, buf + FRM_HEADER_BYTES, d->header.payload_len);
+	crc = crc_combine_cached(&d->shift, header_crc, d->header.payload_crc,
+				 d->header.payload_len);
 	if (crc != d->header.crc32)
 		return FRM_ERR_CRC;
 

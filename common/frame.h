@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "crc.h"
+
 #define FRM_MAGIC 0x4553u
 #define FRM_VERSION 1u
 #define FRM_HEADER_BYTES 42u
@@ -24,6 +26,7 @@ struct frm_header {
 	uint64_t timestamp_ns;
 	uint32_t payload_len;
 	uint32_t crc32;
+	uint32_t payload_crc;   /* CRC of the payload alone, set by the decoder */
 };
 
 /* Why a frame was refused. FRM_OK and FRM_NEED_MORE are not errors. */
@@ -55,6 +58,11 @@ size_t frm_encode_in_place(uint8_t *dst, struct frm_header *h);
 /* Parses the 42 header bytes at src without validating anything. */
 void frm_parse_header(const uint8_t *src, struct frm_header *h);
 
+/* Length of the frame at src (header + payload_len), read from its header
+ * without validating anything: for frames already verified, which a reader
+ * copies one by one into a shared-memory ring. */
+size_t frm_frame_bytes(const uint8_t *src);
+
 /* Incremental decoder of one connection's byte stream. The caller keeps the
  * unconsumed bytes contiguous in its own buffer and calls frm_decoder_next()
  * whenever more have arrived; a header is parsed and validated once, however
@@ -64,6 +72,7 @@ struct frm_decoder {
 	uint32_t max_payload_bytes; /* configured limit, at most FRM_MAX_PAYLOAD_BYTES */
 	bool have_header;           /* header of the frame at buf[0] validated */
 	struct frm_header header;
+	struct crc_shift_cache shift;
 };
 
 /* Starts a decoder for one connection. */
@@ -80,8 +89,9 @@ void frm_decoder_init(struct frm_decoder *d, uint32_t run_id, uint32_t max_paylo
 enum frm_status frm_decoder_next(struct frm_decoder *d, const uint8_t *buf, size_t avail,
 				 struct frm_header *out, size_t *frame_bytes, size_t *need_bytes);
 
-/* The CRC of the payload alone, derived from a verified frame's CRC without
- * reading the payload again. src points at the frame's first byte. */
+/* The CRC of the payload alone, derived from a frame's CRC without reading
+ * the payload again. src points at the frame's first byte. A decoded
+ * header already carries it in payload_crc. */
 uint32_t frm_payload_crc(const uint8_t *src, const struct frm_header *h);
 
 #endif

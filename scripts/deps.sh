@@ -2,7 +2,7 @@
 # Installs the Debian packages the project needs, when run as root; otherwise
 # prints the one command that would. Quiet when everything is present.
 set -eu
-packages="build-essential pkg-config libevent-dev libmsgpack-dev check zlib1g-dev
+packages="build-essential pkg-config libevent-dev libmsgpack-dev check zlib1g-dev libdeflate-dev
 python3 python3-numpy python3-matplotlib chrony iproute2 iputils-ping procps"
 missing=""
 for p in $packages; do

@@ -240,6 +240,8 @@ START_TEST(test_decode_vectors_bytewise)
 	ck_assert_uint_eq(at, v->frame_len);
 	ck_assert_uint_eq(frame_bytes, v->frame_len);
 	check_header_eq(&got, &want);
+	/* The decoder hands over the payload's own CRC with the header. */
+	ck_assert_uint_eq(got.payload_crc, crc_update(0, v->payload, v->payload_len));
 }
 END_TEST
 
