@@ -4,6 +4,7 @@
 #   make test       set up, build, run unit then end-to-end tests
 #   make asan       the unit and end-to-end tests under AddressSanitizer/UBSan
 #   make valgrind   the unit tests under valgrind
+#   make fuzz       libFuzzer targets of the decoders, FUZZ_SECONDS each (clang)
 # V=1 shows full commands.
 
 PKG_CONFIG ?= pkg-config
@@ -38,7 +39,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRC := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps run test unit e2e asan valgrind clean bench bench-admission
+.PHONY: all deps run test unit e2e asan valgrind clean bench bench-admission bench-shm fuzz fuzz-build
 all: $(BINS)
 
 deps:
@@ -102,6 +103,69 @@ valgrind:
 bench-admission: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(PYTHON) analysis/bench_admission.py $(BENCH_ARGS)
+
+# Reader -> builder hop over shared memory and over loopback TCP, same
+# fragments (results/bench-shm-<date>/). BENCH_SHM_ARGS: e.g. --mb 100 --repeat 5.
+$(BUILD)/tests/bench_shm: $(BUILD)/tests/bench/bench_shm.o $(BUILD)/libcommon.a
+	@$(if $(Q),echo "  LD $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+bench-shm: $(BUILD)/tests/bench_shm
+	$(Q)$(BUILD)/tests/bench_shm --out results/bench-shm-$$(date +%Y-%m-%d) $(BENCH_SHM_ARGS)
+
+# libFuzzer targets of the decoders that take bytes from peers (docs/FUZZING.md),
+# built with clang; the same harness bodies run in the unit test
+# test_fuzz_regressions over tests/fuzz/regressions/. `make fuzz` builds them,
+# writes the seed corpus and runs each for FUZZ_SECONDS (default 60); it fails
+# on any crash and leaves the input in $(FUZZ_DIR)/crashes/<target>/.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_DIR ?= $(BUILD)/fuzz
+FUZZ_TARGETS := frame ctl ring
+FUZZ_CFLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Icommon $(DEP_CFLAGS)
+FUZZ_SRC_frame := tests/fuzz/harness_frame.c common/frame.c common/crc.c
+FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c common/ctl.c
+FUZZ_SRC_ring := tests/fuzz/harness_ring.c common/shmring.c
+FUZZ_ARGS_ring := -max_len=12288
+FUZZ_HARNESS_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/fuzz/harness*.c))
+
+$(BUILD)/tests/test_fuzz_regressions: $(BUILD)/tests/unit/test_fuzz_regressions.o \
+		$(FUZZ_HARNESS_OBJ) $(HELPER_OBJ) $(BUILD)/libcommon.a
+	@$(if $(Q),echo "  LD $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+
+define fuzz_target
+$(FUZZ_DIR)/fuzz_$(1): tests/fuzz/fuzz_$(1).c tests/fuzz/harness.c tests/fuzz/harness.h \
+		$(FUZZ_SRC_$(1)) $(wildcard common/*.h)
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  FUZZ $$@")
+	$$(Q)$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ $$(filter %.c,$$^) $$(DEP_LIBS) -lm
+endef
+$(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_target,$(t))))
+
+fuzz-build:
+	$(Q)DEPS_EXTRA="clang libclang-rt-14-dev" scripts/deps.sh
+	$(Q)$(MAKE) --no-print-directory $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
+
+fuzz: fuzz-build
+	$(Q)$(PYTHON) tests/fuzz/make_corpus.py --out $(FUZZ_DIR)/corpus
+	$(Q)fail=0; for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_DIR)/crashes/$$t $(FUZZ_DIR)/logs; \
+		log=$(FUZZ_DIR)/logs/$$t.log; \
+		echo "fuzz $$t: $(FUZZ_SECONDS) s, log $$log"; \
+		args=; case $$t in ring) args="$(FUZZ_ARGS_ring)";; esac; \
+		if $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			-artifact_prefix=$(FUZZ_DIR)/crashes/$$t/ $$args $(FUZZ_ARGS) \
+			$(FUZZ_DIR)/corpus/$$t tests/fuzz/regressions/$$t >$$log 2>&1; then \
+			grep -E '^#[0-9]+[[:space:]]+DONE' $$log | tail -1; \
+			grep -E 'stat::(number_of_executed_units|average_exec_per_sec)' $$log; \
+		else \
+			fail=1; tail -n 40 $$log; \
+			echo "fuzz $$t: FAILED; inputs in $(FUZZ_DIR)/crashes/$$t/:"; \
+			ls -l $(FUZZ_DIR)/crashes/$$t/; \
+		fi; \
+	done; exit $$fail
 
 clean:
 	rm -rf build build-asan build-vg bin

@@ -36,7 +36,7 @@ def topology(events: int, window: int, buffer: dict, admission: bool) -> str:
              "--batch-bytes", str(buffer["batch"])]
     readers = "\n".join(
         f'[[reader]]\nid = {r}\nsources = [{2 * r}, {2 * r + 1}]\nhost = "127.0.0.1"\n'
-        f'extra = {json.dumps(extra)}\n' for r in range(2))
+        f'transport = "tcp"\nextra = {json.dumps(extra)}\n' for r in range(2))
     return f"""[run]
 run = 1
 seed = 7

@@ -6,6 +6,8 @@
 #include "log.h"
 #include "opt.h"
 #include "run.h"
+#include "shmlink.h"
+#include "shmring.h"
 
 #include <event2/event.h>
 #include <getopt.h>
@@ -41,6 +43,11 @@ static void usage(FILE *f)
 "  --peer-timeout-ms T     a peer not connected, or no progress, after T ms\n"
 "                          ends the run with an error (default 10000)\n"
 "  --handshake-timeout-ms T  drop a connection that does not greet in time (default 5000)\n"
+"  --shm-listen NAME       readers on this host may forward through shared-memory\n"
+"                          rings (readoutd --builder shm://NAME); one ring per\n"
+"                          reader, /dev/shm/es-NAME-r<id>, removed once attached\n"
+"  --shm-capacity BYTES    bytes of each ring (default 4Mi); rounded up to a power\n"
+"                          of two that holds two frames of --max-fragment\n"
 "Building:\n"
 "  --max-inflight W        window of event IDs in flight (default 4096)\n"
 "  --timeout-ms T          an incomplete event expires T ms after its first\n"
@@ -56,8 +63,13 @@ static void usage(FILE *f)
 "  --socket-buffer B       kernel buffers of reader connections (default: autotuned)\n"
 "Other:\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
+"  --no-clock-correction   measure peers' clock offsets but do not apply them to\n"
+"                          latencies; metrics.json shows the error left in\n"
 "  --quiet                 log warnings and errors only\n"
 "  --help, --version\n"
+"Environment:\n"
+"  ES_CHRONY_SOCKET=PATH   chronyd command socket for this host's chrony reads\n"
+"                          (chronyc -h PATH; every daemon honours it)\n"
 "\n"
 "Example:\n"
 "  builderd --run 1 --sources 4 --readers 2 --listen 127.0.0.1:7100 \\\n"
@@ -68,7 +80,8 @@ enum {
 	OPT_RUN = 256, OPT_SOURCES, OPT_READERS, OPT_FIRST, OPT_EVENTS, OPT_LISTEN, OPT_CONTROL_LISTEN,
 	OPT_PORT_FILE, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
 	OPT_NO_ADMISSION, OPT_FILTER_MODULO, OPT_FILTER_COST, OPT_MAX_FRAGMENT, OPT_OUT,
-	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_QUIET, OPT_HELP, OPT_VERSION,
+	OPT_SHM_LISTEN, OPT_SHM_CAPACITY,
+	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_NO_CLOCK_CORRECTION, OPT_QUIET, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option long_options[] = {
@@ -92,7 +105,10 @@ static const struct option long_options[] = {
 	{ "flush-every", required_argument, NULL, OPT_FLUSH_EVERY },
 	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
 	{ "socket-buffer", required_argument, NULL, OPT_SOCKET_BUFFER },
+	{ "shm-listen", required_argument, NULL, OPT_SHM_LISTEN },
+	{ "shm-capacity", required_argument, NULL, OPT_SHM_CAPACITY },
 	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
+	{ "no-clock-correction", no_argument, NULL, OPT_NO_CLOCK_CORRECTION },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -138,7 +154,16 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 		case OPT_FLUSH_EVERY: ok = opt_u32("--flush-every", optarg, 1, 1u << 20, &o->flush_every); break;
 		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 4096, 64u << 20, &o->batch_bytes); break;
 		case OPT_SOCKET_BUFFER: ok = opt_u32("--socket-buffer", optarg, 1024, 64u << 20, &o->socket_buffer_bytes); break;
+		case OPT_SHM_LISTEN:
+			ok = shl_name_valid(optarg);
+			if (!ok)
+				opt_error("--shm-listen", "expected a NAME of 1 to %u letters, digits, '.', '_' or '-' (not starting with '.'), got '%s'",
+					  SHL_NAME_MAX, optarg);
+			snprintf(o->shm_name, sizeof o->shm_name, "%s", optarg);
+			break;
+		case OPT_SHM_CAPACITY: ok = opt_u64("--shm-capacity", optarg, SHR_MIN_CAPACITY_BYTES, SHR_MAX_CAPACITY_BYTES, &o->shm_capacity_bytes); break;
 		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
+		case OPT_NO_CLOCK_CORRECTION: o->no_clock_correction = true; break;
 		case OPT_QUIET: o->quiet = true; break;
 		case OPT_HELP: usage(stdout); exit(0);
 		case OPT_VERSION: printf("builderd %s\n", ES_VERSION); exit(0);
@@ -161,6 +186,10 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 	if (o->readers > o->sources) {
 		fprintf(stderr, "builderd: --readers %u exceeds --sources %u: every reader serves at least one source\n",
 			o->readers, o->sources);
+		return false;
+	}
+	if (o->shm_capacity_bytes != 0 && o->shm_name[0] == '\0') {
+		fprintf(stderr, "builderd: --shm-capacity needs --shm-listen NAME\n");
 		return false;
 	}
 	clk_set_offset_ns(clock_offset);

@@ -2,13 +2,16 @@
 
 #include "builder.h"
 #include "clk.h"
+#include "clocks.h"
 #include "hist.h"
 #include "log.h"
 #include "msgconn.h"
 #include "net.h"
 #include "output.h"
 #include "procstat.h"
+#include "shmring.h"
 #include "run_state.h"
+#include "shm.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -53,7 +56,9 @@ static void json_report(FILE *f, const char *prefix, const struct ctl_report *r,
 		return;
 	for (uint32_t i = 0; i < r->group_count; i++) {
 		const struct ctl_group *g = &r->groups[i];
-		if (strcmp(g->name, "process") == 0)
+		/* "clock" and "chrony" are reported under "clocks". */
+		if (strcmp(g->name, "process") == 0 || strcmp(g->name, "clock") == 0 ||
+		    strcmp(g->name, "chrony") == 0)
 			continue;
 		char name[96];
 		if (g->name[0] == '\0')
@@ -108,6 +113,50 @@ static void json_process(FILE *f, const char *role, uint32_t id, const char *hos
 	else
 		fprintf(f, ", \"pid\": %u, \"cpu_user_s\": null, \"cpu_sys_s\": null, \"max_rss_kib\": null, \"note\": \"no final counters\"}",
 			pid);
+}
+
+/* Each reader's data path: its transport and, for a reader that never sent
+ * its final counters (it died), the fate of its sources' frames: what the
+ * builder received from it, and the rest as lost with the reader. */
+static void json_reader_links(FILE *f, const struct bd *b)
+{
+	fputs("  \"reader_links\": [", f);
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		const struct bd_reader *rd = &b->readers[r];
+		const struct bd_peer *p = &b->reader_peers[r];
+		struct bshm_info shm;
+		bool via_shm = bshm_reader_info(rd, &shm);
+		const char *transport = via_shm ? "shm" : rd->state == BD_DATA_WAITING ? "none" : "tcp";
+		fprintf(f, "%s\n    {\"id\": %u, \"transport\": \"%s\"", r ? "," : "", r, transport);
+		if (via_shm)
+			fprintf(f, ", \"segment\": \"%s\", \"ring_capacity_bytes\": %" PRIu64
+				   ", \"attached\": %s, \"wakeups\": %" PRIu64,
+				shm.segment, shm.capacity_bytes, shm.attached ? "true" : "false",
+				shm.wakeups);
+		else if (rd->state != BD_DATA_WAITING)
+			fprintf(f, ", \"address\": \"%s\"", rd->address);
+		fprintf(f, ", \"frames_received\": %" PRIu64 ", \"end_frames\": %" PRIu64
+			   ", \"died\": %s", rd->frames_received, rd->end_frames,
+			(via_shm && shm.peer_died) || (p->lost && !p->reported) ? "true" : "false");
+		if (p->report == NULL) {
+			uint64_t wire = 0;
+			bool known = rd->source_count > 0;
+			for (size_t i = 0; i < rd->source_count; i++) {
+				bool found;
+				wire += acct_value(b->source_peers[rd->sources[i]].report, "", "frames_wire",
+						   &found);
+				known = known && found;
+			}
+			if (known && wire >= rd->frames_received)
+				fprintf(f, ", \"frames_on_wire_from_its_sources\": %" PRIu64
+					   ", \"frames_lost_with_reader\": %" PRIu64,
+					wire, wire - rd->frames_received);
+			else
+				fputs(", \"frames_lost_with_reader\": null", f);
+		}
+		fputc('}', f);
+	}
+	fputs("\n  ],\n", f);
 }
 
 int metrics_write(const struct bd *b, const struct acct *a)
@@ -192,11 +241,11 @@ int metrics_write(const struct bd *b, const struct acct *a)
 
 	fprintf(f, "  \"latency\": {\"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64
 		   ", \"p99_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
-		   ", \"mean_ns\": %" PRIu64 ", \"uncertainty_ns\": 0, \"samples\": %" PRIu64 ",\n"
-		   "    \"definition\": \"builder record write time minus the earliest source timestamp of the event, on the builder's clock\",\n"
-		   "    \"buckets\": [",
+		   ", \"mean_ns\": %" PRIu64 ", \"samples\": %" PRIu64 ",\n",
 		hist_quantile(lat, 0.5), hist_quantile(lat, 0.9), hist_quantile(lat, 0.99), lat->max,
 		lat->samples ? lat->min : 0, lat->samples ? lat->sum / lat->samples : 0, lat->samples);
+	bdc_write_latency_json(b->clocks, f);
+	fputs("    \"buckets\": [", f);
 	bool first_bucket = true;
 	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
 		if (lat->counts[i] == 0)
@@ -206,6 +255,7 @@ int metrics_write(const struct bd *b, const struct acct *a)
 		first_bucket = false;
 	}
 	fputs("]},\n", f);
+	bdc_write_json(b->clocks, f);
 
 	fprintf(f, "  \"rates\": {\"offered_events_per_s\": %.1f, \"accepted_events_per_s\": %.1f, "
 		   "\"build_duration_s\": %.6f, \"events_generated\": %" PRIu64 "},\n",
@@ -240,6 +290,7 @@ int metrics_write(const struct bd *b, const struct acct *a)
 		cpu_total_us / 1e6, frags, frags ? cpu_total_us / (double)frags : 0.0,
 		cpu_complete ? "true" : "false");
 
+	json_reader_links(f, b);
 	fprintf(f, "  \"memory_bounds\": {\"builder_core_bytes\": %" PRIu64
 		   ", \"builder_read_buffers_bytes\": %" PRIu64 ", \"builder_output_bytes\": %" PRIu64,
 		(uint64_t)bld_memory_bytes(b->core),
@@ -250,6 +301,13 @@ int metrics_write(const struct bd *b, const struct acct *a)
 		if (found)
 			fprintf(f, ", \"reader_%u_buffers_bytes\": %" PRIu64, r, v);
 	}
+	uint32_t rings = 0;
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		rings += b->readers[r].shm != NULL;
+	if (bshm_capacity_bytes(b) != 0)
+		fprintf(f, ", \"shm_ring_capacity_bytes\": %" PRIu64 ", \"shm_rings_bytes\": %" PRIu64,
+			bshm_capacity_bytes(b),
+			(uint64_t)rings * (SHR_HEADER_BYTES + bshm_capacity_bytes(b)));
 	fputs("}\n}\n", f);
 	if (fclose(f) != 0 || rename(tmp, path) != 0) {
 		int rc = -errno;
@@ -292,7 +350,9 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 	print_duration(f, hist_quantile(lat, 0.99));
 	fprintf(f, ", max ");
 	print_duration(f, lat->max);
-	fprintf(f, " (+/- 0 ns, same clock), %" PRIu64 " samples\n", lat->samples);
+	bdc_print_latency_uncertainty(b->clocks, f);
+	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
+	bdc_print_summary(b->clocks, f);
 	fprintf(f, "peak RSS: builder %.1f MiB", (double)procstat_peak_rss_kib() / 1024.0);
 	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
 		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]

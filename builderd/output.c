@@ -6,13 +6,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Longest events.jsonl line: five fields of at most 20 digits. */
-#define OUT_EVENT_LINE_MAX 160u
+/* Longest events.jsonl line: six fields of at most 20 digits. */
+#define OUT_EVENT_LINE_MAX 200u
 /* Longest expired.jsonl line before its missing list. */
 #define OUT_EXPIRED_LINE_MAX 128u
 /* Widest source ID in the missing list, with its comma. */
@@ -32,7 +33,9 @@ struct out {
 	int expired_fd;
 	uint32_t flush_every;
 	uint16_t sources;
-	const int64_t *offsets_ns;
+	struct out_clock *clocks;              /* [sources] */
+	struct out_uncertainty uncertainty;
+	struct out_uncertainty *source_uncertainty;  /* [sources] */
 	struct out_pending *pending;
 	uint32_t pending_count;
 	char *event_lines;
@@ -63,10 +66,20 @@ struct out *out_open(const char *dir, uint32_t flush_every, uint16_t sources,
 	struct out *o = calloc(1, sizeof *o);
 	if (o == NULL)
 		return NULL;
+	o->events_fd = o->expired_fd = -1;
 	o->flush_every = flush_every;
 	o->sources = sources;
-	o->offsets_ns = source_offsets_ns;
 	hist_reset(&o->latency);
+	o->clocks = calloc(sources, sizeof *o->clocks);
+	o->source_uncertainty = calloc(sources, sizeof *o->source_uncertainty);
+	if (o->clocks == NULL || o->source_uncertainty == NULL) {
+		out_close(o);
+		return NULL;
+	}
+	for (uint16_t s = 0; s < sources; s++) {
+		o->clocks[s].offset_ns = source_offsets_ns ? source_offsets_ns[s] : 0;
+		o->clocks[s].bound_ns = OUT_UNBOUNDED;
+	}
 	o->pending = calloc(flush_every, sizeof *o->pending);
 	o->event_lines_cap = (size_t)flush_every * OUT_EVENT_LINE_MAX;
 	o->event_lines = malloc(o->event_lines_cap);
@@ -103,6 +116,35 @@ static int out_write_all(struct out *o, int fd, const char *buf, size_t len)
 	return 0;
 }
 
+/* How far the applied offset may be from the truth at now: the bound
+ * widened by drift since it was taken (either way: a clock stepped back
+ * still drifted). */
+static int64_t out_bound_at(const struct out_clock *c, uint64_t now)
+{
+	if (c->bound_ns < 0)
+		return OUT_UNBOUNDED;
+	if (c->drift_ppm <= 0.0)
+		return c->bound_ns;
+	int64_t at = c->at_ns;
+	uint64_t age = (int64_t)now >= at ? now - (uint64_t)at : (uint64_t)at - now;
+	double widen = ceil(c->drift_ppm * (double)age / 1e6);
+	int64_t bound;
+	if (!(widen < 9.2e18) || __builtin_add_overflow(c->bound_ns, (int64_t)widen, &bound))
+		return INT64_MAX;
+	return bound;
+}
+
+static void out_count_uncertainty(struct out_uncertainty *u, int64_t bound)
+{
+	if (bound < 0) {
+		u->unbounded++;
+		return;
+	}
+	u->bounded++;
+	if (bound > u->max_ns)
+		u->max_ns = bound;
+}
+
 int out_flush(struct out *o)
 {
 	int rc = 0;
@@ -111,20 +153,26 @@ int out_flush(struct out *o)
 		size_t len = 0;
 		for (uint32_t i = 0; i < o->pending_count; i++) {
 			const struct out_pending *p = &o->pending[i];
+			const struct out_clock *c = &o->clocks[p->earliest_source];
 			/* The source's timestamp on the builder's clock. */
-			int64_t offset = o->offsets_ns ? o->offsets_ns[p->earliest_source] : 0;
-			uint64_t origin = p->earliest_timestamp_ns - (uint64_t)offset;
+			uint64_t origin = p->earliest_timestamp_ns - (uint64_t)c->offset_ns;
 			uint64_t latency = 0;
 			if (now >= origin)
 				latency = now - origin;
 			else
 				o->negative++;
 			hist_add(&o->latency, latency);
+			int64_t bound = out_bound_at(c, now);
+			out_count_uncertainty(&o->uncertainty, bound);
+			out_count_uncertainty(&o->source_uncertainty[p->earliest_source], bound);
+			char unc[24] = "null";
+			if (bound >= 0)
+				snprintf(unc, sizeof unc, "%" PRId64, bound);
 			len += (size_t)snprintf(o->event_lines + len, OUT_EVENT_LINE_MAX,
 						"{\"run\":%" PRIu32 ",\"event\":%" PRIu64
 						",\"crc\":%" PRIu32 ",\"bytes\":%" PRIu64
-						",\"latency_ns\":%" PRIu64 "}\n",
-						p->run_id, p->event_id, p->crc, p->bytes, latency);
+						",\"latency_ns\":%" PRIu64 ",\"uncertainty_ns\":%s}\n",
+						p->run_id, p->event_id, p->crc, p->bytes, latency, unc);
 		}
 		o->written += o->pending_count;
 		o->pending_count = 0;
@@ -169,6 +217,23 @@ void out_add_expired(struct out *o, const struct bld_expired *x)
 	o->expired_len += (size_t)n;
 }
 
+void out_set_clock(struct out *o, uint16_t source, const struct out_clock *clock)
+{
+	if (source < o->sources)
+		o->clocks[source] = *clock;
+}
+
+struct out_uncertainty out_uncertainty(const struct out *o)
+{
+	return o->uncertainty;
+}
+
+struct out_uncertainty out_source_uncertainty(const struct out *o, uint16_t source)
+{
+	struct out_uncertainty none = { 0 };
+	return source < o->sources ? o->source_uncertainty[source] : none;
+}
+
 const struct hist *out_latency(const struct out *o)
 {
 	return &o->latency;
@@ -191,7 +256,8 @@ uint64_t out_write_calls(const struct out *o)
 
 uint64_t out_buffer_bytes(const struct out *o)
 {
-	return (uint64_t)o->flush_every * sizeof *o->pending + o->event_lines_cap + o->expired_cap;
+	return (uint64_t)o->flush_every * sizeof *o->pending + o->event_lines_cap + o->expired_cap +
+	       (uint64_t)o->sources * (sizeof *o->clocks + sizeof *o->source_uncertainty);
 }
 
 bool out_close(struct out *o)
@@ -208,6 +274,8 @@ bool out_close(struct out *o)
 	free(o->pending);
 	free(o->event_lines);
 	free(o->expired_lines);
+	free(o->clocks);
+	free(o->source_uncertainty);
 	free(o);
 	return ok;
 }

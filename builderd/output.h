@@ -1,7 +1,10 @@
 /* The builder's record files: events.jsonl (accepted events) and
  * expired.jsonl. Records are collected in fixed buffers and written with one
  * write() per file per flush; an event's latency is measured at that write,
- * so it covers everything up to the record leaving the process. */
+ * so it covers everything up to the record leaving the process. Each
+ * latency is put on the builder's clock with the offset of the source whose
+ * timestamp was earliest, and carries that offset's uncertainty
+ * (docs/CLOCKS.md). */
 #ifndef ES_OUTPUT_H
 #define ES_OUTPUT_H
 
@@ -13,12 +16,35 @@
 
 struct out;
 
+/* A bound that is not known. */
+#define OUT_UNBOUNDED INT64_C(-1)
+
+/* How one source's timestamps are put on the builder's clock. */
+struct out_clock {
+	int64_t offset_ns;   /* subtracted from the source's timestamps: its
+			      * clock minus the builder's as applied */
+	int64_t bound_ns;    /* |true offset - offset_ns| at at_ns;
+			      * OUT_UNBOUNDED when not known */
+	int64_t at_ns;       /* builder clock (clk_realtime_ns) of bound_ns */
+	double drift_ppm;    /* the bound grows by drift_ppm * |now - at_ns| */
+};
+
+/* Uncertainty of the latencies written so far. */
+struct out_uncertainty {
+	uint64_t bounded;    /* records whose uncertainty is known */
+	uint64_t unbounded;  /* records whose source's offset had no bound */
+	int64_t max_ns;      /* largest known uncertainty; 0 when none */
+};
+
 /* Opens DIR/events.jsonl and DIR/expired.jsonl. flush_every bounds the
- * records held before a write. source_offsets_ns[source] (may change during
- * the run) is subtracted from source timestamps: peer clock minus builder
- * clock, 0 on one host. */
+ * records held before a write. source_offsets_ns[source] (NULL: 0) are the
+ * starting offsets, with no bound until out_set_clock() gives one. */
 struct out *out_open(const char *dir, uint32_t flush_every, uint16_t sources,
 		     const int64_t *source_offsets_ns);
+
+/* Sets how later records of source are corrected; takes effect at the next
+ * flush. */
+void out_set_clock(struct out *o, uint16_t source, const struct out_clock *clock);
 
 /* Queues an accepted event's record; writes when flush_every are queued. */
 void out_add_event(struct out *o, const struct bld_event *event);
@@ -31,6 +57,12 @@ int out_flush(struct out *o);
 
 /* Latency histogram of the records written so far. */
 const struct hist *out_latency(const struct out *o);
+
+/* Over every record written, and over those whose earliest timestamp came
+ * from source. A percentile of latencies each within U of the truth is
+ * itself within U of the true percentile (docs/CLOCKS.md). */
+struct out_uncertainty out_uncertainty(const struct out *o);
+struct out_uncertainty out_source_uncertainty(const struct out *o, uint16_t source);
 
 /* Records written, records whose corrected latency came out negative
  * (clamped to 0: a clock offset larger than its estimate), write calls. */

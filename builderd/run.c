@@ -4,6 +4,7 @@
 #include "acct.h"
 #include "builder.h"
 #include "clk.h"
+#include "clocks.h"
 #include "ctl.h"
 #include "frame.h"
 #include "greet.h"
@@ -13,6 +14,7 @@
 #include "net.h"
 #include "output.h"
 #include "procstat.h"
+#include "shm.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -39,10 +41,7 @@ static const char *bd_title(enum ctl_role role)
 }
 static void bd_maybe_finish(struct bd *b);
 
-/* Records an error of the run: logged, listed in metrics.json, and the run
- * ends non-zero. */
-static void bd_error(struct bd *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bd_error(struct bd *b, const char *fmt, ...)
+void bd_error(struct bd *b, const char *fmt, ...)
 {
 	char text[512];
 	va_list ap;
@@ -111,8 +110,9 @@ static void bd_publish_credits(struct bd *b, bool tick)
 
 /* ---- data from readers -------------------------------------------------- */
 
-static void bd_reader_close(struct bd_reader *rd, enum bd_data_state state)
+void bd_reader_close(struct bd_reader *rd, enum bd_data_state state)
 {
+	bshm_reader_close(rd);
 	if (rd->ev_read != NULL) {
 		event_free(rd->ev_read);
 		rd->ev_read = NULL;
@@ -122,6 +122,61 @@ static void bd_reader_close(struct bd_reader *rd, enum bd_data_state state)
 		rd->fd = -1;
 	}
 	rd->state = state;
+}
+
+enum frm_status bd_reader_take(struct bd_reader *rd, const uint8_t *buf, size_t avail,
+			       bool exact, size_t *frame_bytes, uint64_t now)
+{
+	struct bd *b = rd->run;
+	struct frm_header h;
+	size_t need;
+	enum frm_status st = frm_decoder_next(&rd->decoder, buf, avail, &h, frame_bytes, &need);
+	if (exact && (st == FRM_NEED_MORE || (st == FRM_OK && *frame_bytes != avail))) {
+		/* The reader verified this frame; a record that disagrees with
+		 * its own frame's length was damaged in the ring. */
+		bd_error(b, "Reader %u (%s) put a record of %zu bytes in its ring that does not hold exactly one frame (%zu bytes); closing its data path",
+			 rd->id, rd->address, avail, st == FRM_OK ? *frame_bytes : need);
+		return FRM_ERR_LENGTH;
+	}
+	if (st == FRM_NEED_MORE)
+		return st;
+	if (st != FRM_OK) {
+		bd_error(b, "Reader %u (%s) sent a bad frame: %s; closing its data %s", rd->id,
+			 rd->address, frm_status_name(st), exact ? "ring" : "connection");
+		return st;
+	}
+	if (h.source_id < b->opt.sources && b->reader_of_source[h.source_id] != (int32_t)rd->id)
+		bd_error(b, "Reader %u forwarded a frame of source %u, which it does not serve",
+			 rd->id, h.source_id);
+	if (h.flags & FRM_FLAG_END) {
+		rd->end_frames++;
+		if (h.source_id < b->opt.sources) {
+			b->end_frame_seen[h.source_id] = true;
+			b->end_frame_events[h.source_id] = h.event_id;
+		}
+		return FRM_OK;
+	}
+	rd->frames_received++;
+	b->frames_received++;
+	if (b->first_fragment_ns == 0)
+		b->first_fragment_ns = now;
+	struct bld_fragment f = {
+		.run_id = h.run_id,
+		.source_id = h.source_id,
+		.event_id = h.event_id,
+		.timestamp_ns = h.timestamp_ns,
+		.payload_len = h.payload_len,
+		.payload_crc = h.payload_crc,   /* the decoder summed it apart */
+	};
+	bld_add(b->core, &f, now);
+	return FRM_OK;
+}
+
+void bd_after_frames(struct bd *b)
+{
+	out_flush(b->out);
+	bd_publish_credits(b, false);
+	bd_maybe_finish(b);
 }
 
 static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
@@ -151,46 +206,18 @@ static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
 	rd->end += (size_t)n;
 	rd->bytes_received += (uint64_t)n;
 	while (rd->start < rd->end) {
-		struct frm_header h;
-		size_t frame_bytes, need;
-		enum frm_status st = frm_decoder_next(&rd->decoder, rd->buf + rd->start,
-						      rd->end - rd->start, &h, &frame_bytes, &need);
+		size_t frame_bytes;
+		enum frm_status st = bd_reader_take(rd, rd->buf + rd->start, rd->end - rd->start,
+						    false, &frame_bytes, now);
 		if (st == FRM_NEED_MORE)
 			break;
 		if (st != FRM_OK) {
-			bd_error(b, "Reader %u (%s) sent a bad frame: %s; closing its data connection",
-				 rd->id, rd->address, frm_status_name(st));
 			bd_reader_close(rd, BD_DATA_FAILED);
 			out_flush(b->out);
 			bd_maybe_finish(b);
 			return;
 		}
-		const uint8_t *frame = rd->buf + rd->start;
 		rd->start += frame_bytes;
-		if (h.source_id < b->opt.sources && b->reader_of_source[h.source_id] != (int32_t)rd->id)
-			bd_error(b, "Reader %u forwarded a frame of source %u, which it does not serve",
-				 rd->id, h.source_id);
-		if (h.flags & FRM_FLAG_END) {
-			rd->end_frames++;
-			if (h.source_id < b->opt.sources) {
-				b->end_frame_seen[h.source_id] = true;
-				b->end_frame_events[h.source_id] = h.event_id;
-			}
-			continue;
-		}
-		rd->frames_received++;
-		b->frames_received++;
-		if (b->first_fragment_ns == 0)
-			b->first_fragment_ns = now;
-		struct bld_fragment f = {
-			.run_id = h.run_id,
-			.source_id = h.source_id,
-			.event_id = h.event_id,
-			.timestamp_ns = h.timestamp_ns,
-			.payload_len = h.payload_len,
-			.payload_crc = frm_payload_crc(frame, &h),
-		};
-		bld_add(b->core, &f, now);
 	}
 	if (n == 0) {
 		if (rd->start < rd->end)
@@ -245,27 +272,23 @@ static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, cons
 	return false;
 }
 
-static void bd_on_reader_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *h,
+				  const char *peer)
 {
-	struct bd *b = arg;
-	if (fd < 0) {
-		b->refused_connections++;
-		return;
-	}
 	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_DATA))
-		return;
+		return NULL;
 	if (h->role != CTL_ROLE_READER) {
 		greet_reply_error(fd, peer, "wrong_role",
 				  "the builder's data port takes readers, not a %s", ctl_role_name(h->role));
 		b->refused_connections++;
-		return;
+		return NULL;
 	}
 	struct bd_reader *rd = &b->readers[h->id];
 	if (rd->state != BD_DATA_WAITING) {
 		greet_reply_error(fd, peer, "duplicate_id", "reader %u already has a data connection from %s",
 				  h->id, rd->address);
 		b->refused_connections++;
-		return;
+		return NULL;
 	}
 	for (uint32_t i = 0; i < h->source_count; i++) {
 		uint16_t s = h->sources[i];
@@ -276,38 +299,57 @@ static void bd_on_reader_greeted(int fd, const struct ctl_hello *h, const char *
 					  s >= b->opt.sources ? "is not in this run"
 							      : "another reader serves");
 			b->refused_connections++;
-			return;
+			return NULL;
 		}
 	}
-	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0) {
-		close(fd);
-		return;
-	}
+	return rd;
+}
+
+void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer)
+{
+	struct bd *b = rd->run;
 	for (uint32_t i = 0; i < h->source_count; i++)
 		b->reader_of_source[h->sources[i]] = (int32_t)h->id;
 	rd->source_count = h->source_count;
 	memcpy(rd->sources, h->sources, h->source_count * sizeof h->sources[0]);
-	rd->fd = fd;
 	rd->state = BD_DATA_STREAMING;
 	snprintf(rd->address, sizeof rd->address, "%s", peer);
+	bd_maybe_start(b);
+}
+
+static void bd_on_reader_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+{
+	struct bd *b = arg;
+	if (fd < 0) {
+		b->refused_connections++;
+		return;
+	}
+	struct bd_reader *rd = bd_reader_admit(b, fd, h, peer);
+	if (rd == NULL)
+		return;
+	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0) {
+		close(fd);
+		return;
+	}
+	rd->fd = fd;
 	net_tune(fd, (int)b->opt.socket_buffer_bytes);
 	rd->ev_read = event_new(b->base, fd, EV_READ | EV_PERSIST, bd_on_reader_readable, rd);
 	event_add(rd->ev_read, NULL);
 	if (!b->opt.quiet)
 		log_info("Reader %u data connected from %s (pid %u on %s)", h->id, peer, h->pid, h->host);
-	bd_maybe_start(b);
+	bd_reader_started(rd, h, peer);
 }
 
 static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
 			       void *arg)
 {
 	(void)c;
-	(void)rx_ns;
 	struct bd_peer *p = arg;
 	struct bd *b = p->run;
 	b->last_progress_ns = clk_monotonic_ns();
 	switch (msg->type) {
 	case CTL_END:
+		bdc_on_report(b->clocks, p, &msg->u.report, true);
 		if (p->report == NULL)
 			p->report = malloc(sizeof *p->report);
 		if (p->report != NULL)
@@ -318,7 +360,10 @@ static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uin
 		bd_maybe_finish(b);
 		break;
 	case CTL_STATS:
+		bdc_on_report(b->clocks, p, &msg->u.report, false);
+		break;
 	case CTL_PONG:
+		bdc_on_pong(b->clocks, p, &msg->u.pong, rx_ns);
 		break;
 	default:
 		log_warn("Ignoring a %s message from %s %u", ctl_type_name(msg->type),
@@ -394,6 +439,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	snprintf(p->address, sizeof p->address, "%s", peer);
 	net_tune(fd, 0);
 	p->conn = msgconn_new(b->base, fd, peer, &bd_peer_ops, p);
+	bdc_peer_joined(b->clocks, p);
 	b->last_progress_ns = clk_monotonic_ns();
 	if (!b->opt.quiet)
 		log_info("%s %u joined run %u from %s (pid %u on %s)", bd_title(h->role), h->id,
@@ -458,9 +504,17 @@ static bool bd_reports_done(const struct bd *b)
 	return true;
 }
 
+static void bd_on_clocks_closed(struct bd *b)
+{
+	bd_finish(b, NULL);
+}
+
+/* Everything is in: a last round of clock exchanges (bounded in time),
+ * then the end of the run. */
 static void bd_maybe_finish(struct bd *b)
 {
-	if (b->phase == BD_RUNNING && bd_data_done(b) && bd_reports_done(b))
+	if (b->phase == BD_RUNNING && bd_data_done(b) && bd_reports_done(b) &&
+	    !bdc_close(b->clocks, bd_on_clocks_closed))
 		bd_finish(b, NULL);
 }
 
@@ -525,6 +579,9 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	bld_expire(b->core, now);
 	out_flush(b->out);
 	bd_publish_credits(b, true);
+	bshm_tick(b, now);
+	if (b->phase != BD_RUNNING)
+		return;
 	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
 	if (!bd_all_connected(b) && now - b->start_ns > limit_ns) {
 		bd_report_missing(b, true);
@@ -639,6 +696,7 @@ static void bd_finish(struct bd *b, const char *why)
 	bd_collect_peer_errors(b);
 	if (out_flush(b->out) < 0)
 		bd_error(b, "Writing the record files in %s failed", b->opt.out_dir);
+	bdc_finish(b->clocks);
 
 	const struct ctl_report **source_reports = calloc(b->opt.sources, sizeof *source_reports);
 	struct acct_reader *readers = calloc(b->opt.readers, sizeof *readers);
@@ -750,12 +808,17 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	b->out = out_open(opt->out_dir, opt->flush_every, S, b->source_offsets_ns);
 	if (b->out == NULL)
 		goto fail;
+	b->clocks = bdc_create(b);
+	if (b->clocks == NULL)
+		goto fail;
 	uint16_t data_port, control_port;
 	b->data_fd = net_listen(opt->listen_host, opt->listen_port, &data_port);
 	if (b->data_fd < 0)
 		goto fail;
 	b->control_fd = net_listen(opt->control_host, opt->control_port, &control_port);
 	if (b->control_fd < 0)
+		goto fail;
+	if (bshm_start(b) < 0)
 		goto fail;
 	b->ev_data_accept = event_new(base, b->data_fd, EV_READ | EV_PERSIST, bd_on_data_accept, b);
 	b->ev_control_accept = event_new(base, b->control_fd, EV_READ | EV_PERSIST,
@@ -812,8 +875,10 @@ void bd_destroy(struct bd *b)
 	}
 	for (uint32_t i = 0; b->readers && i < b->opt.readers; i++) {
 		bd_reader_close(&b->readers[i], BD_DATA_CLOSED);
+		bshm_reader_free(&b->readers[i]);
 		free(b->readers[i].buf);
 	}
+	bshm_stop(b);
 	if (b->ev_data_accept)
 		event_free(b->ev_data_accept);
 	if (b->ev_control_accept)
@@ -824,6 +889,7 @@ void bd_destroy(struct bd *b)
 		close(b->data_fd);
 	if (b->control_fd >= 0)
 		close(b->control_fd);
+	bdc_destroy(b->clocks);
 	out_close(b->out);
 	bld_destroy(b->core);
 	for (uint32_t i = 0; i < b->error_count; i++)

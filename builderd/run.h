@@ -32,6 +32,9 @@ struct bd_options {
 	uint64_t first_event;
 	uint64_t events;                /* 0: learnt from the sources */
 	bool no_admission;
+	char shm_name[64];              /* --shm-listen NAME; "" = no shared memory */
+	uint64_t shm_capacity_bytes;    /* ring per co-located reader; 0 = default */
+	bool no_clock_correction;       /* measure offsets but apply none */
 	bool quiet;
 };
 

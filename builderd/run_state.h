@@ -16,6 +16,9 @@
 struct event;
 struct msgconn;
 struct out;
+struct bdc;
+struct bshm;
+struct bshm_link;
 
 #define BD_TICK_US 2000u
 #define BD_CREDIT_MIN_INTERVAL_NS 1000000u
@@ -61,7 +64,8 @@ struct bd_reader {
 	uint64_t frames_received;
 	uint64_t end_frames;
 	uint64_t bytes_received;
-	uint64_t read_calls;
+	uint64_t read_calls;             /* TCP reads, or ring drains */
+	struct bshm_link *shm;           /* shm.c: the ring, when not TCP */
 };
 
 struct bd {
@@ -73,6 +77,8 @@ struct bd {
 	struct event *ev_data_accept, *ev_control_accept, *ev_tick;
 	struct bld *core;
 	struct out *out;
+	struct bdc *clocks;               /* clocks.c: offsets and bounds */
+	struct bshm *shm;                 /* shm.c: rings for co-located readers */
 	int64_t *source_offsets_ns;
 	struct bd_peer *source_peers;     /* [sources] */
 	struct bd_peer *reader_peers;     /* [readers] */
@@ -96,6 +102,37 @@ struct bd {
 	uint64_t end_ns;
 	bool started;                     /* START sent to the sources */
 };
+
+/* run.c functions shared with the data transports (shm.c). */
+
+/* Records an error of the run: logged, listed in metrics.json, and the run
+ * ends non-zero. */
+void bd_error(struct bd *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Checks a reader's data HELLO, whatever the transport: the reader it names
+ * is waiting for its data path, and the sources it claims are its own. NULL
+ * after refusing it (answered with ERROR, fd closed). */
+struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *h,
+				  const char *peer);
+
+/* The reader's data path is up (WELCOME sent): records the sources it
+ * serves and starts the run once every peer is there. */
+void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer);
+
+/* The per-frame path of both transports: decodes and verifies the frame at
+ * buf (avail bytes) and feeds it to the builder core, or notes its source's
+ * END. exact: buf is one ring record, which must hold exactly one frame.
+ * Returns FRM_OK with *frame_bytes consumed, FRM_NEED_MORE (stream only), or
+ * an error, already reported, after which the caller closes the path. */
+enum frm_status bd_reader_take(struct bd_reader *rd, const uint8_t *buf, size_t avail,
+			       bool exact, size_t *frame_bytes, uint64_t now);
+
+/* Closes a reader's data path (socket or ring). */
+void bd_reader_close(struct bd_reader *rd, enum bd_data_state state);
+
+/* After a batch of frames from a reader: writes the records they completed,
+ * publishes the admission limit and ends the run when all is done. */
+void bd_after_frames(struct bd *b);
 
 
 #endif

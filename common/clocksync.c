@@ -2,6 +2,8 @@
  * clocksync.h for the contracts and docs/CLOCKS.md for the reasoning. */
 #include "clocksync.h"
 
+#include "ctl.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -10,6 +12,7 @@
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -403,6 +406,104 @@ int64_t cks_chrony_bound_ns(const struct cks_chrony *c)
 	return sat_add(sat_add(off, disp), delay / 2 + (delay & 1));
 }
 
+/* ---- chrony state in a report group ---- */
+
+/* |v| * scale rounded, with its sign apart; false when it does not fit. */
+static bool fixed_point(double v, double scale, uint64_t *mag, bool *negative)
+{
+	double m = fabs(v) * scale;
+
+	if (!(m < 9.2e18))
+		return false;
+	*mag = (uint64_t)llround(m);
+	*negative = v < 0.0;
+	return true;
+}
+
+/* name = |v| * scale, and neg_name (unless NULL) = whether v < 0; a value
+ * too large to carry saturates, which no bound then trusts. */
+static bool set_signed(struct ctl_group *g, const char *name, const char *neg_name, double v,
+		       double scale)
+{
+	uint64_t mag = UINT64_MAX;
+	bool negative = v < 0.0;
+
+	fixed_point(v, scale, &mag, &negative);
+	return ctl_group_set(g, name, mag) && (!neg_name || ctl_group_set(g, neg_name, negative));
+}
+
+bool cks_chrony_encode(const struct cks_chrony *c, struct ctl_group *g)
+{
+	uint64_t leap = 0;
+	bool ok;
+	size_t i;
+
+	if (!g)
+		return false;
+	if (!c->available)
+		return ctl_group_set(g, "available", 0);
+	for (i = 0; i < sizeof(leap_names) / sizeof(leap_names[0]); i++)
+		if (strcmp(c->leap, leap_names[i]) == 0)
+			leap = i;
+	ok = ctl_group_set(g, "available", 1) &&
+	     ctl_group_set(g, "synchronised", c->synchronised) &&
+	     ctl_group_set(g, "stratum", (uint64_t)c->stratum) &&
+	     ctl_group_set(g, "leap", leap) &&
+	     ctl_group_set(g, "ref_id", c->ref_id) &&
+	     set_signed(g, "offset_ns", "offset_negative", c->offset_s, 1e9) &&
+	     set_signed(g, "frequency_ppb", "frequency_negative", c->frequency_ppm, 1e3) &&
+	     set_signed(g, "residual_freq_ppb", "residual_freq_negative",
+			c->residual_freq_ppm, 1e3) &&
+	     /* The parser admits no negative value for these. */
+	     set_signed(g, "root_delay_ns", NULL, c->root_delay_s, 1e9) &&
+	     set_signed(g, "root_dispersion_ns", NULL, c->root_dispersion_s, 1e9) &&
+	     set_signed(g, "skew_ppb", NULL, c->skew_ppm, 1e3) &&
+	     set_signed(g, "update_interval_ms", NULL, c->update_interval_s, 1e3);
+	return ok;
+}
+
+static double get_signed(const struct ctl_group *g, const char *name, const char *neg_name,
+			 double scale)
+{
+	uint64_t mag = 0, negative = 0;
+
+	ctl_group_get(g, name, &mag);
+	if (neg_name)
+		ctl_group_get(g, neg_name, &negative);
+	return (negative ? -1.0 : 1.0) * (double)mag / scale;
+}
+
+bool cks_chrony_decode(struct cks_chrony *c, const struct ctl_group *g)
+{
+	uint64_t available = 0, v;
+
+	memset(c, 0, sizeof(*c));
+	if (!g || !ctl_group_get(g, "available", &available)) {
+		set_reason(c, "No chrony state received");
+		return false;
+	}
+	if (!available) {
+		set_reason(c, "chrony not readable on that host (its log says why)");
+		return true;
+	}
+	c->available = true;
+	c->synchronised = ctl_group_get(g, "synchronised", &v) && v != 0;
+	if (ctl_group_get(g, "stratum", &v) && v <= 16)
+		c->stratum = (int)v;
+	if (ctl_group_get(g, "leap", &v) && v < sizeof(leap_names) / sizeof(leap_names[0]))
+		strcpy(c->leap, leap_names[v]);
+	if (ctl_group_get(g, "ref_id", &v))
+		c->ref_id = (uint32_t)v;
+	c->offset_s = get_signed(g, "offset_ns", "offset_negative", 1e9);
+	c->root_delay_s = get_signed(g, "root_delay_ns", NULL, 1e9);
+	c->root_dispersion_s = get_signed(g, "root_dispersion_ns", NULL, 1e9);
+	c->frequency_ppm = get_signed(g, "frequency_ppb", "frequency_negative", 1e3);
+	c->residual_freq_ppm = get_signed(g, "residual_freq_ppb", "residual_freq_negative", 1e3);
+	c->skew_ppm = get_signed(g, "skew_ppb", NULL, 1e3);
+	c->update_interval_s = get_signed(g, "update_interval_ms", NULL, 1e3);
+	return true;
+}
+
 /* One host's frequency error bound in ppm, NaN when it cannot be told. */
 static double host_drift_ppm(const struct cks_chrony *c)
 {
@@ -638,6 +739,13 @@ out:
 	if (pipefd[1] >= 0)
 		close(pipefd[1]);
 	return ret;
+}
+
+const char *cks_chrony_socket(void)
+{
+	const char *s = getenv(CKS_SOCKET_ENV);
+
+	return s && *s ? s : NULL;
 }
 
 int cks_chrony_read(struct cks_chrony *c, const char *socket)

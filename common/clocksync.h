@@ -18,8 +18,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Samples the estimator keeps: at a PING a second, 16 s of history, enough
- * to ride out a burst of queueing without letting old samples linger. */
+struct ctl_group;
+
+/* Samples the estimator keeps: at builderd's PING every 200 ms, 3.2 s of
+ * history (two bursts of 8 while a run starts), enough to ride out a burst
+ * of queueing without letting old samples linger: at 100 ppm a 3 s old
+ * sample has widened by 300 us and long lost to any fresh one. */
 #define CKS_WINDOW 16
 
 /* Relative drift assumed between two clocks when chrony cannot tell us
@@ -41,7 +45,7 @@
 struct cks_sample {
 	int64_t offset_ns;  /* peer - builder, ((t2-t1)+(t3-t4))/2 */
 	int64_t delay_ns;   /* (t4-t1)-(t3-t2), >= 0 */
-	int64_t taken_ns;   /* t4, builder clock: the sample's age starts here */
+	int64_t taken_ns;   /* t1, builder clock: the sample's age starts here */
 };
 
 /* Fixed ring of the last CKS_WINDOW samples of one peer. Embed it (no
@@ -131,6 +135,15 @@ int cks_chrony_read(struct cks_chrony *c, const char *socket);
  * PATH) and its own timeout; lets tests stand in for chronyc. */
 int cks_chrony_run(struct cks_chrony *c, char *const argv[], int timeout_ms);
 
+/* Environment variable naming the chronyd command socket every daemon's
+ * chrony read uses (chronyc -h); unset or empty: chronyc's default. Lets
+ * daemons sharing a file system each ask their own chronyd, as in a test
+ * with one chronyd per network namespace. */
+#define CKS_SOCKET_ENV "ES_CHRONY_SOCKET"
+
+/* The socket named by CKS_SOCKET_ENV, NULL for chronyc's default. */
+const char *cks_chrony_socket(void);
+
 /* chrony's bound on the host clock's error against its reference:
  * |offset| + root dispersion + root delay / 2, in ns rounded up.
  * CKS_NO_BOUND when chrony was not read or the host is not synchronised:
@@ -143,6 +156,26 @@ int64_t cks_chrony_bound_ns(const struct cks_chrony *c);
  * back to CKS_DEFAULT_DRIFT_PPM unless both hosts are synchronised and the
  * result is finite and at most CKS_MAX_DRIFT_PPM. */
 double cks_drift_ppm_from_chrony(const struct cks_chrony *peer, const struct cks_chrony *builder);
+
+/* Report group in which a peer sends its host's chrony state to builderd:
+ * in its first STATS (read at start) and in its END (read at end). */
+#define CKS_CHRONY_GROUP "chrony"
+
+/* Writes *c into g as counters, which are unsigned integers: times in ns,
+ * rates in ppb, the update interval in ms, each quantity that may be
+ * negative (offset, frequency, residual frequency) as its magnitude plus a
+ * "<name>_negative" flag. Exact for what chronyc prints
+ * (9 decimals of seconds, 3 of ppm, 1 of the interval). An unavailable
+ * state is sent as available = 0 alone: its reason is text, which counters
+ * cannot carry. false when g is NULL or full. */
+bool cks_chrony_encode(const struct cks_chrony *c, struct ctl_group *g);
+
+/* Reads a group written by cks_chrony_encode(). false, with available =
+ * false and a reason, when g is NULL or lacks "available"; true otherwise,
+ * even for a state sent as unavailable (then with a generic reason). The
+ * reference name, ref time and the last and RMS offsets are not carried and
+ * stay zero. */
+bool cks_chrony_decode(struct cks_chrony *c, const struct ctl_group *g);
 
 enum cks_verdict {
 	CKS_UNKNOWN,      /* a bound is missing (negative) */

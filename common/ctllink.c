@@ -1,6 +1,7 @@
 #include "ctllink.h"
 
 #include "clk.h"
+#include "clocksync.h"
 #include "greet.h"
 #include "log.h"
 #include "msgconn.h"
@@ -22,7 +23,44 @@ struct ctllink {
 	char what[64];
 	struct ctl_hello hello;
 	struct ctl_msg reply;
+	struct ctl_msg report;      /* STATS at start, END with the clock groups */
+	struct cks_chrony chrony;   /* this host's, as last read */
 };
+
+/* Reads this host's chrony state. Runs chronyc (milliseconds, at most
+ * CKS_CHRONYC_TIMEOUT_MS), so only at the start and the end of a run. */
+static void ctllink_read_chrony(struct ctllink *l, const char *when)
+{
+	int rc = cks_chrony_read(&l->chrony, cks_chrony_socket());
+	const char *who = l->hello.role == CTL_ROLE_SOURCE ? "Source" : "Reader";
+
+	if (rc < 0)
+		log_info("%s %u: no chrony state at %s of run %u (%s); the builder reports no chrony bound for this host",
+			 who, l->hello.id, when, l->hello.run_id, l->chrony.reason);
+	else if (!l->chrony.synchronised)
+		log_info("%s %u: chrony not synchronised at %s of run %u (leap status %s)", who,
+			 l->hello.id, when, l->hello.run_id, l->chrony.leap);
+	else
+		log_debug("%s %u: chrony at %s of run %u: offset %.9f s, root delay %.9f s, root dispersion %.9f s",
+			  who, l->hello.id, when, l->hello.run_id, l->chrony.offset_s,
+			  l->chrony.root_delay_s, l->chrony.root_dispersion_s);
+}
+
+/* The builder's clock bookkeeping needs this host's chrony state and any
+ * offset injected with --clock-offset-ns: a peer on the builder's host
+ * shares its clock only without one (docs/CLOCKS.md). */
+static void ctllink_add_clock_groups(struct ctllink *l, struct ctl_report *r)
+{
+	int64_t injected = clk_offset_ns();
+	struct ctl_group *g = ctl_report_group(r, "clock");
+	bool ok = ctl_group_set(g, "injected_offset_ns",
+				injected < 0 ? 0 - (uint64_t)injected : (uint64_t)injected) &&
+		  ctl_group_set(g, "injected_offset_negative", injected < 0);
+
+	if (!ok || !cks_chrony_encode(&l->chrony, ctl_report_group(r, CKS_CHRONY_GROUP)))
+		log_warn("%s %u: no room for the clock groups in its report; the builder will not know this host's clock state",
+			 l->hello.role == CTL_ROLE_SOURCE ? "Source" : "Reader", l->hello.id);
+}
 
 static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
 			       void *arg)
@@ -80,6 +118,12 @@ static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 		return;
 	}
 	l->conn = msgconn_new(l->base, fd, l->what, &ctllink_conn_ops, l);
+	/* First message: the clock state read at start, before any data. */
+	memset(&l->report, 0, sizeof l->report);
+	l->report.type = CTL_STATS;
+	ctllink_add_clock_groups(l, &l->report.u.report);
+	if (l->conn != NULL)
+		msgconn_send(l->conn, &l->report);
 	l->ops->on_ready(l->arg);
 }
 
@@ -110,6 +154,7 @@ struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_
 	l->hello.channel = CTL_CHANNEL_CONTROL;
 	l->timeout_ms = connect_timeout_ms;
 	snprintf(l->what, sizeof l->what, "builder control %s:%u", host, (unsigned)port);
+	ctllink_read_chrony(l, "start");
 	l->dial = net_dial_start(base, "the builder's control port", host, port,
 				 connect_timeout_ms, ctllink_on_dialed, l);
 	return l;
@@ -119,7 +164,14 @@ int ctllink_send(struct ctllink *l, const struct ctl_msg *msg)
 {
 	if (l->conn == NULL)
 		return -ENOTCONN;
-	return msgconn_send(l->conn, msg);
+	if (msg->type != CTL_END)
+		return msgconn_send(l->conn, msg);
+	/* The END carries the host's chrony state at the end of the run. */
+	ctllink_read_chrony(l, "end");
+	if (msg != &l->report)
+		l->report = *msg;
+	ctllink_add_clock_groups(l, &l->report.u.report);
+	return msgconn_send(l->conn, &l->report);
 }
 
 void ctllink_free(struct ctllink *l)

@@ -1,6 +1,7 @@
 /* A peer daemon's control link to builderd: connects with retry, greets,
- * answers clock PINGs by itself and hands CREDIT, BYE and ERROR to the
- * daemon. One per sourced and readoutd. */
+ * answers clock PINGs by itself, reports the host's clock state (chrony at
+ * start and end, the injected offset) and hands CREDIT, BYE and ERROR to
+ * the daemon. One per sourced and readoutd. docs/CLOCKS.md. */
 #ifndef ES_CTLLINK_H
 #define ES_CTLLINK_H
 
@@ -26,7 +27,10 @@ struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_
 			      const struct ctl_hello *hello, uint64_t connect_timeout_ms,
 			      const struct ctllink_ops *ops, void *arg);
 
-/* Sends a message (STATS or END); -ENOTCONN before the link is ready. */
+/* Sends a message (STATS or END); -ENOTCONN before the link is ready. An
+ * END gets two more report groups, "chrony" (this host's chrony state, read
+ * now) and "clock" (the injected --clock-offset-ns); the first STATS, sent
+ * by the link itself once welcomed, carries the same read at start. */
 int ctllink_send(struct ctllink *l, const struct ctl_msg *msg);
 
 void ctllink_free(struct ctllink *l);

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static int net_resolve(const char *host, uint16_t port, struct sockaddr_storage *ss,
@@ -63,6 +65,46 @@ int net_listen(const char *host, uint16_t port, uint16_t *bound_port)
 	return fd;
 }
 
+/* The address of abstract socket "\0name": the length, not a NUL, ends it. */
+static int net_unix_addr(const char *name, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct sockaddr_un *un = (struct sockaddr_un *)ss;
+	size_t n = strlen(name);
+	if (n == 0 || n > NET_UNIX_NAME_MAX || n + 1 > sizeof un->sun_path)
+		return -ENAMETOOLONG;
+	memset(un, 0, sizeof *un);
+	un->sun_family = AF_UNIX;
+	memcpy(un->sun_path + 1, name, n);
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	return 0;
+}
+
+int net_listen_unix(const char *name)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int rc = net_unix_addr(name, &ss, &len);
+	if (rc < 0) {
+		log_error("Cannot listen on Unix socket @%s: name empty or longer than %u bytes", name,
+			  NET_UNIX_NAME_MAX);
+		return rc;
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		log_error("Cannot create a Unix socket for @%s: %s", name, strerror(errno));
+		return rc;
+	}
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 64) < 0) {
+		rc = -errno;
+		log_error("Cannot listen on Unix socket @%s: %s%s", name, strerror(errno),
+			  rc == -EADDRINUSE ? " (another process on this host uses that name)" : "");
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 static void net_format_addr(const struct sockaddr_storage *ss, char *buf, size_t len)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
@@ -86,6 +128,17 @@ int net_accept(int listen_fd, char *peer, size_t peer_len)
 	int fd = accept4(listen_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	if (ss.ss_family == AF_UNIX) {
+		/* A client of an abstract socket has no address: its pid is what
+		 * names it in a log line. */
+		struct ucred cred;
+		socklen_t clen = sizeof cred;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+			snprintf(peer, peer_len, "unix:pid %d", (int)cred.pid);
+		else
+			snprintf(peer, peer_len, "unix:?");
+		return fd;
+	}
 	net_format_addr(&ss, peer, peer_len);
 	return fd;
 }
@@ -142,6 +195,8 @@ struct net_dial {
 	char what[64];
 	char host[256];
 	uint16_t port;
+	bool unix_socket;              /* host is an abstract Unix socket name */
+	char target[300];              /* "host:port" or "@name", for log lines */
 	uint64_t deadline_ns;
 	uint64_t backoff_ms;
 	unsigned attempts;
@@ -160,11 +215,10 @@ static void net_dial_retry(struct net_dial *d, int err)
 		d->fd = -1;
 	}
 	if (d->attempts == 1)
-		log_info("Waiting for %s at %s:%u (%s); retrying", d->what, d->host, d->port,
-			 strerror(-err));
+		log_info("Waiting for %s at %s (%s); retrying", d->what, d->target, strerror(-err));
 	if (clk_monotonic_ns() >= d->deadline_ns) {
-		log_error("Gave up connecting to %s at %s:%u after %u attempts: %s", d->what,
-			  d->host, d->port, d->attempts, strerror(-err));
+		log_error("Gave up connecting to %s at %s after %u attempts: %s", d->what,
+			  d->target, d->attempts, strerror(-err));
 		net_dial_cb cb = d->cb;
 		void *arg = d->arg;
 		net_dial_cancel(d);
@@ -204,7 +258,8 @@ static void net_dial_attempt(struct net_dial *d)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	d->attempts++;
-	int rc = net_resolve(d->host, d->port, &ss, &len);
+	int rc = d->unix_socket ? net_unix_addr(d->host, &ss, &len)
+				: net_resolve(d->host, d->port, &ss, &len);
 	if (rc < 0) {
 		net_dial_retry(d, rc);
 		return;
@@ -230,8 +285,9 @@ static void net_dial_on_timer(evutil_socket_t fd, short what, void *arg)
 	net_dial_attempt(arg);
 }
 
-struct net_dial *net_dial_start(struct event_base *base, const char *what, const char *host,
-				uint16_t port, uint64_t timeout_ms, net_dial_cb cb, void *arg)
+static struct net_dial *net_dial_new(struct event_base *base, const char *what, const char *host,
+				     uint16_t port, bool unix_socket, uint64_t timeout_ms,
+				     net_dial_cb cb, void *arg)
 {
 	struct net_dial *d = calloc(1, sizeof *d);
 	if (d == NULL)
@@ -240,6 +296,11 @@ struct net_dial *net_dial_start(struct event_base *base, const char *what, const
 	snprintf(d->what, sizeof d->what, "%s", what);
 	snprintf(d->host, sizeof d->host, "%s", host);
 	d->port = port;
+	d->unix_socket = unix_socket;
+	if (unix_socket)
+		snprintf(d->target, sizeof d->target, "@%s", host);
+	else
+		snprintf(d->target, sizeof d->target, "%s:%u", host, (unsigned)port);
 	d->deadline_ns = clk_monotonic_ns() + timeout_ms * 1000000u;
 	d->backoff_ms = 10;
 	d->fd = -1;
@@ -251,6 +312,18 @@ struct net_dial *net_dial_start(struct event_base *base, const char *what, const
 	struct timeval zero = { 0, 0 };
 	evtimer_add(d->ev, &zero);
 	return d;
+}
+
+struct net_dial *net_dial_start(struct event_base *base, const char *what, const char *host,
+				uint16_t port, uint64_t timeout_ms, net_dial_cb cb, void *arg)
+{
+	return net_dial_new(base, what, host, port, false, timeout_ms, cb, arg);
+}
+
+struct net_dial *net_dial_unix_start(struct event_base *base, const char *what, const char *name,
+				     uint64_t timeout_ms, net_dial_cb cb, void *arg)
+{
+	return net_dial_new(base, what, name, 0, true, timeout_ms, cb, arg);
 }
 
 void net_dial_cancel(struct net_dial *d)

@@ -45,4 +45,16 @@ struct net_dial *net_dial_start(struct event_base *base, const char *what, const
 /* Stops a dial in progress (no callback); NULL is allowed. */
 void net_dial_cancel(struct net_dial *d);
 
+/* Listens on the abstract Unix-domain socket "\0name" (Linux): nothing in
+ * the file system to clean up after a crash, and gone with the process.
+ * Returns the fd or -errno (-EADDRINUSE: another process has the name); the
+ * error is logged with the name. name: at most NET_UNIX_NAME_MAX bytes. */
+#define NET_UNIX_NAME_MAX 100u
+int net_listen_unix(const char *name);
+
+/* As net_dial_start(), to the abstract Unix-domain socket "\0name": a
+ * refused attempt (nobody listening yet) is retried with the same backoff. */
+struct net_dial *net_dial_unix_start(struct event_base *base, const char *what, const char *name,
+				     uint64_t timeout_ms, net_dial_cb cb, void *arg);
+
 #endif

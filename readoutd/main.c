@@ -5,6 +5,7 @@
 #include "log.h"
 #include "opt.h"
 #include "reader.h"
+#include "shmlink.h"
 
 #include <event2/event.h>
 #include <getopt.h>
@@ -21,10 +22,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "Usage: readoutd --id N --run R --listen HOST:PORT --sources LIST\n"
-"                --builder tcp://HOST:PORT --control HOST:PORT [options]\n"
+"                --builder tcp://HOST:PORT|shm://NAME --control HOST:PORT [options]\n"
 "A reader: accepts its sources' data connections, verifies every frame and\n"
-"forwards verified frames to the builder in batches, holding fragments at or\n"
-"beyond the builder's admission limit.\n"
+"forwards verified frames to the builder in batches (over TCP, or through a\n"
+"shared-memory ring on the builder's host), holding fragments at or beyond\n"
+"the builder's admission limit.\n"
 "\n"
 "Run:\n"
 "  --id N                  reader ID (0 .. readers-1)\n"
@@ -34,6 +36,8 @@ static void usage(FILE *f)
 "  --listen HOST:PORT      data port for the sources (port 0: any free port)\n"
 "  --port-file PATH        write 'data PORT' there once listening\n"
 "  --builder tcp://HOST:PORT  the builder's data port\n"
+"  --builder shm://NAME    the builder's shared-memory rings (its --shm-listen\n"
+"                          NAME); only on the builder's host\n"
 "  --control HOST:PORT     the builder's control port\n"
 "  --connect-timeout-ms T  keep retrying connections this long (default 10000)\n"
 "  --handshake-timeout-ms T  drop a peer that does not greet in time (default 5000)\n"
@@ -43,6 +47,9 @@ static void usage(FILE *f)
 "  --socket-buffer B       kernel send/receive buffers of the builder connection\n"
 "                          (default: the kernel's autotuning)\n"
 "                          memory: sources x (B + max-fragment + 42)\n"
+"Testing:\n"
+"  --shm-inject KIND@N     after N records put a damaged one in the ring and\n"
+"                          forward nothing more; KIND is record, crc, length or head\n"
 "Other:\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
 "  --quiet                 log warnings and errors only\n"
@@ -50,13 +57,15 @@ static void usage(FILE *f)
 "\n"
 "Example:\n"
 "  readoutd --id 0 --run 1 --listen 127.0.0.1:7000 --sources 0,1 \\\n"
-"           --builder tcp://127.0.0.1:7100 --control 127.0.0.1:6999\n");
+"           --builder tcp://127.0.0.1:7100 --control 127.0.0.1:6999\n"
+"  readoutd --id 1 --run 1 --listen 127.0.0.1:7001 --sources 2,3 \\\n"
+"           --builder shm://run1 --control 127.0.0.1:6999\n");
 }
 
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
 	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_CLOCK_OFFSET,
-	OPT_QUIET, OPT_HELP, OPT_VERSION,
+	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_SHM_INJECT,
 };
 
 static const struct option long_options[] = {
@@ -74,6 +83,7 @@ static const struct option long_options[] = {
 	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
 	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "shm-inject", required_argument, NULL, OPT_SHM_INJECT },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -81,10 +91,20 @@ static const struct option long_options[] = {
 
 static bool parse_builder_url(const char *arg, struct rdr_options *o)
 {
+	if (strncmp(arg, "shm://", 6) == 0) {
+		if (!shl_name_valid(arg + 6)) {
+			opt_error("--builder", "expected shm://NAME with NAME of 1 to %u letters, digits, '.', '_' or '-' (not starting with '.'), got '%s'",
+				  SHL_NAME_MAX, arg);
+			return false;
+		}
+		snprintf(o->builder_shm, sizeof o->builder_shm, "%s", arg + 6);
+		return true;
+	}
 	if (strncmp(arg, "tcp://", 6) != 0) {
-		opt_error("--builder", "expected tcp://HOST:PORT, got '%s'", arg);
+		opt_error("--builder", "expected tcp://HOST:PORT or shm://NAME, got '%s'", arg);
 		return false;
 	}
+	o->builder_shm[0] = '\0';
 	return opt_hostport("--builder", arg + 6, o->builder_host, sizeof o->builder_host,
 			    &o->builder_port, false);
 }
@@ -123,6 +143,11 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
 		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
 		case OPT_QUIET: o->quiet = true; break;
+		case OPT_SHM_INJECT:
+			ok = rdr_parse_shm_inject(optarg, &o->shm_inject, &o->shm_inject_after);
+			if (!ok)
+				opt_error("--shm-inject", "expected KIND@N with KIND one of record, crc, length, head, got '%s'", optarg);
+			break;
 		case OPT_HELP: usage(stdout); exit(0);
 		case OPT_VERSION: printf("readoutd %s\n", ES_VERSION); exit(0);
 		default: usage(stderr); return false;
@@ -139,6 +164,10 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 		: !have_control ? "--control" : NULL;
 	if (missing != NULL) {
 		fprintf(stderr, "readoutd: %s is required (see --help)\n", missing);
+		return false;
+	}
+	if (o->shm_inject != RDR_SHM_INJECT_NONE && o->builder_shm[0] == '\0') {
+		fprintf(stderr, "readoutd: --shm-inject needs --builder shm://NAME\n");
 		return false;
 	}
 	clk_set_offset_ns(clock_offset);

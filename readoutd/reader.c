@@ -8,6 +8,8 @@
 #include "log.h"
 #include "net.h"
 #include "procstat.h"
+#include "shmlink.h"
+#include "shmring.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -71,9 +73,22 @@ struct rdr {
 	struct greet *greet;
 	int builder_fd;
 	struct event *ev_builder_write;
-	bool builder_blocked;
+	bool builder_blocked;        /* TCP: socket full; shm: ring full */
 	bool builder_closed;
 	char builder_peer[300];
+	/* Shared-memory path (opt.builder_shm set): the Unix socket carries the
+	 * greeting and the eventfds, then stays open as the liveness signal. */
+	bool shm;
+	int shm_sock;
+	int data_efd, space_efd;     /* builder sleeps on data, we on space */
+	struct event *ev_shm_sock, *ev_space;
+	struct shr_ring ring;
+	bool ring_attached;
+	char segment[96];
+	size_t next_source;          /* first source of the next ring flush: fairness */
+	uint64_t ring_records;
+	uint64_t ring_full_waits;
+	bool ring_injected;          /* --shm-inject done: forward nothing more */
 	int partial_source;          /* source index whose frame is half written, or -1 */
 	uint64_t credit_limit;       /* forward event IDs below this */
 	uint64_t credits_received;
@@ -302,8 +317,195 @@ static void rdr_on_source_readable(evutil_socket_t fd, short what, void *arg)
 	rdr_maybe_finish(r);
 }
 
-/* Writes every source's verified frames to the builder in one writev. */
+/* After frames left the buffers: reclaims their room and reads again from
+ * the sources that were paused on a full buffer. */
+static void rdr_resume_sources(struct rdr *r)
+{
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		struct rdr_source *s = &r->sources[i];
+		rdr_source_compact(s);
+		if (s->state == RS_STREAMING && !s->held && !s->eof)
+			rdr_source_resume(s);
+	}
+}
+
+/* Nothing more can reach the builder through the ring: rather than let the
+ * sources fill our buffers and wait for a watchdog, stop them now and
+ * report, so the run ends at once and by name. */
+static void rdr_ring_lost(struct rdr *r)
+{
+	r->status = 1;
+	r->builder_closed = true;
+	r->builder_blocked = false;
+	if (r->ev_space != NULL)
+		event_del(r->ev_space);
+	rdr_stop(r);
+}
+
+static void rdr_ring_failed(struct rdr *r, const char *what, int rc)
+{
+	log_error("Reader %u: shared-memory ring %s to the builder: %s (%s); forwarding stops",
+		  r->opt.id, r->segment, what, shr_strerror(rc));
+	rdr_ring_lost(r);
+}
+
+bool rdr_parse_shm_inject(const char *arg, enum rdr_shm_inject *kind, uint64_t *after)
+{
+	static const struct {
+		const char *name;
+		enum rdr_shm_inject kind;
+	} kinds[] = {
+		{ "record", RDR_SHM_INJECT_RECORD }, { "crc", RDR_SHM_INJECT_CRC },
+		{ "length", RDR_SHM_INJECT_LENGTH }, { "head", RDR_SHM_INJECT_HEAD },
+	};
+	const char *at = strchr(arg, '@');
+	size_t n = at ? (size_t)(at - arg) : strlen(arg);
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+		if (strlen(kinds[i].name) != n || strncmp(arg, kinds[i].name, n) != 0)
+			continue;
+		*kind = kinds[i].kind;
+		*after = 0;
+		if (at == NULL)
+			return true;
+		char *end;
+		*after = strtoull(at + 1, &end, 10);
+		return *end == '\0' && end != at + 1;
+	}
+	return false;
+}
+
+/* Test hook (--shm-inject): puts one damaged record where the next frame
+ * would go, then forwards nothing more, so that the builder's checks of a
+ * ring meet real damage. The frame itself stays in its buffer (held at
+ * end), so the books do not count it as forwarded. */
+static void rdr_ring_inject(struct rdr *r, const uint8_t *frame)
+{
+	struct shr_ring *ring = &r->ring;
+	uint32_t len = (uint32_t)frm_frame_bytes(frame);
+	void *dst;
+	int rc = shr_reserve(ring, r->opt.shm_inject == RDR_SHM_INJECT_LENGTH ? 0 : len, &dst);
+	if (rc < 0) {
+		/* Full: try again once the builder made room. */
+		if (rc == -EAGAIN && shr_wait_space(ring, len)) {
+			r->builder_blocked = true;
+			event_add(r->ev_space, NULL);
+		}
+		return;
+	}
+	const char *what = "record";
+	switch (r->opt.shm_inject) {
+	case RDR_SHM_INJECT_RECORD:
+		memcpy(dst, frame, len);
+		shr_commit(ring, len - 1);
+		what = "record one byte shorter than its frame";
+		break;
+	case RDR_SHM_INJECT_CRC:
+		memcpy(dst, frame, len);
+		((uint8_t *)dst)[len - 1] ^= 0x5a;
+		shr_commit(ring, len);
+		what = "frame with a flipped byte";
+		break;
+	case RDR_SHM_INJECT_LENGTH: {
+		/* The reservation proved the 8 bytes free; the word carries the
+		 * right tag, so only the length can be blamed. */
+		uint64_t pos = ring->pos;
+		*(volatile uint64_t *)(ring->data + (pos & ring->mask)) =
+			0x7ffffff0u | (uint64_t)(uint32_t)(pos >> 3) << 32;
+		atomic_store_explicit(&ring->hdr->head, pos + SHR_RECORD_PREFIX_BYTES,
+				      memory_order_release);
+		what = "record length of 2147483632 bytes";
+		break;
+	}
+	case RDR_SHM_INJECT_HEAD:
+		atomic_store_explicit(&ring->hdr->head, ring->pos + 3 * ring->capacity_bytes + 4,
+				      memory_order_release);
+		what = "head counter three laps ahead and misaligned";
+		break;
+	case RDR_SHM_INJECT_NONE:
+		return;
+	}
+	r->ring_injected = true;
+	log_info("Reader %u injected a %s into ring %s after %" PRIu64 " records", r->opt.id, what,
+		 r->segment, r->ring_records);
+	shr_notify_consumer(ring, r->data_efd);
+}
+
+/* Copies every source's verified frames into the ring, one record each,
+ * and wakes the builder once per flush, not per frame. A full ring stops
+ * the flush until the builder makes room (the space eventfd): the sources'
+ * buffers then fill, their reads pause and TCP pushes back on them. */
+static void rdr_flush_ring(struct rdr *r)
+{
+	if (!r->ring_attached || r->builder_blocked || r->builder_closed || r->ring_injected)
+		return;
+	size_t nsrc = r->opt.source_count;
+	bool moved = false;
+	for (;;) {
+		int rc = 0;
+		uint32_t len = 0;
+		for (size_t k = 0; k < nsrc && rc == 0; k++) {
+			struct rdr_source *s = &r->sources[(r->next_source + k) % nsrc];
+			while (s->start < s->checked) {
+				void *dst;
+				if (r->opt.shm_inject != RDR_SHM_INJECT_NONE &&
+				    r->ring_records >= r->opt.shm_inject_after) {
+					rdr_ring_inject(r, s->buf + s->start);
+					rc = -ECANCELED;
+					break;
+				}
+				len = (uint32_t)frm_frame_bytes(s->buf + s->start);
+				rc = shr_reserve(&r->ring, len, &dst);
+				if (rc < 0)
+					break;
+				memcpy(dst, s->buf + s->start, len);
+				shr_commit(&r->ring, len);
+				s->start += len;
+				r->ring_records++;
+				r->bytes_forwarded += len;
+				moved = true;
+			}
+		}
+		/* Before sleeping too: a builder asleep must see what we put. */
+		if (moved) {
+			int nrc = shr_notify_consumer(&r->ring, r->data_efd);
+			if (nrc < 0) {
+				rdr_ring_failed(r, "cannot wake the builder", nrc);
+				return;
+			}
+		}
+		if (rc == -EAGAIN) {
+			if (!shr_wait_space(&r->ring, len))
+				continue;   /* room appeared meanwhile */
+			r->ring_full_waits++;
+			r->builder_blocked = true;
+			event_add(r->ev_space, NULL);
+		} else if (rc == -EPIPE) {
+			rdr_ring_failed(r, "the builder closed it", rc);
+		} else if (rc == -ECANCELED) {
+			/* The injection settled the ring's fate (or waits for room). */
+		} else if (rc < 0) {
+			rdr_ring_failed(r, "cannot write to it", rc);
+		}
+		break;
+	}
+	r->next_source = (r->next_source + 1) % nsrc;
+	if (moved)
+		rdr_resume_sources(r);
+}
+
+static void rdr_flush_socket(struct rdr *r);
+
+/* Forwards every source's verified frames to the builder. */
 static void rdr_flush(struct rdr *r)
+{
+	if (r->shm)
+		rdr_flush_ring(r);
+	else
+		rdr_flush_socket(r);
+}
+
+/* Writes every source's verified frames to the builder in one writev. */
+static void rdr_flush_socket(struct rdr *r)
 {
 	if (r->builder_fd < 0 || r->builder_blocked || r->builder_closed)
 		return;
@@ -358,12 +560,7 @@ static void rdr_flush(struct rdr *r)
 			if (take < len && take > 0)
 				r->partial_source = order[k];
 		}
-		for (size_t i = 0; i < nsrc; i++) {
-			struct rdr_source *s = &r->sources[i];
-			rdr_source_compact(s);
-			if (s->state == RS_STREAMING && !s->held && !s->eof)
-				rdr_source_resume(s);
-		}
+		rdr_resume_sources(r);
 		/* After a short write the loop tries once more; EAGAIN then arms
 		 * the write event. */
 	}
@@ -420,6 +617,12 @@ static void rdr_send_report(struct rdr *r)
 #undef RDR_SET_TOTAL
 	ctl_group_set(g, "writev_calls", r->writev_calls);
 	ctl_group_set(g, "bytes_forwarded", r->bytes_forwarded);
+	ctl_group_set(g, "transport_shm", r->shm ? 1 : 0);
+	if (r->shm) {
+		ctl_group_set(g, "ring_records", r->ring_records);
+		ctl_group_set(g, "ring_full_waits", r->ring_full_waits);
+		ctl_group_set(g, "ring_capacity_bytes", r->ring.capacity_bytes);
+	}
 	ctl_group_set(g, "credits_received", r->credits_received);
 	ctl_group_set(g, "refused_connections", r->refused_connections);
 	ctl_group_set(g, "buffer_bytes", rdr_buffer_bytes(&r->opt));
@@ -431,7 +634,12 @@ static void rdr_send_report(struct rdr *r)
 		return;
 	}
 	r->reported = true;
-	if (!r->opt.quiet)
+	if (!r->opt.quiet && r->shm)
+		log_info("Reader %u forwarded %" PRIu64 " frames (%" PRIu64 " rejected, %" PRIu64
+			 " held at end) through ring %s, waiting %" PRIu64 " times on a full ring",
+			 r->opt.id, total.frames_forwarded, total.frames_rejected,
+			 total.frames_held_at_end, r->segment, r->ring_full_waits);
+	else if (!r->opt.quiet)
 		log_info("Reader %u forwarded %" PRIu64 " frames (%" PRIu64 " rejected, %" PRIu64
 			 " held at end) in %" PRIu64 " writes", r->opt.id, total.frames_forwarded,
 			 total.frames_rejected, total.frames_held_at_end, r->writev_calls);
@@ -454,6 +662,12 @@ static void rdr_maybe_finish(struct rdr *r)
 		shutdown(r->builder_fd, SHUT_WR);
 		close(r->builder_fd);
 		r->builder_fd = -1;
+	}
+	if (r->ring_attached) {
+		/* The builder drains what is left, then sees the end of the
+		 * stream; the Unix socket stays open until we exit. */
+		shr_close(&r->ring, r->data_efd);
+		r->ring_attached = false;
 	}
 	if (r->listen_fd >= 0) {
 		event_del(r->ev_accept);
@@ -572,6 +786,21 @@ static void rdr_on_builder_greeted(int fd, const struct ctl_msg *reply, void *ar
 	rdr_flush(r);
 }
 
+/* The HELLO of the data path, the same over TCP and shared memory. */
+static void rdr_data_hello(const struct rdr *r, struct ctl_hello *hello)
+{
+	memset(hello, 0, sizeof *hello);
+	hello->role = CTL_ROLE_READER;
+	hello->id = r->opt.id;
+	hello->channel = CTL_CHANNEL_DATA;
+	hello->run_id = r->opt.run_id;
+	hello->protocol = CTL_PROTOCOL_VERSION;
+	hello->pid = (uint32_t)getpid();
+	hello->source_count = (uint32_t)r->opt.source_count;
+	memcpy(hello->sources, r->opt.sources, r->opt.source_count * sizeof r->opt.sources[0]);
+	net_host_name(hello->host, sizeof hello->host);
+}
+
 static void rdr_on_builder_dialed(int fd, void *arg)
 {
 	struct rdr *r = arg;
@@ -582,19 +811,146 @@ static void rdr_on_builder_dialed(int fd, void *arg)
 		return;
 	}
 	net_tune(fd, (int)r->opt.socket_buffer_bytes);
-	struct ctl_hello hello = {
-		.role = CTL_ROLE_READER,
-		.id = r->opt.id,
-		.channel = CTL_CHANNEL_DATA,
-		.run_id = r->opt.run_id,
-		.protocol = CTL_PROTOCOL_VERSION,
-		.pid = (uint32_t)getpid(),
-		.source_count = (uint32_t)r->opt.source_count,
-	};
-	memcpy(hello.sources, r->opt.sources, r->opt.source_count * sizeof r->opt.sources[0]);
-	net_host_name(hello.host, sizeof hello.host);
+	struct ctl_hello hello;
+	rdr_data_hello(r, &hello);
 	r->greet = greet_connect(r->base, fd, r->builder_peer, &hello, r->opt.connect_timeout_ms,
 				 rdr_on_builder_greeted, r);
+}
+
+/* ---- shared-memory path ------------------------------------------------ */
+
+/* A shared-memory path that cannot be set up: like a refused TCP greeting,
+ * the reader cannot forward anything and stops. */
+static void rdr_shm_abort(struct rdr *r)
+{
+	r->status = 1;
+	event_base_loopexit(r->base, NULL);
+}
+
+static void rdr_on_space(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct rdr *r = arg;
+	shr_clear_wakeup(fd);
+	r->builder_blocked = false;
+	rdr_flush(r);
+	rdr_maybe_finish(r);
+}
+
+/* The Unix socket carries nothing after the handshake: readable means the
+ * builder closed it or died. */
+static void rdr_on_shm_sock(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct rdr *r = arg;
+	uint8_t byte;
+	ssize_t n = read(fd, &byte, 1);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	event_del(r->ev_shm_sock);
+	if (!r->ring_attached)
+		return;     /* our stream is over: the builder may leave */
+	if (n > 0)
+		log_error("Reader %u: the builder sent an unexpected byte 0x%02x on the shared-memory socket %s",
+			  r->opt.id, byte, r->builder_peer);
+	else
+		log_error("Reader %u: the builder (%s) closed the shared-memory link of ring %s before our data ended",
+			  r->opt.id, r->builder_peer, r->segment);
+	rdr_ring_lost(r);
+}
+
+static void rdr_shm_attach(struct rdr *r)
+{
+	int rc = shr_attach(&r->ring, r->segment, r->opt.run_id);
+	if (rc < 0) {
+		log_error("Reader %u cannot attach to the builder's ring %s: %s", r->opt.id,
+			  r->segment, shr_strerror(rc));
+		rdr_shm_abort(r);
+		return;
+	}
+	uint64_t max_frame = (uint64_t)r->opt.max_fragment_bytes + FRM_HEADER_BYTES;
+	if (max_frame > shr_max_payload(&r->ring)) {
+		log_error("Reader %u: the builder's ring %s of %" PRIu64 " bytes holds frames of up to %u bytes, fewer than a fragment of --max-fragment %u needs; raise the builder's --shm-capacity or lower --max-fragment",
+			  r->opt.id, r->segment, r->ring.capacity_bytes, shr_max_payload(&r->ring),
+			  r->opt.max_fragment_bytes);
+		shr_close(&r->ring, r->data_efd);
+		rdr_shm_abort(r);
+		return;
+	}
+	uint8_t ack = SHL_ATTACHED_BYTE;
+	if (write(r->shm_sock, &ack, 1) != 1) {
+		log_error("Reader %u: the builder left during the shared-memory handshake (%s)",
+			  r->opt.id, strerror(errno));
+		shr_close(&r->ring, r->data_efd);
+		rdr_shm_abort(r);
+		return;
+	}
+	r->ring_attached = true;
+	r->ev_space = event_new(r->base, r->space_efd, EV_READ, rdr_on_space, r);
+	r->ev_shm_sock = event_new(r->base, r->shm_sock, EV_READ | EV_PERSIST, rdr_on_shm_sock, r);
+	event_add(r->ev_shm_sock, NULL);
+	if (!r->opt.quiet)
+		log_info("Reader %u forwards through shared-memory ring %s (%" PRIu64 " bytes)",
+			 r->opt.id, r->segment, r->ring.capacity_bytes);
+	rdr_flush(r);
+	rdr_maybe_finish(r);
+}
+
+/* The eventfds follow the WELCOME on the socket, possibly a moment later. */
+static void rdr_on_shm_fds(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdr *r = arg;
+	if (what & EV_TIMEOUT) {
+		log_error("Reader %u: the builder sent no eventfds for ring %s within the handshake timeout",
+			  r->opt.id, r->segment);
+		rdr_shm_abort(r);
+		return;
+	}
+	int rc = shr_recv_fds(fd, &r->data_efd, &r->space_efd);
+	if (rc == -EAGAIN || rc == -EINTR)
+		return;
+	event_free(r->ev_shm_sock);
+	r->ev_shm_sock = NULL;
+	if (rc < 0) {
+		log_error("Reader %u: the builder's eventfds for ring %s did not arrive: %s",
+			  r->opt.id, r->segment, shr_strerror(rc));
+		rdr_shm_abort(r);
+		return;
+	}
+	rdr_shm_attach(r);
+}
+
+static void rdr_on_shm_greeted(int fd, const struct ctl_msg *reply, void *arg)
+{
+	(void)reply;
+	struct rdr *r = arg;
+	r->greet = NULL;
+	if (fd < 0) {
+		log_error("Reader %u: the builder did not accept our shared-memory data path", r->opt.id);
+		rdr_shm_abort(r);
+		return;
+	}
+	r->shm_sock = fd;
+	r->ev_shm_sock = event_new(r->base, fd, EV_READ | EV_PERSIST, rdr_on_shm_fds, r);
+	struct timeval tv = { .tv_sec = (time_t)(r->opt.handshake_timeout_ms / 1000),
+			      .tv_usec = (suseconds_t)(r->opt.handshake_timeout_ms % 1000) * 1000 };
+	event_add(r->ev_shm_sock, &tv);
+	/* Usually there already: no need to wait for the loop. */
+	event_active(r->ev_shm_sock, EV_READ, 0);
+}
+
+static void rdr_on_shm_dialed(int fd, void *arg)
+{
+	struct rdr *r = arg;
+	r->dial = NULL;
+	if (fd < 0) {
+		rdr_shm_abort(r);
+		return;
+	}
+	struct ctl_hello hello;
+	rdr_data_hello(r, &hello);
+	r->greet = greet_connect(r->base, fd, r->builder_peer, &hello, r->opt.connect_timeout_ms,
+				 rdr_on_shm_greeted, r);
 }
 
 static void rdr_on_ctl_ready(void *arg)
@@ -644,11 +1000,20 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	r->opt = *opt;
 	r->listen_fd = -1;
 	r->builder_fd = -1;
+	r->shm_sock = r->data_efd = r->space_efd = -1;
 	r->partial_source = -1;
 	/* Hold everything until the builder's first CREDIT says how far to go. */
 	r->credit_limit = 0;
-	snprintf(r->builder_peer, sizeof r->builder_peer, "%s:%u", opt->builder_host,
-		 (unsigned)opt->builder_port);
+	r->shm = opt->builder_shm[0] != '\0';
+	char sock_name[96];
+	if (r->shm) {
+		shl_socket_name(sock_name, sizeof sock_name, opt->builder_shm);
+		shl_segment_name(r->segment, sizeof r->segment, opt->builder_shm, opt->id);
+		snprintf(r->builder_peer, sizeof r->builder_peer, "@%s", sock_name);
+	} else {
+		snprintf(r->builder_peer, sizeof r->builder_peer, "%s:%u", opt->builder_host,
+			 (unsigned)opt->builder_port);
+	}
 	r->sources = calloc(opt->source_count, sizeof *r->sources);
 	r->iov = calloc(opt->source_count + 1, sizeof *r->iov);
 	if (r->sources == NULL || r->iov == NULL)
@@ -696,8 +1061,13 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	net_host_name(hello.host, sizeof hello.host);
 	r->ctl = ctllink_start(base, opt->control_host, opt->control_port, &hello,
 			       opt->connect_timeout_ms, &rdr_ctl_ops, r);
-	r->dial = net_dial_start(base, "the builder's data port", opt->builder_host,
-				 opt->builder_port, opt->connect_timeout_ms, rdr_on_builder_dialed, r);
+	if (r->shm)
+		r->dial = net_dial_unix_start(base, "the builder's shared-memory socket", sock_name,
+					      opt->connect_timeout_ms, rdr_on_shm_dialed, r);
+	else
+		r->dial = net_dial_start(base, "the builder's data port", opt->builder_host,
+					 opt->builder_port, opt->connect_timeout_ms,
+					 rdr_on_builder_dialed, r);
 	return r;
 fail:
 	rdr_destroy(r);
@@ -741,6 +1111,20 @@ void rdr_destroy(struct rdr *r)
 		event_free(r->ev_builder_write);
 	if (r->builder_fd >= 0)
 		close(r->builder_fd);
+	/* A ring still attached here was cut short (a stop before the end):
+	 * detaching tells the builder no more records will come. */
+	if (r->ring_attached)
+		shr_close(&r->ring, r->data_efd);
+	if (r->ev_space)
+		event_free(r->ev_space);
+	if (r->ev_shm_sock)
+		event_free(r->ev_shm_sock);
+	if (r->data_efd >= 0)
+		close(r->data_efd);
+	if (r->space_efd >= 0)
+		close(r->space_efd);
+	if (r->shm_sock >= 0)
+		close(r->shm_sock);
 	if (r->sources != NULL) {
 		for (size_t i = 0; i < r->opt.source_count; i++) {
 			struct rdr_source *s = &r->sources[i];

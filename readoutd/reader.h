@@ -1,8 +1,9 @@
 /* A reader: accepts its sources' data connections, verifies every frame as
  * it arrives, holds fragments at or beyond the builder's admission limit
  * (TCP then pushes back on that source alone) and forwards verified frames
- * to the builder, many per system call, straight from each source's receive
- * buffer. */
+ * to the builder: over TCP many per system call, straight from each
+ * source's receive buffer, or, on the builder's host, copied once each into
+ * a shared-memory ring (no system call while both sides are busy). */
 #ifndef ES_READER_H
 #define ES_READER_H
 
@@ -15,6 +16,15 @@
 
 struct event_base;
 
+/* Test hook (--shm-inject): the damage a builder must detect in a ring. */
+enum rdr_shm_inject {
+	RDR_SHM_INJECT_NONE,
+	RDR_SHM_INJECT_RECORD,   /* a record one byte shorter than its frame */
+	RDR_SHM_INJECT_CRC,      /* a whole frame with a flipped byte */
+	RDR_SHM_INJECT_LENGTH,   /* a record word with an impossible length */
+	RDR_SHM_INJECT_HEAD,     /* a head counter no consumer may believe */
+};
+
 struct rdr_options {
 	uint32_t id;
 	uint32_t run_id;
@@ -25,6 +35,9 @@ struct rdr_options {
 	size_t source_count;
 	char builder_host[256];
 	uint16_t builder_port;
+	char builder_shm[64];          /* shm://NAME: NAME; "" for tcp:// */
+	enum rdr_shm_inject shm_inject;
+	uint64_t shm_inject_after;     /* records forwarded before the bad one */
 	char control_host[256];
 	uint16_t control_port;
 	uint32_t max_fragment_bytes;
@@ -42,6 +55,9 @@ void rdr_destroy(struct rdr *r);
 
 /* Stops accepting and ends the run as if every source had ended. */
 void rdr_stop(struct rdr *r);
+
+/* Parses --shm-inject KIND@N; false when KIND is unknown or N malformed. */
+bool rdr_parse_shm_inject(const char *arg, enum rdr_shm_inject *kind, uint64_t *after);
 
 /* Memory of the receive buffers: sources x (batch + max fragment + 42). */
 size_t rdr_buffer_bytes(const struct rdr_options *opt);

@@ -4,6 +4,10 @@
 set -eu
 packages="build-essential pkg-config libevent-dev libmsgpack-dev check zlib1g-dev libdeflate-dev
 python3 python3-numpy python3-matplotlib chrony iproute2 iputils-ping procps"
+# Packages of optional targets, e.g. `make fuzz` sets DEPS_EXTRA="clang libclang-rt-14-dev"
+# (the libFuzzer runtime is only a recommendation of clang, and recommendations
+# are not installed below).
+packages="$packages ${DEPS_EXTRA:-}"
 missing=""
 for p in $packages; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -303,8 +303,10 @@ static void src_pump(struct src *s)
 		uint64_t now = clk_monotonic_ns();
 		uint64_t due_positions = s->opt.events;
 		if (s->opt.rate > 0) {
-			/* Position i is due at start + i / rate. */
-			unsigned __int128 elapsed = now - s->start_ns;
+			/* Position i is due at start + i / rate. The pace timer
+			 * is in whole microseconds and may fire a little before
+			 * start: that is no time elapsed, not 2^64 ns. */
+			unsigned __int128 elapsed = now > s->start_ns ? now - s->start_ns : 0;
 			unsigned __int128 due = elapsed * s->opt.rate / 1000000000u + 1;
 			if (due < due_positions)
 				due_positions = (uint64_t)due;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "clocksync.h"
+#include "ctl.h"
 
 #define MS INT64_C(1000000)
 #define US INT64_C(1000)
@@ -697,6 +698,54 @@ START_TEST(test_drift_from_chrony)
 }
 END_TEST
 
+/* Every field the builder uses comes back exactly, signs included, and
+ * survives the control message codec. */
+START_TEST(test_chrony_group_roundtrip)
+{
+	const char *const lines[] = { line_client, line_local, line_unsync, line_manpage };
+	static struct ctl_msg msg, back;
+	struct cks_chrony c, d;
+	uint8_t buf[4096];
+
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		ck_assert(cks_chrony_parse(&c, lines[i]));
+		memset(&msg, 0, sizeof(msg));
+		msg.type = CTL_STATS;
+		ck_assert(cks_chrony_encode(&c, ctl_report_group(&msg.u.report, CKS_CHRONY_GROUP)));
+		size_t n = ctl_encode(&msg, buf, sizeof(buf));
+		ck_assert_uint_gt(n, 0);
+		ck_assert_int_eq(ctl_decode(buf, n, &back, NULL, NULL, 0), (long)n);
+		ck_assert(cks_chrony_decode(&d, ctl_report_find(&back.u.report, CKS_CHRONY_GROUP)));
+		ck_assert(d.available);
+		ck_assert(d.synchronised == c.synchronised);
+		ck_assert_int_eq(d.stratum, c.stratum);
+		ck_assert_str_eq(d.leap, c.leap);
+		ck_assert_uint_eq(d.ref_id, c.ref_id);
+		ck_assert_double_eq_tol(d.offset_s, c.offset_s, 1e-12);
+		ck_assert_double_eq_tol(d.frequency_ppm, c.frequency_ppm, 1e-9);
+		ck_assert_double_eq_tol(d.residual_freq_ppm, c.residual_freq_ppm, 1e-9);
+		ck_assert_double_eq_tol(d.skew_ppm, c.skew_ppm, 1e-9);
+		ck_assert_double_eq_tol(d.update_interval_s, c.update_interval_s, 1e-9);
+		ck_assert_int_eq(cks_chrony_bound_ns(&d), cks_chrony_bound_ns(&c));
+		ck_assert(cks_drift_ppm_from_chrony(&d, &d) == cks_drift_ppm_from_chrony(&c, &c));
+	}
+
+	/* Unavailable: sent as such, read back without a bound. */
+	ck_assert(!cks_chrony_parse(&c, "506 Cannot talk to daemon"));
+	memset(&msg, 0, sizeof(msg));
+	ck_assert(cks_chrony_encode(&c, ctl_report_group(&msg.u.report, CKS_CHRONY_GROUP)));
+	ck_assert(cks_chrony_decode(&d, ctl_report_find(&msg.u.report, CKS_CHRONY_GROUP)));
+	ck_assert(!d.available);
+	ck_assert(d.reason[0] != '\0');
+	ck_assert_int_eq(cks_chrony_bound_ns(&d), CKS_NO_BOUND);
+
+	/* Nothing received at all. */
+	ck_assert(!cks_chrony_decode(&d, NULL));
+	ck_assert(!d.available);
+	ck_assert(!cks_chrony_encode(&c, NULL));
+}
+END_TEST
+
 /* ---- running chronyc ---- */
 
 static int run_sh(struct cks_chrony *c, const char *script, int timeout_ms)
@@ -852,6 +901,7 @@ static Suite *clocksync_suite(void)
 	tcase_add_test(tc, test_chrony_bound_formula);
 	tcase_add_test(tc, test_consistent);
 	tcase_add_test(tc, test_drift_from_chrony);
+	tcase_add_test(tc, test_chrony_group_roundtrip);
 	tcase_add_test(tc, test_chrony_run_fake);
 	tcase_add_test(tc, test_chrony_run_missing_and_slow);
 	tcase_add_test(tc, test_chrony_run_sigchld_ignored);

@@ -48,11 +48,28 @@ def listen(addr: str) -> socket.socket:
     return s
 
 
+def listen_shm(name: str) -> socket.socket:
+    """The abstract Unix socket builderd --shm-listen NAME greets readers on."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(f"\0es-{name}")
+    s.listen(64)
+    return s
+
+
 def connect(addr: str, timeout_s: float = 10.0) -> socket.socket:
+    """tcp://HOST:PORT, HOST:PORT or shm://NAME (the builder's Unix socket)."""
     deadline = time.monotonic() + timeout_s
     delay = 0.01
     while True:
         try:
+            if addr.startswith("shm://"):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(f"\0es-{addr[6:]}")
+                except OSError:
+                    s.close()
+                    raise
+                return s
             return socket.create_connection(split_addr(addr), timeout=5)
         except OSError:
             if time.monotonic() > deadline:
@@ -128,10 +145,13 @@ def builderd(argv: list[str]) -> int:
         ap.add_argument(flag, type=int, default=0 if flag != "--filter-modulo" else 1)
     for flag in ("--listen", "--control-listen", "--out", "--port-file"):
         ap.add_argument(flag, required=True)
+    ap.add_argument("--shm-listen")
     ap.add_argument("--version", action="version", version="fake builderd")
     args, _ = ap.parse_known_args(argv)
     knobs("builderd")
     data, control = listen(args.listen), listen(args.control_listen)
+    if args.shm_listen:
+        accept_forever(listen_shm(args.shm_listen), drain)
     write_port_file(args.port_file, {"data": data.getsockname()[1],
                                      "control": control.getsockname()[1]})
     log("builderd", f"listening data {data.getsockname()[1]} control {control.getsockname()[1]}")

@@ -1,0 +1,752 @@
+#include "clocks.h"
+
+#include "clk.h"
+#include "clocksync.h"
+#include "ctl.h"
+#include "hist.h"
+#include "log.h"
+#include "msgconn.h"
+#include "net.h"
+#include "output.h"
+#include "run_state.h"
+
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BDC_START, BDC_END, BDC_PHASES };
+
+static const char *const bdc_phase_name[BDC_PHASES] = { "start", "end" };
+
+/* The in-band estimate at one moment. */
+struct bdc_snapshot {
+	bool valid;
+	int64_t offset_ns;
+	int64_t bound_ns;
+	int64_t at_ns;             /* builder clock */
+};
+
+struct bdc_peer {
+	struct cks_estimator est;
+	uint64_t next_ping_ns;     /* monotonic; 0 when none is planned */
+	unsigned burst_left;       /* pings of the current burst still to send */
+	uint64_t sequence;         /* of the last PING sent */
+	uint64_t last_pong_sequence;
+	uint64_t close_sequence;   /* the final burst is answered at this PONG */
+	uint64_t pings;
+	uint64_t pongs;
+	uint64_t pongs_unmatched;  /* PONGs answering no PING of ours */
+	bool clock_seen;           /* its "clock" group arrived */
+	int64_t injected_ns;       /* its --clock-offset-ns */
+	bool chrony_seen[BDC_PHASES];
+	struct cks_chrony chrony[BDC_PHASES];
+	bool drift_from_chrony;
+	struct bdc_snapshot snap[BDC_PHASES];
+};
+
+struct bdc {
+	struct bd *run;
+	struct event *ev_timer;
+	uint32_t count;            /* sources, then readers */
+	struct bdc_peer *peers;
+	char host[CTL_MAX_TEXT];
+	int64_t injected_ns;
+	struct cks_chrony chrony[BDC_PHASES];
+	bool correction;
+	bool closing;
+	bool finished;
+	void (*done)(struct bd *b);
+	uint64_t close_deadline_ns;
+	struct ctl_msg ping;       /* a control message is large: one, reused */
+};
+
+static uint64_t bdc_abs(int64_t v)
+{
+	return v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+}
+
+static int64_t bdc_sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r = a + b;
+	return r < a || r > INT64_MAX ? INT64_MAX : (int64_t)r;
+}
+
+static uint32_t bdc_index(const struct bdc *c, const struct bd_peer *p)
+{
+	return p->role == CTL_ROLE_SOURCE ? p->id : c->run->opt.sources + p->id;
+}
+
+static struct bd_peer *bdc_bd_peer(const struct bdc *c, uint32_t i)
+{
+	const struct bd *b = c->run;
+	return i < b->opt.sources ? &b->source_peers[i] : &b->reader_peers[i - b->opt.sources];
+}
+
+static const char *bdc_title(const struct bd_peer *p)
+{
+	return p->role == CTL_ROLE_SOURCE ? "Source" : "Reader";
+}
+
+/* Same host name: taken to mean the same kernel clock, so the true offset
+ * is the difference of the injected offsets. */
+static bool bdc_same_host(const struct bdc *c, uint32_t i)
+{
+	const struct bd_peer *bp = bdc_bd_peer(c, i);
+	return bp->connected && strcmp(bp->host, c->host) == 0;
+}
+
+/* The rule of docs/CLOCKS.md: same host and nothing injected on either
+ * side. Until the peer's "clock" group arrives it is not known. */
+static bool bdc_same_clock(const struct bdc *c, uint32_t i)
+{
+	const struct bdc_peer *p = &c->peers[i];
+	return p->clock_seen && p->injected_ns == 0 && c->injected_ns == 0 && bdc_same_host(c, i);
+}
+
+static void bdc_read_chrony(struct bdc *c, int phase)
+{
+	struct cks_chrony *ch = &c->chrony[phase];
+	if (cks_chrony_read(ch, cks_chrony_socket()) < 0)
+		log_info("Builder: no chrony state at %s of run %u (%s); no chrony bound for this host",
+			 bdc_phase_name[phase], c->run->opt.run_id, ch->reason);
+	else if (!ch->synchronised)
+		log_info("Builder: chrony not synchronised at %s of run %u (leap status %s)",
+			 bdc_phase_name[phase], c->run->opt.run_id, ch->leap);
+	else if (!c->run->opt.quiet)
+		log_info("Builder: chrony at %s of run %u: bound %" PRId64 " ns (system time %.9f s, root delay %.9f s, root dispersion %.9f s)",
+			 bdc_phase_name[phase], c->run->opt.run_id, cks_chrony_bound_ns(ch),
+			 ch->offset_s, ch->root_delay_s, ch->root_dispersion_s);
+}
+
+/* chrony's drift bound for the pair where both hosts are synchronised, at
+ * start or end; the larger when both; the default otherwise. */
+static void bdc_update_drift(struct bdc *c, uint32_t i)
+{
+	struct bdc_peer *p = &c->peers[i];
+	double drift = 0.0;
+	bool found = false;
+	for (int k = 0; k < BDC_PHASES; k++) {
+		if (cks_chrony_bound_ns(&p->chrony[k]) < 0 || cks_chrony_bound_ns(&c->chrony[k]) < 0)
+			continue;
+		double d = cks_drift_ppm_from_chrony(&p->chrony[k], &c->chrony[k]);
+		if (!found || d > drift)
+			drift = d;
+		found = true;
+	}
+	p->drift_from_chrony = found && cks_set_drift_ppm(&p->est, drift) == 0;
+	if (!p->drift_from_chrony)
+		cks_set_drift_ppm(&p->est, CKS_DEFAULT_DRIFT_PPM);
+}
+
+/* Tells the output module how to correct source i's timestamps now. */
+static void bdc_apply(struct bdc *c, uint32_t i)
+{
+	struct bd *b = c->run;
+	if (i >= b->opt.sources || b->out == NULL || c->finished)
+		return;
+	struct bdc_peer *p = &c->peers[i];
+	struct out_clock oc = { .bound_ns = OUT_UNBOUNDED };
+	int64_t now = (int64_t)clk_realtime_ns(), offset, bound;
+	if (bdc_same_clock(c, i)) {
+		oc.bound_ns = 0;
+	} else if (cks_estimate(&p->est, now, &offset, &bound) == 0) {
+		oc.at_ns = now;
+		oc.drift_ppm = p->est.drift_ppm;
+		if (c->correction) {
+			oc.offset_ns = offset;
+			oc.bound_ns = bound;
+		} else {
+			/* Left uncorrected, a latency is off by the whole offset. */
+			oc.bound_ns = bdc_sat_add(bdc_abs(offset), (uint64_t)bound);
+		}
+	}
+	out_set_clock(b->out, (uint16_t)i, &oc);
+}
+
+static void bdc_on_timer(evutil_socket_t fd, short what, void *arg);
+
+static void bdc_snapshot(struct bdc *c, uint32_t i, int phase)
+{
+	struct bdc_snapshot *s = &c->peers[i].snap[phase];
+	s->at_ns = (int64_t)clk_realtime_ns();
+	s->valid = cks_estimate(&c->peers[i].est, s->at_ns, &s->offset_ns, &s->bound_ns) == 0;
+}
+
+struct bdc *bdc_create(struct bd *b)
+{
+	struct bdc *c = calloc(1, sizeof *c);
+	if (c == NULL)
+		goto fail;
+	c->run = b;
+	c->count = (uint32_t)b->opt.sources + b->opt.readers;
+	c->peers = calloc(c->count, sizeof *c->peers);
+	c->ev_timer = evtimer_new(b->base, bdc_on_timer, c);
+	if (c->peers == NULL || c->ev_timer == NULL)
+		goto fail;
+	c->correction = !b->opt.no_clock_correction;
+	c->injected_ns = clk_offset_ns();
+	net_host_name(c->host, sizeof c->host);
+	for (uint32_t i = 0; i < c->count; i++) {
+		cks_reset(&c->peers[i].est);
+		cks_chrony_parse(&c->peers[i].chrony[BDC_START], NULL);
+		cks_chrony_parse(&c->peers[i].chrony[BDC_END], NULL);
+	}
+	cks_chrony_parse(&c->chrony[BDC_END], NULL);
+	bdc_read_chrony(c, BDC_START);
+	return c;
+fail:
+	log_error("Run %u: no memory for the clock state of %u peers", b->opt.run_id,
+		  (uint32_t)b->opt.sources + b->opt.readers);
+	bdc_destroy(c);
+	return NULL;
+}
+
+void bdc_destroy(struct bdc *c)
+{
+	if (c == NULL)
+		return;
+	if (c->ev_timer != NULL)
+		event_free(c->ev_timer);
+	free(c->peers);
+	free(c);
+}
+
+/* ---- exchanges ------------------------------------------------------- */
+
+static void bdc_close_done(struct bdc *c);
+static enum cks_verdict bdc_overall(const struct bdc *c, uint32_t i);
+
+/* True when every connected peer answered the last PING of its final
+ * burst. */
+static bool bdc_closed(const struct bdc *c)
+{
+	for (uint32_t i = 0; i < c->count; i++) {
+		const struct bdc_peer *p = &c->peers[i];
+		if (bdc_bd_peer(c, i)->conn != NULL && p->last_pong_sequence < p->close_sequence)
+			return false;
+	}
+	return true;
+}
+
+static void bdc_ping(struct bdc *c, uint32_t i, struct bd_peer *bp)
+{
+	struct bdc_peer *p = &c->peers[i];
+	struct ctl_msg *m = &c->ping;
+	m->type = CTL_PING;
+	m->u.ping.sequence = p->sequence + 1;
+	/* t1 as late as possible: the time until the bytes leave adds to the
+	 * delay, which the bound covers. */
+	m->u.ping.t1_ns = clk_realtime_ns();
+	if (msgconn_send(bp->conn, m) == 0) {
+		p->sequence++;
+		p->pings++;
+	}
+}
+
+/* Sends every PING that is due and sleeps until the next one. */
+static void bdc_pump(struct bdc *c)
+{
+	uint64_t now = clk_monotonic_ns(), next = UINT64_MAX;
+	for (uint32_t i = 0; i < c->count; i++) {
+		struct bdc_peer *p = &c->peers[i];
+		struct bd_peer *bp = bdc_bd_peer(c, i);
+		if (bp->conn == NULL || p->next_ping_ns == 0)
+			continue;
+		if (p->next_ping_ns <= now) {
+			bdc_ping(c, i, bp);
+			if (p->burst_left > 0)
+				p->burst_left--;
+			if (p->burst_left > 0)
+				p->next_ping_ns = now + BDC_BURST_GAP_NS;
+			else
+				p->next_ping_ns = c->closing ? 0 : now + BDC_PERIOD_NS;
+		}
+		if (p->next_ping_ns != 0 && p->next_ping_ns < next)
+			next = p->next_ping_ns;
+	}
+	if (c->closing) {
+		if (now >= c->close_deadline_ns) {
+			log_warn("Run %u: not every peer answered the final clock exchanges within %u ms; keeping the estimates so far",
+				 c->run->opt.run_id, BDC_CLOSE_TIMEOUT_NS / 1000000u);
+			bdc_close_done(c);
+			return;
+		}
+		if (c->close_deadline_ns < next)
+			next = c->close_deadline_ns;
+	}
+	if (next == UINT64_MAX)
+		return;
+	uint64_t wait = next > now ? next - now : 0;
+	struct timeval tv = { .tv_sec = (time_t)(wait / 1000000000u),
+			      .tv_usec = (suseconds_t)(wait % 1000000000u / 1000u) };
+	evtimer_add(c->ev_timer, &tv);
+}
+
+static void bdc_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	bdc_pump(arg);
+}
+
+void bdc_peer_joined(struct bdc *c, struct bd_peer *bp)
+{
+	if (c->finished || bp->conn == NULL)
+		return;
+	struct bdc_peer *p = &c->peers[bdc_index(c, bp)];
+	p->burst_left = BDC_BURST;
+	p->next_ping_ns = clk_monotonic_ns();
+	bdc_pump(c);
+}
+
+void bdc_on_pong(struct bdc *c, struct bd_peer *bp, const struct ctl_pong *pong, uint64_t rx_ns)
+{
+	if (c->finished)
+		return;
+	uint32_t i = bdc_index(c, bp);
+	struct bdc_peer *p = &c->peers[i];
+	if (pong->sequence == 0 || pong->sequence > p->sequence ||
+	    pong->sequence <= p->last_pong_sequence) {
+		p->pongs_unmatched++;
+		return;
+	}
+	p->last_pong_sequence = pong->sequence;
+	p->pongs++;
+	/* Clock readings above INT64_MAX come out negative and are refused. */
+	int rc = cks_add_sample(&p->est, (int64_t)pong->t1_ns, (int64_t)pong->t2_ns,
+				(int64_t)pong->t3_ns, (int64_t)rx_ns);
+	if (rc == 0)
+		bdc_apply(c, i);
+	else
+		log_debug("%s %u: clock exchange %" PRIu64 " refused (%s)", bdc_title(bp), bp->id,
+			  pong->sequence, strerror(-rc));
+	if (!p->snap[BDC_START].valid && p->pongs >= BDC_BURST)
+		bdc_snapshot(c, i, BDC_START);
+	if (c->closing && bdc_closed(c))
+		bdc_close_done(c);
+}
+
+void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r, bool final)
+{
+	if (c->finished)
+		return;
+	uint32_t i = bdc_index(c, bp);
+	struct bdc_peer *p = &c->peers[i];
+	int phase = final ? BDC_END : BDC_START;
+	const struct ctl_group *g = ctl_report_find(r, "clock");
+	uint64_t mag = 0, negative = 0;
+	if (ctl_group_get(g, "injected_offset_ns", &mag)) {
+		ctl_group_get(g, "injected_offset_negative", &negative);
+		p->injected_ns = negative ? (int64_t)(0 - mag) : (int64_t)mag;
+		p->clock_seen = true;
+	}
+	g = ctl_report_find(r, CKS_CHRONY_GROUP);
+	if (g != NULL && !p->chrony_seen[phase]) {
+		cks_chrony_decode(&p->chrony[phase], g);
+		p->chrony_seen[phase] = true;
+	}
+	bdc_update_drift(c, i);
+	bdc_apply(c, i);
+}
+
+bool bdc_close(struct bdc *c, void (*done)(struct bd *b))
+{
+	if (c->finished)
+		return false;
+	if (c->closing)
+		return true;
+	uint64_t now = clk_monotonic_ns();
+	bool any = false;
+	for (uint32_t i = 0; i < c->count; i++) {
+		struct bdc_peer *p = &c->peers[i];
+		if (bdc_bd_peer(c, i)->conn == NULL)
+			continue;
+		p->burst_left = BDC_BURST;
+		p->next_ping_ns = now;
+		p->close_sequence = p->sequence + BDC_BURST;
+		any = true;
+	}
+	if (!any)
+		return false;
+	c->closing = true;
+	c->done = done;
+	c->close_deadline_ns = now + BDC_CLOSE_TIMEOUT_NS;
+	bdc_pump(c);
+	return true;
+}
+
+static void bdc_close_done(struct bdc *c)
+{
+	void (*done)(struct bd *b) = c->done;
+	c->closing = false;
+	c->done = NULL;
+	evtimer_del(c->ev_timer);
+	if (done != NULL)
+		done(c->run);
+}
+
+void bdc_finish(struct bdc *c)
+{
+	if (c->finished)
+		return;
+	c->closing = false;
+	c->done = NULL;
+	evtimer_del(c->ev_timer);
+	bdc_read_chrony(c, BDC_END);
+	for (uint32_t i = 0; i < c->count; i++) {
+		bdc_update_drift(c, i);
+		bdc_snapshot(c, i, BDC_END);
+		const struct bd_peer *bp = bdc_bd_peer(c, i);
+		const struct bdc_snapshot *s = &c->peers[i].snap[BDC_END];
+		if (bdc_overall(c, i) == CKS_INCONSISTENT)
+			log_warn("%s %u on %s: in-band clock offset %" PRId64 " +/- %" PRId64
+				 " ns disagrees with chrony's bounds of both hosts",
+				 bdc_title(bp), bp->id, bp->host, s->offset_ns, s->bound_ns);
+	}
+	c->finished = true;
+}
+
+/* ---- report ---------------------------------------------------------- */
+
+static const char *bdc_verdict_name(enum cks_verdict v)
+{
+	return v == CKS_CONSISTENT ? "consistent" : v == CKS_INCONSISTENT ? "inconsistent" : "unknown";
+}
+
+/* The in-band estimate that describes the run: the final one, else the
+ * one after the first burst. */
+static const struct bdc_snapshot *bdc_best_snapshot(const struct bdc_peer *p)
+{
+	if (p->snap[BDC_END].valid)
+		return &p->snap[BDC_END];
+	return p->snap[BDC_START].valid ? &p->snap[BDC_START] : NULL;
+}
+
+/* Whether the in-band estimate of one phase agrees with chrony: the two
+ * hosts are within the sum of their chrony bounds of each other. */
+static enum cks_verdict bdc_verdict(const struct bdc *c, uint32_t i, int phase)
+{
+	const struct bdc_peer *p = &c->peers[i];
+	const struct bdc_snapshot *s = &p->snap[phase];
+	if (!s->valid)
+		return CKS_UNKNOWN;
+	return cks_check_consistent(s->offset_ns, s->bound_ns, cks_chrony_bound_ns(&p->chrony[phase]),
+				    cks_chrony_bound_ns(&c->chrony[phase]));
+}
+
+/* Inconsistent when either phase is; consistent when one is and none is
+ * inconsistent; unknown otherwise. */
+static enum cks_verdict bdc_overall(const struct bdc *c, uint32_t i)
+{
+	enum cks_verdict v = CKS_UNKNOWN;
+	for (int k = 0; k < BDC_PHASES; k++) {
+		enum cks_verdict vk = bdc_verdict(c, i, k);
+		if (vk == CKS_INCONSISTENT)
+			return vk;
+		if (vk == CKS_CONSISTENT)
+			v = vk;
+	}
+	return v;
+}
+
+static void bdc_json_string(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20 || ch > 0x7e)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void bdc_json_bound(FILE *f, int64_t bound)
+{
+	if (bound < 0)
+		fputs("null", f);
+	else
+		fprintf(f, "%" PRId64, bound);
+}
+
+static void bdc_json_chrony(FILE *f, const struct cks_chrony *ch)
+{
+	if (!ch->available) {
+		fputs("{\"available\": false, \"bound_ns\": null, \"reason\": ", f);
+		bdc_json_string(f, ch->reason);
+		fputc('}', f);
+		return;
+	}
+	fprintf(f, "{\"available\": true, \"synchronised\": %s, \"stratum\": %d, \"leap\": ",
+		ch->synchronised ? "true" : "false", ch->stratum);
+	bdc_json_string(f, ch->leap);
+	fprintf(f, ", \"system_time_ns\": %.0f, \"root_delay_ns\": %.0f, \"root_dispersion_ns\": %.0f"
+		   ", \"skew_ppm\": %.3f, \"residual_freq_ppm\": %.3f, \"update_interval_s\": %.1f"
+		   ", \"bound_ns\": ",
+		ch->offset_s * 1e9, ch->root_delay_s * 1e9, ch->root_dispersion_s * 1e9, ch->skew_ppm,
+		ch->residual_freq_ppm, ch->update_interval_s);
+	bdc_json_bound(f, cks_chrony_bound_ns(ch));
+	fputc('}', f);
+}
+
+static void bdc_json_snapshot(FILE *f, const struct bdc_snapshot *s)
+{
+	if (!s->valid)
+		fputs("null", f);
+	else
+		fprintf(f, "{\"offset_ns\": %" PRId64 ", \"bound_ns\": %" PRId64 "}", s->offset_ns,
+			s->bound_ns);
+}
+
+/* Smallest delay among the samples still in the window. */
+static int64_t bdc_best_delay(const struct cks_estimator *e)
+{
+	int64_t best = -1;
+	for (unsigned k = 0; k < e->count; k++)
+		if (best < 0 || e->samples[k].delay_ns < best)
+			best = e->samples[k].delay_ns;
+	return best;
+}
+
+static bool bdc_all_sources_same_clock(const struct bdc *c)
+{
+	for (uint32_t s = 0; s < c->run->opt.sources; s++)
+		if (!bdc_same_clock(c, s))
+			return false;
+	return true;
+}
+
+static void bdc_json_peer(const struct bdc *c, FILE *f, uint32_t i)
+{
+	const struct bdc_peer *p = &c->peers[i];
+	const struct bd_peer *bp = bdc_bd_peer(c, i);
+	const struct bdc_snapshot *best = bdc_best_snapshot(p);
+	bool same_host = bdc_same_host(c, i);
+	fprintf(f, "\n      {\"peer\": \"%s.%u\", \"role\": \"%s\", \"id\": %u, \"host\": ",
+		ctl_role_name(bp->role), bp->id, ctl_role_name(bp->role), bp->id);
+	bdc_json_string(f, bp->host);
+	fprintf(f, ", \"same_host\": %s, \"same_clock\": %s, \"injected_offset_ns\": ",
+		same_host ? "true" : "false", bdc_same_clock(c, i) ? "true" : "false");
+	if (p->clock_seen)
+		fprintf(f, "%" PRId64, p->injected_ns);
+	else
+		fputs("null", f);
+
+	/* On one host the truth is known: the difference of the injections. */
+	fputs(",\n       \"expected_offset_ns\": ", f);
+	if (same_host && p->clock_seen) {
+		int64_t expected = p->injected_ns - c->injected_ns;
+		fprintf(f, "%" PRId64, expected);
+		if (best != NULL) {
+			int64_t error = best->offset_ns - expected;
+			fprintf(f, ", \"error_ns\": %" PRId64 ", \"within_bound\": %s", error,
+				bdc_abs(error) <= (uint64_t)best->bound_ns ? "true" : "false");
+		}
+	} else {
+		fputs("null", f);
+	}
+
+	fputs(",\n       \"inband\": {\"offset_ns\": ", f);
+	if (best != NULL)
+		fprintf(f, "%" PRId64 ", \"bound_ns\": %" PRId64, best->offset_ns, best->bound_ns);
+	else
+		fputs("null, \"bound_ns\": null", f);
+	fprintf(f, ", \"drift_ppm\": %.3f, \"drift_from\": \"%s\", \"best_delay_ns\": ",
+		p->est.drift_ppm, p->drift_from_chrony ? "chrony" : "default");
+	bdc_json_bound(f, bdc_best_delay(&p->est));
+	fputs(", \"start\": ", f);
+	bdc_json_snapshot(f, &p->snap[BDC_START]);
+	fputs(", \"end\": ", f);
+	bdc_json_snapshot(f, &p->snap[BDC_END]);
+	fprintf(f, ",\n                  \"pings\": %" PRIu64 ", \"pongs\": %" PRIu64
+		   ", \"accepted\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"evicted\": %" PRIu64
+		   ", \"unmatched\": %" PRIu64 "}",
+		p->pings, p->pongs, p->est.accepted, p->est.rejected, p->est.evicted,
+		p->pongs_unmatched);
+
+	for (int k = 0; k < BDC_PHASES; k++) {
+		fprintf(f, ",\n       \"chrony_%s\": ", bdc_phase_name[k]);
+		bdc_json_chrony(f, &p->chrony[k]);
+	}
+	int64_t pb = cks_chrony_bound_ns(&p->chrony[BDC_END]);
+	int64_t hb = cks_chrony_bound_ns(&c->chrony[BDC_END]);
+	fputs(",\n       \"chrony_pair_bound_ns\": ", f);
+	bdc_json_bound(f, pb < 0 || hb < 0 ? -1 : bdc_sat_add((uint64_t)pb, (uint64_t)hb));
+	enum cks_verdict v = bdc_overall(c, i);
+	fprintf(f, ", \"agreement\": {\"start\": \"%s\", \"end\": \"%s\"}, \"consistent\": %s",
+		bdc_verdict_name(bdc_verdict(c, i, BDC_START)),
+		bdc_verdict_name(bdc_verdict(c, i, BDC_END)),
+		v == CKS_CONSISTENT ? "true" : v == CKS_INCONSISTENT ? "false" : "null");
+
+	if (i < c->run->opt.sources && c->run->out != NULL) {
+		struct out_uncertainty u = out_source_uncertainty(c->run->out, (uint16_t)i);
+		const char *how = bdc_same_clock(c, i) ? "same clock: offset 0, uncertainty 0"
+				  : c->correction ? "in-band offset subtracted"
+						  : "not corrected (--no-clock-correction)";
+		fputs(",\n       \"latency\": {\"correction\": ", f);
+		bdc_json_string(f, how);
+		fprintf(f, ", \"applied_offset_ns\": %" PRId64 ", \"would_correct_ns\": %" PRId64
+			   ", \"earliest_in_events\": %" PRIu64 ", \"max_uncertainty_ns\": ",
+			bdc_same_clock(c, i) || !c->correction || best == NULL ? 0 : best->offset_ns,
+			bdc_same_clock(c, i) || best == NULL ? 0 : best->offset_ns,
+			u.bounded + u.unbounded);
+		bdc_json_bound(f, u.unbounded ? -1 : u.max_ns);
+		fprintf(f, ", \"unbounded_events\": %" PRIu64 "}", u.unbounded);
+	}
+	fputc('}', f);
+}
+
+void bdc_write_json(const struct bdc *c, FILE *f)
+{
+	fprintf(f, "  \"clocks\": {\"correction\": %s, \"default_drift_ppm\": %.0f,\n"
+		   "    \"same_clock_rule\": \"a peer shares the builder's clock when its HELLO host name equals the builder's and neither was started with a non-zero --clock-offset-ns\",\n"
+		   "    \"builder\": {\"host\": ",
+		c->correction ? "true" : "false", CKS_DEFAULT_DRIFT_PPM);
+	bdc_json_string(f, c->host);
+	fprintf(f, ", \"injected_offset_ns\": %" PRId64, c->injected_ns);
+	for (int k = 0; k < BDC_PHASES; k++) {
+		fprintf(f, ",\n                \"chrony_%s\": ", bdc_phase_name[k]);
+		bdc_json_chrony(f, &c->chrony[k]);
+	}
+	fputs("},\n    \"peers\": [", f);
+	for (uint32_t i = 0; i < c->count; i++) {
+		bdc_json_peer(c, f, i);
+		if (i + 1 < c->count)
+			fputc(',', f);
+	}
+	fputs("\n    ],\n    \"inconsistent_peers\": [", f);
+	bool first = true;
+	for (uint32_t i = 0; i < c->count; i++) {
+		if (bdc_overall(c, i) != CKS_INCONSISTENT)
+			continue;
+		const struct bd_peer *bp = bdc_bd_peer(c, i);
+		fprintf(f, "%s\"%s.%u\"", first ? "" : ", ", ctl_role_name(bp->role), bp->id);
+		first = false;
+	}
+	fputs("]},\n", f);
+}
+
+/* Which clocks the latencies were measured with, for "uncertainty". */
+static const char *bdc_latency_basis(const struct bdc *c, const struct out_uncertainty *u)
+{
+	if (u->unbounded > 0)
+		return "unknown: some events came from sources with no clock estimate yet";
+	if (bdc_all_sources_same_clock(c))
+		return "same clock";
+	return c->correction ? "in-band clock offsets applied"
+			     : "not corrected (--no-clock-correction): includes the offsets left in";
+}
+
+void bdc_write_latency_json(const struct bdc *c, FILE *f)
+{
+	const struct out *o = c->run->out;
+	const struct hist *lat = out_latency(o);
+	struct out_uncertainty u = out_uncertainty(o);
+	int64_t unc = u.unbounded ? -1 : u.max_ns;
+	static const struct {
+		const char *name;
+		double q;
+	} pct[] = { { "p50", 0.5 }, { "p90", 0.9 }, { "p99", 0.99 } };
+
+	fputs("    \"uncertainty_ns\": ", f);
+	bdc_json_bound(f, unc);
+	fputs(", \"uncertainty_basis\": ", f);
+	bdc_json_string(f, bdc_latency_basis(c, &u));
+	fprintf(f, ", \"clock_corrected\": %s, \"unbounded_samples\": %" PRIu64 ",\n    \"with_uncertainty\": {",
+		c->correction ? "true" : "false", u.unbounded);
+	for (size_t k = 0; k < sizeof pct / sizeof pct[0]; k++) {
+		fprintf(f, "\"%s\": {\"value_ns\": %" PRIu64 ", \"uncertainty_ns\": ", pct[k].name,
+			hist_quantile(lat, pct[k].q));
+		bdc_json_bound(f, unc);
+		fputs("}, ", f);
+	}
+	fprintf(f, "\"max\": {\"value_ns\": %" PRIu64 ", \"uncertainty_ns\": ", lat->max);
+	bdc_json_bound(f, unc);
+	fputs("}},\n", f);
+	fputs("    \"definition\": \"builder record write time minus (earliest source timestamp of the event minus that source's clock offset), on the builder's clock; each value is within uncertainty_ns of the true latency (docs/CLOCKS.md)\",\n",
+	      f);
+}
+
+static void bdc_print_duration(FILE *f, int64_t ns)
+{
+	uint64_t a = bdc_abs(ns);
+	const char *sign = ns < 0 ? "-" : "";
+	if (a < 10000)
+		fprintf(f, "%s%" PRIu64 " ns", sign, a);
+	else if (a < 10000000)
+		fprintf(f, "%s%.1f us", sign, (double)a / 1e3);
+	else
+		fprintf(f, "%s%.2f ms", sign, (double)a / 1e6);
+}
+
+void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f)
+{
+	struct out_uncertainty u = out_uncertainty(c->run->out);
+	if (u.unbounded > 0) {
+		fprintf(f, " (+/- unknown: %" PRIu64 " samples had no clock estimate)", u.unbounded);
+		return;
+	}
+	fputs(" (+/- ", f);
+	bdc_print_duration(f, u.max_ns);
+	if (bdc_all_sources_same_clock(c))
+		fputs(", same clock)", f);
+	else if (c->correction)
+		fputs(", clock-corrected)", f);
+	else
+		fputs(", NOT clock-corrected)", f);
+}
+
+void bdc_print_summary(const struct bdc *c, FILE *f)
+{
+	uint32_t same = 0, chrony_peers = 0;
+	for (uint32_t i = 0; i < c->count; i++) {
+		same += bdc_same_clock(c, i);
+		chrony_peers += cks_chrony_bound_ns(&c->peers[i].chrony[BDC_END]) >= 0;
+	}
+	fprintf(f, "clocks: %u of %u peers on the builder's clock", same, c->count);
+	int64_t hb = cks_chrony_bound_ns(&c->chrony[BDC_END]);
+	if (hb >= 0) {
+		fputs("; chrony bound of the builder host ", f);
+		bdc_print_duration(f, hb);
+	} else {
+		fprintf(f, "; chrony on the builder host: %s",
+			c->chrony[BDC_END].available ? "not synchronised" : c->chrony[BDC_END].reason);
+	}
+	fprintf(f, "; %u of %u peers report a chrony bound\n", chrony_peers, c->count);
+	for (uint32_t i = 0; i < c->count; i++) {
+		const struct bdc_peer *p = &c->peers[i];
+		const struct bd_peer *bp = bdc_bd_peer(c, i);
+		const struct bdc_snapshot *best = bdc_best_snapshot(p);
+		enum cks_verdict v = bdc_overall(c, i);
+		if (!bp->connected || (bdc_same_clock(c, i) && v != CKS_INCONSISTENT))
+			continue;
+		fprintf(f, "  %s %u on %s: offset ", ctl_role_name(bp->role), bp->id, bp->host);
+		if (best == NULL) {
+			fputs("not measured", f);
+		} else {
+			fputs(best->offset_ns < 0 ? "" : "+", f);
+			bdc_print_duration(f, best->offset_ns);
+			fputs(" +/- ", f);
+			bdc_print_duration(f, best->bound_ns);
+			fprintf(f, " (in band, %" PRIu64 " exchanges)", p->est.accepted);
+		}
+		int64_t pb = cks_chrony_bound_ns(&p->chrony[BDC_END]);
+		if (pb >= 0) {
+			fputs(", chrony bound ", f);
+			bdc_print_duration(f, pb);
+		} else {
+			fputs(", no chrony bound", f);
+		}
+		if (v == CKS_INCONSISTENT)
+			fputs("; DISAGREES with chrony beyond both bounds", f);
+		if (!c->correction && i < c->run->opt.sources && best != NULL && !bdc_same_clock(c, i)) {
+			fputs("; not corrected: its latencies are off by ", f);
+			bdc_print_duration(f, -best->offset_ns);
+		}
+		fputc('\n', f);
+	}
+}

@@ -1,0 +1,77 @@
+/* builderd's view of every peer's clock (docs/CLOCKS.md): four-timestamp
+ * PING/PONG exchanges on each control connection feeding one cks_estimator
+ * per peer, the chrony state of every host (the builder's own read, the
+ * peers' sent in their first STATS and their END), the offsets and bounds
+ * the output module applies to each source's timestamps, and the "clocks"
+ * part of metrics.json. run.c calls the hooks below; everything else about
+ * clocks stays here. */
+#ifndef ES_CLOCKS_H
+#define ES_CLOCKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct bd;
+struct bd_peer;
+struct bdc;
+struct ctl_pong;
+struct ctl_report;
+
+/* Exchanges right after a peer joins and again at the end of the run: a
+ * burst finds a quiet moment whatever the load (the estimator keeps the
+ * exchange with the smallest delay). */
+#define BDC_BURST 8u
+#define BDC_BURST_GAP_NS 1000000u
+/* Between bursts, one exchange per peer this often: with the default drift
+ * bound of 100 ppm the newest sample has aged by at most 20 us. */
+#define BDC_PERIOD_NS 200000000u
+/* The final burst is abandoned after this long: a peer that does not answer
+ * keeps the estimate it has. */
+#define BDC_CLOSE_TIMEOUT_NS 300000000u
+
+/* Reads the builder host's chrony state (runs chronyc: milliseconds, at
+ * most CKS_CHRONYC_TIMEOUT_MS) and allocates the per-peer state. NULL with a
+ * logged reason on failure. */
+struct bdc *bdc_create(struct bd *b);
+
+void bdc_destroy(struct bdc *c);
+
+/* A peer's control connection is up: starts its first burst. */
+void bdc_peer_joined(struct bdc *c, struct bd_peer *p);
+
+/* A PONG from p received at rx_ns (builder clock): one exchange. */
+void bdc_on_pong(struct bdc *c, struct bd_peer *p, const struct ctl_pong *pong, uint64_t rx_ns);
+
+/* A STATS (final false) or END (final true) from p: takes its "clock" and
+ * "chrony" groups. */
+void bdc_on_report(struct bdc *c, struct bd_peer *p, const struct ctl_report *r, bool final);
+
+/* The run is over but every connection is still up: sends each connected
+ * peer a final burst. Returns true when done(b) will be called, once every
+ * peer answered, lost its connection, or after BDC_CLOSE_TIMEOUT_NS; false
+ * when there is nothing to wait for (no peer connected, or already
+ * finished). Calling it again while waiting returns true and changes
+ * nothing. */
+bool bdc_close(struct bdc *c, void (*done)(struct bd *b));
+
+/* Stops all exchanges, reads the builder host's chrony state again and
+ * fixes each peer's final estimate and verdict. Call once, before the
+ * metrics are written; later calls do nothing. */
+void bdc_finish(struct bdc *c);
+
+/* The latency fields that depend on clocks, inside metrics.json's
+ * "latency" object: each line indented four spaces, ending with ",\n". */
+void bdc_write_latency_json(const struct bdc *c, FILE *f);
+
+/* The "clocks" member of metrics.json, indented two spaces, ending ",\n". */
+void bdc_write_json(const struct bdc *c, FILE *f);
+
+/* " (+/- U, how)" after the latency percentiles of the summary. */
+void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f);
+
+/* Summary lines: peers not on the builder's clock, and any whose in-band
+ * and chrony estimates disagree. */
+void bdc_print_summary(const struct bdc *c, FILE *f);
+
+#endif

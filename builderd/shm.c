@@ -1,0 +1,431 @@
+#include "shm.h"
+
+#include "run_state.h"
+
+#include "clk.h"
+#include "greet.h"
+#include "log.h"
+#include "net.h"
+#include "shmlink.h"
+#include "shmring.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Bytes taken from a ring before handing them back to the reader: small
+ * enough that a reader waiting on a full ring restarts early, large enough
+ * that the release's cache line does not bounce per record. */
+#define BSHM_RELEASE_BYTES (64u << 10)
+/* How often the tick looks at the readers' processes. */
+#define BSHM_ALIVE_CHECK_NS 100000000u
+
+struct bshm_link {
+	struct bd_reader *rd;
+	struct shr_ring ring;
+	bool ring_open;
+	bool named;                 /* the segment name is still in /dev/shm */
+	bool attached;
+	bool peer_died;
+	bool suspect;               /* looked dead at the previous check */
+	char segment[96];
+	int sock, data_efd, space_efd;
+	struct event *ev_sock, *ev_data;
+	uint32_t pid;
+	char host[CTL_MAX_TEXT];
+	uint64_t wakeups;
+};
+
+struct bshm {
+	int listen_fd;
+	struct event *ev_accept;
+	char sock_name[96];
+	uint64_t capacity_bytes;
+	uint64_t alive_checked_ns;
+};
+
+static void bshm_unlink(struct bshm_link *l)
+{
+	if (!l->named)
+		return;
+	int rc = shr_unlink(l->segment);
+	if (rc < 0)
+		log_warn("Cannot remove shared-memory segment %s: %s", l->segment, strerror(-rc));
+	l->named = false;
+}
+
+void bshm_reader_close(struct bd_reader *rd)
+{
+	struct bshm_link *l = rd->shm;
+	if (l == NULL)
+		return;
+	if (l->ev_data != NULL) {
+		event_free(l->ev_data);
+		l->ev_data = NULL;
+	}
+	if (l->ev_sock != NULL) {
+		event_free(l->ev_sock);
+		l->ev_sock = NULL;
+	}
+	if (l->ring_open) {
+		/* CLOSED wakes a reader waiting for space: it stops forwarding. */
+		shr_close(&l->ring, l->space_efd);
+		l->ring_open = false;
+	}
+	bshm_unlink(l);
+	if (l->data_efd >= 0)
+		close(l->data_efd);
+	if (l->space_efd >= 0)
+		close(l->space_efd);
+	if (l->sock >= 0)
+		close(l->sock);
+	l->data_efd = l->space_efd = l->sock = -1;
+}
+
+void bshm_reader_free(struct bd_reader *rd)
+{
+	bshm_reader_close(rd);
+	free(rd->shm);
+	rd->shm = NULL;
+}
+
+static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len);
+
+/* Takes records from the ring into the builder core, at most budget bytes
+ * in one go so that other readers and the tick get their turn. Ends with
+ * the wake-up armed (empty), the data event re-activated (budget spent) or
+ * the data path closed (the reader's end of stream, or a corrupt ring). */
+static void bshm_drain(struct bshm_link *l, uint64_t budget)
+{
+	struct bd_reader *rd = l->rd;
+	struct bd *b = rd->run;
+	uint64_t now = clk_monotonic_ns();
+	uint64_t taken = 0, unreleased = 0;
+	int rc;
+	rd->read_calls++;
+	for (;;) {
+		const void *rec;
+		uint32_t len;
+		rc = shr_peek(&l->ring, &rec, &len);
+		if (rc == 0) {
+			size_t frame_bytes;
+			if (bd_reader_take(rd, rec, len, true, &frame_bytes, now) != FRM_OK) {
+				bd_reader_close(rd, BD_DATA_FAILED);
+				break;
+			}
+			rd->bytes_received += len;
+			taken += len;
+			unreleased += len;
+			if (unreleased >= BSHM_RELEASE_BYTES) {
+				shr_release(&l->ring);
+				shr_notify_producer(&l->ring, l->space_efd);
+				unreleased = 0;
+			}
+			if (taken >= budget) {
+				shr_release(&l->ring);
+				shr_notify_producer(&l->ring, l->space_efd);
+				event_active(l->ev_data, EV_READ, 0);
+				break;
+			}
+			continue;
+		}
+		shr_release(&l->ring);
+		shr_notify_producer(&l->ring, l->space_efd);
+		if (rc == -EAGAIN) {
+			if (shr_wait_data(&l->ring))
+				break;   /* asleep: the reader's next commit wakes us */
+			continue;
+		}
+		if (rc == -EPIPE) {
+			/* Detached and drained: the clean end of a TCP stream, if the
+			 * reader confirmed its attach first. Its byte was sent before
+			 * it detached, so it is on the socket by now if at all. */
+			char why[96];
+			if (!l->attached && bshm_read_sock(l, why, sizeof why) == -EPROTO) {
+				bd_reader_close(rd, BD_DATA_FAILED);
+				break;
+			}
+			if (!l->attached)
+				bd_error(b, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (it detached); see its log",
+					 rd->id, l->pid, l->host, l->segment);
+			bd_reader_close(rd, l->attached ? BD_DATA_CLOSED : BD_DATA_FAILED);
+			break;
+		}
+		bd_error(b, "Reader %u (pid %u on %s): shared-memory ring %s is corrupt: %s; closing it after %" PRIu64 " frames",
+			 rd->id, l->pid, l->host, l->segment, shr_strerror(rc), rd->frames_received);
+		bd_reader_close(rd, BD_DATA_FAILED);
+		break;
+	}
+	if (taken > 0)
+		b->last_progress_ns = now;
+}
+
+static void bshm_on_data(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct bshm_link *l = arg;
+	struct bd *b = l->rd->run;
+	shr_clear_wakeup(fd);
+	l->wakeups++;
+	bshm_drain(l, b->opt.batch_bytes);
+	bd_after_frames(b);
+}
+
+/* The reader's end of the link is gone (socket closed, or process gone).
+ * What it committed is still good: drain it first. A ring it had detached
+ * then ends cleanly; otherwise the reader died mid-run. */
+static void bshm_peer_gone(struct bshm_link *l, const char *why)
+{
+	struct bd_reader *rd = l->rd;
+	struct bd *b = rd->run;
+	if (rd->state != BD_DATA_STREAMING)
+		return;
+	if (l->attached)
+		bshm_drain(l, UINT64_MAX);
+	if (rd->state == BD_DATA_STREAMING) {
+		l->peer_died = true;
+		if (l->attached)
+			bd_error(b, "Reader %u (pid %u on %s) died: shared-memory peer gone (%s); %" PRIu64 " frames received from it through ring %s",
+				 rd->id, l->pid, l->host, why, rd->frames_received, l->segment);
+		else
+			bd_error(b, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (%s); see its log",
+				 rd->id, l->pid, l->host, l->segment, why);
+		bd_reader_close(rd, BD_DATA_FAILED);
+	}
+	bd_after_frames(b);
+}
+
+/* After the handshake the socket carries one byte, the reader's "attached";
+ * then only its closing, the instant sign that the reader is gone. Reads
+ * what waits: 0 when nothing more does, -EPIPE at the socket's end (why
+ * says how), -EPROTO after a byte that has no business there (reported). */
+static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len)
+{
+	struct bd_reader *rd = l->rd;
+	for (;;) {
+		uint8_t buf[16];
+		ssize_t n = read(l->sock, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0) {
+			snprintf(why, why_len, "its socket %s", n == 0 ? "closed" : strerror(errno));
+			return -EPIPE;
+		}
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] == SHL_ATTACHED_BYTE && !l->attached) {
+				/* Both processes map it now: the name has served its
+				 * purpose, and without it nothing is left in /dev/shm
+				 * whoever dies. */
+				l->attached = true;
+				bshm_unlink(l);
+				continue;
+			}
+			bd_error(rd->run, "Reader %u (pid %u on %s) sent an unexpected byte 0x%02x on its shared-memory socket; closing ring %s",
+				 rd->id, l->pid, l->host, buf[i], l->segment);
+			return -EPROTO;
+		}
+	}
+}
+
+static void bshm_on_sock(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct bshm_link *l = arg;
+	struct bd_reader *rd = l->rd;
+	char why[96];
+	int rc = bshm_read_sock(l, why, sizeof why);
+	if (rc == 0)
+		return;
+	if (rc == -EPIPE) {
+		event_del(l->ev_sock);
+		bshm_peer_gone(l, why);
+		return;
+	}
+	bd_reader_close(rd, BD_DATA_FAILED);
+	bd_after_frames(rd->run);
+}
+
+/* Refuses a reader whose ring cannot be set up; the run goes on and fails
+ * by name when that reader's data never arrives. */
+static void bshm_refuse(struct bd *b, struct bshm_link *l, int fd, const char *peer,
+			const char *what, int rc)
+{
+	bd_error(b, "Reader %u: cannot set up shared-memory ring %s: %s: %s", l->rd->id, l->segment,
+		 what, shr_strerror(rc));
+	greet_reply_error(fd, peer, "shm_failed", "the builder cannot set up ring %s: %s: %s",
+			  l->segment, what, shr_strerror(rc));
+	b->refused_connections++;
+}
+
+static void bshm_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+{
+	struct bd *b = arg;
+	if (fd < 0) {
+		b->refused_connections++;
+		return;
+	}
+	struct bd_reader *rd = bd_reader_admit(b, fd, h, peer);
+	if (rd == NULL)
+		return;
+	struct bshm_link *l = rd->shm;
+	if (l == NULL)
+		l = calloc(1, sizeof *l);
+	if (l == NULL) {
+		greet_reply_error(fd, peer, "no_memory", "the builder is out of memory");
+		b->refused_connections++;
+		return;
+	}
+	memset(l, 0, sizeof *l);
+	l->rd = rd;
+	l->sock = l->data_efd = l->space_efd = -1;
+	l->pid = h->pid;
+	snprintf(l->host, sizeof l->host, "%s", h->host);
+	shl_segment_name(l->segment, sizeof l->segment, b->opt.shm_name, rd->id);
+	rd->shm = l;
+	int rc = shr_create(&l->ring, l->segment, b->opt.run_id, b->shm->capacity_bytes);
+	if (rc < 0) {
+		bshm_refuse(b, l, fd, peer, "cannot create the segment", rc);
+		return;
+	}
+	l->ring_open = l->named = true;
+	if (rc == SHR_REPLACED)
+		log_warn("Replaced shared-memory segment %s left by an earlier run or a crashed builder; its contents were not read",
+			 l->segment);
+	rc = shr_eventfds(&l->data_efd, &l->space_efd);
+	if (rc < 0) {
+		bshm_refuse(b, l, fd, peer, "cannot create eventfds", rc);
+		bshm_reader_close(rd);
+		return;
+	}
+	/* Asleep from the start: the reader's first commit must wake us. */
+	shr_wait_data(&l->ring);
+	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0 ||
+	    (rc = shr_send_fds(fd, l->data_efd, l->space_efd)) < 0) {
+		log_warn("Reader %u (%s) left during the shared-memory handshake", rd->id, peer);
+		close(fd);
+		bshm_reader_close(rd);
+		return;
+	}
+	l->sock = fd;
+	l->ev_sock = event_new(b->base, fd, EV_READ | EV_PERSIST, bshm_on_sock, l);
+	l->ev_data = event_new(b->base, l->data_efd, EV_READ | EV_PERSIST, bshm_on_data, l);
+	event_add(l->ev_sock, NULL);
+	event_add(l->ev_data, NULL);
+	if (!b->opt.quiet)
+		log_info("Reader %u data through shared-memory ring %s of %" PRIu64 " bytes (pid %u on %s)",
+			 rd->id, l->segment, l->ring.capacity_bytes, h->pid, h->host);
+	bd_reader_started(rd, h, peer);
+}
+
+static void bshm_on_accept(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct bd *b = arg;
+	for (;;) {
+		char peer[CTL_MAX_TEXT];
+		int conn = net_accept(fd, peer, sizeof peer);
+		if (conn < 0)
+			return;
+		if (greet_in_progress() >= 64) {
+			log_warn("Too many connections greeting at once; refusing %s", peer);
+			close(conn);
+			b->refused_connections++;
+			continue;
+		}
+		greet_accept(b->base, conn, peer, b->opt.handshake_timeout_ms, bshm_on_greeted, b);
+	}
+}
+
+int bshm_start(struct bd *b)
+{
+	if (b->opt.shm_name[0] == '\0')
+		return 0;
+	struct bshm *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return -ENOMEM;
+	s->listen_fd = -1;
+	b->shm = s;
+	bool raised;
+	uint64_t requested = b->opt.shm_capacity_bytes ? b->opt.shm_capacity_bytes
+						       : SHL_DEFAULT_CAPACITY_BYTES;
+	s->capacity_bytes = shl_capacity(requested, b->opt.max_fragment_bytes, &raised);
+	if (raised && b->opt.shm_capacity_bytes != 0)
+		log_warn("Shared-memory ring capacity %" PRIu64 " bytes raised to %" PRIu64
+			 ": a power of two holding two frames of --max-fragment %u",
+			 requested, s->capacity_bytes, b->opt.max_fragment_bytes);
+	shl_socket_name(s->sock_name, sizeof s->sock_name, b->opt.shm_name);
+	s->listen_fd = net_listen_unix(s->sock_name);
+	if (s->listen_fd < 0)
+		return s->listen_fd;
+	s->ev_accept = event_new(b->base, s->listen_fd, EV_READ | EV_PERSIST, bshm_on_accept, b);
+	event_add(s->ev_accept, NULL);
+	if (!b->opt.quiet)
+		log_info("Run %u: co-located readers greet @%s for shared-memory rings of %" PRIu64 " bytes",
+			 b->opt.run_id, s->sock_name, s->capacity_bytes);
+	return 0;
+}
+
+void bshm_stop(struct bd *b)
+{
+	for (uint32_t r = 0; b->readers && r < b->opt.readers; r++)
+		bshm_reader_close(&b->readers[r]);
+	struct bshm *s = b->shm;
+	if (s == NULL)
+		return;
+	if (s->ev_accept)
+		event_free(s->ev_accept);
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	free(s);
+	b->shm = NULL;
+}
+
+void bshm_tick(struct bd *b, uint64_t now_ns)
+{
+	struct bshm *s = b->shm;
+	if (s == NULL || now_ns - s->alive_checked_ns < BSHM_ALIVE_CHECK_NS)
+		return;
+	s->alive_checked_ns = now_ns;
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		struct bshm_link *l = b->readers[r].shm;
+		if (l == NULL || !l->attached || !l->ring_open ||
+		    b->readers[r].state != BD_DATA_STREAMING)
+			continue;
+		/* A clean close clears the pid a moment before it marks the
+		 * ring detached: only a second look in a row says dead. */
+		if (shr_peer_alive(&l->ring)) {
+			l->suspect = false;
+		} else if (!l->suspect) {
+			l->suspect = true;
+		} else {
+			bshm_peer_gone(l, "its process is gone");
+			if (b->phase != BD_RUNNING)
+				return;
+		}
+	}
+}
+
+uint64_t bshm_capacity_bytes(const struct bd *b)
+{
+	return b->shm != NULL ? b->shm->capacity_bytes : 0;
+}
+
+bool bshm_reader_info(const struct bd_reader *rd, struct bshm_info *info)
+{
+	const struct bshm_link *l = rd->shm;
+	if (l == NULL)
+		return false;
+	info->segment = l->segment;
+	info->capacity_bytes = rd->run->shm != NULL ? rd->run->shm->capacity_bytes : 0;
+	info->attached = l->attached;
+	info->peer_died = l->peer_died;
+	info->wakeups = l->wakeups;
+	return true;
+}

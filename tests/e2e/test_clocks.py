@@ -1,0 +1,367 @@
+"""Clock offsets and latency uncertainty (docs/CLOCKS.md) with the real
+daemons.
+
+- Two sources started with --clock-offset-ns 5000000 on one host: builderd's
+  in-band estimate must recover each injected offset within its reported
+  bound, and the corrected latencies must agree with an uninjected run's
+  within the reported uncertainty.
+- The same injection with builderd --no-clock-correction: the offsets are
+  still measured, none is applied, and metrics.json shows the error left in.
+- chrony: two chronyd in two network namespaces this test creates (one
+  serving "local stratum", one syncing to it over a veth pair on
+  198.18.0.0/24), builderd in one namespace, the reader and sources in the
+  other: both hosts' chrony bounds must reach metrics.json. Needs root and
+  `ip netns`; everything it creates is removed, even on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from harness import E2ETestCase, HarnessError, read_jsonl, read_metrics, topology, unbalanced
+
+INJECTED_NS = 5_000_000
+EVENTS = 4000
+RATE = 2000          # events/s per source: a 2 s run, latency not queueing-bound
+SOURCES = 2
+
+
+def injected_topology(inject: bool, builder_extra: list[str] | None = None) -> dict:
+    # A long event timeout: a slow machine (or a sanitizer build) must not
+    # turn a scheduling hiccup into expired events; this test is about time.
+    topo = topology(events=EVENTS, payload=64, rate=RATE, readers=((0, 1),), timeout_ms=10000)
+    if inject:
+        topo["sources"] = {"extra": ["--clock-offset-ns", str(INJECTED_NS)]}
+    if builder_extra:
+        topo["builder"]["extra"] = builder_extra
+    return topo
+
+
+def peers(metrics: dict) -> dict[str, dict]:
+    return {p["peer"]: p for p in metrics["clocks"]["peers"]}
+
+
+def latencies(run_dir: Path) -> list[int]:
+    return sorted(e["latency_ns"] for e in read_jsonl(run_dir / "events.jsonl"))
+
+
+class InjectedOffsetTest(E2ETestCase):
+    needs_daemons = True
+
+    def run_ok(self, topo: dict):
+        r = self.h.daqrun(topo, timeout_s=120)
+        self.assertRunOk(r)
+        m = self.assertBalanced(r)
+        self.h.assert_clean()
+        return r, m
+
+    def check_same_clock_run(self, m: dict) -> None:
+        """One host, nothing injected: offsets measured (about 0, within the
+        loopback bound), none applied, uncertainty 0."""
+        lat = m["latency"]
+        self.assertEqual(lat["uncertainty_ns"], 0, lat)
+        self.assertEqual(lat["uncertainty_basis"], "same clock", lat)
+        for name, p in peers(m).items():
+            self.assertTrue(p["same_clock"], p)
+            self.assertEqual(p["expected_offset_ns"], 0, p)
+            self.assertTrue(p["within_bound"], f"{name}: offset {p['inband']} not within "
+                                               "its bound of 0 on one host")
+        builder_chrony = m["clocks"]["builder"]["chrony_start"]
+        if not builder_chrony["available"]:
+            # No chronyd: said so, with chronyc's words, and no bound invented.
+            self.assertIsNone(builder_chrony["bound_ns"])
+            self.assertTrue(builder_chrony["reason"], builder_chrony)
+
+    def check_recovered(self, m: dict) -> list[str]:
+        """Each injected source's offset is within its bound of the truth."""
+        lines = []
+        for s in range(SOURCES):
+            p = peers(m)[f"source.{s}"]
+            inband = p["inband"]
+            self.assertFalse(p["same_clock"], p)
+            self.assertEqual(p["injected_offset_ns"], INJECTED_NS, p)
+            self.assertEqual(p["expected_offset_ns"], INJECTED_NS, p)
+            self.assertIsInstance(inband["bound_ns"], int, inband)
+            error = inband["offset_ns"] - INJECTED_NS
+            self.assertLessEqual(abs(error), inband["bound_ns"],
+                                 f"source {s}: offset {inband['offset_ns']} ns is "
+                                 f"{error} ns from the injected {INJECTED_NS} ns, "
+                                 f"beyond its bound {inband['bound_ns']} ns")
+            self.assertTrue(p["within_bound"], p)
+            self.assertGreaterEqual(inband["accepted"], 16, inband)
+            lines.append(f"source {s}: {inband['offset_ns']} ns +/- {inband['bound_ns']} ns "
+                         f"(error {error} ns)")
+        self.assertTrue(peers(m)["reader.0"]["same_clock"], peers(m)["reader.0"])
+        return lines
+
+    def test_injected_offset_recovered(self) -> None:
+        # Latencies of two runs differ by the machine's noise as well as by
+        # the correction's error, and this machine is shared: compare the
+        # minimum (the quiet path, least disturbed by load) and allow three
+        # attempts before calling a difference beyond the bound a failure.
+        # Left uncorrected, the 5 ms would make every latency negative
+        # (clamped to 0: the minima would then agree!), so negative
+        # latencies must stay rare; corrected twice, every latency would be
+        # 5 ms too long, which the minimum and the median catch.
+        attempts = []
+        for attempt in range(3):
+            base_run, base = self.run_ok(injected_topology(False))
+            self.check_same_clock_run(base)
+            inj_run, inj = self.run_ok(injected_topology(True))
+            recovered = self.check_recovered(inj)
+            lat = inj["latency"]
+            bound = lat["uncertainty_ns"]
+            self.assertIsInstance(bound, int, lat)
+            self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+            self.assertGreater(bound, 0, lat)
+            self.assertLess(bound, 1_000_000, f"uncertainty beyond 1 ms on loopback: {lat}")
+            for e in read_jsonl(inj_run.run_dir / "events.jsonl")[:500]:
+                self.assertIsInstance(e.get("uncertainty_ns"), int, e)
+                self.assertLessEqual(e["uncertainty_ns"], bound, e)
+            negative = inj["counters"]["builder"]["negative_latencies"]
+            self.assertLessEqual(negative, EVENTS // 100,
+                                 "corrected latencies still negative: the offset was not "
+                                 f"applied? {inj['counters']['builder']}")
+            self.assertIn("clock-corrected", inj_run.output)
+            b, i = latencies(base_run.run_dir), latencies(inj_run.run_dir)
+            self.assertEqual(len(b), EVENTS)
+            self.assertEqual(len(i), EVENTS)
+            diff = i[0] - b[0]
+            med_b, med_i = statistics.median(b), statistics.median(i)
+            attempts.append(f"attempt {attempt + 1}: min latency {i[0]} ns corrected vs "
+                            f"{b[0]} ns uninjected, difference {diff} ns, uncertainty "
+                            f"{bound} ns; medians {med_i:.0f} vs {med_b:.0f} ns; "
+                            f"{negative} negative; " + "; ".join(recovered))
+            print("\n  " + attempts[-1], flush=True)
+            if abs(diff) <= bound and abs(med_i - med_b) < INJECTED_NS / 2:
+                return
+        self.fail("corrected latencies do not agree with the uninjected run's within "
+                  "the reported uncertainty:\n  " + "\n  ".join(attempts))
+
+    def test_no_correction_shows_error(self) -> None:
+        r, m = self.run_ok(injected_topology(True, ["--no-clock-correction"]))
+        clocks, lat = m["clocks"], m["latency"]
+        self.assertFalse(clocks["correction"])
+        self.assertFalse(lat["clock_corrected"])
+        self.recovered = self.check_recovered(m)
+        for s in range(SOURCES):
+            p = peers(m)[f"source.{s}"]
+            self.assertEqual(p["latency"]["applied_offset_ns"], 0, p)
+            would = p["latency"]["would_correct_ns"]
+            self.assertLessEqual(abs(would - INJECTED_NS), p["inband"]["bound_ns"], p)
+        # Every timestamp is 5 ms ahead: left in, nearly every latency comes
+        # out negative (clamped to 0 and counted) ...
+        negative = m["counters"]["builder"]["negative_latencies"]
+        self.assertGreater(negative, EVENTS // 2, m["counters"]["builder"])
+        self.assertEqual(lat["p50_ns"], 0, lat)
+        # ... and the uncertainty admits the whole offset.
+        self.assertGreaterEqual(lat["uncertainty_ns"], INJECTED_NS - 100_000, lat)
+        self.assertIn("NOT clock-corrected", r.output)
+        self.assertIn("its latencies are off by", r.output)
+        print(f"\n  uncorrected: {negative} of {EVENTS} latencies negative; "
+              f"uncertainty {lat['uncertainty_ns']} ns; " + "; ".join(self.recovered),
+              flush=True)
+
+
+# --------------------------------------------------------------------------
+# chrony in two network namespaces.
+
+NET = "198.18.0"
+BUILDER_IP, READOUT_IP = f"{NET}.1", f"{NET}.2"
+NTP_PORT = 11123
+
+
+def run_cmd(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=30, check=check)
+
+
+def netns_unavailable() -> str | None:
+    """Why the namespace test cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (creates network namespaces and runs chronyd)"
+    for tool in ("ip", "chronyd", "chronyc", "unshare"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found"
+    try:
+        r = run_cmd("ip", "netns", "list", check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"ip netns unavailable: {e}"
+    if r.returncode != 0:
+        return f"ip netns unavailable: {r.stderr.strip()}"
+    return None
+
+
+class ChronyNamespaceTest(E2ETestCase):
+    needs_daemons = True
+
+    def setUp(self) -> None:
+        why = netns_unavailable()
+        if why:
+            self.skipTest(why)
+        super().setUp()
+        tag = f"{os.getpid() % 100000}"
+        self.ns = {"builder": f"es-ck{tag}-b", "readout": f"es-ck{tag}-r"}
+        self.veth = {"builder": f"eck{tag}b", "readout": f"eck{tag}r"}
+        # chronyd wants its command socket in a directory of mode 0700
+        # owned by root; mkdtemp makes exactly that. Removed even when the
+        # test fails (the harness keeps only the daemons' logs).
+        self.chrony_dir = Path(tempfile.mkdtemp(prefix="es-e2e-chrony-"))
+        self.addCleanup(self.teardown_network)
+
+    # -- setup and teardown ---------------------------------------------
+    def make_network(self) -> None:
+        b, r = self.ns["builder"], self.ns["readout"]
+        vb, vr = self.veth["builder"], self.veth["readout"]
+        run_cmd("ip", "netns", "add", b)
+        run_cmd("ip", "netns", "add", r)
+        run_cmd("ip", "link", "add", vb, "type", "veth", "peer", "name", vr)
+        run_cmd("ip", "link", "set", vb, "netns", b)
+        run_cmd("ip", "link", "set", vr, "netns", r)
+        for ns, dev, ip in ((b, vb, BUILDER_IP), (r, vr, READOUT_IP)):
+            run_cmd("ip", "-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
+            run_cmd("ip", "-n", ns, "link", "set", dev, "up")
+            run_cmd("ip", "-n", ns, "link", "set", "lo", "up")
+
+    def teardown_network(self) -> None:
+        problems = []
+        # Daemons and chronyds first (by PID, through the harness), so the
+        # namespaces and the veth pair go as soon as they are deleted.
+        for p in self.h.procs:
+            self.h.stop(p, grace_s=2.0)
+        for ns in self.ns.values():
+            r = run_cmd("ip", "netns", "del", ns, check=False)
+            if r.returncode != 0 and "No such file" not in r.stderr:
+                problems.append(f"ip netns del {ns}: {r.stderr.strip()}")
+        shutil.rmtree(self.chrony_dir, ignore_errors=True)
+        deadline = time.monotonic() + 5
+        while True:
+            left_ns = [ns for ns in self.ns.values()
+                       if ns in run_cmd("ip", "netns", "list", check=False).stdout.split()]
+            links = run_cmd("ip", "-o", "link", "show", check=False).stdout
+            left_veth = [v for v in self.veth.values() if f" {v}@" in links or f" {v}:" in links]
+            if not left_ns and not left_veth or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        problems += [f"namespace {ns} left" for ns in left_ns]
+        problems += [f"veth {v} left" for v in left_veth]
+        if self.chrony_dir.exists():
+            problems.append(f"{self.chrony_dir} left")
+        if problems:
+            raise HarnessError("teardown incomplete: " + "; ".join(problems))
+
+    def start_chronyd(self, side: str, conf: str) -> tuple[Path, object]:
+        d = self.chrony_dir / side
+        d.mkdir(mode=0o700)
+        sock = d / "chronyd.sock"
+        path = d / "chronyd.conf"
+        path.write_text(conf + f"bindcmdaddress {sock}\ncmdport 0\npidfile {d / 'chronyd.pid'}\n",
+                        encoding="utf-8")
+        # -x: leave the system clock alone; -d: foreground, log to stderr.
+        proc = self.h.start(f"chronyd-{side}", ["ip", "netns", "exec", self.ns[side], "chronyd",
+                                                 "-x", "-u", "root", "-d", "-f", str(path)])
+        return sock, proc
+
+    def wait_synchronised(self, sock: Path, proc, timeout_s: float = 30) -> str:
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while time.monotonic() < deadline:
+            if proc.returncode is not None:
+                raise HarnessError(f"{proc.name} exited {proc.returncode}:\n{proc.tail()}")
+            r = run_cmd("chronyc", "-h", str(sock), "-c", "tracking", check=False)
+            last = (r.stdout + r.stderr).strip()
+            fields = last.split(",")
+            if len(fields) == 14 and fields[13] == "Normal" and fields[2] not in ("0", "16"):
+                return last
+            time.sleep(0.2)
+        raise HarnessError(f"chronyd at {sock} not synchronised after {timeout_s:g} s: "
+                           f"{last!r}\n{proc.tail()}")
+
+    def in_ns(self, side: str, hostname: str, argv: list) -> list[str]:
+        """argv run in a namespace under its own host name (a UTS namespace),
+        so builderd sees two hosts as it would across machines."""
+        return ["ip", "netns", "exec", self.ns[side], "unshare", "--uts", "sh", "-c",
+                f'hostname "$0" && exec "$@"', hostname] + [str(a) for a in argv]
+
+    # -- the test -------------------------------------------------------
+    def test_chrony_bounds_in_metrics(self) -> None:
+        h = self.h
+        self.make_network()
+        server_sock, server = self.start_chronyd(
+            "builder", f"local stratum 8\nallow all\nbindaddress {BUILDER_IP}\nport {NTP_PORT}\n")
+        client_sock, client = self.start_chronyd(
+            "readout", f"server {BUILDER_IP} port {NTP_PORT} iburst minpoll -4 maxpoll -4\nport 0\n")
+        self.wait_synchronised(server_sock, server)
+        tracking = self.wait_synchronised(client_sock, client)
+        print(f"\n  client chronyd synchronised: {tracking}", flush=True)
+
+        out = h.dir / "run"
+        out.mkdir()
+        pf = h.path("ports", "builder.port")
+        benv = {"ES_CHRONY_SOCKET": str(server_sock)}
+        renv = {"ES_CHRONY_SOCKET": str(client_sock)}
+        builder = h.start("builder-0", self.in_ns("builder", "es-ck-builder", [
+            h.bin / "builderd", "--run", 7, "--sources", SOURCES, "--readers", 1,
+            "--listen", f"{BUILDER_IP}:0", "--control-listen", f"{BUILDER_IP}:0",
+            "--out", out, "--port-file", pf, "--events", EVENTS]), env=benv)
+        bports = h.wait_port_file(pf, ("data", "control"), 15, builder)
+        rpf = h.path("ports", "reader-0.port")
+        reader = h.start("reader-0", self.in_ns("readout", "es-ck-readout", [
+            h.bin / "readoutd", "--id", 0, "--run", 7, "--listen", f"{READOUT_IP}:0",
+            "--port-file", rpf, "--sources", "0,1",
+            "--builder", f"tcp://{BUILDER_IP}:{bports['data']}",
+            "--control", f"{BUILDER_IP}:{bports['control']}"]), env=renv)
+        rport = h.wait_port_file(rpf, ("data",), 15, reader)["data"]
+        sources = [h.start(f"source-{s}", self.in_ns("readout", "es-ck-readout", [
+            h.bin / "sourced", "--id", s, "--run", 7, "--seed", 3, "--events", EVENTS,
+            "--payload", 64, "--rate", RATE, "--connect", f"{READOUT_IP}:{rport}",
+            "--control", f"{BUILDER_IP}:{bports['control']}"]), env=renv)
+            for s in range(SOURCES)]
+        self.assertEqual(h.wait(builder, 120), 0, builder.tail(60))
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 30), 0, f"{p.name}:\n{p.tail()}")
+
+        m = read_metrics(out)
+        self.assertTrue(m["balanced"], unbalanced(m))
+        clocks = m["clocks"]
+        text = json.dumps(clocks, indent=1)
+        summary = [f"builder host: start {clocks['builder']['chrony_start']['bound_ns']} ns, "
+                   f"end {clocks['builder']['chrony_end']['bound_ns']} ns"]
+        for phase in ("chrony_start", "chrony_end"):
+            c = clocks["builder"][phase]
+            self.assertTrue(c["available"] and c["synchronised"], f"builder {phase}: {c}")
+            self.assertIsInstance(c["bound_ns"], int, c)
+            self.assertEqual(c["stratum"], 8, c)
+        self.assertEqual(clocks["builder"]["host"], "es-ck-builder")
+        for name, p in peers(m).items():
+            self.assertEqual(p["host"], "es-ck-readout", p)
+            self.assertFalse(p["same_host"] or p["same_clock"], p)
+            for phase in ("chrony_start", "chrony_end"):
+                c = p[phase]
+                self.assertTrue(c["available"] and c["synchronised"], f"{name} {phase}: {c}")
+                self.assertIsInstance(c["bound_ns"], int, c)
+                self.assertEqual(c["stratum"], 9, c)
+            self.assertIsInstance(p["chrony_pair_bound_ns"], int, p)
+            self.assertEqual(p["inband"]["drift_from"], "chrony", p["inband"])
+            self.assertIsInstance(p["inband"]["bound_ns"], int, p["inband"])
+            # One kernel clock underneath: the two methods must agree.
+            self.assertEqual(p["agreement"]["end"], "consistent", text)
+            self.assertTrue(p["consistent"], text)
+            summary.append(f"{name}: chrony bound start {p['chrony_start']['bound_ns']} ns, "
+                           f"end {p['chrony_end']['bound_ns']} ns, pair "
+                           f"{p['chrony_pair_bound_ns']} ns; in band "
+                           f"{p['inband']['offset_ns']} +/- {p['inband']['bound_ns']} ns, "
+                           f"drift {p['inband']['drift_ppm']} ppm")
+        self.assertEqual(clocks["inconsistent_peers"], [])
+        lat = m["latency"]
+        self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+        self.assertIsInstance(lat["uncertainty_ns"], int, lat)
+        self.assertIn("chrony bound", builder.log())
+        print("  " + "\n  ".join(summary), flush=True)
