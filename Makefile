@@ -99,6 +99,12 @@ valgrind:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-vg BIN=build-vg/bin all $(UNIT_BIN:$(BUILD)/%=build-vg/%)
 	$(Q)for t in $(UNIT_BIN:$(BUILD)/%=build-vg/%); do CK_FORK=no valgrind -q --error-exitcode=1 --leak-check=full $$t || exit 1; done
 
+# The benchmark matrix with same-run baselines (results/bench-<date>/);
+# QUICK=1 runs a reduced matrix in a few minutes.
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/tests/bench_shm
+	$(Q)$(PYTHON) analysis/bench.py $(if $(QUICK),--quick) --build $(BUILD) $(BENCH_ARGS)
+
 # Completeness with and without credit-based admission (results/).
 bench-admission: deps
 	$(Q)$(MAKE) --no-print-directory all

@@ -346,9 +346,11 @@ static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uin
 	(void)c;
 	struct bd_peer *p = arg;
 	struct bd *b = p->run;
-	b->last_progress_ns = clk_monotonic_ns();
 	switch (msg->type) {
 	case CTL_END:
+		/* Only data and final reports are progress: clock answers keep
+		 * coming from a peer that is stuck. */
+		b->last_progress_ns = clk_monotonic_ns();
 		bdc_on_report(b->clocks, p, &msg->u.report, true);
 		if (p->report == NULL)
 			p->report = malloc(sizeof *p->report);
