@@ -133,6 +133,7 @@ FUZZ_CFLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 FUZZ_SRC_frame := tests/fuzz/harness_frame.c common/frame.c common/crc.c
 FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c common/ctl.c
 FUZZ_SRC_ring := tests/fuzz/harness_ring.c common/shmring.c
+FUZZ_ARGS_ctl = -dict=$(FUZZ_DIR)/corpus/ctl.dict
 FUZZ_ARGS_ring := -max_len=12288
 FUZZ_HARNESS_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/fuzz/harness*.c))
 
@@ -160,7 +161,7 @@ fuzz: fuzz-build
 		mkdir -p $(FUZZ_DIR)/crashes/$$t $(FUZZ_DIR)/logs; \
 		log=$(FUZZ_DIR)/logs/$$t.log; \
 		echo "fuzz $$t: $(FUZZ_SECONDS) s, log $$log"; \
-		args=; case $$t in ring) args="$(FUZZ_ARGS_ring)";; esac; \
+		args=; case $$t in ctl) args="$(FUZZ_ARGS_ctl)";; ring) args="$(FUZZ_ARGS_ring)";; esac; \
 		if $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 			-artifact_prefix=$(FUZZ_DIR)/crashes/$$t/ $$args $(FUZZ_ARGS) \
 			$(FUZZ_DIR)/corpus/$$t tests/fuzz/regressions/$$t >$$log 2>&1; then \
@@ -177,3 +178,73 @@ clean:
 	rm -rf build build-asan build-vg bin
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- Permanent installs and the single- vs multi-host comparison ----------
+# make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]: the daemons, the
+# systemd unit templates (ExecStart pointing at BINDIR), the sysusers entry
+# of the eventbuilder user, example environment files, chrony
+# configurations and the documents (docs/DEPLOY.md).
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALL ?= install
+INSTALL_BINDIR ?= $(PREFIX)/bin
+INSTALL_UNITDIR ?= $(PREFIX)/lib/systemd/system
+INSTALL_SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+INSTALL_DATADIR ?= $(PREFIX)/share/eventbuilder
+INSTALL_DOCDIR ?= $(PREFIX)/share/doc/eventbuilder
+UNIT_TEMPLATES := $(wildcard deploy/systemd/*@.service)
+
+.PHONY: install compare
+install: all
+	$(Q)$(INSTALL) -d $(DESTDIR)$(INSTALL_BINDIR) $(DESTDIR)$(INSTALL_UNITDIR) \
+		$(DESTDIR)$(INSTALL_SYSUSERSDIR) $(DESTDIR)$(INSTALL_DATADIR)/env \
+		$(DESTDIR)$(INSTALL_DATADIR)/chrony $(DESTDIR)$(INSTALL_DOCDIR)
+	$(Q)$(INSTALL) -m 755 $(BINS) $(DESTDIR)$(INSTALL_BINDIR)/
+	$(Q)for u in $(UNIT_TEMPLATES); do \
+		sed -e 's|@BINDIR@|$(INSTALL_BINDIR)|g' -e 's|@DOCDIR@|$(INSTALL_DOCDIR)|g' \
+		    -e 's|@DATADIR@|$(INSTALL_DATADIR)|g' $$u > $(DESTDIR)$(INSTALL_UNITDIR)/$$(basename $$u) \
+		&& chmod 644 $(DESTDIR)$(INSTALL_UNITDIR)/$$(basename $$u) || exit 1; \
+	done
+	$(Q)$(INSTALL) -m 644 deploy/systemd/eventbuilder.sysusers \
+		$(DESTDIR)$(INSTALL_SYSUSERSDIR)/eventbuilder.conf
+	$(Q)$(INSTALL) -m 644 deploy/systemd/env/*.env.example $(DESTDIR)$(INSTALL_DATADIR)/env/
+	$(Q)$(INSTALL) -m 644 deploy/chrony/*.conf $(DESTDIR)$(INSTALL_DATADIR)/chrony/
+	$(Q)$(INSTALL) -m 644 README.md docs/*.md $(DESTDIR)$(INSTALL_DOCDIR)/
+	@echo "installed into $(DESTDIR)$(PREFIX): $(notdir $(BINS)) in $(INSTALL_BINDIR)," \
+		"units in $(INSTALL_UNITDIR), docs in $(INSTALL_DOCDIR) (see DEPLOY.md)"
+
+# make compare (root): one-host.toml and three-hosts.toml, same parameters,
+# both as a virtual cluster of network namespaces, without and with gigabit
+# shaping (tbf 1gbit per link); then analysis/compare.py. Runs go to
+# runs/compare-<date>/, the tables, plot and each run's metrics.json and
+# params.json to results/compare-<date>/. COMPARE_SETS adds --set options,
+# e.g. COMPARE_SETS="--set events=20000". Every case runs COMPARE_REPEAT
+# times (default 3), interleaved, and the table shows median [min - max]:
+# on a shared machine one run's latency varies by a factor of two or more.
+COMPARE_DATE := $(shell date +%Y-%m-%d)
+COMPARE_OUT ?= results/compare-$(COMPARE_DATE)
+COMPARE_RUNS ?= runs/compare-$(COMPARE_DATE)
+COMPARE_TOPOLOGIES ?= one-host three-hosts
+COMPARE_SHAPING ?= none 1gbit
+COMPARE_REPEAT ?= 3
+COMPARE_SETS ?=
+compare: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)mkdir -p $(COMPARE_OUT)/runs $(COMPARE_RUNS); runs=; \
+	for rep in $$(seq $(COMPARE_REPEAT)); do \
+	for shaping in $(COMPARE_SHAPING); do for topo in $(COMPARE_TOPOLOGIES); do \
+		name=$$topo-$$shaping; [ $(COMPARE_REPEAT) -gt 1 ] && name=$$name-$$rep; \
+		run=$(COMPARE_RUNS)/$$name; \
+		echo "compare: $$name: deploy/daqrun deploy/topologies/$$topo.toml --backend netns" \
+			"--set netns.shaping=$$shaping $(COMPARE_SETS) (log: $$run.log)"; \
+		if ! $(PYTHON) deploy/daqrun deploy/topologies/$$topo.toml --backend netns \
+			--set netns.shaping=$$shaping $(COMPARE_SETS) --out $$run > $$run.log 2>&1; then \
+			tail -n 40 $$run.log; echo "compare: $$name FAILED (log: $$run.log)"; exit 1; \
+		fi; \
+		grep -E '^(latency|clocks|equations|status):' $$run.log | sed 's/^/  /'; \
+		mkdir -p $(COMPARE_OUT)/runs/$$name; \
+		cp $$run/metrics.json $$run/params.json $$run.log $(COMPARE_OUT)/runs/$$name/; \
+		runs="$$runs $(COMPARE_OUT)/runs/$$name"; \
+	done; done; done; \
+	$(PYTHON) analysis/compare.py $$runs --group --out $(COMPARE_OUT) \
+		--title "One host against three hosts (network namespaces), without and with gigabit shaping"

@@ -1,0 +1,343 @@
+"""The Backend interface, the host description every backend gets, and the
+local backend (every daemon a child process of the launcher).
+
+A backend knows the run's hosts (HostSpec) and answers, for each daemon the
+launcher wants to start on a host: which address it listens on and is
+reached at, which path it uses for a file the launcher knows locally (port
+files, logs, the builder's outputs), where its binary is and which extra
+environment it needs. It then starts, watches, signals and collects the
+daemon. prepare() sets the hosts up before the first start (a virtual
+network, clocks, binaries) and teardown() removes everything prepare() or
+start() created, whatever happened in between; teardown() is idempotent.
+
+A new backend (Slurm's srun, Kubernetes) subclasses Backend, implements the
+abstract methods and registers itself with @register("name").
+"""
+
+from __future__ import annotations
+
+import abc
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+# Every object a backend creates on this machine carries this prefix and the
+# launcher's pid: network namespaces "esdq<pid>-<host>", directories
+# /tmp/esdq<pid>-*. deploy/daqrun --cleanup removes those of launchers that
+# are no longer running.
+PREFIX = "esdq"
+NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?$")
+
+
+class LaunchError(Exception):
+    """A host could not be prepared or a daemon could not be started."""
+
+
+class TeardownError(Exception):
+    """Something a backend created could not be removed."""
+
+
+@dataclass
+class HostSpec:
+    """One host of a topology ([hosts.NAME], docs/TOPOLOGY.md)."""
+    name: str
+    address: str = "127.0.0.1"         # local and ssh: where its daemons listen
+    netns_address: str | None = None   # netns: its address on 198.18.0.0/24
+    shaping: str | None = None         # netns: tbf rate of its link, overrides [netns]
+    ssh: str | None = None             # ssh destination, [user@]host (default: address)
+    ssh_port: int | None = None
+    ssh_options: list[str] = field(default_factory=list)
+    workdir: str | None = None         # ssh: remote directory for runs
+    bin: str | None = None             # where the daemons are on that host
+    chrony_socket: str | None = None   # ES_CHRONY_SOCKET for its daemons
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Handle:
+    name: str                    # "builder-0", "reader-1", "source-3"
+    host: str                    # topology host the daemon runs on
+    argv: list[str]
+    log_path: Path               # stderr (and stdout unless stdout_path), local path
+    stdout_path: Path | None
+    pid: int = 0
+    started: float = 0.0         # time.monotonic() at start
+    returncode: int | None = None
+    ended: float | None = None
+    killed: bool = False         # the launcher had to stop it
+    impl: Any = None             # backend-private
+
+
+def run_cmd(argv: list[str], *, check: bool = True, timeout: float = 30,
+            input: bytes | None = None) -> subprocess.CompletedProcess:
+    """Runs a short command; with check, a failure raises LaunchError naming it."""
+    try:
+        r = subprocess.run(argv, input=input, stdin=None if input is not None else
+                           subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    except FileNotFoundError as e:
+        raise LaunchError(f"{argv[0]} not found: {e}") from e
+    except subprocess.TimeoutExpired as e:
+        raise LaunchError(f"{' '.join(argv)} did not finish within {timeout:g} s") from e
+    if check and r.returncode != 0:
+        err = (r.stderr or r.stdout).decode(errors="replace").strip()
+        raise LaunchError(f"{' '.join(argv)} failed (status {r.returncode}): {err}")
+    return r
+
+
+def text(r: subprocess.CompletedProcess) -> str:
+    return (r.stdout or b"").decode(errors="replace")
+
+
+def die_with_parent_fn() -> Callable[[], None] | None:
+    """A preexec_fn after which the child gets SIGKILL when the launcher
+    dies, even by SIGKILL (prctl PR_SET_PDEATHSIG): a crashed launcher
+    leaves no daemon in a namespace it can no longer delete. The C library
+    is looked up here, in the parent; the child only calls prctl."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    sig = int(signal.SIGKILL)
+
+    def fn() -> None:
+        prctl(1, sig, 0, 0, 0)                     # PR_SET_PDEATHSIG = 1
+    return fn
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def launcher_alive(pid: int) -> bool:
+    """Whether pid is a running deploy/daqrun (the owner of esdq<pid>-*)."""
+    if pid == os.getpid():
+        return True
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return False
+    return b"daqrun" in cmd
+
+
+class Backend(abc.ABC):
+    """How the launcher prepares hosts and starts, watches, stops and
+    collects daemons on them."""
+
+    name = "abstract"
+    poll_s = 0.02                # how often the launcher looks at port files
+
+    def __init__(self, hosts: dict[str, HostSpec], run_dir: Path, bin_dir: Path,
+                 options: dict | None = None, say: Callable[[str], None] = print):
+        self.hosts = hosts
+        self.run_dir = run_dir
+        self.bin_dir = bin_dir
+        self.options = options or {}
+        self.say = say
+
+    # -- hosts -----------------------------------------------------------
+    def prepare(self, builder_host: str) -> None:
+        """Sets the hosts up before any daemon starts (network, clocks,
+        binaries). builder_host is the host whose chronyd, where the
+        backend runs one, serves time to the others."""
+
+    def teardown(self) -> list[str]:
+        """Removes everything prepare() and start() created; idempotent.
+        Returns the problems met (empty when everything is gone)."""
+        return []
+
+    def address(self, host: str) -> str:
+        """The address daemons on host listen on and are reached at."""
+        return self.hosts[host].address
+
+    def path(self, host: str, local: Path) -> str:
+        """The path a daemon on host uses for local, a path under run_dir."""
+        return str(local)
+
+    def binary(self, host: str, daemon: str) -> str:
+        spec = self.hosts.get(host)
+        base = spec.bin if spec is not None and spec.bin else str(self.bin_dir)
+        return f"{base}/{daemon}"
+
+    def env(self, host: str) -> dict[str, str]:
+        """Environment added for daemons on host."""
+        spec = self.hosts.get(host)
+        out = dict(spec.env) if spec else {}
+        if spec is not None and spec.chrony_socket:
+            out["ES_CHRONY_SOCKET"] = spec.chrony_socket
+        return out
+
+    def describe(self) -> dict:
+        """What params.json records about the backend's hosts."""
+        return {"hosts": {n: {"address": self.address(n)} for n in self.hosts}}
+
+    # -- daemons ---------------------------------------------------------
+    @abc.abstractmethod
+    def start(self, name: str, argv: list[str], log_path: Path, *, host: str,
+              stdout_path: Path | None = None) -> Handle:
+        """Starts argv on host in a process group of its own, with stderr (and
+        stdout, unless stdout_path is given) appended to log_path (local
+        paths; remote backends bring them back in collect())."""
+
+    @abc.abstractmethod
+    def wait(self, handle: Handle, timeout: float | None = 0) -> int | None:
+        """The exit status (negative: killed by that signal), or None if still
+        running after timeout seconds (0 = just look, None = forever)."""
+
+    @abc.abstractmethod
+    def kill(self, handle: Handle, sig: int = signal.SIGTERM) -> None:
+        """Sends sig to the daemon, if it still runs."""
+
+    @abc.abstractmethod
+    def collect(self, handle: Handle, run_dir: Path) -> list[Path]:
+        """Brings the daemon's logs (and anything else it wrote on its host)
+        into run_dir; returns the local paths."""
+
+    @abc.abstractmethod
+    def read_file(self, host: str, path: Path) -> str | None:
+        """Text of a file on host (port files, the builder's summary), or None
+        if it does not exist. path is the local path under run_dir."""
+
+    def log_text(self, handle: Handle) -> str | None:
+        """The daemon's log as it is now (for error messages mid-run)."""
+        try:
+            return handle.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def remove_shm(self, host: str, name: str) -> list[str]:
+        """Removes shared-memory segments /dev/shm/es-NAME-r* left on host
+        (builderd removes them itself except when killed at the wrong
+        moment). Returns the names removed."""
+        removed = []
+        for p in Path("/dev/shm").glob(f"es-{name}-r*"):
+            try:
+                p.unlink()
+                removed.append(p.name)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                pass
+        return removed
+
+    def stop(self, handle: Handle, grace_s: float = 3.0) -> None:
+        """SIGTERM (the daemons drain), then SIGKILL after grace_s."""
+        if self.wait(handle, 0) is not None:
+            return
+        handle.killed = True
+        self.kill(handle, signal.SIGTERM)
+        if self.wait(handle, grace_s) is None:
+            self.kill(handle, signal.SIGKILL)
+            self.wait(handle, 5.0)
+
+
+BACKENDS: dict[str, type[Backend]] = {}
+
+
+def register(name: str):
+    def deco(cls: type[Backend]) -> type[Backend]:
+        cls.name = name
+        BACKENDS[name] = cls
+        return cls
+    return deco
+
+
+@register("local")
+class LocalBackend(Backend):
+    """Every daemon is a child process on this machine. A host's address is
+    where its daemons listen (127.0.0.1 unless [hosts.NAME] address says
+    otherwise); several hosts may share one address."""
+
+    def wrap(self, host: str, argv: list[str]) -> list[str]:
+        """The command line that runs argv on host (subclasses prefix it)."""
+        return argv
+
+    def preexec(self) -> Callable[[], None] | None:
+        return None
+
+    def start(self, name, argv, log_path, *, host, stdout_path=None):
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        err = open(log_path, "ab")
+        out = open(stdout_path, "ab") if stdout_path else err
+        extra = self.env(host)
+        env = dict(os.environ, **extra) if extra else None
+        try:
+            proc = subprocess.Popen(self.wrap(host, argv), stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, start_new_session=True, close_fds=True,
+                                    env=env, preexec_fn=self.preexec())
+        except OSError as e:
+            raise LaunchError(f"cannot start {name} ({argv[0]}): {e.strerror}") from e
+        finally:
+            err.close()
+            if out is not err:
+                out.close()
+        return Handle(name=name, host=host, argv=list(argv), log_path=log_path,
+                      stdout_path=stdout_path, pid=proc.pid, started=time.monotonic(),
+                      impl=proc)
+
+    def wait(self, handle, timeout=0):
+        if handle.returncode is not None:
+            return handle.returncode
+        proc: subprocess.Popen = handle.impl
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        handle.returncode = rc
+        handle.ended = time.monotonic()
+        return rc
+
+    def kill(self, handle, sig=signal.SIGTERM):
+        # Once the leader is reaped its PID may be reused: signal only before.
+        if handle.returncode is not None or handle.impl.poll() is not None:
+            return
+        try:
+            os.killpg(handle.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            handle.impl.send_signal(sig)
+
+    def collect(self, handle, run_dir):
+        return [p for p in (handle.log_path, handle.stdout_path) if p is not None]
+
+    def read_file(self, host, path):
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+
+def stop_processes(procs: Iterable[subprocess.Popen], grace_s: float = 3.0) -> None:
+    """SIGTERM to each process group still running, SIGKILL after grace_s."""
+    live = [p for p in procs if p.poll() is None]
+    for p in live:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace_s
+    for p in live:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass

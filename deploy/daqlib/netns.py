@@ -1,0 +1,348 @@
+"""A virtual cluster on one machine: one network namespace per host.
+
+    esdq<pid>-sw         the switch: bridge br0, one veth end per host (p<i>)
+    esdq<pid>-<host>     a host: lo, eth0 (the other veth end) at 198.18.0.<n>/24
+
+Everything is created inside namespaces of this run (veth pairs are made in
+the switch namespace with their other end moved straight into the host's),
+so nothing appears in the machine's own network namespace and nothing
+leaves the 198.18.0.0/24 bridge. Optional shaping puts a token-bucket
+filter (tc tbf; this kernel has no netem, so rate only, no added delay) on
+both ends of every host's link: a full-duplex link of that rate to a
+switch, e.g. gigabit Ethernet.
+
+Each host runs a chronyd (-x: the system clock is never touched) with its
+command socket in a 0700 root-owned directory /tmp/esdq<pid>-chrony/<host>/;
+the builder's host serves `local stratum 8`, the others follow it, and each
+daemon reads its own host's chronyd through ES_CHRONY_SOCKET. Daemons run
+as `ip netns exec NS unshare --uts` under the host's name, so builderd sees
+distinct hosts exactly as across machines.
+
+teardown() stops the chronyds, kills anything left in the namespaces and
+deletes them (which removes the veths and the bridge), and removes the
+chrony directory; every child also dies with the launcher (PDEATHSIG) and
+deploy/daqrun --cleanup removes what a killed launcher left.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .core import (PREFIX, LaunchError, LocalBackend, die_with_parent_fn, register, run_cmd,
+                   stop_processes, text)
+
+SUBNET = ipaddress.ip_network("198.18.0.0/24")
+NTP_PORT = 123
+CHRONY_STRATUM = 8
+
+
+def netns_names() -> list[str]:
+    r = run_cmd(["ip", "netns", "list"], check=False)
+    # Lines are "NAME" or "NAME (id: N)".
+    return [line.split()[0] for line in text(r).splitlines() if line.strip()]
+
+
+def netns_pids(ns: str) -> list[int]:
+    r = run_cmd(["ip", "netns", "pids", ns], check=False)
+    return [int(w) for w in text(r).split() if w.isdigit()]
+
+
+def delete_netns(ns: str) -> str | None:
+    """Kills every process left in ns and deletes it; a problem, or None."""
+    for pid in netns_pids(ns):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 5
+    while netns_pids(ns) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r = run_cmd(["ip", "netns", "del", ns], check=False)
+    err = r.stderr.decode(errors="replace").strip()
+    if r.returncode != 0 and "No such file" not in err:
+        return f"ip netns del {ns}: {err}"
+    return None
+
+
+def chrony_tracking(sock: Path) -> tuple[bool, str]:
+    """(synchronised, the CSV line or chronyc's words) of the chronyd at sock."""
+    try:
+        r = run_cmd(["chronyc", "-h", str(sock), "-c", "tracking"], check=False, timeout=5)
+    except LaunchError as e:
+        return False, str(e)
+    line = (text(r) + r.stderr.decode(errors="replace")).strip()
+    fields = line.split(",")
+    ok = len(fields) == 14 and fields[13] == "Normal" and fields[2] not in ("0", "16")
+    return ok, line
+
+
+@register("netns")
+class NetnsBackend(LocalBackend):
+    """One network namespace per host on 198.18.0.0/24, joined by veth pairs
+    to a bridge; optional tbf shaping per link; a chronyd per host."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tag = f"{PREFIX}{os.getpid()}"
+        self.switch = f"{self.tag}-sw"
+        self.ns = {h: f"{self.tag}-{h}" for h in self.hosts}
+        self.addr: dict[str, str] = {}
+        self.created: list[str] = []              # namespaces, in creation order
+        self.chrony_dir = Path(f"/tmp/{self.tag}-chrony")
+        self.chronyds: dict[str, subprocess.Popen] = {}
+        self.sockets: dict[str, Path] = {}
+        self.tracking: dict[str, str] = {}
+        self.shaping: dict[str, str | None] = {}
+        self.builder_host: str | None = None
+        self._torn_down = False
+        self._assign_addresses()
+
+    # -- configuration ----------------------------------------------------
+    def _assign_addresses(self) -> None:
+        used: dict[str, str] = {}
+        for h, spec in self.hosts.items():
+            if spec.netns_address:
+                used[spec.netns_address] = h
+        free = (str(a) for a in SUBNET.hosts() if str(a) not in used)
+        for h, spec in self.hosts.items():
+            self.addr[h] = spec.netns_address or next(free)
+
+    @staticmethod
+    def check_address(where: str, value: str) -> str | None:
+        """Why value cannot be a host's address in the virtual cluster."""
+        try:
+            a = ipaddress.ip_address(value)
+        except ValueError:
+            return f"{where}: {value!r} is not an IPv4 address"
+        if a not in SUBNET or a in (SUBNET.network_address, SUBNET.broadcast_address):
+            return f"{where}: {value} is not a host address of {SUBNET}"
+        return None
+
+    def link_rate(self, host: str) -> str | None:
+        spec = self.hosts[host].shaping
+        rate = spec if spec is not None else self.options.get("shaping")
+        return None if rate in (None, "", "none", "off") else rate
+
+    def address(self, host):
+        return self.addr[host]
+
+    def env(self, host):
+        out = super().env(host)
+        if host in self.sockets:
+            out["ES_CHRONY_SOCKET"] = str(self.sockets[host])
+        return out
+
+    def wrap(self, host, argv):
+        return ["ip", "netns", "exec", self.ns[host], "unshare", "--uts", "sh", "-c",
+                'hostname "$0" && exec "$@"', host] + list(argv)
+
+    def preexec(self):
+        return die_with_parent_fn()
+
+    def describe(self):
+        return {
+            "switch_namespace": self.switch,
+            "subnet": str(SUBNET),
+            "hosts": {h: {"address": self.addr[h], "namespace": self.ns[h],
+                          "shaping": self.shaping.get(h, self.link_rate(h)),
+                          "chrony_socket": str(self.sockets[h]) if h in self.sockets else None,
+                          "chrony_tracking_at_start": self.tracking.get(h)}
+                      for h in self.hosts},
+            "shaping": {"qdisc": "tbf", "burst": self.options.get("shaping_burst"),
+                        "latency": self.options.get("shaping_latency")},
+            "chrony": {"server": self.builder_host, "stratum": CHRONY_STRATUM,
+                       "enabled": bool(self.options.get("chrony", True))},
+        }
+
+    # -- set-up -------------------------------------------------------------
+    @staticmethod
+    def unavailable(chrony: bool, shaping: bool) -> str | None:
+        """Why a virtual cluster cannot be made here, or None."""
+        if os.geteuid() != 0:
+            return "the netns backend needs root (ip netns, veth, tc, chronyd)"
+        tools = ["ip", "unshare"] + (["chronyd", "chronyc"] if chrony else []) + \
+            (["tc"] if shaping else [])
+        for tool in tools:
+            if shutil.which(tool) is None:
+                return f"the netns backend needs {tool}, which is not installed"
+        return None
+
+    def _ns_add(self, ns: str) -> None:
+        run_cmd(["ip", "netns", "add", ns])
+        self.created.append(ns)
+
+    def prepare(self, builder_host):
+        self.builder_host = builder_host
+        chrony = bool(self.options.get("chrony", True))
+        why = self.unavailable(chrony, any(self.link_rate(h) for h in self.hosts))
+        if why:
+            raise LaunchError(why)
+        taken = [n for n in netns_names() if n.startswith(self.tag + "-")]
+        if taken:
+            raise LaunchError(f"network namespaces {', '.join(taken)} already exist "
+                              f"(left by an earlier launcher with this pid?); remove them "
+                              f"with deploy/daqrun --cleanup")
+        sw = self.switch
+        self._ns_add(sw)
+        run_cmd(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
+        run_cmd(["ip", "-n", sw, "link", "set", "br0", "up"])
+        for i, h in enumerate(self.hosts):
+            ns, port = self.ns[h], f"p{i}"
+            self._ns_add(ns)
+            run_cmd(["ip", "-n", sw, "link", "add", port, "type", "veth",
+                     "peer", "name", "eth0", "netns", ns])
+            run_cmd(["ip", "-n", sw, "link", "set", port, "master", "br0"])
+            run_cmd(["ip", "-n", sw, "link", "set", port, "up"])
+            run_cmd(["ip", "-n", ns, "addr", "add", f"{self.addr[h]}/{SUBNET.prefixlen}",
+                     "dev", "eth0"])
+            run_cmd(["ip", "-n", ns, "link", "set", "eth0", "up"])
+            run_cmd(["ip", "-n", ns, "link", "set", "lo", "up"])
+            rate = self.link_rate(h)
+            self.shaping[h] = rate
+            if rate:
+                burst = self.options.get("shaping_burst") or "16kb"
+                latency = self.options.get("shaping_latency") or "10ms"
+                for where, dev in ((ns, "eth0"), (sw, port)):
+                    run_cmd(["tc", "-n", where, "qdisc", "add", "dev", dev, "root", "tbf",
+                             "rate", rate, "burst", burst, "latency", latency])
+        shaped = {h: r for h, r in self.shaping.items() if r}
+        self.say(f"virtual cluster: switch {sw}, "
+                 + ", ".join(f"{h} {self.addr[h]} ({self.ns[h]})" for h in self.hosts)
+                 + (f"; tbf shaping {', '.join(f'{h} {r}' for h, r in shaped.items())}"
+                    if shaped else "; no shaping"))
+        self._wait_links()
+        if chrony:
+            self._start_chrony(builder_host)
+
+    def _wait_links(self, timeout_s: float = 10) -> None:
+        """Waits until every host reaches the others (ARP through the bridge):
+        a daemon's first connect then does not meet a link still coming up."""
+        if len(self.hosts) < 2:
+            return
+        first = next(iter(self.hosts))
+        deadline = time.monotonic() + timeout_s
+        for h in list(self.hosts)[1:]:
+            while True:
+                r = run_cmd(["ip", "netns", "exec", self.ns[first], "ping", "-c", "1", "-W",
+                             "1", "-q", self.addr[h]], check=False, timeout=5) \
+                    if shutil.which("ping") else None
+                if r is None or r.returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise LaunchError(f"host {h} ({self.addr[h]}) does not answer ping from "
+                                      f"{first} after {timeout_s:g} s")
+                time.sleep(0.1)
+
+    def _start_chrony(self, builder_host: str) -> None:
+        self.chrony_dir.mkdir(mode=0o700)
+        os.chmod(self.chrony_dir, 0o700)
+        server = self.addr[builder_host]
+        logs = self.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        # The server first, so the clients' first requests find it.
+        order = [builder_host] + [h for h in self.hosts if h != builder_host]
+        for h in order:
+            d = self.chrony_dir / h
+            d.mkdir(mode=0o700)
+            sock = d / "chronyd.sock"
+            if h == builder_host:
+                conf = (f"# {h}: serves time to the virtual cluster\n"
+                        f"local stratum {CHRONY_STRATUM}\nallow {SUBNET}\n"
+                        f"bindaddress {self.addr[h]}\nport {NTP_PORT}\n")
+            else:
+                conf = (f"# {h}: follows {builder_host}\n"
+                        f"server {server} port {NTP_PORT} iburst minpoll -4 maxpoll -4\n"
+                        f"port 0\n")
+            conf += (f"bindcmdaddress {sock}\ncmdport 0\npidfile {d / 'chronyd.pid'}\n"
+                     f"driftfile {d / 'chronyd.drift'}\n")
+            path = d / "chronyd.conf"
+            path.write_text(conf, encoding="utf-8")
+            log = open(logs / f"chronyd-{h}.log", "ab")
+            try:
+                self.chronyds[h] = subprocess.Popen(
+                    ["ip", "netns", "exec", self.ns[h], "chronyd", "-x", "-u", "root", "-d",
+                     "-f", str(path)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                    start_new_session=True, close_fds=True, preexec_fn=die_with_parent_fn())
+            except OSError as e:
+                raise LaunchError(f"cannot start chronyd for {h}: {e.strerror}") from e
+            finally:
+                log.close()
+            self.sockets[h] = sock
+        timeout_s = float(self.options.get("chrony_timeout_s") or 30)
+        deadline = time.monotonic() + timeout_s
+        pending = list(order)
+        t0 = time.monotonic()
+        while pending:
+            for h in list(pending):
+                proc = self.chronyds[h]
+                if proc.poll() is not None:
+                    raise LaunchError(f"chronyd of {h} exited with status {proc.returncode} "
+                                      f"(log: {logs / f'chronyd-{h}.log'})")
+                ok, line = chrony_tracking(self.sockets[h])
+                if ok:
+                    self.tracking[h] = line
+                    pending.remove(h)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                states = "; ".join(f"{h}: {chrony_tracking(self.sockets[h])[1]!r}"
+                                   for h in pending)
+                raise LaunchError(f"chronyd not synchronised after {timeout_s:g} s on "
+                                  f"{', '.join(pending)} ({states}); logs in {logs}")
+            time.sleep(0.2)
+        synced_s = time.monotonic() - t0
+        # A client that has just synchronised has few samples and a wide
+        # frequency skew, which becomes the drift bound of its in-band
+        # offsets: let it settle to max_skew_ppm (a few seconds at 16
+        # samples/s), but not longer than settle_s.
+        max_skew = float(self.options.get("chrony_max_skew_ppm") or 5)
+        settle_until = time.monotonic() + float(self.options.get("chrony_settle_s") or 10)
+        unsettled = []
+        while True:
+            unsettled = []
+            for h in order:
+                ok, line = chrony_tracking(self.sockets[h])
+                fields = line.split(",")
+                if ok:
+                    self.tracking[h] = line
+                try:
+                    skew = float(fields[9])
+                except (IndexError, ValueError):
+                    skew = float("inf")
+                if not ok or skew > max_skew:
+                    unsettled.append(f"{h} {skew:g} ppm")
+            if not unsettled or time.monotonic() > settle_until:
+                break
+            time.sleep(0.25)
+        self.say(f"chrony: {builder_host} serves {server} (local stratum {CHRONY_STRATUM}); "
+                 f"{len(order)} chronyd synchronised in {synced_s:.1f} s"
+                 + (f", skew below {max_skew:g} ppm after {time.monotonic() - t0:.1f} s"
+                    if not unsettled else
+                    f"; skew still above {max_skew:g} ppm on {', '.join(unsettled)}"))
+
+    # -- teardown -------------------------------------------------------------
+    def teardown(self):
+        if self._torn_down:
+            return []
+        self._torn_down = True
+        problems = []
+        stop_processes(self.chronyds.values(), grace_s=2.0)
+        # Every namespace of this launcher, also one created just before an
+        # interruption could record it (the names carry the launcher's pid).
+        ours = [ns for ns in netns_names() if ns.startswith(self.tag + "-")]
+        for ns in list(reversed(self.created)) + [n for n in ours if n not in self.created]:
+            p = delete_netns(ns)
+            if p:
+                problems.append(p)
+        shutil.rmtree(self.chrony_dir, ignore_errors=True)
+        left = {ns for ns in netns_names() if ns.startswith(self.tag + "-")}
+        problems += [f"network namespace {ns} still exists" for ns in sorted(left)]
+        if self.chrony_dir.exists():
+            problems.append(f"{self.chrony_dir} still exists")
+        return problems

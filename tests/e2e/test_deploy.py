@@ -1,0 +1,337 @@
+"""Deployment across hosts (docs/DEPLOY.md): topologies with [hosts],
+transports that follow placement, the virtual cluster of network
+namespaces (netns backend), teardown after success, failure and a killed
+launcher (deploy/daqrun --cleanup), analysis/compare.py on a multi-host
+run, and `make install` into a staging directory.
+
+The netns tests need root and `ip netns` (skipped with the reason
+otherwise). They only ever use 198.18.0.0/24 inside namespaces the
+launcher creates for the test and removes afterwards.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+
+from harness import DAQRUN, REPO, E2ETestCase, HarnessError, read_json
+
+FAKE_BIN = Path(__file__).resolve().parent / "fake"
+TOPOLOGIES = REPO / "deploy" / "topologies"
+COMPARE = REPO / "analysis" / "compare.py"
+SYSTEM_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+
+
+def load_daqrun():
+    loader = SourceFileLoader("daqrun_under_test", str(DAQRUN))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[loader.name] = module       # dataclasses look their module up
+    loader.exec_module(module)
+    return module
+
+
+daqrun = load_daqrun()
+
+
+def sh(*argv: str, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60, check=check)
+
+
+def netns_names() -> list[str]:
+    return [line.split()[0] for line in sh("ip", "netns", "list").stdout.splitlines()
+            if line.strip()]
+
+
+def netns_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (creates network namespaces, veth pairs, tc qdiscs, chronyd)"
+    for tool in ("ip", "tc", "chronyd", "chronyc", "unshare"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found (scripts/deps.sh installs it)"
+    r = sh("ip", "netns", "list")
+    if r.returncode != 0:
+        return f"ip netns unavailable: {r.stderr.strip()}"
+    return None
+
+
+def launcher_pid(params: dict) -> int:
+    """The launcher's pid, from its namespace names (esdq<pid>-...)."""
+    sw = params["backend_info"]["switch_namespace"]
+    return int(re.match(r"esdq(\d+)-", sw).group(1))
+
+
+class TopologyHostsTest(E2ETestCase):
+    """[hosts], placement and transports; no root, no daemons."""
+
+    def load(self, path: Path, *sets: str):
+        return daqrun.load_topology(str(path), list(sets))
+
+    def test_shipped_topologies(self) -> None:
+        one = self.load(TOPOLOGIES / "one-host.toml")
+        three = self.load(TOPOLOGIES / "three-hosts.toml")
+        seven = self.load(TOPOLOGIES / "host-per-daemon.toml")
+        self.assertEqual(list(one.hosts), ["node"])
+        self.assertEqual([r["transport"] for r in one.readers], ["shm", "shm"])
+        self.assertEqual(three.deploy["backend"], "netns")
+        self.assertEqual(list(three.hosts), ["builder", "readout0", "readout1"])
+        self.assertEqual([r["transport"] for r in three.readers], ["tcp", "tcp"])
+        self.assertEqual([three.source_host(s) for s in range(4)],
+                         ["readout0", "readout0", "readout1", "readout1"])
+        self.assertEqual(len(seven.hosts), 7)
+        self.assertEqual(len(set(seven.used_hosts())), 7)
+        # Same run parameters, so that make compare compares like with like.
+        self.assertEqual(one.run, three.run)
+        self.assertEqual(one.run, seven.run)
+        # One host under netns: still shared memory; moving a reader to the
+        # builder's host makes its transport shm.
+        mixed = self.load(TOPOLOGIES / "three-hosts.toml", "reader.1.host=builder")
+        self.assertEqual([r["transport"] for r in mixed.readers], ["tcp", "shm"])
+
+    def test_host_errors_name_the_key(self) -> None:
+        three = TOPOLOGIES / "three-hosts.toml"
+        local = REPO / "deploy" / "topologies" / "local.toml"
+        cases = [
+            ((three, "reader.0.host=nowhere"), "[[reader]] id 0 host: 'nowhere' is not a host"),
+            ((three, "builder.host=elsewhere"), "[builder] host: 'elsewhere' is not a host"),
+            ((three, "source.2.host=x"), "[[source]] id 2 host: 'x' is not a host"),
+            ((three, "hosts.builder.netns_address=10.1.2.3"),
+             "netns_address: 10.1.2.3 is not a host address of 198.18.0.0/24"),
+            ((three, "hosts.builder.netns_address=198.18.0.5",
+              "hosts.readout0.netns_address=198.18.0.5"), "is also builder's"),
+            ((three, "hosts.readout0.bogus=1"), "unknown key 'bogus' in [hosts.NAME]"),
+            ((three, "netns.shaping=1"), "[netns] shaping: expected a non-empty string"),
+            ((three, "reader.1.transport=shm"), "\"shm\" needs the builder's host"),
+            ((local, "deploy.backend=netns"), "[deploy] backend 'netns' needs the hosts"),
+            ((local, "deploy.backend=ssh"), "[deploy] backend 'ssh' needs the hosts"),
+            ((local, "deploy.backend=slurm"), "'slurm' is not implemented"),
+        ]
+        for (path, *sets), message in cases:
+            with self.subTest(sets=sets):
+                with self.assertRaises(daqrun.TopologyError) as cm:
+                    self.load(path, *sets)
+                self.assertIn(message, str(cm.exception))
+        bad = self.h.path("bad.toml")
+        bad.write_text('[hosts."a b"]\n[[reader]]\nid = 0\nsources = [0]\n')
+        with self.assertRaises(daqrun.TopologyError) as cm:
+            self.load(bad)
+        self.assertIn("a host name is", str(cm.exception))
+        two = self.h.path("two.toml")
+        two.write_text('[hosts.a]\n[hosts.b]\n[[reader]]\nid = 0\nsources = [0]\nhost = "a"\n')
+        with self.assertRaises(daqrun.TopologyError) as cm:
+            self.load(two)
+        self.assertIn("[builder]: missing key 'host' (one of the [hosts]: a, b)",
+                      str(cm.exception))
+
+    def test_three_hosts_on_loopback_with_fakes(self) -> None:
+        """The three-host placement on the local backend: every host at
+        127.0.0.1, readers on TCP, the plumbing checked with stand-ins."""
+        self.h.bin = FAKE_BIN
+        r = self.h.daqrun(TOPOLOGIES / "three-hosts.toml", timeout_s=60,
+                          args=["--backend", "local"],
+                          sets=["events=2000", "rate=0", "payload=64"])
+        self.assertRunOk(r)
+        self.assertIn("PASS refbuild", r.output)
+        self.assertRegex(r.output, r"reader-1 pid \d+ on readout1: data 127\.0\.0\.1:\d+, "
+                                   r"sources 2,3, to the builder over tcp")
+        p = r.params()
+        self.assertEqual(p["backend"], "local")
+        self.assertEqual(p["hosts"]["readout0"]["daemons"], ["reader-0", "source-0", "source-1"])
+        self.assertEqual(p["hosts"]["builder"]["daemons"], ["builder-0"])
+        argv = {x["name"]: x["argv"] for x in p["processes"]}
+        self.assertIn("tcp://127.0.0.1:", " ".join(argv["reader-0"]))
+        self.h.assert_clean()
+
+
+class NetnsDeployTest(E2ETestCase):
+    """The virtual cluster, with the real daemons."""
+    needs_daemons = True
+
+    def setUp(self) -> None:
+        why = netns_unavailable()
+        if why:
+            self.skipTest(why)
+        super().setUp()
+
+    def assert_no_leftovers(self, pid: int) -> None:
+        """No namespace, veth, chrony directory, process or shm segment of
+        launcher pid."""
+        tag = f"esdq{pid}"
+        deadline = time.monotonic() + 5
+        while True:
+            left = [n for n in netns_names() if n.startswith(tag + "-")]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(left, [], "network namespaces left behind")
+        links = sh("ip", "-o", "link", "show").stdout
+        self.assertNotIn(tag, links, "a link of the run in the machine's namespace")
+        self.assertEqual(sorted(Path("/tmp").glob(f"{tag}-*")), [])
+        self.assertEqual(sorted(Path("/dev/shm").glob(f"es-daq{pid}-*")), [])
+        self.h.assert_clean()
+
+    def test_three_hosts_balance_match_and_clocks(self) -> None:
+        r = self.h.daqrun(TOPOLOGIES / "three-hosts.toml", timeout_s=150,
+                          sets=["events=20000", "netns.shaping=1gbit"])
+        self.assertRunOk(r)
+        self.assertIn("PASS refbuild", r.output)
+        m = self.assertBalanced(r)
+        p = r.params()
+        info = p["backend_info"]
+        self.assertEqual({h: x["address"] for h, x in info["hosts"].items()},
+                         {"builder": "198.18.0.1", "readout0": "198.18.0.2",
+                          "readout1": "198.18.0.3"})
+        self.assertTrue(all(x["shaping"] == "1gbit" for x in info["hosts"].values()), info)
+        self.assertIn("tbf shaping", r.output)
+        links = {x["id"]: x for x in m["reader_links"]}
+        self.assertEqual({i: x["transport"] for i, x in links.items()}, {0: "tcp", 1: "tcp"})
+        self.assertTrue(links[0]["address"].startswith("198.18.0.2:"), links)
+
+        # Per-host chrony bounds: the builder's chronyd serves, the others follow.
+        clocks = m["clocks"]
+        self.assertEqual(clocks["builder"]["host"], "builder")
+        for phase in ("chrony_start", "chrony_end"):
+            c = clocks["builder"][phase]
+            self.assertTrue(c["available"] and c["synchronised"], c)
+            self.assertEqual(c["stratum"], 8, c)
+            self.assertIsInstance(c["bound_ns"], int, c)
+        hosts_seen = set()
+        for peer in clocks["peers"]:
+            name = peer["peer"]
+            expect = "readout0" if name in ("source.0", "source.1", "reader.0") else "readout1"
+            self.assertEqual(peer["host"], expect, peer)
+            hosts_seen.add(peer["host"])
+            self.assertFalse(peer["same_clock"], peer)
+            for phase in ("chrony_start", "chrony_end"):
+                c = peer[phase]
+                self.assertTrue(c["available"] and c["synchronised"], f"{name} {phase}: {c}")
+                self.assertEqual(c["stratum"], 9, c)
+                self.assertIsInstance(c["bound_ns"], int, c)
+            self.assertIsInstance(peer["chrony_pair_bound_ns"], int, peer)
+            # One kernel clock underneath: the in-band estimate must find ~0.
+            inband = peer["inband"]
+            self.assertLessEqual(abs(inband["offset_ns"]), inband["bound_ns"], peer)
+        self.assertEqual(hosts_seen, {"readout0", "readout1"})
+        lat = m["latency"]
+        self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+        self.assertIsInstance(lat["uncertainty_ns"], int)
+        print(f"\n  3 hosts, tbf 1gbit: latency p50 {lat['p50_ns'] / 1e3:.0f} us, p99 "
+              f"{lat['p99_ns'] / 1e3:.0f} us +/- {lat['uncertainty_ns'] / 1e3:.1f} us; chrony "
+              f"bounds " + ", ".join(f"{x['peer']} {x['chrony_end']['bound_ns']} ns"
+                                     for x in clocks["peers"]), flush=True)
+        self.assert_no_leftovers(launcher_pid(p))
+
+        # The comparison reads it (and an older metrics.json without clocks).
+        old = self.h.path("old", "metrics.json")
+        trimmed = dict(m)
+        trimmed.pop("clocks")
+        trimmed["latency"] = {k: v for k, v in m["latency"].items()
+                              if k not in ("with_uncertainty", "uncertainty_ns")}
+        old.write_text(json.dumps(trimmed))
+        out = self.h.dir / "compare"
+        c = self.h.run("compare", [SYSTEM_PYTHON, COMPARE, r.run_dir, old.parent, "--out", out],
+                       60)
+        self.assertEqual(c.returncode, 0, c.describe())
+        table = (out / "compare.md").read_text()
+        self.assertIn("three-hosts (netns, tbf 1gbit)", table)
+        self.assertRegex(table, r"latency p99 \| [\d.]+ [mu]?s ± [\d.]+ [nmu]?s \| [\d.]+ [mu]?s"
+                                r" ± n/a")
+        self.assertRegex(table, r"\| readout0 \| source\.0, source\.1, reader\.0 \| [\d.]+ [nu]s "
+                                r"\(stratum 9\)")
+        self.assertIn("peak RSS builder 0", table)
+        if "matplotlib" not in c.output:
+            self.assertEqual((out / "latency.png").read_bytes()[:8], b"\x89PNG\r\n\x1a\n")
+        # Repeats of one configuration share a column with --group.
+        g = self.h.run("compare-group", [SYSTEM_PYTHON, COMPARE, r.run_dir, r.run_dir,
+                                         "--group", "--no-plot"], 60)
+        self.assertEqual(g.returncode, 0, g.describe())
+        self.assertIn("three-hosts (netns, tbf 1gbit), 2 runs", g.output)
+        self.assertRegex(g.output, r"latency p50 \| [\d.]+ [mu]?s ± [\d.]+ [nmu]?s \[")
+
+    def test_failed_start_tears_down(self) -> None:
+        r = self.h.daqrun(TOPOLOGIES / "three-hosts.toml", timeout_s=90,
+                          sets=["events=1000", 'builder.extra=["--no-such-flag"]'])
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn("builder-0 exited with status 2 before writing its port file", r.output)
+        self.assert_no_leftovers(launcher_pid(r.params()))
+
+    def test_killed_launcher_then_cleanup(self) -> None:
+        topo = TOPOLOGIES / "three-hosts.toml"
+        out = self.h.dir / "killed"
+        p = self.h.start("daqrun-killed", [sys.executable, DAQRUN, topo, "--out", out,
+                                           "--bin", self.h.bin, "--timeout", "120",
+                                           "--set", "events=400000"])
+        deadline = time.monotonic() + 60
+        while True:     # until every daemon runs
+            try:
+                if len(read_json(out / "params.json").get("processes", [])) == 7:
+                    break
+            except HarnessError:
+                pass
+            if p.returncode is not None or time.monotonic() > deadline:
+                self.fail(f"the run did not start:\n{p.tail(40)}")
+            time.sleep(0.1)
+        params = read_json(out / "params.json")
+        pid = launcher_pid(params)
+        self.assertEqual(pid, p.pid)
+        os.kill(p.pid, signal.SIGKILL)
+        p.popen.wait(timeout=10)
+        # Its daemons and chronyds die with it (PDEATHSIG); its namespaces stay ...
+        self.h.assert_clean(settle_s=10)
+        left = [n for n in netns_names() if n.startswith(f"esdq{pid}-")]
+        self.assertEqual(len(left), 4, left)
+        # ... until --cleanup removes them.
+        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup"], 60)
+        self.assertEqual(c.returncode, 0, c.describe())
+        self.assertIn(f"removed network namespace esdq{pid}-builder", c.output)
+        self.assertIn(f"removed directory /tmp/esdq{pid}-chrony", c.output)
+        self.assert_no_leftovers(pid)
+
+
+class InstallTest(E2ETestCase):
+    needs_daemons = True
+
+    def test_make_install_into_destdir(self) -> None:
+        if shutil.which("make") is None:
+            self.skipTest("make not found")
+        stage = self.h.dir / "stage"
+        # -o all: the binaries already built (ES_BIN) are installed as they are.
+        r = self.h.run("make-install", ["make", "-C", REPO, "-o", "all", "install",
+                                        f"BIN={self.h.bin}", f"DESTDIR={stage}", "PREFIX=/usr"],
+                       120)
+        self.assertEqual(r.returncode, 0, r.describe())
+        root = stage / "usr"
+        for d in ("builderd", "readoutd", "sourced"):
+            self.assertTrue(os.access(root / "bin" / d, os.X_OK), d)
+            unit = (root / "lib" / "systemd" / "system" / f"{d}@.service").read_text()
+            self.assertIn(f"ExecStart=/usr/bin/{d} $ARGS", unit)
+            self.assertIn(f"EnvironmentFile=/etc/eventbuilder/{d}-%i.env", unit)
+            for placeholder in ("@BINDIR@", "@DOCDIR@", "@DATADIR@"):
+                self.assertNotIn(placeholder, unit)
+        for f in ("share/doc/eventbuilder/DEPLOY.md", "share/doc/eventbuilder/README.md",
+                  "share/eventbuilder/chrony/builder-host.conf",
+                  "share/eventbuilder/chrony/cluster-host.conf",
+                  "share/eventbuilder/env/sourced-0.env.example",
+                  "lib/sysusers.d/eventbuilder.conf"):
+            self.assertTrue((root / f).is_file(), f)
+        if shutil.which("systemd-analyze"):
+            # The templates as systemd reads them, pointing at the built daemons.
+            check = self.h.dir / "units"
+            check.mkdir()
+            for unit in (root / "lib" / "systemd" / "system").glob("*.service"):
+                (check / unit.name).write_text(
+                    unit.read_text().replace("/usr/bin/", f"{self.h.bin}/"))
+            for unit in sorted(check.glob("*.service")):
+                v = self.h.run(f"verify-{unit.stem}", ["systemd-analyze", "verify", unit], 60)
+                self.assertEqual(v.returncode, 0, v.describe())
+                self.assertEqual(v.output.strip(), "", v.describe())
