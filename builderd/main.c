@@ -3,7 +3,9 @@
 #include "builder.h"
 #include "clk.h"
 #include "frame.h"
+#include "auth.h"
 #include "log.h"
+#include "net.h"
 #include "opt.h"
 #include "run.h"
 #include "shmlink.h"
@@ -61,6 +63,9 @@ static void usage(FILE *f)
 "  --flush-every N         at most N records per write (default 256)\n"
 "  --batch-bytes B         bytes read per call per reader (default 262144)\n"
 "  --socket-buffer B       kernel buffers of reader connections (default: autotuned)\n"
+"Security:\n"
+"  --run-key-file PATH     secret shared by every daemon of the run (16+ bytes);\n"
+"                          without it only peers on this host are accepted\n"
 "Other:\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
 "  --no-clock-correction   measure peers' clock offsets but do not apply them to\n"
@@ -81,7 +86,7 @@ enum {
 	OPT_PORT_FILE, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
 	OPT_NO_ADMISSION, OPT_FILTER_MODULO, OPT_FILTER_COST, OPT_MAX_FRAGMENT, OPT_OUT,
 	OPT_SHM_LISTEN, OPT_SHM_CAPACITY,
-	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_NO_CLOCK_CORRECTION, OPT_QUIET, OPT_HELP, OPT_VERSION,
+	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_NO_CLOCK_CORRECTION, OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
 };
 
 static const struct option long_options[] = {
@@ -110,6 +115,7 @@ static const struct option long_options[] = {
 	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
 	{ "no-clock-correction", no_argument, NULL, OPT_NO_CLOCK_CORRECTION },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "run-key-file", required_argument, NULL, OPT_RUN_KEY },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -120,6 +126,7 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 	bool have_run = false, have_sources = false, have_readers = false, have_listen = false;
 	bool have_control = false, have_out = false;
 	int64_t clock_offset = 0;
+	const char *run_key_file = NULL;
 	uint32_t u32;
 	int c;
 	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
@@ -165,6 +172,7 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
 		case OPT_NO_CLOCK_CORRECTION: o->no_clock_correction = true; break;
 		case OPT_QUIET: o->quiet = true; break;
+		case OPT_RUN_KEY: run_key_file = optarg; break;
 		case OPT_HELP: usage(stdout); exit(0);
 		case OPT_VERSION: printf("builderd %s\n", ES_VERSION); exit(0);
 		default: usage(stderr); return false;
@@ -190,6 +198,20 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 	}
 	if (o->shm_capacity_bytes != 0 && o->shm_name[0] == '\0') {
 		fprintf(stderr, "builderd: --shm-capacity needs --shm-listen NAME\n");
+		return false;
+	}
+	if (run_key_file != NULL && auth_load_key_file(run_key_file) < 0)
+		return false;
+	if (!auth_have_key() && !net_host_is_loopback(o->listen_host)) {
+		fprintf(stderr, "builderd: --listen %s is not a loopback address: without a run key "
+			"only peers on this host could connect; give --run-key-file (the same file on "
+			"every host)\n", o->listen_host);
+		return false;
+	}
+	if (!auth_have_key() && !net_host_is_loopback(o->control_host)) {
+		fprintf(stderr, "builderd: --control-listen %s is not a loopback address: without a run key "
+			"only peers on this host could connect; give --run-key-file (the same file on "
+			"every host)\n", o->control_host);
 		return false;
 	}
 	clk_set_offset_ns(clock_offset);
@@ -226,6 +248,8 @@ int main(int argc, char **argv)
 	if (!parse_options(argc, argv, &o))
 		return 2;
 	log_init("builderd", -1, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
+	if (!auth_have_key())
+		log_info("No run key: accepting peers on this host only");
 	signal(SIGPIPE, SIG_IGN);
 	struct event_config *cfg = event_config_new();
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);

@@ -32,6 +32,7 @@ static const char *const ctl_type_names[] = {
 	[CTL_END] = "end",
 	[CTL_BYE] = "bye",
 	[CTL_START] = "start",
+	[CTL_CHALLENGE] = "challenge",
 };
 
 static const char *const ctl_role_names[] = {
@@ -75,6 +76,7 @@ static const struct ctl_field ctl_hello_fields[] = {
 	CTL_FIELD("pid", CTL_KIND_U32, hello.pid),
 	CTL_FIELD("host", CTL_KIND_STR, hello.host),
 	CTL_FIELD("sources", CTL_KIND_SOURCES, hello),
+	CTL_FIELD("proof", CTL_KIND_STR, hello.proof),
 };
 
 static const struct ctl_field ctl_welcome_fields[] = {
@@ -118,6 +120,10 @@ static const struct ctl_field ctl_start_fields[] = {
 	CTL_FIELD("delay_ns", CTL_KIND_U64, start.delay_ns),
 };
 
+static const struct ctl_field ctl_challenge_fields[] = {
+	CTL_FIELD("nonce", CTL_KIND_STR, challenge.nonce),
+};
+
 struct ctl_spec {
 	const struct ctl_field *fields;
 	size_t count;
@@ -143,6 +149,7 @@ static const struct ctl_spec ctl_specs[] = {
 	[CTL_END] = CTL_SPEC(ctl_report_fields, report, false),
 	[CTL_BYE] = CTL_SPEC(ctl_bye_fields, bye, true),
 	[CTL_START] = CTL_SPEC(ctl_start_fields, start, true),
+	[CTL_CHALLENGE] = CTL_SPEC(ctl_challenge_fields, challenge, true),
 };
 
 _Static_assert(CTL_ARRAY_SIZE(ctl_specs) == CTL_ARRAY_SIZE(ctl_type_names),

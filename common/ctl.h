@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_PROTOCOL_VERSION 1u
+#define CTL_PROTOCOL_VERSION 2u
 #define CTL_LENGTH_BYTES 4u
 #define CTL_MAX_MESSAGE_BYTES 65536u   /* body, without the length prefix */
 #define CTL_MAX_NAME 32u                /* counter and group names, with NUL */
@@ -19,6 +19,8 @@
 #define CTL_MAX_COUNTERS 48u            /* per group */
 #define CTL_MAX_GROUPS 40u              /* groups per END/STATS message */
 #define CTL_MAX_SOURCE_LIST 256u
+#define CTL_NONCE_TEXT 65u               /* 32 random bytes in hex, with NUL */
+#define CTL_PROOF_TEXT 65u               /* HMAC-SHA256 in hex, with NUL */
 
 enum ctl_type {
 	CTL_HELLO,    /* first message of every connection, client to listener */
@@ -31,6 +33,7 @@ enum ctl_type {
 	CTL_END,      /* peer to builder: final counters */
 	CTL_BYE,      /* builder to peer: run over, you may exit */
 	CTL_START,    /* builder to source: every peer is up, start sending */
+	CTL_CHALLENGE, /* listener to client, first on every connection: a nonce */
 };
 
 enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
@@ -59,6 +62,13 @@ struct ctl_hello {
 	char host[CTL_MAX_TEXT];
 	uint32_t source_count;              /* reader: sources it serves */
 	uint16_t sources[CTL_MAX_SOURCE_LIST];
+	char proof[CTL_PROOF_TEXT];         /* HMAC of the challenge and this hello; "" without a run key */
+};
+
+/* The listener's first words: the client proves it holds the run key by
+ * answering with an HMAC of this nonce (docs/PROTOCOL.md, Authentication). */
+struct ctl_challenge {
+	char nonce[CTL_NONCE_TEXT];
 };
 
 struct ctl_welcome {
@@ -132,6 +142,7 @@ struct ctl_msg {
 		struct ctl_report report;   /* STATS and END */
 		struct ctl_bye bye;
 		struct ctl_start start;
+		struct ctl_challenge challenge;
 	} u;
 };
 

@@ -1,6 +1,8 @@
 #include "greet.h"
 
+#include "auth.h"
 #include "log.h"
+#include "net.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -14,6 +16,9 @@ struct greet {
 	struct event *ev;
 	int fd;
 	bool listener;
+	bool challenged;           /* client: the listener's nonce has arrived */
+	char nonce[CTL_NONCE_TEXT];
+	struct ctl_hello hello;    /* client: sent once challenged */
 	char peer[CTL_MAX_TEXT];
 	size_t have;
 	size_t need;
@@ -25,6 +30,8 @@ struct greet {
 };
 
 static unsigned greet_count;
+
+static int greet_send(int fd, const struct ctl_msg *msg);
 
 unsigned greet_in_progress(void)
 {
@@ -104,6 +111,29 @@ static void greet_on_event(evutil_socket_t fd, short what, void *arg)
 		g->need = need;
 		return;
 	}
+	if (!g->listener && !g->challenged) {
+		if (g->msg.type == CTL_CHALLENGE) {
+			/* Prove the run key on this very connection, then wait for
+			 * the verdict. */
+			g->challenged = true;
+			struct ctl_msg hello = { .type = CTL_HELLO };
+			hello.u.hello = g->hello;
+			auth_sign_hello(g->msg.u.challenge.nonce, &hello.u.hello);
+			int rc = greet_send(g->fd, &hello);
+			if (rc < 0) {
+				greet_fail(g, strerror(-rc));
+				return;
+			}
+			g->have = 0;
+			g->need = CTL_LENGTH_BYTES;
+			return;
+		}
+		if (g->msg.type != CTL_ERROR) {
+			snprintf(err, sizeof err, "expected challenge, got %s", ctl_type_name(g->msg.type));
+			greet_fail(g, err);
+			return;
+		}
+	}
 	event_free(g->ev);
 	g->ev = NULL;
 	int conn = g->fd;
@@ -115,11 +145,30 @@ static void greet_on_event(evutil_socket_t fd, short what, void *arg)
 			greet_fail(g, err);
 			return;
 		}
+		const struct ctl_hello *h = &g->msg.u.hello;
+		if (auth_have_key() && !auth_check_hello(g->nonce, h)) {
+			greet_reply_error(conn, g->peer, "auth_failed",
+					  "%s %u from %s did not prove the run key; give every daemon "
+					  "of the run the same --run-key-file",
+					  ctl_role_name(h->role), h->id, g->peer);
+			g->fd = -1;
+			greet_fail(g, "authentication failed");
+			return;
+		}
+		if (!auth_have_key() && !net_fd_is_loopback(conn)) {
+			greet_reply_error(conn, g->peer, "auth_required",
+					  "%s %u from %s is not on this host and this daemon has no "
+					  "run key; start every daemon with --run-key-file",
+					  ctl_role_name(h->role), h->id, g->peer);
+			g->fd = -1;
+			greet_fail(g, "no run key for a remote peer");
+			return;
+		}
 		greet_accept_cb cb = g->accept_cb;
 		void *cb_arg = g->arg;
 		char peer[CTL_MAX_TEXT];
 		snprintf(peer, sizeof peer, "%s", g->peer);
-		struct ctl_hello hello = g->msg.u.hello;
+		struct ctl_hello hello = *h;
 		greet_free(g, false);
 		cb(conn, &hello, peer, cb_arg);
 		return;
@@ -166,9 +215,20 @@ struct greet *greet_accept(struct event_base *base, int fd, const char *peer,
 			   uint64_t timeout_ms, greet_accept_cb cb, void *arg)
 {
 	struct greet *g = greet_new(base, fd, peer, timeout_ms, arg);
-	if (g != NULL) {
-		g->listener = true;
-		g->accept_cb = cb;
+	if (g == NULL)
+		return NULL;
+	g->listener = true;
+	g->accept_cb = cb;
+	/* Every connection is challenged, key or not, so a client never has to
+	 * guess whether to prove anything. */
+	auth_new_nonce(g->nonce);
+	struct ctl_msg challenge = { .type = CTL_CHALLENGE };
+	memcpy(challenge.u.challenge.nonce, g->nonce, sizeof g->nonce);
+	if (greet_send(fd, &challenge) < 0) {
+		log_warn("Cannot challenge %s: %s", peer, strerror(errno));
+		greet_free(g, true);
+		cb(-1, NULL, peer, arg);
+		return NULL;
 	}
 	return g;
 }
@@ -189,18 +249,13 @@ struct greet *greet_connect(struct event_base *base, int fd, const char *what,
 			    const struct ctl_hello *hello, uint64_t timeout_ms,
 			    greet_connect_cb cb, void *arg)
 {
-	struct ctl_msg msg = { .type = CTL_HELLO };
-	msg.u.hello = *hello;
-	int rc = greet_send(fd, &msg);
-	if (rc < 0) {
-		log_error("Cannot greet %s: %s", what, strerror(-rc));
-		close(fd);
+	struct greet *g = greet_new(base, fd, what, timeout_ms, arg);
+	if (g == NULL) {
 		cb(-1, NULL, arg);
 		return NULL;
 	}
-	struct greet *g = greet_new(base, fd, what, timeout_ms, arg);
-	if (g != NULL)
-		g->connect_cb = cb;
+	g->connect_cb = cb;
+	g->hello = *hello;
 	return g;
 }
 

@@ -1,7 +1,9 @@
-/* The greeting that opens every connection, data or control: the client
- * sends HELLO and waits; the listener answers WELCOME or ERROR. Both sides
- * read exactly one message, byte-exact, so nothing that follows the greeting
- * is ever swallowed. Each side gives up after a handshake timeout. */
+/* The greeting that opens every connection, data or control: the listener
+ * sends CHALLENGE (a nonce), the client answers HELLO with its proof of the
+ * run key (common/auth.h), the listener answers WELCOME or ERROR. A listener
+ * with no run key accepts loopback peers only. Both sides read message by
+ * message, byte-exact, so nothing that follows the greeting is ever
+ * swallowed. Each side gives up after a handshake timeout. */
 #ifndef ES_GREET_H
 #define ES_GREET_H
 

@@ -143,6 +143,43 @@ int net_accept(int listen_fd, char *peer, size_t peer_len)
 	return fd;
 }
 
+static bool net_addr_is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_UNIX)
+		return true;
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_LOOPBACK(a))
+			return true;
+		return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+	}
+	return false;
+}
+
+bool net_fd_is_loopback(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	return net_addr_is_loopback((const struct sockaddr *)&ss);
+}
+
+bool net_host_is_loopback(const char *host)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0)
+		return false;
+	bool all = res != NULL;
+	for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next)
+		all = all && net_addr_is_loopback(ai->ai_addr);
+	freeaddrinfo(res);
+	return all;
+}
+
 void net_peer_name(int fd, char *buf, size_t len)
 {
 	struct sockaddr_storage ss;

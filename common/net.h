@@ -21,6 +21,13 @@ int net_accept(int listen_fd, char *peer, size_t peer_len);
  * reader polling for the file never sees half of it. */
 int net_write_port_file(const char *path, const char *text);
 
+/* Whether the peer of fd is on this host: a Unix socket, 127.0.0.0/8 or
+ * ::1 (also as a v4-mapped address). */
+bool net_fd_is_loopback(int fd);
+
+/* Whether every address host resolves to is a loopback one. */
+bool net_host_is_loopback(const char *host);
+
 /* Sets TCP_NODELAY and, when bytes > 0, both kernel buffer sizes. */
 void net_tune(int fd, int buffer_bytes);
 

@@ -2,7 +2,9 @@
  * reader to the event loop; see reader.c. */
 #include "clk.h"
 #include "frame.h"
+#include "auth.h"
 #include "log.h"
+#include "net.h"
 #include "opt.h"
 #include "reader.h"
 #include "shmlink.h"
@@ -50,6 +52,9 @@ static void usage(FILE *f)
 "Testing:\n"
 "  --shm-inject KIND@N     after N records put a damaged one in the ring and\n"
 "                          forward nothing more; KIND is record, crc, length or head\n"
+"Security:\n"
+"  --run-key-file PATH     secret shared by every daemon of the run (16+ bytes);\n"
+"                          without it only peers on this host are accepted\n"
 "Other:\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
 "  --quiet                 log warnings and errors only\n"
@@ -65,7 +70,7 @@ static void usage(FILE *f)
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
 	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_CLOCK_OFFSET,
-	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_SHM_INJECT,
+	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY, OPT_SHM_INJECT,
 };
 
 static const struct option long_options[] = {
@@ -83,6 +88,7 @@ static const struct option long_options[] = {
 	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
 	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "run-key-file", required_argument, NULL, OPT_RUN_KEY },
 	{ "shm-inject", required_argument, NULL, OPT_SHM_INJECT },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -114,6 +120,7 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 	bool have_id = false, have_run = false, have_listen = false, have_sources = false;
 	bool have_builder = false, have_control = false;
 	int64_t clock_offset = 0;
+	const char *run_key_file = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
 		bool ok = true;
@@ -143,6 +150,7 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
 		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
 		case OPT_QUIET: o->quiet = true; break;
+		case OPT_RUN_KEY: run_key_file = optarg; break;
 		case OPT_SHM_INJECT:
 			ok = rdr_parse_shm_inject(optarg, &o->shm_inject, &o->shm_inject_after);
 			if (!ok)
@@ -168,6 +176,14 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 	}
 	if (o->shm_inject != RDR_SHM_INJECT_NONE && o->builder_shm[0] == '\0') {
 		fprintf(stderr, "readoutd: --shm-inject needs --builder shm://NAME\n");
+		return false;
+	}
+	if (run_key_file != NULL && auth_load_key_file(run_key_file) < 0)
+		return false;
+	if (!auth_have_key() && !net_host_is_loopback(o->listen_host)) {
+		fprintf(stderr, "readoutd: --listen %s is not a loopback address: without a run key "
+			"only peers on this host could connect; give --run-key-file (the same file on "
+			"every host)\n", o->listen_host);
 		return false;
 	}
 	clk_set_offset_ns(clock_offset);
@@ -200,6 +216,8 @@ int main(int argc, char **argv)
 	if (!parse_options(argc, argv, &o))
 		return 2;
 	log_init("readoutd", (int)o.id, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
+	if (!auth_have_key())
+		log_info("No run key: accepting peers on this host only");
 	signal(SIGPIPE, SIG_IGN);
 	struct event_base *base = event_base_new();
 	the_reader = rdr_create(base, &o);

@@ -1,7 +1,9 @@
 /* sourced: one readout sector of the event builder. Parses options and
  * wires the source to the event loop; see source.c. */
 #include "clk.h"
+#include "auth.h"
 #include "log.h"
+#include "net.h"
 #include "opt.h"
 #include "source.h"
 
@@ -47,6 +49,9 @@ static void usage(FILE *f)
 "                          crc, magic, version, flags, length, run, truncate or noend\n"
 "  --dribble               write one byte per system call\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
+"Security:\n"
+"  --run-key-file PATH     secret shared by every daemon of the run (16+ bytes);\n"
+"                          without it only peers on this host are accepted\n"
 "Other:\n"
 "  --batch-bytes B         send buffer, frames per write (default 262144)\n"
 "  --max-delayed N         delayed fragments held at once (default 65536)\n"
@@ -62,7 +67,7 @@ enum {
 	OPT_ID = 256, OPT_RUN, OPT_SEED, OPT_EVENTS, OPT_FIRST, OPT_PAYLOAD, OPT_RATE, OPT_MISSING,
 	OPT_DUPLICATE, OPT_DELAY_EVERY, OPT_DELAY_MS, OPT_REORDER, OPT_CONNECT, OPT_CONTROL,
 	OPT_CONNECT_TIMEOUT, OPT_INJECT, OPT_DRIBBLE, OPT_CLOCK_OFFSET, OPT_BATCH, OPT_MAX_DELAYED,
-	OPT_QUIET, OPT_HELP, OPT_VERSION,
+	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
 };
 
 static const struct option long_options[] = {
@@ -87,6 +92,7 @@ static const struct option long_options[] = {
 	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
 	{ "max-delayed", required_argument, NULL, OPT_MAX_DELAYED },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
+	{ "run-key-file", required_argument, NULL, OPT_RUN_KEY },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ NULL, 0, NULL, 0 },
@@ -97,6 +103,7 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 	bool have_id = false, have_run = false, have_events = false, have_payload = false;
 	bool have_rate = false, have_connect = false, have_control = false;
 	int64_t clock_offset = 0;
+	const char *run_key_file = NULL;
 	uint32_t u32;
 	int c;
 	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
@@ -133,6 +140,7 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 64, 64u << 20, &o->batch_bytes); break;
 		case OPT_MAX_DELAYED: ok = opt_u32("--max-delayed", optarg, 1, 1u << 24, &u32); o->max_delayed = u32; break;
 		case OPT_QUIET: o->quiet = true; break;
+		case OPT_RUN_KEY: run_key_file = optarg; break;
 		case OPT_HELP: usage(stdout); exit(0);
 		case OPT_VERSION: printf("sourced %s\n", ES_VERSION); exit(0);
 		default: usage(stderr); return false;
@@ -155,6 +163,8 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 		fprintf(stderr, "sourced: --delay-every needs --delay-ms\n");
 		return false;
 	}
+	if (run_key_file != NULL && auth_load_key_file(run_key_file) < 0)
+		return false;
 	clk_set_offset_ns(clock_offset);
 	return true;
 }
@@ -184,6 +194,8 @@ int main(int argc, char **argv)
 	if (!parse_options(argc, argv, &o))
 		return 2;
 	log_init("sourced", (int)o.id, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
+	if (!auth_have_key())
+		log_info("No run key: accepting peers on this host only");
 	signal(SIGPIPE, SIG_IGN);
 	struct event_config *cfg = event_config_new();
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);

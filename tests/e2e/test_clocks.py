@@ -304,26 +304,30 @@ class ChronyNamespaceTest(E2ETestCase):
 
         out = h.dir / "run"
         out.mkdir()
+        # Listeners off loopback need the run key.
+        key = h.path("run.key")
+        key.write_text(os.urandom(32).hex() + "\n")
+        key.chmod(0o600)
         pf = h.path("ports", "builder.port")
         benv = {"ES_CHRONY_SOCKET": str(server_sock)}
         renv = {"ES_CHRONY_SOCKET": str(client_sock)}
         builder = h.start("builder-0", self.in_ns("builder", "es-ck-builder", [
             h.bin / "builderd", "--run", 7, "--sources", SOURCES, "--readers", 1,
             "--listen", f"{BUILDER_IP}:0", "--control-listen", f"{BUILDER_IP}:0",
-            "--out", out, "--port-file", pf, "--events", EVENTS]), env=benv)
+            "--out", out, "--port-file", pf, "--events", EVENTS, "--run-key-file", key]), env=benv)
         bports = h.wait_port_file(pf, ("data", "control"), 15, builder)
         rpf = h.path("ports", "reader-0.port")
         reader = h.start("reader-0", self.in_ns("readout", "es-ck-readout", [
             h.bin / "readoutd", "--id", 0, "--run", 7, "--listen", f"{READOUT_IP}:0",
             "--port-file", rpf, "--sources", "0,1",
             "--builder", f"tcp://{BUILDER_IP}:{bports['data']}",
-            "--control", f"{BUILDER_IP}:{bports['control']}"]), env=renv)
+            "--control", f"{BUILDER_IP}:{bports['control']}", "--run-key-file", key]), env=renv)
         rport = h.wait_port_file(rpf, ("data",), 15, reader)["data"]
         sources = [h.start(f"source-{s}", self.in_ns("readout", "es-ck-readout", [
             h.bin / "sourced", "--id", s, "--run", 7, "--seed", 3, "--events", EVENTS,
             "--payload", 64, "--rate", RATE, "--connect", f"{READOUT_IP}:{rport}",
-            "--control", f"{BUILDER_IP}:{bports['control']}"]), env=renv)
-            for s in range(SOURCES)]
+            "--control", f"{BUILDER_IP}:{bports['control']}", "--run-key-file", key]),
+            env=renv) for s in range(SOURCES)]
         self.assertEqual(h.wait(builder, 120), 0, builder.tail(60))
         for p in [reader] + sources:
             self.assertEqual(h.wait(p, 30), 0, f"{p.name}:\n{p.tail()}")

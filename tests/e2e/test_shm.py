@@ -48,21 +48,26 @@ def pack(value) -> bytes:
 
 def hello(role: str = "reader", id: int = 0, run: int = 1, sources=(0,)) -> bytes:
     body = pack({"type": "hello", "role": role, "id": id, "channel": "data", "run_id": run,
-                 "protocol": 1, "pid": os.getpid(), "host": "e2e-test",
-                 "sources": list(sources)})
+                 "protocol": 2, "pid": os.getpid(), "host": "e2e-test",
+                 "sources": list(sources), "proof": ""})
     return struct.pack(">I", len(body)) + body
 
 
+def read_message(s: socket.socket) -> bytes:
+    head = s.recv(4, socket.MSG_WAITALL)
+    return s.recv(struct.unpack(">I", head)[0], socket.MSG_WAITALL)
+
+
 def greet_shm(name: str, message: bytes) -> tuple[socket.socket, bytes]:
-    """Connects to builderd's shared-memory socket, sends message and returns
+    """Connects to builderd's shared-memory socket, takes its challenge, sends
+    message (no proof: the run has no key and the socket is local) and returns
     the socket and the body of the one reply."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
     s.connect(f"\0es-{name}")
+    assert b"challenge" in read_message(s)
     s.sendall(message)
-    head = s.recv(4, socket.MSG_WAITALL)
-    body = s.recv(struct.unpack(">I", head)[0], socket.MSG_WAITALL)
-    return s, body
+    return s, read_message(s)
 
 
 def link(metrics: dict, reader: int) -> dict:

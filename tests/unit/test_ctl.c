@@ -75,7 +75,8 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 		const struct ctl_hello *x = &a->u.hello, *y = &b->u.hello;
 		return x->role == y->role && x->id == y->id && x->channel == y->channel &&
 		       x->run_id == y->run_id && x->protocol == y->protocol && x->pid == y->pid &&
-		       strcmp(x->host, y->host) == 0 && x->source_count == y->source_count &&
+		       strcmp(x->host, y->host) == 0 && strcmp(x->proof, y->proof) == 0 &&
+		       x->source_count == y->source_count &&
 		       x->source_count <= CTL_MAX_SOURCE_LIST &&
 		       memcmp(x->sources, y->sources, x->source_count * sizeof x->sources[0]) == 0;
 	}
@@ -118,6 +119,8 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 		return a->u.bye.status == b->u.bye.status;
 	case CTL_START:
 		return a->u.start.delay_ns == b->u.start.delay_ns;
+	case CTL_CHALLENGE:
+		return strcmp(a->u.challenge.nonce, b->u.challenge.nonce) == 0;
 	}
 	return false;
 }
@@ -137,6 +140,7 @@ static void make_hello(struct ctl_msg *m)
 	m->u.hello.sources[0] = 0;
 	m->u.hello.sources[1] = 1;
 	m->u.hello.sources[2] = 7;
+	strcpy(m->u.hello.proof, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
 }
 
 /* A report of every group and counter, with names of name_bytes (at most
@@ -249,7 +253,7 @@ static void pack_hello(msgpack_packer *pk, const char *omit, unsigned extra)
 {
 	const char *o = omit != NULL ? omit : "";
 
-	msgpack_pack_map(pk, 9 + extra - (omit != NULL));
+	msgpack_pack_map(pk, 10 + extra - (omit != NULL));
 	pk_kv(pk, "type", "hello");
 	if (strcmp(o, "role") != 0)
 		pk_kv(pk, "role", "reader");
@@ -272,6 +276,8 @@ static void pack_hello(msgpack_packer *pk, const char *omit, unsigned extra)
 		msgpack_pack_uint16(pk, 1);
 		msgpack_pack_uint16(pk, 7);
 	}
+	if (strcmp(o, "proof") != 0)
+		pk_kv(pk, "proof", "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
 }
 
 /* {"type": type, "status": 0, "groups": {"g": {"c": 1}}} less omit. */
@@ -311,14 +317,14 @@ static void expect_error_at(int line, const uint8_t *buf, size_t n, const char *
 
 /* Spelled out here rather than taken from ctl_type_name(), to check it. */
 static const char *const type_names[] = {
-	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye", "start",
+	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye", "start", "challenge",
 };
 
 START_TEST(test_names)
 {
-	for (unsigned t = CTL_HELLO; t <= CTL_START; t++)
+	for (unsigned t = CTL_HELLO; t <= CTL_CHALLENGE; t++)
 		ck_assert_str_eq(ctl_type_name((enum ctl_type)t), type_names[t]);
-	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_START + 1)), "unknown");
+	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_CHALLENGE + 1)), "unknown");
 
 	enum ctl_role role = CTL_ROLE_SOURCE;
 	ck_assert_str_eq(ctl_role_name(CTL_ROLE_SOURCE), "source");
@@ -541,7 +547,7 @@ START_TEST(test_encode_refuses)
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
-	m.type = (enum ctl_type)(CTL_START + 1);
+	m.type = (enum ctl_type)(CTL_CHALLENGE + 1);
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
@@ -766,13 +772,13 @@ START_TEST(test_bad_body)
 	b.buf[CTL_LENGTH_BYTES + b.len++] = 0xc1;
 	EXPECT_ERROR(&b, "invalid msgpack byte 0xc1 at body offset 6");
 
-	/* The prefix says less than the map needs. */
+	/* The prefix says less than the map needs (sources last). */
 	pk = body_init(&b);
-	pack_hello(pk, NULL, 0);
+	pack_hello(pk, "proof", 0);
 	b.len -= 1;
 	EXPECT_ERROR(&b, "array at body offset 89 declares 3 elements but only 2 byte(s) follow");
 	pk = body_init(&b);
-	pack_hello(pk, NULL, 0);
+	pack_hello(pk, "proof", 0);
 	b.len -= 20;
 	EXPECT_ERROR(&b, "msgpack data truncated: a str at body offset 71 runs past the end of the 73-byte body");
 	pk = body_init(&b);
@@ -796,7 +802,7 @@ START_TEST(test_bad_body)
 	pk = body_init(&b);
 	pack_hello(pk, NULL, 0);
 	msgpack_pack_nil(pk);
-	EXPECT_ERROR(&b, "1 trailing byte(s) after the map in a body of 94 bytes");
+	EXPECT_ERROR(&b, "1 trailing byte(s) after the map in a body of 166 bytes");
 	pk = body_init(&b);
 	msgpack_pack_map(pk, 0);
 	msgpack_pack_map(pk, 0);
@@ -811,8 +817,8 @@ START_TEST(test_bad_body)
 	at = b.len;
 	msgpack_pack_array(pk, UINT32_MAX);
 	msgpack_pack_nil(pk);
-	EXPECT_ERROR(&b, "array at body offset 95 declares 4294967295 elements but only 1 byte(s) follow");
-	ck_assert_uint_eq(at, 95);
+	EXPECT_ERROR(&b, "array at body offset 167 declares 4294967295 elements but only 1 byte(s) follow");
+	ck_assert_uint_eq(at, 167);
 	pk = body_init(&b);
 	msgpack_pack_map(pk, UINT32_MAX);
 	pk_kv(pk, "type", "ping");
@@ -1402,7 +1408,7 @@ static void random_text(uint64_t *s, char *dst, size_t cap)
 static void random_msg(uint64_t *s, struct ctl_msg *m)
 {
 	memset(m, 0, sizeof *m);
-	m->type = (enum ctl_type)rng_below(s, CTL_START + 1);
+	m->type = (enum ctl_type)rng_below(s, CTL_CHALLENGE + 1);
 	switch (m->type) {
 	case CTL_HELLO:
 		m->u.hello.role = (enum ctl_role)rng_below(s, 3);
@@ -1412,6 +1418,7 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		m->u.hello.protocol = (uint32_t)rng_u64(s);
 		m->u.hello.pid = (uint32_t)rng_u64(s);
 		random_text(s, m->u.hello.host, sizeof m->u.hello.host);
+		random_text(s, m->u.hello.proof, sizeof m->u.hello.proof);
 		m->u.hello.source_count = (uint32_t)rng_below(s, CTL_MAX_SOURCE_LIST + 1);
 		for (uint32_t i = 0; i < m->u.hello.source_count; i++)
 			m->u.hello.sources[i] = (uint16_t)rng_u64(s);
@@ -1464,6 +1471,9 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		break;
 	case CTL_START:
 		m->u.start.delay_ns = rng_u64(s);
+		break;
+	case CTL_CHALLENGE:
+		random_text(s, m->u.challenge.nonce, sizeof m->u.challenge.nonce);
 		break;
 	}
 }
@@ -1631,7 +1641,7 @@ START_TEST(test_fuzz)
 			if (rng_below(&s, 8) == 0)
 				pack_random_value(pk, &s, 1);
 			else
-				pk_str(pk, type_names[rng_below(&s, CTL_START + 1)]);
+				pk_str(pk, type_names[rng_below(&s, CTL_CHALLENGE + 1)]);
 			for (unsigned i = 0; i < entries; i++) {
 				pack_random_value(pk, &s, 4);
 				pack_random_value(pk, &s, 1);

@@ -1,0 +1,84 @@
+"""Peer authentication with a run key: a keyed run works; a peer with
+another key, or none, is refused with a reason and counted while the run goes
+on; a daemon without a key will not listen off this host."""
+
+from __future__ import annotations
+
+import os
+
+from harness import E2ETestCase, read_metrics, unbalanced
+
+EVENTS = 3000
+
+
+class AuthTest(E2ETestCase):
+    needs_daemons = True
+
+    def key(self, name: str) -> str:
+        path = self.h.path(name)
+        path.write_text(os.urandom(32).hex() + "\n")
+        path.chmod(0o600)
+        return str(path)
+
+    def test_keyed_run_refuses_wrong_and_missing_keys(self) -> None:
+        h = self.h
+        key = self.key("run.key")
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS,
+                                         run_key_file=key)
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports,
+                                       run_key_file=key)
+        sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS, payload=32, rate=3000,
+                                  reader_port=rport, builder=ports, run_key_file=key)
+                   for s in (0, 1)]
+        # Same IDs as the real sources, but no key / another key.
+        no_key = h.start_source(id=0, run=1, seed=1, events=10, payload=32,
+                                reader_port=rport, builder=ports)
+        wrong = h.start_source(id=1, run=1, seed=1, events=10, payload=32,
+                               reader_port=rport, builder=ports,
+                               run_key_file=self.key("other.key"))
+        for stranger in (no_key, wrong):
+            self.assertEqual(h.wait(stranger, 30), 1, stranger.tail())
+            self.assertIn("did not prove the run key", stranger.log())
+        self.assertEqual(h.wait(builder, 60), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 15), 0, p.tail())
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], EVENTS)
+        self.assertGreaterEqual(m["counters"]["builder"]["refused_connections"], 2)
+        self.assertIn("authentication failed", builder.log())
+        h.assert_clean()
+
+    def test_no_key_listens_on_loopback_only(self) -> None:
+        h = self.h
+        r = h.run("builderd-offhost", [h.bin / "builderd", "--run", 1, "--sources", 1,
+                                       "--readers", 1, "--listen", "198.18.0.1:0",
+                                       "--control-listen", "127.0.0.1:0",
+                                       "--out", h.dir / "x"], 10)
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn("not a loopback address", r.output)
+        self.assertIn("--run-key-file", r.output)
+        r = h.run("readoutd-offhost", [h.bin / "readoutd", "--id", 0, "--run", 1,
+                                       "--listen", "0.0.0.0:0", "--sources", "0",
+                                       "--builder", "tcp://127.0.0.1:1",
+                                       "--control", "127.0.0.1:1"], 10)
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn("not a loopback address", r.output)
+        r = h.run("builderd-badkey", [h.bin / "builderd", "--run", 1, "--sources", 1,
+                                      "--readers", 1, "--listen", "127.0.0.1:0",
+                                      "--control-listen", "127.0.0.1:0", "--out", h.dir / "y",
+                                      "--run-key-file", h.dir / "missing.key"], 10)
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn("Cannot read the run key file", r.output)
+
+    def test_unkeyed_run_says_so(self) -> None:
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=1, readers=1, events=100)
+        reader, rport = h.start_reader(id=0, run=1, sources=(0,), builder=ports)
+        source = h.start_source(id=0, run=1, seed=1, events=100, payload=16,
+                                reader_port=rport, builder=ports)
+        self.assertEqual(h.wait(builder, 60), 0, builder.tail())
+        for p in (reader, source):
+            h.wait(p, 15)
+            self.assertIn("No run key: accepting peers on this host only", p.log())
+        h.assert_clean()
