@@ -45,6 +45,8 @@ static void usage(FILE *f)
 "  --peer-timeout-ms T     a peer not connected, or no progress, after T ms\n"
 "                          ends the run with an error (default 10000)\n"
 "  --handshake-timeout-ms T  drop a connection that does not greet in time (default 5000)\n"
+"  --stall-timeout-ms T    a peer silent this long (it answers clock probes every\n"
+"                          200 ms) is given up as stalled (default 2000)\n"
 "  --shm-listen NAME       readers on this host may forward through shared-memory\n"
 "                          rings (readoutd --builder shm://NAME); one ring per\n"
 "                          reader, /dev/shm/es-NAME-r<id>, removed once attached\n"
@@ -83,7 +85,7 @@ static void usage(FILE *f)
 
 enum {
 	OPT_RUN = 256, OPT_SOURCES, OPT_READERS, OPT_FIRST, OPT_EVENTS, OPT_LISTEN, OPT_CONTROL_LISTEN,
-	OPT_PORT_FILE, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
+	OPT_PORT_FILE, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_STALL_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
 	OPT_NO_ADMISSION, OPT_FILTER_MODULO, OPT_FILTER_COST, OPT_MAX_FRAGMENT, OPT_OUT,
 	OPT_SHM_LISTEN, OPT_SHM_CAPACITY,
 	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_NO_CLOCK_CORRECTION, OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
@@ -100,6 +102,7 @@ static const struct option long_options[] = {
 	{ "port-file", required_argument, NULL, OPT_PORT_FILE },
 	{ "peer-timeout-ms", required_argument, NULL, OPT_PEER_TIMEOUT },
 	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
+	{ "stall-timeout-ms", required_argument, NULL, OPT_STALL_TIMEOUT },
 	{ "max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT },
 	{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT },
 	{ "no-admission", no_argument, NULL, OPT_NO_ADMISSION },
@@ -151,6 +154,7 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 		case OPT_PORT_FILE: snprintf(o->port_file, sizeof o->port_file, "%s", optarg); break;
 		case OPT_PEER_TIMEOUT: ok = opt_u64("--peer-timeout-ms", optarg, 1, 86400000, &o->peer_timeout_ms); break;
 		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
+		case OPT_STALL_TIMEOUT: ok = opt_u64("--stall-timeout-ms", optarg, 500, 86400000, &o->stall_timeout_ms); break;
 		case OPT_MAX_INFLIGHT: ok = opt_u32("--max-inflight", optarg, 1, BLD_MAX_WINDOW, &o->max_inflight); break;
 		case OPT_TIMEOUT: ok = opt_u64("--timeout-ms", optarg, 0, 86400000, &o->timeout_ms); break;
 		case OPT_NO_ADMISSION: o->no_admission = true; break;
@@ -244,6 +248,7 @@ int main(int argc, char **argv)
 		.batch_bytes = 262144,
 		.peer_timeout_ms = 10000,
 		.handshake_timeout_ms = 5000,
+		.stall_timeout_ms = 2000,
 	};
 	if (!parse_options(argc, argv, &o))
 		return 2;

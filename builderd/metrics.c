@@ -198,7 +198,21 @@ int metrics_write(const struct bd *b, const struct acct *a)
 		}
 		fputc('}', f);
 	}
-	fputs("\n  ],\n  \"errors\": [", f);
+	fprintf(f, "\n  ],\n  \"losses\": {\"fragments_lost_with_sources\": %" PRIu64
+		   ", \"frames_lost_with_readers\": %" PRIu64 ", \"peers_gone\": [",
+		a->lost_with_sources, a->lost_with_readers);
+	bool first_gone = true;
+	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
+		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
+							     : &b->reader_peers[i - b->opt.sources];
+		if (!p->lost || p->reported)
+			continue;
+		fprintf(f, "%s{\"role\": \"%s\", \"id\": %u, \"pid\": %u, \"how\": \"%s\"}",
+			first_gone ? "" : ", ", ctl_role_name(p->role), p->id, p->pid,
+			p->stalled ? "stalled" : "died");
+		first_gone = false;
+	}
+	fputs("]},\n  \"errors\": [", f);
 	for (uint32_t i = 0; i < b->error_count; i++) {
 		fprintf(f, "%s\n    ", i ? "," : "");
 		json_string(f, b->errors[i]);

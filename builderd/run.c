@@ -33,6 +33,8 @@
 static void bd_finish(struct bd *b, const char *why);
 static bool bd_all_connected(const struct bd *b);
 static void bd_maybe_start(struct bd *b);
+static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why);
+static void bd_check_stalls(struct bd *b, uint64_t now);
 
 /* A role at the start of a sentence. */
 static const char *bd_title(enum ctl_role role)
@@ -346,6 +348,7 @@ static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uin
 	(void)c;
 	struct bd_peer *p = arg;
 	struct bd *b = p->run;
+	p->last_heard_ns = clk_monotonic_ns();
 	switch (msg->type) {
 	case CTL_END:
 		/* Only data and final reports are progress: clock answers keep
@@ -386,10 +389,62 @@ static void bd_on_peer_close(struct msgconn *c, const char *reason, void *arg)
 		return;
 	}
 	if (!p->reported) {
-		p->lost = true;
-		bd_error(b, "%s %u (%s, pid %u on %s) lost its control connection before reporting: %s",
-			 bd_title(p->role), p->id, p->address, p->pid, p->host, reason);
-		bd_maybe_finish(b);
+		char why[CTL_MAX_TEXT + 64];
+		snprintf(why, sizeof why, "lost its control connection before reporting (%s)", reason);
+		bd_peer_gone(b, p, why);
+	}
+}
+
+/* A peer died or stalled before its final report. What it held is counted
+ * as lost with it (metrics.json, equations), the peers that depend on it are
+ * told to stop or to drop it so the run can still end, and nothing waits for
+ * it any more. */
+static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
+{
+	if (p->lost || p->reported)
+		return;
+	p->lost = true;
+	bd_error(b, "%s %u (%s, pid %u on %s) %s; what it held is counted as lost with it",
+		 bd_title(p->role), p->id, p->address, p->pid, p->host, why);
+	if (p->conn != NULL) {
+		msgconn_free(p->conn);
+		p->conn = NULL;
+	}
+	struct ctl_msg stop = { .type = CTL_STOP };
+	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
+		 p->id, p->stalled ? "stalled" : "is gone");
+	if (p->role == CTL_ROLE_READER) {
+		struct bd_reader *rd = &b->readers[p->id];
+		if (rd->state == BD_DATA_STREAMING || rd->state == BD_DATA_WAITING)
+			bd_reader_close(rd, BD_DATA_FAILED);
+		stop.u.stop.source = CTL_STOP_ALL;
+		for (uint16_t s = 0; s < b->opt.sources; s++)
+			if (b->reader_of_source[s] == (int32_t)p->id && b->source_peers[s].conn != NULL)
+				msgconn_send(b->source_peers[s].conn, &stop);
+	} else if (p->role == CTL_ROLE_SOURCE) {
+		int32_t r = b->reader_of_source[p->id];
+		stop.u.stop.source = p->id;
+		if (r >= 0 && b->reader_peers[r].conn != NULL)
+			msgconn_send(b->reader_peers[r].conn, &stop);
+	}
+	bd_maybe_finish(b);
+}
+
+/* From the tick: a peer that has not said anything (clock answers come
+ * every 200 ms) for the stall timeout is stopped, SIGSTOP-style, or hung. */
+static void bd_check_stalls(struct bd *b, uint64_t now)
+{
+	uint64_t limit = b->opt.stall_timeout_ms * 1000000u;
+	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
+		struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
+						       : &b->reader_peers[i - b->opt.sources];
+		if (p->conn == NULL || p->reported || p->lost || now - p->last_heard_ns <= limit)
+			continue;
+		p->stalled = true;
+		char why[96];
+		snprintf(why, sizeof why, "stalled: no answer for %" PRIu64 " ms",
+			 (now - p->last_heard_ns) / 1000000u);
+		bd_peer_gone(b, p, why);
 	}
 }
 
@@ -441,6 +496,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	snprintf(p->address, sizeof p->address, "%s", peer);
 	net_tune(fd, 0);
 	p->conn = msgconn_new(b->base, fd, peer, &bd_peer_ops, p);
+	p->last_heard_ns = clk_monotonic_ns();
 	bdc_peer_joined(b->clocks, p);
 	b->last_progress_ns = clk_monotonic_ns();
 	if (!b->opt.quiet)
@@ -582,6 +638,7 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	out_flush(b->out);
 	bd_publish_credits(b, true);
 	bshm_tick(b, now);
+	bd_check_stalls(b, now);
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
@@ -643,6 +700,7 @@ static void bd_collect_peer_errors(struct bd *b)
 		{ "err_truncated", "connections closed inside a frame" },
 		{ "err_no_end", "connections closed without an END frame" },
 		{ "err_after_end", "connections with data after END" },
+		{ "err_dropped", "connections dropped because the source was gone" },
 	};
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		const struct bd_peer *p = &b->reader_peers[r];
@@ -702,15 +760,19 @@ static void bd_finish(struct bd *b, const char *why)
 
 	const struct ctl_report **source_reports = calloc(b->opt.sources, sizeof *source_reports);
 	struct acct_reader *readers = calloc(b->opt.readers, sizeof *readers);
+	bool *source_gone = calloc(b->opt.sources, sizeof *source_gone);
 	struct acct a = { 0 };
-	if (source_reports == NULL || readers == NULL) {
+	if (source_reports == NULL || readers == NULL || source_gone == NULL) {
 		bd_error(b, "Out of memory for the end-of-run accounting");
 	} else {
-		for (uint16_t s = 0; s < b->opt.sources; s++)
+		for (uint16_t s = 0; s < b->opt.sources; s++) {
 			source_reports[s] = b->source_peers[s].report;
+			source_gone[s] = b->source_peers[s].lost && !b->source_peers[s].reported;
+		}
 		for (uint32_t r = 0; r < b->opt.readers; r++) {
 			readers[r].id = r;
 			readers[r].report = b->reader_peers[r].report;
+			readers[r].gone = b->reader_peers[r].lost && !b->reader_peers[r].reported;
 			readers[r].frames_received_by_builder = b->readers[r].frames_received;
 			readers[r].source_count = b->readers[r].source_count;
 			readers[r].sources = b->readers[r].sources;
@@ -718,6 +780,7 @@ static void bd_finish(struct bd *b, const char *why)
 		struct acct_run run = {
 			.sources = b->opt.sources,
 			.source_reports = source_reports,
+			.source_gone = source_gone,
 			.reader_count = b->opt.readers,
 			.readers = readers,
 			.builder = bld_counters(b->core),
@@ -734,6 +797,7 @@ static void bd_finish(struct bd *b, const char *why)
 	fflush(stdout);
 	acct_free(&a);
 	free(source_reports);
+	free(source_gone);
 	free(readers);
 	if (!out_close(b->out))
 		b->status = 1;

@@ -29,6 +29,7 @@ struct bd_options {
 	uint32_t socket_buffer_bytes;   /* kernel buffers of reader connections; 0 = default */
 	uint64_t peer_timeout_ms;
 	uint64_t handshake_timeout_ms;
+	uint64_t stall_timeout_ms;      /* a peer silent this long is given up */
 	uint64_t first_event;
 	uint64_t events;                /* 0: learnt from the sources */
 	bool no_admission;

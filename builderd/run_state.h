@@ -35,7 +35,9 @@ struct bd_peer {
 	uint32_t id;
 	bool connected;          /* greeted at least once */
 	bool reported;           /* END received */
-	bool lost;               /* control connection gone before END */
+	bool lost;               /* control connection gone, or stalled, before END */
+	bool stalled;            /* declared gone for not answering */
+	uint64_t last_heard_ns;  /* last control message, monotonic */
 	struct msgconn *conn;
 	char host[CTL_MAX_TEXT];
 	char address[CTL_MAX_TEXT];

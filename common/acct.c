@@ -1,6 +1,7 @@
 #include "acct.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,19 +45,23 @@ static struct acct_equation *acct_add(struct acct *a, uint64_t lhs, uint64_t rhs
 uint64_t acct_events_generated(const struct acct_run *run, bool *agree)
 {
 	uint64_t events = 0;
-	*agree = run->sources > 0;
+	bool any = false;
+	*agree = true;
 	for (uint16_t s = 0; s < run->sources; s++) {
 		bool found;
 		uint64_t v = acct_value(run->source_reports[s], "", "events", &found);
 		if (!found) {
-			*agree = false;
+			if (run->source_gone == NULL || !run->source_gone[s])
+				*agree = false;
 			continue;
 		}
-		if (s > 0 && events != 0 && v != events)
+		if (any && v != events)
 			*agree = false;
 		if (v > events)
 			events = v;
+		any = true;
 	}
+	*agree = *agree && any;
 	return events;
 }
 
@@ -73,6 +78,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 {
 	a->cap = 4u * run->sources + 2u * run->reader_count + 16u;
 	a->count = 0;
+	a->lost_with_sources = a->lost_with_readers = 0;
 	a->equations = calloc(a->cap, sizeof *a->equations);
 	if (a->equations == NULL)
 		return -ENOMEM;
@@ -80,8 +86,41 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 	uint64_t wire_total = 0, reader_received_total = 0;
 	bool wire_known = true, reader_known = true;
 
+	bool agree_generated;
+	uint64_t generated_ids = acct_events_generated(run, &agree_generated);
 	for (uint16_t s = 0; s < run->sources; s++) {
 		const struct ctl_report *sr = run->source_reports[s];
+		const struct acct_reader *rd = acct_reader_of(run, s);
+		char group[CTL_MAX_NAME];
+		snprintf(group, sizeof group, "source.%u", s);
+		if (sr == NULL && run->source_gone != NULL && run->source_gone[s]) {
+			/* The source died or stalled: what its reader received is known,
+			 * the rest of what it generated is lost with it. */
+			bool fr = false;
+			uint64_t received = rd ? acct_value(rd->report, group, "frames_received", &fr) : 0;
+			bool known = fr && agree_generated && generated_ids >= received;
+			uint64_t lost = known ? generated_ids - received : 0;
+			a->lost_with_sources += lost;
+			snprintf(note, sizeof note, known ? "source %u is gone: %" PRIu64 " fragments counted as lost with it"
+							  : "source %u is gone and its reader's or the others' counts are missing",
+				 s, lost);
+			struct acct_equation *e = acct_add(a, generated_ids, received + lost, known, note,
+							   "1+2 source %u (gone): generated = received by reader %u + lost with the source",
+							   s, rd ? rd->id : 0);
+			if (e != NULL && known)
+				snprintf(e->note, sizeof e->note, "%s", note);
+			if (rd != NULL && rd->report != NULL) {
+				bool g1, g2, g3;
+				uint64_t fwd = acct_value(rd->report, group, "frames_forwarded", &g1);
+				uint64_t rej = acct_value(rd->report, group, "frames_rejected", &g2);
+				uint64_t held = acct_value(rd->report, group, "frames_held_at_end", &g3);
+				snprintf(note, sizeof note, "no final counters from reader %u", rd->id);
+				acct_add(a, received, fwd + rej + held, fr && g1 && g2 && g3, note,
+					 "hop reader %u, source %u: received = forwarded + rejected + held at end",
+					 rd->id, s);
+			}
+			continue;
+		}
 		bool f1, f2, f3, f4;
 		uint64_t events = acct_value(sr, "", "events", &f1);
 		uint64_t omitted = acct_value(sr, "", "frags_omitted", &f2);
@@ -93,9 +132,8 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 
 		bool fw;
 		uint64_t wire = acct_value(sr, "", "frames_wire", &fw);
-		const struct acct_reader *rd = acct_reader_of(run, s);
-		char group[CTL_MAX_NAME];
-		snprintf(group, sizeof group, "source.%u", s);
+		if (rd != NULL && rd->gone && rd->report == NULL)
+			continue;   /* its reader's own equation below */
 		bool fr = false;
 		uint64_t received = rd ? acct_value(rd->report, group, "frames_received", &fr) : 0;
 		if (rd == NULL)
@@ -129,6 +167,29 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 
 	for (size_t r = 0; r < run->reader_count; r++) {
 		const struct acct_reader *rd = &run->readers[r];
+		if (rd->gone && rd->report == NULL) {
+			/* The reader died or stalled: its sources say what they put on
+			 * the wire, the builder what arrived; the rest is lost with it. */
+			uint64_t wire = 0;
+			bool known = true;
+			for (size_t i = 0; i < rd->source_count; i++) {
+				bool fw;
+				wire += acct_value(run->source_reports[rd->sources[i]], "", "frames_wire", &fw);
+				known = known && fw;
+			}
+			known = known && wire >= rd->frames_received_by_builder;
+			uint64_t lost = known ? wire - rd->frames_received_by_builder : 0;
+			a->lost_with_readers += lost;
+			snprintf(note, sizeof note, known ? "reader %u is gone: %" PRIu64 " frames counted as lost with it"
+							  : "reader %u is gone and a source's counts are missing",
+				 rd->id, lost);
+			struct acct_equation *e = acct_add(a, wire, rd->frames_received_by_builder + lost, known,
+							   note, "2+hop reader %u (gone): frames its sources put on wire = received by builder + lost with the reader",
+							   rd->id);
+			if (e != NULL && known)
+				snprintf(e->note, sizeof e->note, "%s", note);
+			continue;
+		}
 		bool found;
 		uint64_t fwd = acct_value(rd->report, "", "frames_forwarded", &found);
 		snprintf(note, sizeof note, "no final counters from reader %u", rd->id);
@@ -144,9 +205,8 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 		 "3 builder: received = unique + duplicate + late + invalid");
 	acct_add(a, b->frags_unique, (uint64_t)run->sources * b->events_complete + b->frags_in_expired,
 		 true, "", "4 builder: unique = S x complete + held by expired");
-	bool agree;
-	uint64_t generated = acct_events_generated(run, &agree);
-	acct_add(a, generated, b->events_complete + b->events_expired + b->events_unobserved, agree,
+	acct_add(a, generated_ids, b->events_complete + b->events_expired + b->events_unobserved,
+		 agree_generated,
 		 "sources' event counts missing or disagreeing",
 		 "5 run: event IDs generated = complete + expired + never observed");
 	acct_add(a, b->events_complete, b->events_accepted + b->events_filtered, true, "",

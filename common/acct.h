@@ -24,6 +24,10 @@ struct acct {
 	struct acct_equation *equations;
 	size_t count;
 	size_t cap;
+	/* Named buckets for peers that died or stalled before reporting: what
+	 * they held, so the books still close. */
+	uint64_t lost_with_sources;
+	uint64_t lost_with_readers;
 };
 
 /* What the builder knows of one reader: its final report (NULL when none
@@ -34,11 +38,13 @@ struct acct_reader {
 	uint64_t frames_received_by_builder;
 	size_t source_count;
 	const uint16_t *sources;
+	bool gone;                 /* died or stalled: a missing report is expected */
 };
 
 struct acct_run {
 	uint16_t sources;
 	const struct ctl_report *const *source_reports;   /* [sources], NULL when absent */
+	const bool *source_gone;                           /* [sources]: died or stalled; may be NULL */
 	size_t reader_count;
 	const struct acct_reader *readers;
 	const struct bld_counters *builder;
@@ -56,8 +62,9 @@ void acct_free(struct acct *a);
 /* Value of a counter in a report's group, 0 when absent; *found tells. */
 uint64_t acct_value(const struct ctl_report *r, const char *group, const char *name, bool *found);
 
-/* The number of event IDs the sources generated: the value they agree on;
- * 0 with *agree false when reports are missing or disagree. */
+/* The number of event IDs the sources generated: the value the reports
+ * that arrived agree on; *agree is false when none arrived, when they
+ * disagree, or when one is missing from a source that is not known gone. */
 uint64_t acct_events_generated(const struct acct_run *run, bool *agree);
 
 #endif

@@ -33,6 +33,7 @@ static const char *const ctl_type_names[] = {
 	[CTL_BYE] = "bye",
 	[CTL_START] = "start",
 	[CTL_CHALLENGE] = "challenge",
+	[CTL_STOP] = "stop",
 };
 
 static const char *const ctl_role_names[] = {
@@ -124,6 +125,11 @@ static const struct ctl_field ctl_challenge_fields[] = {
 	CTL_FIELD("nonce", CTL_KIND_STR, challenge.nonce),
 };
 
+static const struct ctl_field ctl_stop_fields[] = {
+	CTL_FIELD("source", CTL_KIND_U32, stop.source),
+	CTL_FIELD("reason", CTL_KIND_STR, stop.reason),
+};
+
 struct ctl_spec {
 	const struct ctl_field *fields;
 	size_t count;
@@ -150,6 +156,7 @@ static const struct ctl_spec ctl_specs[] = {
 	[CTL_BYE] = CTL_SPEC(ctl_bye_fields, bye, true),
 	[CTL_START] = CTL_SPEC(ctl_start_fields, start, true),
 	[CTL_CHALLENGE] = CTL_SPEC(ctl_challenge_fields, challenge, true),
+	[CTL_STOP] = CTL_SPEC(ctl_stop_fields, stop, true),
 };
 
 _Static_assert(CTL_ARRAY_SIZE(ctl_specs) == CTL_ARRAY_SIZE(ctl_type_names),

@@ -34,6 +34,7 @@ enum ctl_type {
 	CTL_BYE,      /* builder to peer: run over, you may exit */
 	CTL_START,    /* builder to source: every peer is up, start sending */
 	CTL_CHALLENGE, /* listener to client, first on every connection: a nonce */
+	CTL_STOP,     /* builder to peer: stop (a source) or drop a source (a reader) */
 };
 
 enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
@@ -126,6 +127,14 @@ struct ctl_start {
 	uint64_t delay_ns;                  /* start this long after receipt */
 };
 
+/* Sent when a peer died or stalled: a source whose reader is gone stops and
+ * reports; a reader drops the connection of a source that is gone. */
+#define CTL_STOP_ALL UINT32_MAX
+struct ctl_stop {
+	uint32_t source;                    /* reader: the source to drop; CTL_STOP_ALL: stop */
+	char reason[CTL_MAX_TEXT];
+};
+
 struct ctl_bye {
 	int32_t status;                     /* the run's exit status */
 };
@@ -143,6 +152,7 @@ struct ctl_msg {
 		struct ctl_bye bye;
 		struct ctl_start start;
 		struct ctl_challenge challenge;
+		struct ctl_stop stop;
 	} u;
 };
 

@@ -83,6 +83,10 @@ static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uin
 	case CTL_BYE:
 		l->ops->on_bye(msg->u.bye.status, l->arg);
 		break;
+	case CTL_STOP:
+		if (l->ops->on_stop != NULL)
+			l->ops->on_stop(msg->u.stop.source, msg->u.stop.reason, l->arg);
+		break;
 	case CTL_START:
 		if (l->ops->on_start != NULL)
 			l->ops->on_start(clk_monotonic_ns() + msg->u.start.delay_ns, l->arg);

@@ -18,6 +18,8 @@ struct ctllink_ops {
 	/* The run starts at start_mono_ns on the monotonic clock; may be NULL. */
 	void (*on_start)(uint64_t start_mono_ns, void *arg);
 	void (*on_bye)(int32_t status, void *arg);
+	/* The builder says stop (source == CTL_STOP_ALL) or drop a source. */
+	void (*on_stop)(uint32_t source, const char *reason, void *arg);
 	/* Refused, unreachable, or lost before BYE: the daemon cannot finish
 	 * its run properly. */
 	void (*on_lost)(const char *reason, void *arg);

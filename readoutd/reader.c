@@ -28,7 +28,7 @@
 	X(frames_received) X(frames_forwarded) X(frames_rejected) X(frames_held_at_end) \
 	X(frames_verified) X(bytes_received) X(read_calls) X(held_count) X(held_ns) \
 	X(end_frames) X(err_magic) X(err_version) X(err_flags) X(err_length) X(err_crc) \
-	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end)
+	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end) X(err_dropped)
 
 struct rdr_counters {
 #define RDR_FIELD(name) uint64_t name;
@@ -984,10 +984,31 @@ static void rdr_on_ctl_lost(const char *reason, void *arg)
 	event_base_loopexit(r->base, NULL);
 }
 
+/* The builder gave up on a source (dead or stalled): its connection is
+ * closed here so the reader can end the run with the others. */
+static void rdr_on_stop(uint32_t source, const char *reason, void *arg)
+{
+	struct rdr *r = arg;
+	if (source == CTL_STOP_ALL) {
+		log_warn("Reader %u stopping at the builder's request: %s", r->opt.id, reason);
+		rdr_stop(r);
+		return;
+	}
+	struct rdr_source *s = rdr_find_source(r, source);
+	if (s == NULL || (s->state != RS_WAITING && s->state != RS_STREAMING))
+		return;
+	char what[CTL_MAX_TEXT + 32];
+	snprintf(what, sizeof what, "dropped at the builder's request: %s", reason);
+	rdr_source_fail(s, what, &s->c.err_dropped);
+	rdr_flush(r);
+	rdr_maybe_finish(r);
+}
+
 static const struct ctllink_ops rdr_ctl_ops = {
 	.on_ready = rdr_on_ctl_ready,
 	.on_credit = rdr_on_credit,
 	.on_bye = rdr_on_bye,
+	.on_stop = rdr_on_stop,
 	.on_lost = rdr_on_ctl_lost,
 };
 

@@ -570,10 +570,30 @@ static void src_on_ctl_lost(const char *reason, void *arg)
 	event_base_loopexit(s->base, NULL);
 }
 
+/* The builder has given up on our reader (dead or stalled): whatever is
+ * not yet on the wire stays here, and the run's books are closed now. */
+static void src_on_stop(uint32_t source, const char *reason, void *arg)
+{
+	struct src *s = arg;
+	(void)source;
+	if (s->state >= SRC_REPORTING)
+		return;
+	log_warn("Source %u stopping at the builder's request: %s", s->opt.id, reason);
+	s->stop_requested = true;
+	s->status = 1;
+	if (s->state == SRC_SENDING) {
+		src_count_unsent(s);
+		if (s->ev_write != NULL)
+			event_del(s->ev_write);
+	}
+	src_finish_data(s);
+}
+
 static const struct ctllink_ops src_ctl_ops = {
 	.on_ready = src_on_ctl_ready,
 	.on_start = src_on_start,
 	.on_bye = src_on_bye,
+	.on_stop = src_on_stop,
 	.on_lost = src_on_ctl_lost,
 };
 

@@ -121,6 +121,9 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 		return a->u.start.delay_ns == b->u.start.delay_ns;
 	case CTL_CHALLENGE:
 		return strcmp(a->u.challenge.nonce, b->u.challenge.nonce) == 0;
+	case CTL_STOP:
+		return a->u.stop.source == b->u.stop.source &&
+		       strcmp(a->u.stop.reason, b->u.stop.reason) == 0;
 	}
 	return false;
 }
@@ -317,14 +320,14 @@ static void expect_error_at(int line, const uint8_t *buf, size_t n, const char *
 
 /* Spelled out here rather than taken from ctl_type_name(), to check it. */
 static const char *const type_names[] = {
-	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye", "start", "challenge",
+	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye", "start", "challenge", "stop",
 };
 
 START_TEST(test_names)
 {
-	for (unsigned t = CTL_HELLO; t <= CTL_CHALLENGE; t++)
+	for (unsigned t = CTL_HELLO; t <= CTL_STOP; t++)
 		ck_assert_str_eq(ctl_type_name((enum ctl_type)t), type_names[t]);
-	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_CHALLENGE + 1)), "unknown");
+	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_STOP + 1)), "unknown");
 
 	enum ctl_role role = CTL_ROLE_SOURCE;
 	ck_assert_str_eq(ctl_role_name(CTL_ROLE_SOURCE), "source");
@@ -547,7 +550,7 @@ START_TEST(test_encode_refuses)
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
-	m.type = (enum ctl_type)(CTL_CHALLENGE + 1);
+	m.type = (enum ctl_type)(CTL_STOP + 1);
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
@@ -1408,7 +1411,7 @@ static void random_text(uint64_t *s, char *dst, size_t cap)
 static void random_msg(uint64_t *s, struct ctl_msg *m)
 {
 	memset(m, 0, sizeof *m);
-	m->type = (enum ctl_type)rng_below(s, CTL_CHALLENGE + 1);
+	m->type = (enum ctl_type)rng_below(s, CTL_STOP + 1);
 	switch (m->type) {
 	case CTL_HELLO:
 		m->u.hello.role = (enum ctl_role)rng_below(s, 3);
@@ -1474,6 +1477,10 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		break;
 	case CTL_CHALLENGE:
 		random_text(s, m->u.challenge.nonce, sizeof m->u.challenge.nonce);
+		break;
+	case CTL_STOP:
+		m->u.stop.source = (uint32_t)rng_u64(s);
+		random_text(s, m->u.stop.reason, sizeof m->u.stop.reason);
 		break;
 	}
 }
@@ -1641,7 +1648,7 @@ START_TEST(test_fuzz)
 			if (rng_below(&s, 8) == 0)
 				pack_random_value(pk, &s, 1);
 			else
-				pk_str(pk, type_names[rng_below(&s, CTL_CHALLENGE + 1)]);
+				pk_str(pk, type_names[rng_below(&s, CTL_STOP + 1)]);
 			for (unsigned i = 0; i < entries; i++) {
 				pack_random_value(pk, &s, 4);
 				pack_random_value(pk, &s, 1);
