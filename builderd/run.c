@@ -462,6 +462,7 @@ static void bd_maybe_start(struct bd *b)
 	b->started = true;
 	struct ctl_msg m = { .type = CTL_START };
 	m.u.start.delay_ns = BD_START_DELAY_NS;
+	m.u.start.at_realtime_ns = clk_realtime_true_ns() + BD_START_DELAY_NS;
 	for (uint16_t s = 0; s < b->opt.sources; s++)
 		if (b->source_peers[s].conn != NULL)
 			msgconn_send(b->source_peers[s].conn, &m);

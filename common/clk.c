@@ -22,6 +22,13 @@ uint64_t clk_realtime_ns(void)
 	       (uint64_t)clk_injected_offset_ns;
 }
 
+uint64_t clk_realtime_true_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t clk_monotonic_ns(void)
 {
 	struct timespec ts;

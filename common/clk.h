@@ -13,6 +13,10 @@ int64_t clk_offset_ns(void);
 /* CLOCK_REALTIME in ns since the Unix epoch, plus the injected offset. */
 uint64_t clk_realtime_ns(void);
 
+/* CLOCK_REALTIME without the injected offset: the host's own clock, for
+ * agreeing on moments with other processes rather than for timestamps. */
+uint64_t clk_realtime_true_ns(void);
+
 /* CLOCK_MONOTONIC in ns. */
 uint64_t clk_monotonic_ns(void);
 

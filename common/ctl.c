@@ -119,6 +119,7 @@ static const struct ctl_field ctl_bye_fields[] = {
 
 static const struct ctl_field ctl_start_fields[] = {
 	CTL_FIELD("delay_ns", CTL_KIND_U64, start.delay_ns),
+	CTL_FIELD("at_realtime_ns", CTL_KIND_U64, start.at_realtime_ns),
 };
 
 static const struct ctl_field ctl_challenge_fields[] = {

@@ -121,10 +121,14 @@ struct ctl_report {
 };
 
 /* Sources pace event i at start + i / rate: a common start keeps an event's
- * fragments together as a common trigger would. A delay, not a time, so a
- * source with an offset clock still starts with the others. */
+ * fragments together as a common trigger would. The start is an absolute
+ * time on the builder host's clock (without any injected offset): on one host
+ * every source then starts at the same nanosecond whenever START reached it,
+ * across hosts within chrony's agreement. delay_ns is the fallback for a
+ * source whose clock is far from the builder's. */
 struct ctl_start {
 	uint64_t delay_ns;                  /* start this long after receipt */
+	uint64_t at_realtime_ns;            /* or at this CLOCK_REALTIME, 0 = unset */
 };
 
 /* Sent when a peer died or stalled: a source whose reader is gone stops and

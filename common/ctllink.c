@@ -88,8 +88,16 @@ static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uin
 			l->ops->on_stop(msg->u.stop.source, msg->u.stop.reason, l->arg);
 		break;
 	case CTL_START:
-		if (l->ops->on_start != NULL)
-			l->ops->on_start(clk_monotonic_ns() + msg->u.start.delay_ns, l->arg);
+		if (l->ops->on_start != NULL) {
+			uint64_t mono = clk_monotonic_ns(), real = clk_realtime_true_ns();
+			uint64_t at = msg->u.start.at_realtime_ns;
+			/* The absolute start unless our clock is too far off the
+			 * builder's for it to make sense (more than 10 s). */
+			uint64_t start = mono + msg->u.start.delay_ns;
+			if (at != 0 && at + 10000000000u > real && at < real + 10000000000u)
+				start = at >= real ? mono + (at - real) : mono - (real - at);
+			l->ops->on_start(start, l->arg);
+		}
 		break;
 	case CTL_ERROR:
 		log_error("builder reports: %s (%s)", msg->u.error.reason, msg->u.error.code);

@@ -10,6 +10,7 @@
 #include <event2/event.h>
 #include <getopt.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,8 @@ static void usage(FILE *f)
 "Other:\n"
 "  --batch-bytes B         send buffer, frames per write (default 262144)\n"
 "  --max-delayed N         delayed fragments held at once (default 65536)\n"
+"  --pace-tick-us T        a paced source wakes every T us, on a grid common to\n"
+"                          every source of the run, and sends what is due (default 100)\n"
 "  --quiet                 log warnings and errors only\n"
 "  --help, --version\n"
 "\n"
@@ -66,7 +69,7 @@ static void usage(FILE *f)
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_SEED, OPT_EVENTS, OPT_FIRST, OPT_PAYLOAD, OPT_RATE, OPT_MISSING,
 	OPT_DUPLICATE, OPT_DELAY_EVERY, OPT_DELAY_MS, OPT_REORDER, OPT_CONNECT, OPT_CONTROL,
-	OPT_CONNECT_TIMEOUT, OPT_INJECT, OPT_DRIBBLE, OPT_CLOCK_OFFSET, OPT_BATCH, OPT_MAX_DELAYED,
+	OPT_CONNECT_TIMEOUT, OPT_INJECT, OPT_DRIBBLE, OPT_CLOCK_OFFSET, OPT_BATCH, OPT_MAX_DELAYED, OPT_PACE_TICK,
 	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
 };
 
@@ -91,6 +94,7 @@ static const struct option long_options[] = {
 	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
 	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
 	{ "max-delayed", required_argument, NULL, OPT_MAX_DELAYED },
+	{ "pace-tick-us", required_argument, NULL, OPT_PACE_TICK },
 	{ "quiet", no_argument, NULL, OPT_QUIET },
 	{ "run-key-file", required_argument, NULL, OPT_RUN_KEY },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -138,6 +142,7 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 		case OPT_DRIBBLE: o->dribble = true; break;
 		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
 		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 64, 64u << 20, &o->batch_bytes); break;
+		case OPT_PACE_TICK: ok = opt_u32("--pace-tick-us", optarg, 1, 1000000, &o->pace_tick_us); break;
 		case OPT_MAX_DELAYED: ok = opt_u32("--max-delayed", optarg, 1, 1u << 24, &u32); o->max_delayed = u32; break;
 		case OPT_QUIET: o->quiet = true; break;
 		case OPT_RUN_KEY: run_key_file = optarg; break;
@@ -190,6 +195,7 @@ int main(int argc, char **argv)
 		.connect_timeout_ms = 10000,
 		.batch_bytes = 262144,
 		.max_delayed = 65536,
+		.pace_tick_us = 100,
 	};
 	if (!parse_options(argc, argv, &o))
 		return 2;
@@ -197,6 +203,9 @@ int main(int argc, char **argv)
 	if (!auth_have_key())
 		log_info("No run key: accepting peers on this host only");
 	signal(SIGPIPE, SIG_IGN);
+	/* Paced sources sleep tens of microseconds: the default 50 us of timer
+	 * slack would be most of the tick. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	struct event_config *cfg = event_config_new();
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
 	struct event_base *base = event_base_new_with_config(cfg);

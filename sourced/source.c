@@ -373,16 +373,22 @@ static void src_pump(struct src *s)
 		bool more_due = s->next_index < due_positions && !blocked;
 		if (!more_due) {
 			/* Sleep until the next position or delayed fragment is due,
-			 * but at least 100 us so a paced source batches frames. */
+			 * rounded up to the run's pacing grid (start + k x tick, the
+			 * same for every source): a paced source batches a tick's
+			 * frames per write, and every source wakes at the same moments,
+			 * so the fragments of one event still leave together. */
 			uint64_t wake = UINT64_MAX;
 			if (s->opt.rate > 0 && s->next_index < s->opt.events)
 				wake = s->start_ns + (uint64_t)((unsigned __int128)s->next_index *
 								1000000000u / s->opt.rate);
 			if (s->delayed_count > 0 && s->delayed[s->delayed_head].due_ns < wake)
 				wake = s->delayed[s->delayed_head].due_ns;
+			uint64_t tick = (uint64_t)s->opt.pace_tick_us * 1000u;
+			if (wake < now + tick)
+				wake = now + tick;
+			if (wake != UINT64_MAX && wake > s->start_ns && tick > 0)
+				wake = s->start_ns + (wake - s->start_ns + tick - 1) / tick * tick;
 			uint64_t wait = wake > now ? wake - now : 0;
-			if (wait < 100000)
-				wait = 100000;
 			struct timeval tv = { .tv_sec = (time_t)(wait / 1000000000u),
 					      .tv_usec = (suseconds_t)(wait % 1000000000u) / 1000 };
 			evtimer_add(s->ev_pace, &tv);

@@ -43,6 +43,7 @@ struct src_options {
 	bool dribble;                   /* one byte per write() */
 	uint32_t batch_bytes;           /* send buffer: frames per write() */
 	uint32_t max_delayed;           /* delayed fragments held at once */
+	uint32_t pace_tick_us;          /* paced sources wake on this grid */
 	bool quiet;
 };
 

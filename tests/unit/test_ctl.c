@@ -118,7 +118,8 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 	case CTL_BYE:
 		return a->u.bye.status == b->u.bye.status;
 	case CTL_START:
-		return a->u.start.delay_ns == b->u.start.delay_ns;
+		return a->u.start.delay_ns == b->u.start.delay_ns &&
+		       a->u.start.at_realtime_ns == b->u.start.at_realtime_ns;
 	case CTL_CHALLENGE:
 		return strcmp(a->u.challenge.nonce, b->u.challenge.nonce) == 0;
 	case CTL_STOP:
@@ -465,6 +466,7 @@ START_TEST(test_roundtrip_small)
 	m.type = CTL_START;
 	roundtrip(&m);
 	m.u.start.delay_ns = UINT64_MAX;
+	m.u.start.at_realtime_ns = 1795984000123456789u;
 	roundtrip(&m);
 }
 END_TEST
@@ -1474,6 +1476,7 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		break;
 	case CTL_START:
 		m->u.start.delay_ns = rng_u64(s);
+		m->u.start.at_realtime_ns = rng_u64(s);
 		break;
 	case CTL_CHALLENGE:
 		random_text(s, m->u.challenge.nonce, sizeof m->u.challenge.nonce);
