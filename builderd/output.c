@@ -145,6 +145,28 @@ static void out_count_uncertainty(struct out_uncertainty *u, int64_t bound)
 		u->max_ns = bound;
 }
 
+/* Appends text, returns the new end. */
+static char *out_put_str(char *q, const char *text)
+{
+	size_t n = strlen(text);
+	memcpy(q, text, n);
+	return q + n;
+}
+
+/* Appends v in decimal, returns the new end. */
+static char *out_put_u64(char *q, uint64_t v)
+{
+	char digits[20];
+	int n = 0;
+	do {
+		digits[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	while (n > 0)
+		*q++ = digits[--n];
+	return q;
+}
+
 int out_flush(struct out *o)
 {
 	int rc = 0;
@@ -165,14 +187,24 @@ int out_flush(struct out *o)
 			int64_t bound = out_bound_at(c, now);
 			out_count_uncertainty(&o->uncertainty, bound);
 			out_count_uncertainty(&o->source_uncertainty[p->earliest_source], bound);
-			char unc[24] = "null";
-			if (bound >= 0)
-				snprintf(unc, sizeof unc, "%" PRId64, bound);
-			len += (size_t)snprintf(o->event_lines + len, OUT_EVENT_LINE_MAX,
-						"{\"run\":%" PRIu32 ",\"event\":%" PRIu64
-						",\"crc\":%" PRIu32 ",\"bytes\":%" PRIu64
-						",\"latency_ns\":%" PRIu64 ",\"uncertainty_ns\":%s}\n",
-						p->run_id, p->event_id, p->crc, p->bytes, latency, unc);
+			/* Hand-formatted: snprintf was a third of the builder's time
+			 * at a million events a second. */
+			char *line = o->event_lines + len;
+			char *q = line;
+			q = out_put_str(q, "{\"run\":");
+			q = out_put_u64(q, p->run_id);
+			q = out_put_str(q, ",\"event\":");
+			q = out_put_u64(q, p->event_id);
+			q = out_put_str(q, ",\"crc\":");
+			q = out_put_u64(q, p->crc);
+			q = out_put_str(q, ",\"bytes\":");
+			q = out_put_u64(q, p->bytes);
+			q = out_put_str(q, ",\"latency_ns\":");
+			q = out_put_u64(q, latency);
+			q = out_put_str(q, ",\"uncertainty_ns\":");
+			q = bound >= 0 ? out_put_u64(q, (uint64_t)bound) : out_put_str(q, "null");
+			q = out_put_str(q, "}\n");
+			len += (size_t)(q - line);
 		}
 		o->written += o->pending_count;
 		o->pending_count = 0;
