@@ -750,3 +750,12 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 		fputc('\n', f);
 	}
 }
+
+bool bdc_peer_estimate(const struct bdc *c, const struct bd_peer *p, int64_t *offset_ns,
+		       int64_t *bound_ns)
+{
+	if (c == NULL)
+		return false;
+	return cks_estimate(&c->peers[bdc_index(c, p)].est, (int64_t)clk_realtime_ns(), offset_ns,
+			    bound_ns) == 0;
+}

@@ -55,6 +55,11 @@ void bdc_on_report(struct bdc *c, struct bd_peer *p, const struct ctl_report *r,
  * nothing. */
 bool bdc_close(struct bdc *c, void (*done)(struct bd *b));
 
+/* The current in-band estimate of p's clock: offset (peer minus builder)
+ * and bound in ns; false before the first exchange. */
+bool bdc_peer_estimate(const struct bdc *c, const struct bd_peer *p, int64_t *offset_ns,
+		       int64_t *bound_ns);
+
 /* Stops all exchanges, reads the builder host's chrony state again and
  * fixes each peer's final estimate and verdict. Call once, before the
  * metrics are written; later calls do nothing. */

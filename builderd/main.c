@@ -42,6 +42,7 @@ static void usage(FILE *f)
 "  --listen HOST:PORT      data port for the readers (port 0: any free port)\n"
 "  --control-listen HOST:PORT  control port for every daemon\n"
 "  --port-file PATH        write 'data PORT' and 'control PORT' there once listening\n"
+"  --metrics-listen HOST:PORT  serve /metrics (Prometheus) and /status (JSON)\n"
 "  --peer-timeout-ms T     a peer not connected, or no progress, after T ms\n"
 "                          ends the run with an error (default 10000)\n"
 "  --handshake-timeout-ms T  drop a connection that does not greet in time (default 5000)\n"
@@ -85,7 +86,7 @@ static void usage(FILE *f)
 
 enum {
 	OPT_RUN = 256, OPT_SOURCES, OPT_READERS, OPT_FIRST, OPT_EVENTS, OPT_LISTEN, OPT_CONTROL_LISTEN,
-	OPT_PORT_FILE, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_STALL_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
+	OPT_PORT_FILE, OPT_METRICS_LISTEN, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_STALL_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
 	OPT_NO_ADMISSION, OPT_FILTER_MODULO, OPT_FILTER_COST, OPT_MAX_FRAGMENT, OPT_OUT,
 	OPT_SHM_LISTEN, OPT_SHM_CAPACITY,
 	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_NO_CLOCK_CORRECTION, OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
@@ -100,6 +101,7 @@ static const struct option long_options[] = {
 	{ "listen", required_argument, NULL, OPT_LISTEN },
 	{ "control-listen", required_argument, NULL, OPT_CONTROL_LISTEN },
 	{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "peer-timeout-ms", required_argument, NULL, OPT_PEER_TIMEOUT },
 	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
 	{ "stall-timeout-ms", required_argument, NULL, OPT_STALL_TIMEOUT },
@@ -152,6 +154,10 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 							 sizeof o->control_host, &o->control_port, true);
 			break;
 		case OPT_PORT_FILE: snprintf(o->port_file, sizeof o->port_file, "%s", optarg); break;
+		case OPT_METRICS_LISTEN:
+			ok = opt_hostport("--metrics-listen", optarg, o->metrics_host,
+					  sizeof o->metrics_host, &o->metrics_port, true);
+			break;
 		case OPT_PEER_TIMEOUT: ok = opt_u64("--peer-timeout-ms", optarg, 1, 86400000, &o->peer_timeout_ms); break;
 		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
 		case OPT_STALL_TIMEOUT: ok = opt_u64("--stall-timeout-ms", optarg, 500, 86400000, &o->stall_timeout_ms); break;

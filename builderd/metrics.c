@@ -9,11 +9,14 @@
 #include "net.h"
 #include "output.h"
 #include "procstat.h"
+#include "prom.h"
+#include "clocks.h"
 #include "shmring.h"
 #include "run_state.h"
 #include "shm.h"
 
 #include <errno.h>
+#include <event2/buffer.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -391,4 +394,87 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 		fprintf(f, "error: %s\n", b->errors[i]);
 	bool good = b->status == 0 && acct_balanced(a);
 	fprintf(f, "status: %s; records in %s\n", good ? "OK" : "FAILED", b->opt.out_dir);
+}
+
+void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
+{
+	const struct bd *b = arg;
+	const struct bld_counters *c = bld_counters(b->core);
+	const struct hist *lat = b->out != NULL ? out_latency(b->out) : NULL;
+	uint64_t limit = b->opt.no_admission ? 0 : bld_admission_limit(b->core);
+	uint64_t oldest = bld_oldest_pending(b->core);
+	uint64_t generated = b->opt.events;
+	double completeness = generated ? (double)c->events_complete / (double)generated : 0.0;
+	if (json) {
+		char oldest_text[24] = "null";
+		if (oldest != UINT64_MAX)
+			snprintf(oldest_text, sizeof oldest_text, "%" PRIu64, oldest);
+		evbuffer_add_printf(out, "{\"run\": %u, \"phase\": \"%s\", \"events_complete\": %" PRIu64
+				    ", \"events_accepted\": %" PRIu64 ", \"events_expired\": %" PRIu64
+				    ", \"events_pending\": %u, \"events_expected\": %" PRIu64
+				    ", \"completeness\": %.6f, \"admission_limit\": %" PRIu64
+				    ", \"oldest_pending\": %s, \"events_per_s\": %.1f, \"latency_p99_ns\": %" PRIu64
+				    ", \"frames_read\": %" PRIu64 ", \"errors\": %u}\n",
+				    b->opt.run_id, b->phase == BD_RUNNING ? "running" : "finished",
+				    c->events_complete, c->events_accepted, c->events_expired,
+				    bld_pending(b->core), generated, completeness, limit, oldest_text,
+				    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
+				    b->frames_received, b->error_count);
+		return;
+	}
+#define LIVE_COUNTER(name) \
+	prom_family(out, "es_builder_" #name "_total", "counter", "builder core: " #name); \
+	prom_sample_u64(out, "es_builder_" #name "_total", NULL, c->name);
+	BLD_COUNTERS(LIVE_COUNTER)
+#undef LIVE_COUNTER
+	prom_family(out, "es_builder_frames_read_total", "counter", "frames read from all readers");
+	prom_sample_u64(out, "es_builder_frames_read_total", NULL, b->frames_received);
+	prom_family(out, "es_builder_reader_frames_total", "counter", "frames read from each reader");
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		char labels[32];
+		snprintf(labels, sizeof labels, "reader=\"%u\"", r);
+		prom_sample_u64(out, "es_builder_reader_frames_total", labels, b->readers[r].frames_received);
+	}
+	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
+	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
+	prom_family(out, "es_builder_credits_sent_total", "counter", "CREDIT messages sent to readers");
+	prom_sample_u64(out, "es_builder_credits_sent_total", NULL, b->credits_sent);
+	prom_family(out, "es_builder_errors", "gauge", "errors recorded so far in the run");
+	prom_sample_u64(out, "es_builder_errors", NULL, b->error_count);
+	prom_family(out, "es_builder_pending_events", "gauge", "events waiting for fragments");
+	prom_sample_u64(out, "es_builder_pending_events", NULL, bld_pending(b->core));
+	prom_family(out, "es_builder_window_events", "gauge", "the window (--max-inflight)");
+	prom_sample_u64(out, "es_builder_window_events", NULL, b->opt.max_inflight);
+	prom_family(out, "es_builder_admission_limit", "gauge", "readers forward event IDs below this (0: admission off)");
+	prom_sample_u64(out, "es_builder_admission_limit", NULL, limit);
+	if (oldest != UINT64_MAX) {
+		prom_family(out, "es_builder_oldest_pending_event", "gauge", "lowest event ID still pending");
+		prom_sample_u64(out, "es_builder_oldest_pending_event", NULL, oldest);
+	}
+	prom_family(out, "es_builder_events_per_second", "gauge", "events completed per second over the last second");
+	prom_sample_f64(out, "es_builder_events_per_second", NULL, b->recent_events_per_s);
+	if (generated) {
+		prom_family(out, "es_builder_completeness_ratio", "gauge", "complete events over the events of the run");
+		prom_sample_f64(out, "es_builder_completeness_ratio", NULL, completeness);
+	}
+	prom_family(out, "es_builder_peer_clock_offset_seconds", "gauge", "in-band clock offset of each peer (peer minus builder)");
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1)
+			prom_family(out, "es_builder_peer_clock_bound_seconds", "gauge", "error bound of that offset");
+		for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
+			const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
+								     : &b->reader_peers[i - b->opt.sources];
+			int64_t offset, bound;
+			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
+				continue;
+			char labels[48];
+			snprintf(labels, sizeof labels, "role=\"%s\",id=\"%u\"", ctl_role_name(p->role), p->id);
+			prom_sample_f64(out, pass == 0 ? "es_builder_peer_clock_offset_seconds"
+						       : "es_builder_peer_clock_bound_seconds",
+					labels, (double)(pass == 0 ? offset : bound) / 1e9);
+		}
+	}
+	if (lat != NULL)
+		prom_histogram_ns(out, "es_builder_latency_seconds",
+				  "source timestamp to record write, clock-corrected", lat);
 }

@@ -5,6 +5,7 @@
 
 #include "acct.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 struct bd;
@@ -14,5 +15,11 @@ int metrics_write(const struct bd *b, const struct acct *a);
 
 /* A few lines a person reads at the end of a run. */
 void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a);
+
+struct evbuffer;
+
+/* The live view of the run for /metrics (Prometheus text) and /status
+ * (JSON), from builderd's --metrics-listen. */
+void metrics_fill_live(struct evbuffer *out, bool json, void *arg);
 
 #endif

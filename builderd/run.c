@@ -14,6 +14,7 @@
 #include "net.h"
 #include "output.h"
 #include "procstat.h"
+#include "prom.h"
 #include "shm.h"
 
 #include <errno.h>
@@ -640,6 +641,13 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	bd_publish_credits(b, true);
 	bshm_tick(b, now);
 	bd_check_stalls(b, now);
+	if (now - b->rate_sample_ns >= 1000000000u) {
+		uint64_t complete = bld_counters(b->core)->events_complete;
+		b->recent_events_per_s = (double)(complete - b->rate_sample_complete) * 1e9 /
+					 (double)(now - b->rate_sample_ns);
+		b->rate_sample_ns = now;
+		b->rate_sample_complete = complete;
+	}
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
@@ -898,10 +906,20 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	printf("listening data %s:%u control %s:%u\n", opt->listen_host, (unsigned)data_port,
 	       opt->control_host, (unsigned)control_port);
 	fflush(stdout);
+	uint16_t metrics_port = 0;
+	if (opt->metrics_host[0] != '\0') {
+		b->prom = prom_server_start(base, opt->metrics_host, opt->metrics_port,
+					    metrics_fill_live, b, &metrics_port);
+		if (b->prom == NULL)
+			goto fail;
+		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
+	}
 	if (opt->port_file[0] != '\0') {
-		char text[64];
-		snprintf(text, sizeof text, "data %u\ncontrol %u\n", (unsigned)data_port,
-			 (unsigned)control_port);
+		char text[96];
+		int n = snprintf(text, sizeof text, "data %u\ncontrol %u\n", (unsigned)data_port,
+				 (unsigned)control_port);
+		if (b->prom != NULL)
+			snprintf(text + n, sizeof text - (size_t)n, "metrics %u\n", (unsigned)metrics_port);
 		if (net_write_port_file(opt->port_file, text) < 0)
 			goto fail;
 	}
@@ -952,6 +970,7 @@ void bd_destroy(struct bd *b)
 		event_free(b->ev_control_accept);
 	if (b->ev_tick)
 		event_free(b->ev_tick);
+	prom_server_stop(b->prom);
 	if (b->data_fd >= 0)
 		close(b->data_fd);
 	if (b->control_fd >= 0)

@@ -18,6 +18,8 @@ struct bd_options {
 	char control_host[256];
 	uint16_t control_port;
 	char port_file[1024];
+	char metrics_host[256];         /* --metrics-listen; "" = off */
+	uint16_t metrics_port;
 	char out_dir[1024];
 	uint32_t max_inflight;          /* window W, in event IDs */
 	uint64_t timeout_ms;

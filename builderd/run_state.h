@@ -103,6 +103,10 @@ struct bd {
 	uint32_t errors_dropped;
 	uint64_t end_ns;
 	bool started;                     /* START sent to the sources */
+	double recent_events_per_s;       /* completions over the last second */
+	uint64_t rate_sample_ns;
+	uint64_t rate_sample_complete;
+	struct prom_server *prom;         /* --metrics-listen */
 };
 
 /* run.c functions shared with the data transports (shm.c). */

@@ -1,0 +1,43 @@
+/* Prometheus text exposition (format 0.0.4) and the small HTTP server that
+ * serves it from a daemon's event loop with libevent's evhttp: /metrics in
+ * that format, /status as JSON. Names are es_<daemon>_<what>, with units in
+ * the name (_seconds, _bytes) and _total on counters. */
+#ifndef ES_PROM_H
+#define ES_PROM_H
+
+#include "hist.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct evbuffer;
+struct event_base;
+
+/* A family's # HELP and # TYPE lines; type is "counter", "gauge" or
+ * "histogram". Write it once, then its samples. */
+void prom_family(struct evbuffer *out, const char *name, const char *type, const char *help);
+
+/* One sample; labels is NULL or a label list without braces, such as
+ * source="3". */
+void prom_sample_u64(struct evbuffer *out, const char *name, const char *labels, uint64_t value);
+void prom_sample_f64(struct evbuffer *out, const char *name, const char *labels, double value);
+
+/* A whole histogram family from a latency histogram in nanoseconds,
+ * exposed in seconds: cumulative _bucket{le=...} at each power-of-two
+ * boundary, +Inf, _sum and _count. */
+void prom_histogram_ns(struct evbuffer *out, const char *name, const char *help,
+		       const struct hist *h);
+
+/* Fills out with /metrics (json false) or /status (json true). */
+typedef void (*prom_fill_fn)(struct evbuffer *out, bool json, void *arg);
+
+struct prom_server;
+
+/* Serves /metrics and /status on host:port (port 0: any; *bound_port set).
+ * NULL with the reason logged when it cannot listen. */
+struct prom_server *prom_server_start(struct event_base *base, const char *host, uint16_t port,
+				      prom_fill_fn fill, void *arg, uint16_t *bound_port);
+
+void prom_server_stop(struct prom_server *s);
+
+#endif
