@@ -615,15 +615,45 @@ static bool bd_all_connected(const struct bd *b)
 	return true;
 }
 
-static void bd_log_progress(struct bd *b, uint64_t now)
+/* One line on how the run goes: on a terminal it is rewritten in place
+ * every second, elsewhere (a log file, CI) logged every five seconds. */
+static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
 {
 	const struct bld_counters *c = bld_counters(b->core);
 	double secs = (double)(now - b->last_progress_log_ns) / 1e9;
 	double rate = secs > 0 ? (double)(c->events_complete - b->progress_complete_at_log) / secs : 0;
-	log_info("Run %u: %" PRIu64 " events complete (%.0f/s), %" PRIu64 " accepted, %" PRIu64
-		 " expired, %u pending, admission limit %" PRIu64, b->opt.run_id, c->events_complete,
-		 rate, c->events_accepted, c->events_expired, bld_pending(b->core),
-		 b->opt.no_admission ? 0 : bld_admission_limit(b->core));
+	uint64_t expected = b->opt.events;
+	char complete[48] = "", eta[32] = "", p99[32] = "n/a";
+	if (expected > 0) {
+		snprintf(complete, sizeof complete, ", %.1f%% complete",
+			 100.0 * (double)c->events_complete / (double)expected);
+		uint64_t done = c->events_complete + c->events_expired + c->events_unobserved;
+		if (rate > 0 && done < expected)
+			snprintf(eta, sizeof eta, ", ETA %.0f s", (double)(expected - done) / rate);
+	}
+	const struct hist *lat = out_latency(b->out);
+	if (lat->samples > 0)
+		snprintf(p99, sizeof p99, "%.3f ms", (double)hist_quantile(lat, 0.99) / 1e6);
+	uint64_t oldest = bld_oldest_pending(b->core);
+	char pending[64] = "";
+	if (oldest != UINT64_MAX)
+		snprintf(pending, sizeof pending, " (oldest %" PRIu64 ")", oldest);
+	char limit[40] = "off";
+	if (!b->opt.no_admission)
+		snprintf(limit, sizeof limit, "%" PRIu64, bld_admission_limit(b->core));
+	char line[320];
+	snprintf(line, sizeof line,
+		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
+		 "%u pending%s, limit %s, p99 %s%s",
+		 b->opt.run_id, c->events_complete, rate, c->events_accepted, c->events_expired,
+		 complete, bld_pending(b->core), pending, limit, p99, eta);
+	if (terminal) {
+		fprintf(stderr, "\r%s\033[K", line);
+		fflush(stderr);
+		b->progress_line_shown = true;
+	} else {
+		log_info("%s", line);
+	}
 	b->last_progress_log_ns = now;
 	b->progress_complete_at_log = c->events_complete;
 }
@@ -661,8 +691,11 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 		bd_finish(b, "no progress");
 		return;
 	}
-	if (!b->opt.quiet && now - b->last_progress_log_ns >= 5000000000u)
-		bd_log_progress(b, now);
+	if (!b->opt.quiet) {
+		bool terminal = b->progress_on_terminal;
+		if (now - b->last_progress_log_ns >= (terminal ? 1000000000u : 5000000000u))
+			bd_log_progress(b, now, terminal);
+	}
 }
 
 static uint64_t bd_events_generated(struct bd *b)
@@ -754,6 +787,8 @@ static void bd_finish(struct bd *b, const char *why)
 		return;
 	b->phase = BD_FINISHED;
 	b->end_ns = clk_monotonic_ns();
+	if (b->progress_line_shown)
+		fputc('\n', stderr);
 	if (why != NULL)
 		log_warn("Ending run %u early: %s", b->opt.run_id, why);
 	event_del(b->ev_tick);
@@ -830,6 +865,7 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	b->opt = *opt;
 	b->data_fd = b->control_fd = -1;
 	b->start_ns = b->last_progress_ns = b->last_progress_log_ns = clk_monotonic_ns();
+	b->progress_on_terminal = isatty(STDERR_FILENO);
 	uint16_t S = opt->sources;
 	uint32_t N = opt->readers;
 	b->source_offsets_ns = calloc(S, sizeof *b->source_offsets_ns);

@@ -107,6 +107,8 @@ struct bd {
 	uint64_t rate_sample_ns;
 	uint64_t rate_sample_complete;
 	struct prom_server *prom;         /* --metrics-listen */
+	bool progress_on_terminal;        /* stderr is a terminal: one live line */
+	bool progress_line_shown;
 };
 
 /* run.c functions shared with the data transports (shm.c). */
