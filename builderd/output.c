@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Longest events.jsonl line: six fields of at most 20 digits. */
-#define OUT_EVENT_LINE_MAX 200u
+/* Longest events.jsonl line: seven numbers of at most 20 digits and keys. */
+#define OUT_EVENT_LINE_MAX 256u
 /* Longest expired.jsonl line before its missing list. */
 #define OUT_EXPIRED_LINE_MAX 128u
 /* Widest source ID in the missing list, with its comma. */
@@ -203,6 +203,8 @@ int out_flush(struct out *o)
 			q = out_put_u64(q, latency);
 			q = out_put_str(q, ",\"uncertainty_ns\":");
 			q = bound >= 0 ? out_put_u64(q, (uint64_t)bound) : out_put_str(q, "null");
+			q = out_put_str(q, ",\"t_ns\":");   /* when written: rates over time */
+			q = out_put_u64(q, now);
 			q = out_put_str(q, "}\n");
 			len += (size_t)(q - line);
 		}

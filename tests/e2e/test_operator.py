@@ -98,3 +98,52 @@ class MetricsEndpointTest(E2ETestCase):
         for p in [reader] + sources:
             h.wait(p, 15)
         h.assert_clean()
+
+
+class ReportTest(E2ETestCase):
+    """analysis/report.py's page, rendered by headless Chromium."""
+    needs_daemons = True
+
+    def test_report_renders(self) -> None:
+        import shutil
+        import sys
+        h = self.h
+        chromium = shutil.which("chromium")
+        if chromium is None:
+            self.skipTest("chromium is not installed (scripts/deps.sh installs it as root)")
+        events = 20000
+        builder, ports = h.start_builder(run=4, sources=2, readers=1, events=events)
+        reader, rport = h.start_reader(id=0, run=4, sources=(0, 1), builder=ports)
+        sources = [h.start_source(id=s, run=4, seed=2, events=events, payload=64, rate=20000,
+                                  reader_port=rport, builder=ports, missing_every=40)
+                   for s in (0, 1)]
+        self.assertEqual(h.wait(builder, 60), 0, builder.tail())
+        for p in [reader] + sources:
+            h.wait(p, 15)
+        run_dir = h.dir / "run"
+        from harness import REPO
+        r = h.run("report", [sys.executable, REPO / "analysis" / "report.py", run_dir], 120)
+        self.assertEqual(r.returncode, 0, r.describe())
+        page = run_dir / "report.html"
+        text = page.read_text()
+        self.assertNotIn("http://", text.replace("http://www.w3.org", ""),
+                         "the page must not fetch anything")
+        for png in ("latency.png", "rate.png", "outcomes.png"):
+            self.assertGreater((run_dir / png).stat().st_size, 5000, png)
+        profile = h.dir / "chromium-profile"
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={profile}"]
+        dom = h.run("chromium-dom", [chromium, *flags, "--dump-dom", page.as_uri()], 120)
+        self.assertEqual(dom.returncode, 0, dom.describe())
+        self.assertIn('id="equations"', dom.output)
+        self.assertIn("5 run: event IDs generated = complete + expired + never observed",
+                      dom.output)
+        self.assertGreaterEqual(dom.output.count("<img"), 3)
+        shot = h.dir / "report-screenshot.png"
+        s = h.run("chromium-shot", [chromium, *flags, "--window-size=1000,2000",
+                                    f"--screenshot={shot}", page.as_uri()], 120)
+        self.assertEqual(s.returncode, 0, s.describe())
+        self.assertGreater(shot.stat().st_size, 50000, "the screenshot is blank")
+        h.assert_clean()
