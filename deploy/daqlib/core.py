@@ -166,6 +166,11 @@ class Backend(abc.ABC):
         """The path a daemon on host uses for local, a path under run_dir."""
         return str(local)
 
+    def put_file(self, local: Path) -> None:
+        """Makes local, a file under run_dir, readable at path(host, local)
+        on every host (private to the user). Hosts sharing this machine's
+        file system have it already."""
+
     def binary(self, host: str, daemon: str) -> str:
         spec = self.hosts.get(host)
         base = spec.bin if spec is not None and spec.bin else str(self.bin_dir)

@@ -189,6 +189,12 @@ class SshBackend(Backend):
             self.say(f"ssh: {h} = {self.dest(h)}, address {self.address(h)}, run directory "
                      f"{self.remote_dir(h)}, {how}")
 
+    def put_file(self, local):
+        data = Path(local).read_bytes()
+        for h in self.hosts:
+            q = shlex.quote(self.path(h, local))
+            self.remote(h, f"umask 077 && cat > {q}", input=data)
+
     def copy_binaries(self, host: str, target: str) -> None:
         tar = subprocess.Popen(["tar", "-C", str(self.bin_dir), "-chf", "-", *DAEMONS],
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
