@@ -120,3 +120,36 @@ class ProcessFaultTest(E2ETestCase):
             self.assertIn("lost the builder's control connection", p.log())
         self.assertLess(time.monotonic() - t0, 15)
         self.h.assert_clean()
+
+
+class LauncherFaultTest(E2ETestCase):
+    """deploy/daqrun --fault: a daemon killed or stopped at a chosen moment."""
+    needs_daemons = True
+
+    def run_with_fault(self, fault: str):
+        from harness import topology
+        topo = topology(events=60000, payload=64, rate=20000, timeout_ms=200)
+        topo["builder"]["extra"] = ["--stall-timeout-ms", "800"]
+        r = self.h.daqrun(topo, timeout_s=120, args=["--fault", fault])
+        self.assertNotEqual(r.returncode, 0, r.output)
+        self.assertIn(f"fault: sending SIG{fault.split(':')[2].split('@')[0]}", r.output)
+        m = r.metrics()
+        self.assertTrue(m["balanced"], f"{unbalanced(m)}\n{m.get('errors')}")
+        self.h.assert_clean()
+        return m
+
+    def test_reader_killed_by_the_launcher(self) -> None:
+        m = self.run_with_fault("reader:0:KILL@1")
+        gone = m["losses"]["peers_gone"]
+        self.assertEqual([(g["role"], g["id"], g["how"]) for g in gone], [("reader", 0, "died")])
+
+    def test_source_stopped_by_the_launcher(self) -> None:
+        m = self.run_with_fault("source:1:STOP@1")
+        gone = m["losses"]["peers_gone"]
+        self.assertEqual([(g["role"], g["id"], g["how"]) for g in gone], [("source", 1, "stalled")])
+
+    def test_bad_fault_is_a_usage_error(self) -> None:
+        from harness import topology
+        r = self.h.daqrun(topology(events=100), timeout_s=60, args=["--fault", "reader:0:HUP"])
+        self.assertEqual(r.returncode, 2, r.output)
+        self.assertIn("expected ROLE:ID:SIGNAL@SECONDS", r.output)
