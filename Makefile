@@ -39,7 +39,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRC := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps run test unit e2e asan valgrind clean bench bench-admission bench-shm fuzz fuzz-build
+.PHONY: all deps run test unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
 all: $(BINS)
 
 deps:
@@ -104,6 +104,13 @@ valgrind:
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/tests/bench_shm
 	$(Q)$(PYTHON) analysis/bench.py $(if $(QUICK),--quick) --build $(BUILD) $(BENCH_ARGS)
+
+# Many short runs with every kind of fault, killed and stopped daemons,
+# overload; every run must balance its books. SOAK_RUNS (default 200).
+SOAK_RUNS ?= 200
+soak: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(PYTHON) analysis/soak.py --runs $(SOAK_RUNS) $(SOAK_ARGS)
 
 # Completeness with and without credit-based admission (results/).
 bench-admission: deps

@@ -5,6 +5,7 @@ on; a daemon without a key will not listen off this host."""
 from __future__ import annotations
 
 import os
+import time
 
 from harness import E2ETestCase, read_metrics, unbalanced
 
@@ -84,4 +85,51 @@ class AuthTest(E2ETestCase):
         for p in (reader, source):
             h.wait(p, 15)
             self.assertIn("No run key: accepting peers on this host only", p.log())
+        h.assert_clean()
+
+
+class DoorTest(E2ETestCase):
+    """Peers that knock but do not greet: a silent one is dropped after the
+    handshake timeout, and past 64 greetings at once the rest are refused;
+    both are counted and the run goes on."""
+    needs_daemons = True
+
+    def test_silent_peer_and_too_many_connections(self) -> None:
+        import socket
+        h = self.h
+        events = 20000
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=events,
+                                         handshake_timeout_ms=300)
+        # Long enough that no greeting of the crowd below times out meanwhile.
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports,
+                                       handshake_timeout_ms=10000)
+        # A silent peer on the builder's control port: challenged, then dropped.
+        silent = socket.create_connection(("127.0.0.1", ports["control"]), timeout=5)
+        self.assertIn(b"challenge", silent.recv(200))
+        t0 = time.monotonic()
+        self.assertEqual(silent.recv(200), b"", "a silent peer must be dropped")
+        self.assertLess(time.monotonic() - t0, 3)
+        silent.close()
+        # A crowd at the reader's door: 64 are challenged, the rest refused.
+        crowd = [socket.create_connection(("127.0.0.1", rport), timeout=5) for _ in range(72)]
+        challenged = refused = 0
+        for s in crowd:
+            data = s.recv(200)
+            challenged += b"challenge" in data
+            refused += data == b""
+        for s in crowd:
+            s.close()
+        self.assertLessEqual(challenged, 64)
+        self.assertGreaterEqual(refused, 8)
+        sources = [h.start_source(id=s, run=1, seed=1, events=events, payload=32, rate=10000,
+                                  reader_port=rport, builder=ports) for s in (0, 1)]
+        self.assertEqual(h.wait(builder, 60), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 15), 0, p.tail())
+        self.assertIn("too many connections greeting at once", reader.log())
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], events)
+        self.assertGreaterEqual(m["counters"]["builder"]["refused_connections"], 1)
+        self.assertGreaterEqual(m["counters"]["reader.0"]["refused_connections"], 8)
         h.assert_clean()

@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""Soak: many short runs of the real daemons with every kind of fault, each
+of which must close its books.
+
+Each run draws, from its own seed: the seed's fragment faults (missing,
+duplicate, delay, reorder, alone or together), overload (unpaced sources and
+a small window, with or without admission), and in some runs a daemon
+killed or stopped at a random moment (deploy/daqrun --fault). A run passes
+when metrics.json exists and every equation balances; a run with a killed or
+stopped daemon must also end non-zero and name it.
+
+Usage: analysis/soak.py [--runs N] [--seed S] [--out DIR] [--bin DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DAQRUN = REPO / "deploy" / "daqrun"
+
+
+def draw(rng: random.Random, n: int) -> tuple[dict, list[str], str]:
+    """One run's topology keys, daqrun arguments and a description."""
+    run = {"run": 1 + n % 1000, "seed": rng.randrange(1 << 32), "payload": rng.choice([16, 64, 256]),
+           "timeout_ms": rng.choice([50, 200]), "max_inflight": rng.choice([64, 512, 4096])}
+    faults = []
+    for key, values in (("missing_every", [0, 0, 7, 31]), ("duplicate_every", [0, 0, 5, 17]),
+                        ("delay_every", [0, 0, 11])):
+        v = rng.choice(values)
+        if v:
+            run[key] = v
+            faults.append(f"{key}={v}")
+    if "delay_every" in run:
+        run["delay_ms"] = rng.choice([2, 20])
+    if rng.random() < 0.3:
+        run["reorder"] = True
+        faults.append("reorder")
+    overload = rng.random() < 0.3
+    if overload:
+        run.update(rate=0, events=rng.choice([5000, 20000]))
+        if rng.random() < 0.3:
+            run["no_admission"] = True
+            faults.append("no admission")
+        faults.append("unpaced")
+    else:
+        run.update(rate=rng.choice([5000, 20000]), events=rng.choice([4000, 10000]))
+    args = []
+    killed = None
+    if rng.random() < 0.25:
+        role = rng.choice(["source", "reader"])
+        ident = rng.randrange(4 if role == "source" else 2)
+        sig = rng.choice(["KILL", "STOP"])
+        at = round(rng.uniform(0.1, 0.5), 2)
+        killed = f"{role}:{ident}:{sig}@{at}"
+        args += ["--fault", killed]
+        faults.append(f"fault {killed}")
+    return run, args, ", ".join(faults) or "no faults"
+
+
+def topology(run: dict) -> str:
+    lines = ["[run]"] + [f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}"
+                         for k, v in run.items()]
+    lines += ["", "[builder]", 'host = "127.0.0.1"', 'extra = ["--stall-timeout-ms", "700"]', ""]
+    for r in range(2):
+        lines += ["[[reader]]", f"id = {r}", f"sources = [{2 * r}, {2 * r + 1}]",
+                  'host = "127.0.0.1"', f'transport = "{"shm" if r == 0 else "tcp"}"', ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--out", type=Path,
+                    default=REPO / "results" / f"soak-{datetime.date.today()}")
+    ap.add_argument("--bin", type=Path, default=REPO / "bin")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(args.seed)
+    print(f"soak: {args.runs} runs, seed {args.seed}", flush=True)
+    results, failed = [], 0
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="es-soak-") as tmp:
+        for n in range(args.runs):
+            run, extra, what = draw(rng, n)
+            topo = Path(tmp) / f"{n}.toml"
+            topo.write_text(topology(run))
+            out = Path(tmp) / f"run-{n}"
+            p = subprocess.run([sys.executable, str(DAQRUN), str(topo), "--out", str(out),
+                                "--bin", str(args.bin), "--check", "never", "--timeout", "120",
+                                *extra], capture_output=True, text=True, timeout=300)
+            problem = None
+            try:
+                m = json.loads((out / "metrics.json").read_text())
+                if not m["balanced"]:
+                    problem = "unbalanced: " + "; ".join(
+                        f"{e['name']} {e['lhs']} != {e['rhs']}" for e in m["equations"] if not e["ok"])
+                elif extra and p.returncode == 0:
+                    problem = "a daemon was killed or stopped but the run ended 0"
+                elif extra and not m["losses"]["peers_gone"] and "STOP" in extra[1]:
+                    problem = "a stopped daemon was not named"
+            except (OSError, ValueError, KeyError) as e:
+                problem = f"no usable metrics.json ({e}); daqrun status {p.returncode}"
+            ok = problem is None
+            failed += not ok
+            results.append({"run": n, "what": what, "status": p.returncode, "balanced": ok,
+                            "problem": problem})
+            print(f"soak: [{n + 1}/{args.runs} {time.monotonic() - t0:5.0f} s] "
+                  f"{'balanced' if ok else 'FAILED'} (exit {p.returncode}): {what}"
+                  + (f"\n      {problem}\n{p.stdout[-1500:]}" if problem else ""), flush=True)
+    balanced = args.runs - failed
+    (args.out / "soak.json").write_text(json.dumps({"seed": args.seed, "runs": args.runs,
+                                                    "balanced": balanced, "results": results},
+                                                   indent=1))
+    print(f"soak: {balanced} of {args.runs} runs balanced their books (seed {args.seed}); "
+          f"{args.out}/soak.json")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
