@@ -37,6 +37,7 @@ static void usage(FILE *f)
 "Connections:\n"
 "  --listen HOST:PORT      data port for the sources (port 0: any free port)\n"
 "  --port-file PATH        write 'data PORT' there once listening\n"
+"  --metrics-listen HOST:PORT  serve /metrics (Prometheus) and /status (JSON)\n"
 "  --builder tcp://HOST:PORT  the builder's data port\n"
 "  --builder shm://NAME    the builder's shared-memory rings (its --shm-listen\n"
 "                          NAME); only on the builder's host\n"
@@ -68,7 +69,7 @@ static void usage(FILE *f)
 }
 
 enum {
-	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
+	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_METRICS_LISTEN, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
 	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_CLOCK_OFFSET,
 	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY, OPT_SHM_INJECT,
 };
@@ -78,6 +79,7 @@ static const struct option long_options[] = {
 	{ "run", required_argument, NULL, OPT_RUN },
 	{ "listen", required_argument, NULL, OPT_LISTEN },
 	{ "port-file", required_argument, NULL, OPT_PORT_FILE },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "sources", required_argument, NULL, OPT_SOURCES },
 	{ "builder", required_argument, NULL, OPT_BUILDER },
 	{ "control", required_argument, NULL, OPT_CONTROL },
@@ -130,6 +132,10 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 		case OPT_LISTEN:
 			ok = have_listen = opt_hostport("--listen", optarg, o->listen_host,
 							sizeof o->listen_host, &o->listen_port, true);
+			break;
+		case OPT_METRICS_LISTEN:
+			ok = opt_hostport("--metrics-listen", optarg, o->metrics_host,
+					  sizeof o->metrics_host, &o->metrics_port, true);
 			break;
 		case OPT_PORT_FILE:
 			snprintf(o->port_file, sizeof o->port_file, "%s", optarg);

@@ -8,10 +8,12 @@
 #include "log.h"
 #include "net.h"
 #include "procstat.h"
+#include "prom.h"
 #include "shmlink.h"
 #include "shmring.h"
 
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -91,6 +93,7 @@ struct rdr {
 	bool ring_injected;          /* --shm-inject done: forward nothing more */
 	int partial_source;          /* source index whose frame is half written, or -1 */
 	uint64_t credit_limit;       /* forward event IDs below this */
+	struct prom_server *prom;    /* --metrics-listen */
 	uint64_t credits_received;
 	uint64_t writev_calls;
 	uint64_t bytes_forwarded;
@@ -1012,6 +1015,54 @@ static const struct ctllink_ops rdr_ctl_ops = {
 	.on_lost = rdr_on_ctl_lost,
 };
 
+/* /metrics and /status: every per-source counter, the admission limit and
+ * what is held. */
+static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
+{
+	const struct rdr *r = arg;
+	if (json) {
+		evbuffer_add_printf(out, "{\"reader\": %u, \"run\": %u, \"admission_limit\": %" PRIu64
+				    ", \"sources\": [", r->opt.id, r->opt.run_id, r->credit_limit);
+		for (size_t i = 0; i < r->opt.source_count; i++) {
+			const struct rdr_source *s = &r->sources[i];
+			evbuffer_add_printf(out, "%s{\"source\": %u, \"state\": %d, \"frames_verified\": %" PRIu64
+					    ", \"frames_rejected\": %" PRIu64 ", \"held\": %s}", i ? ", " : "",
+					    s->id, (int)s->state, s->c.frames_verified, s->c.frames_rejected,
+					    s->held ? "true" : "false");
+		}
+		evbuffer_add_printf(out, "]}\n");
+		return;
+	}
+	prom_family(out, "es_reader_admission_limit", "gauge", "event IDs at or beyond this are held");
+	prom_sample_u64(out, "es_reader_admission_limit", NULL, r->credit_limit);
+	prom_family(out, "es_reader_writev_calls_total", "counter", "system calls forwarding to the builder");
+	prom_sample_u64(out, "es_reader_writev_calls_total", NULL, r->writev_calls);
+	prom_family(out, "es_reader_bytes_forwarded_total", "counter", "bytes forwarded to the builder");
+	prom_sample_u64(out, "es_reader_bytes_forwarded_total", NULL, r->bytes_forwarded);
+	prom_family(out, "es_reader_buffered_bytes", "gauge", "bytes in a source's receive buffer");
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		char labels[32];
+		snprintf(labels, sizeof labels, "source=\"%u\"", r->sources[i].id);
+		prom_sample_u64(out, "es_reader_buffered_bytes", labels,
+				r->sources[i].end - r->sources[i].start);
+	}
+	prom_family(out, "es_reader_held", "gauge", "1 while a source is held by the admission limit");
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		char labels[32];
+		snprintf(labels, sizeof labels, "source=\"%u\"", r->sources[i].id);
+		prom_sample_u64(out, "es_reader_held", labels, r->sources[i].held);
+	}
+#define RDR_PROM(f) \
+	prom_family(out, "es_reader_" #f, "counter", "per source: " #f); \
+	for (size_t i = 0; i < r->opt.source_count; i++) { \
+		char labels[32]; \
+		snprintf(labels, sizeof labels, "source=\"%u\"", r->sources[i].id); \
+		prom_sample_u64(out, "es_reader_" #f, labels, r->sources[i].c.f); \
+	}
+	RDR_SOURCE_COUNTERS(RDR_PROM)
+#undef RDR_PROM
+}
+
 struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 {
 	struct rdr *r = calloc(1, sizeof *r);
@@ -1063,10 +1114,20 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	r->ev_accept = event_new(base, r->listen_fd, EV_READ | EV_PERSIST, rdr_on_accept, r);
 	event_add(r->ev_accept, NULL);
 	printf("listening data %s:%u\n", opt->listen_host, (unsigned)port);
+	uint16_t metrics_port = 0;
+	if (opt->metrics_host[0] != '\0') {
+		r->prom = prom_server_start(base, opt->metrics_host, opt->metrics_port, rdr_fill_metrics,
+					    r, &metrics_port);
+		if (r->prom == NULL)
+			goto fail;
+		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
+	}
 	fflush(stdout);
 	if (opt->port_file[0] != '\0') {
 		char text[64];
-		snprintf(text, sizeof text, "data %u\n", (unsigned)port);
+		int n = snprintf(text, sizeof text, "data %u\n", (unsigned)port);
+		if (r->prom != NULL)
+			snprintf(text + n, sizeof text - (size_t)n, "metrics %u\n", (unsigned)metrics_port);
 		if (net_write_port_file(opt->port_file, text) < 0)
 			goto fail;
 	}
@@ -1121,6 +1182,7 @@ void rdr_destroy(struct rdr *r)
 {
 	if (r == NULL)
 		return;
+	prom_server_stop(r->prom);
 	ctllink_free(r->ctl);
 	net_dial_cancel(r->dial);
 	greet_cancel(r->greet);

@@ -31,6 +31,8 @@ struct rdr_options {
 	char listen_host[256];
 	uint16_t listen_port;
 	char port_file[1024];
+	char metrics_host[256];        /* --metrics-listen; "" = off */
+	uint16_t metrics_port;
 	uint16_t sources[RDR_MAX_SOURCES];
 	size_t source_count;
 	char builder_host[256];

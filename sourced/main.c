@@ -45,6 +45,7 @@ static void usage(FILE *f)
 "  --connect HOST:PORT     the reader's data port\n"
 "  --control HOST:PORT     the builder's control port\n"
 "  --connect-timeout-ms T  keep retrying connections this long (default 10000)\n"
+"  --metrics-listen HOST:PORT  serve /metrics (Prometheus) and /status (JSON)\n"
 "Testing:\n"
 "  --inject KIND@N         after N good frames send a bad one and stop; KIND is\n"
 "                          crc, magic, version, flags, length, run, truncate or noend\n"
@@ -69,7 +70,7 @@ static void usage(FILE *f)
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_SEED, OPT_EVENTS, OPT_FIRST, OPT_PAYLOAD, OPT_RATE, OPT_MISSING,
 	OPT_DUPLICATE, OPT_DELAY_EVERY, OPT_DELAY_MS, OPT_REORDER, OPT_CONNECT, OPT_CONTROL,
-	OPT_CONNECT_TIMEOUT, OPT_INJECT, OPT_DRIBBLE, OPT_CLOCK_OFFSET, OPT_BATCH, OPT_MAX_DELAYED, OPT_PACE_TICK,
+	OPT_CONNECT_TIMEOUT, OPT_METRICS_LISTEN, OPT_INJECT, OPT_DRIBBLE, OPT_CLOCK_OFFSET, OPT_BATCH, OPT_MAX_DELAYED, OPT_PACE_TICK,
 	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
 };
 
@@ -90,6 +91,7 @@ static const struct option long_options[] = {
 	{ "control", required_argument, NULL, OPT_CONTROL },
 	{ "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "inject", required_argument, NULL, OPT_INJECT },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "dribble", no_argument, NULL, OPT_DRIBBLE },
 	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
 	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
@@ -134,6 +136,10 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 							 sizeof o->control_host, &o->control_port, false);
 			break;
 		case OPT_CONNECT_TIMEOUT: ok = opt_u64("--connect-timeout-ms", optarg, 1, 86400000, &o->connect_timeout_ms); break;
+		case OPT_METRICS_LISTEN:
+			ok = opt_hostport("--metrics-listen", optarg, o->metrics_host,
+					  sizeof o->metrics_host, &o->metrics_port, true);
+			break;
 		case OPT_INJECT:
 			ok = src_parse_inject(optarg, &o->inject, &o->inject_after);
 			if (!ok)

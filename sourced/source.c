@@ -8,8 +8,10 @@
 #include "log.h"
 #include "net.h"
 #include "procstat.h"
+#include "prom.h"
 
 #include <errno.h>
+#include <event2/buffer.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -74,6 +76,7 @@ struct src {
 	bool end_queued;
 	bool stop_requested;
 	struct src_counters c;
+	struct prom_server *prom;      /* --metrics-listen */
 	struct ctl_msg report;
 };
 
@@ -611,6 +614,28 @@ static const struct ctllink_ops src_ctl_ops = {
 	.on_lost = src_on_ctl_lost,
 };
 
+/* /metrics and /status: the source's counters and where it is in its run. */
+static void src_fill_metrics(struct evbuffer *out, bool json, void *arg)
+{
+	const struct src *s = arg;
+	if (json) {
+		evbuffer_add_printf(out, "{\"source\": %u, \"run\": %u, \"state\": %d, \"position\": %" PRIu64
+				    ", \"events\": %" PRIu64 ", \"frames_wire\": %" PRIu64 ", \"delayed_held\": %u}\n",
+				    s->opt.id, s->opt.run_id, (int)s->state, s->next_index, s->opt.events,
+				    s->c.frames_wire, s->delayed_count);
+		return;
+	}
+#define SRC_PROM(name) \
+	prom_family(out, "es_source_" #name, "counter", "source: " #name); \
+	prom_sample_u64(out, "es_source_" #name, NULL, s->c.name);
+	SRC_COUNTERS(SRC_PROM)
+#undef SRC_PROM
+	prom_family(out, "es_source_position", "gauge", "send positions done of the run's events");
+	prom_sample_u64(out, "es_source_position", NULL, s->next_index);
+	prom_family(out, "es_source_delayed_held", "gauge", "fragments held back by the delay fault");
+	prom_sample_u64(out, "es_source_delayed_held", NULL, s->delayed_count);
+}
+
 struct src *src_create(struct event_base *base, const struct src_options *opt)
 {
 	struct src *s = calloc(1, sizeof *s);
@@ -633,6 +658,17 @@ struct src *src_create(struct event_base *base, const struct src_options *opt)
 		return NULL;
 	}
 	snprintf(s->peer, sizeof s->peer, "%s:%u", opt->data_host, (unsigned)opt->data_port);
+	if (opt->metrics_host[0] != '\0') {
+		uint16_t port;
+		s->prom = prom_server_start(base, opt->metrics_host, opt->metrics_port, src_fill_metrics,
+					    s, &port);
+		if (s->prom == NULL) {
+			src_destroy(s);
+			return NULL;
+		}
+		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)port);
+		fflush(stdout);
+	}
 	struct ctl_hello hello = {
 		.role = CTL_ROLE_SOURCE,
 		.id = opt->id,
@@ -669,6 +705,7 @@ void src_destroy(struct src *s)
 {
 	if (s == NULL)
 		return;
+	prom_server_stop(s->prom);
 	ctllink_free(s->ctl);
 	net_dial_cancel(s->dial);
 	greet_cancel(s->greet);

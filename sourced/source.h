@@ -37,6 +37,8 @@ struct src_options {
 	uint16_t data_port;
 	char control_host[256];
 	uint16_t control_port;
+	char metrics_host[256];         /* --metrics-listen; "" = off */
+	uint16_t metrics_port;
 	uint64_t connect_timeout_ms;
 	enum src_inject inject;
 	uint64_t inject_after;          /* good data frames before the bad one */

@@ -57,11 +57,26 @@ class MetricsEndpointTest(E2ETestCase):
         builder, ports = h.start_builder(run=1, sources=2, readers=1, events=events,
                                          metrics_listen="127.0.0.1:0")
         ports = h.wait_port_file(h.path("ports", "builder-0.port"), ("metrics",), 15, builder)
-        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports)
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports,
+                                       metrics_listen="127.0.0.1:0")
+        rports = h.wait_port_file(h.path("ports", "reader-0.port"), ("metrics",), 15, reader)
         sources = [h.start_source(id=s, run=1, seed=1, events=events, payload=64, rate=20000,
-                                  reader_port=rport, builder=ports) for s in (0, 1)]
+                                  reader_port=rport, builder=ports,
+                                  metrics_listen="127.0.0.1:0" if s == 0 else None)
+                   for s in (0, 1)]
         base = f"http://127.0.0.1:{ports['metrics']}"
         time.sleep(1.2)
+        # The reader's and a source's endpoints, checked the same way.
+        with urllib.request.urlopen(f"http://127.0.0.1:{rports['metrics']}/metrics", timeout=5) as r:
+            rfams = parse_exposition(r.read().decode())
+        self.assertIn("es_reader_frames_forwarded", rfams)
+        self.assertEqual(len(rfams["es_reader_frames_verified"]["samples"]), 2)
+        line = next(l for l in sources[0].log().splitlines() if l.startswith("listening metrics"))
+        sport = int(line.rsplit(":", 1)[1])
+        h.ports.add(sport)
+        with urllib.request.urlopen(f"http://127.0.0.1:{sport}/metrics", timeout=5) as r:
+            sfams = parse_exposition(r.read().decode())
+        self.assertGreater(sfams["es_source_frames_wire"]["samples"][0][2], 0)
         with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
             self.assertIn("text/plain", r.headers["Content-Type"])
             text = r.read().decode()
