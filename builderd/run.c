@@ -416,7 +416,9 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 		 p->id, p->stalled ? "stalled" : "is gone");
 	if (p->role == CTL_ROLE_READER) {
 		struct bd_reader *rd = &b->readers[p->id];
-		if (rd->state == BD_DATA_STREAMING || rd->state == BD_DATA_WAITING)
+		/* A dead reader's data connection ends by itself, and its
+		 * transport says how; a stalled one's must be cut here. */
+		if (rd->state == BD_DATA_WAITING || (p->stalled && rd->state == BD_DATA_STREAMING))
 			bd_reader_close(rd, BD_DATA_FAILED);
 		stop.u.stop.source = CTL_STOP_ALL;
 		for (uint16_t s = 0; s < b->opt.sources; s++)
