@@ -199,9 +199,13 @@ INSTALL_UNITDIR ?= $(PREFIX)/lib/systemd/system
 INSTALL_SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 INSTALL_DATADIR ?= $(PREFIX)/share/eventbuilder
 INSTALL_DOCDIR ?= $(PREFIX)/share/doc/eventbuilder
+INSTALL_MANDIR ?= $(PREFIX)/share/man/man1
 UNIT_TEMPLATES := $(wildcard deploy/systemd/*@.service)
 
-.PHONY: install compare
+.PHONY: install compare man
+# man/*.1 are written from each daemon's --help, so the two agree.
+man: all
+	$(Q)for d in $(DAEMONS); do $(PYTHON) scripts/mkman.py $(BIN)/$$d man/$$d.1 || exit 1; done
 install: all
 	$(Q)$(INSTALL) -d $(DESTDIR)$(INSTALL_BINDIR) $(DESTDIR)$(INSTALL_UNITDIR) \
 		$(DESTDIR)$(INSTALL_SYSUSERSDIR) $(DESTDIR)$(INSTALL_DATADIR)/env \
@@ -217,6 +221,8 @@ install: all
 	$(Q)$(INSTALL) -m 644 deploy/systemd/env/*.env.example $(DESTDIR)$(INSTALL_DATADIR)/env/
 	$(Q)$(INSTALL) -m 644 deploy/chrony/*.conf $(DESTDIR)$(INSTALL_DATADIR)/chrony/
 	$(Q)$(INSTALL) -m 644 README.md docs/*.md $(DESTDIR)$(INSTALL_DOCDIR)/
+	$(Q)$(INSTALL) -d $(DESTDIR)$(INSTALL_MANDIR)
+	$(Q)$(INSTALL) -m 644 man/*.1 $(DESTDIR)$(INSTALL_MANDIR)/
 	@echo "installed into $(DESTDIR)$(PREFIX): $(notdir $(BINS)) in $(INSTALL_BINDIR)," \
 		"units in $(INSTALL_UNITDIR), docs in $(INSTALL_DOCDIR) (see DEPLOY.md)"
 

@@ -313,6 +313,9 @@ class InstallTest(E2ETestCase):
         root = stage / "usr"
         for d in ("builderd", "readoutd", "sourced"):
             self.assertTrue(os.access(root / "bin" / d, os.X_OK), d)
+            page = (root / "share" / "man" / "man1" / f"{d}.1").read_text()
+            self.assertIn(f".TH {d.upper()} 1", page)
+            self.assertIn("--run-key-file".replace("-", "\\-"), page)
             unit = (root / "lib" / "systemd" / "system" / f"{d}@.service").read_text()
             self.assertIn(f"ExecStart=/usr/bin/{d} $ARGS", unit)
             self.assertIn(f"EnvironmentFile=/etc/eventbuilder/{d}-%i.env", unit)
