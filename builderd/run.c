@@ -367,6 +367,7 @@ static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uin
 		break;
 	case CTL_STATS:
 		bdc_on_report(b->clocks, p, &msg->u.report, false);
+		p->held_ns = acct_value(&msg->u.report, "", "held_ns", NULL);
 		break;
 	case CTL_PONG:
 		bdc_on_pong(b->clocks, p, &msg->u.pong, rx_ns);
@@ -643,12 +644,15 @@ static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
 	char limit[40] = "off";
 	if (!b->opt.no_admission)
 		snprintf(limit, sizeof limit, "%" PRIu64, bld_admission_limit(b->core));
-	char line[320];
+	uint64_t held_ns = 0;
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		held_ns += b->reader_peers[r].held_ns;
+	char line[360];
 	snprintf(line, sizeof line,
 		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
-		 "%u pending%s, limit %s, p99 %s%s",
+		 "%u pending%s, limit %s, readers held %.1f ms, p99 %s%s",
 		 b->opt.run_id, c->events_complete, rate, c->events_accepted, c->events_expired,
-		 complete, bld_pending(b->core), pending, limit, p99, eta);
+		 complete, bld_pending(b->core), pending, limit, (double)held_ns / 1e6, p99, eta);
 	if (terminal) {
 		fprintf(stderr, "\r%s\033[K", line);
 		fflush(stderr);

@@ -38,6 +38,7 @@ struct bd_peer {
 	bool lost;               /* control connection gone, or stalled, before END */
 	bool stalled;            /* declared gone for not answering */
 	uint64_t last_heard_ns;  /* last control message, monotonic */
+	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
 	struct msgconn *conn;
 	char host[CTL_MAX_TEXT];
 	char address[CTL_MAX_TEXT];

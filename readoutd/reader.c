@@ -94,6 +94,8 @@ struct rdr {
 	int partial_source;          /* source index whose frame is half written, or -1 */
 	uint64_t credit_limit;       /* forward event IDs below this */
 	struct prom_server *prom;    /* --metrics-listen */
+	struct event *ev_stats;      /* a STATS to the builder every second */
+	struct ctl_msg stats;
 	uint64_t credits_received;
 	uint64_t writev_calls;
 	uint64_t bytes_forwarded;
@@ -956,10 +958,40 @@ static void rdr_on_shm_dialed(int fd, void *arg)
 				 rdr_on_shm_greeted, r);
 }
 
+/* Once a second the builder hears how much this reader holds back, for its
+ * progress line and /metrics. */
+static void rdr_on_stats_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rdr *r = arg;
+	if (!r->ctl_ready || r->reported)
+		return;
+	uint64_t now = clk_monotonic_ns(), held_ns = 0, held_count = 0, forwarded = 0;
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		const struct rdr_source *s = &r->sources[i];
+		held_ns += s->c.held_ns + (s->held ? now - s->held_since_ns : 0);
+		held_count += s->c.held_count;
+		forwarded += s->c.frames_verified;
+	}
+	/* The report is large: reset only what is filled in again. */
+	r->stats.type = CTL_STATS;
+	r->stats.u.report.group_count = 0;
+	r->stats.u.report.status = 0;
+	struct ctl_group *g = ctl_report_group(&r->stats.u.report, "");
+	ctl_group_set(g, "held_ns", held_ns);
+	ctl_group_set(g, "held_count", held_count);
+	ctl_group_set(g, "frames_verified", forwarded);
+	ctllink_send(r->ctl, &r->stats);
+}
+
 static void rdr_on_ctl_ready(void *arg)
 {
 	struct rdr *r = arg;
 	r->ctl_ready = true;
+	struct timeval second = { 1, 0 };
+	r->ev_stats = event_new(r->base, -1, EV_PERSIST, rdr_on_stats_timer, r);
+	event_add(r->ev_stats, &second);
 	rdr_maybe_finish(r);
 }
 
@@ -1183,6 +1215,8 @@ void rdr_destroy(struct rdr *r)
 	if (r == NULL)
 		return;
 	prom_server_stop(r->prom);
+	if (r->ev_stats)
+		event_free(r->ev_stats);
 	ctllink_free(r->ctl);
 	net_dial_cancel(r->dial);
 	greet_cancel(r->greet);

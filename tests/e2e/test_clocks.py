@@ -125,8 +125,11 @@ class InjectedOffsetTest(E2ETestCase):
             for e in read_jsonl(inj_run.run_dir / "events.jsonl")[:500]:
                 self.assertIsInstance(e.get("uncertainty_ns"), int, e)
                 self.assertLessEqual(e["uncertainty_ns"], bound, e)
+            # Uncorrected, every latency would be about -5 ms. Corrected, only
+            # latencies shorter than the estimate's error (tens of us at
+            # most, within the bound) can come out below zero.
             negative = inj["counters"]["builder"]["negative_latencies"]
-            self.assertLessEqual(negative, EVENTS // 100,
+            self.assertLessEqual(negative, EVENTS // 10,
                                  "corrected latencies still negative: the offset was not "
                                  f"applied? {inj['counters']['builder']}")
             self.assertIn("clock-corrected", inj_run.output)
