@@ -103,9 +103,79 @@ static bool process_alive(pid_t pid, uint64_t start)
 	return start == 0 || now_start == start;
 }
 
+/* A segment cut short while mapped (ftruncate by a confused or hostile
+ * process) turns the next access to the lost pages into SIGBUS. Every
+ * mapping is registered here; the handler maps private zero pages over the
+ * lost part, so the access completes on zeros instead of killing the
+ * daemon, and marks the ring, whose next call then reports -EFAULT. */
+#define SHR_MAX_GUARDED 64
+static struct {
+	uintptr_t start, end;
+	volatile sig_atomic_t truncated;
+} shr_guarded[SHR_MAX_GUARDED];
+static struct sigaction shr_previous_bus;
+static bool shr_handler_installed;
+static uintptr_t shr_page_bytes;
+
+static void shr_on_sigbus(int sig, siginfo_t *si, void *context)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+	for (int i = 0; i < SHR_MAX_GUARDED; i++) {
+		if (shr_guarded[i].start != 0 && a >= shr_guarded[i].start && a < shr_guarded[i].end) {
+			uintptr_t page = a & ~(shr_page_bytes - 1);
+			mmap((void *)page, shr_guarded[i].end - page, PROT_READ | PROT_WRITE,
+			     MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			shr_guarded[i].truncated = 1;
+			return;
+		}
+	}
+	/* Not a ring: what would have happened without us. */
+	(void)context;
+	sigaction(SIGBUS, &shr_previous_bus, NULL);
+	raise(sig);
+}
+
+static int shr_guard(void *map, size_t bytes)
+{
+	if (!shr_handler_installed) {
+		shr_page_bytes = (uintptr_t)sysconf(_SC_PAGESIZE);
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = shr_on_sigbus;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGBUS, &sa, &shr_previous_bus);
+		shr_handler_installed = true;
+	}
+	for (int i = 0; i < SHR_MAX_GUARDED; i++) {
+		if (shr_guarded[i].start == 0) {
+			shr_guarded[i].truncated = 0;
+			shr_guarded[i].end = (uintptr_t)map + bytes;
+			shr_guarded[i].start = (uintptr_t)map;
+			return i;
+		}
+	}
+	return -1;   /* more rings than slots: that one goes unguarded */
+}
+
+static void shr_unguard(int slot)
+{
+	if (slot >= 0 && slot < SHR_MAX_GUARDED)
+		shr_guarded[slot].start = shr_guarded[slot].end = 0;
+}
+
+/* -EFAULT once the segment was found cut short; sticky like -EPROTO. */
+static int shr_check_truncated(struct shr_ring *r)
+{
+	if (r->guard >= 0 && shr_guarded[r->guard].truncated)
+		r->err = -EFAULT;
+	return r->err;
+}
+
 static void ring_set(struct shr_ring *r, void *map, size_t map_bytes, bool producer)
 {
 	memset(r, 0, sizeof *r);
+	r->guard = shr_guard(map, map_bytes);
 	r->hdr = map;
 	r->data = (uint8_t *)map + SHR_HEADER_BYTES;
 	r->map_bytes = map_bytes;
@@ -294,6 +364,7 @@ void shr_close(struct shr_ring *r, int peer_efd)
 		ssize_t n = write(peer_efd, &one, sizeof one);
 		(void)n; /* fails only if the count would overflow: already woken */
 	}
+	shr_unguard(r->guard);
 	munmap(h, r->map_bytes);
 	memset(r, 0, sizeof *r);
 }
@@ -345,7 +416,7 @@ static int load_tail(struct shr_ring *r)
 int shr_reserve(struct shr_ring *r, uint32_t len, void **ptr)
 {
 	uint64_t skip;
-	if (r->err)
+	if (shr_check_truncated(r))
 		return r->err;
 	if (r->reserved)
 		return -EBUSY;
@@ -375,6 +446,10 @@ int shr_commit(struct shr_ring *r, uint32_t len)
 {
 	if (!r->reserved || len > r->res_len)
 		return -EINVAL;
+	if (shr_check_truncated(r)) {
+		r->reserved = false;
+		return r->err;
+	}
 	uint64_t pos = r->pos;
 	if (r->res_skip) {
 		*(volatile uint64_t *)(r->data + (pos & r->mask)) =
@@ -392,7 +467,7 @@ int shr_commit(struct shr_ring *r, uint32_t len)
 
 int shr_peek(struct shr_ring *r, const void **ptr, uint32_t *len)
 {
-	if (r->err)
+	if (shr_check_truncated(r))
 		return r->err;
 	for (;;) {
 		if (r->pos == r->peer_pos) {
@@ -680,6 +755,8 @@ const char *shr_strerror(int rc)
 		return "capacity does not match segment size";
 	case -EPROTO:
 		return "impossible record length or counter in ring";
+	case -EFAULT:
+		return "segment truncated while mapped";
 	case -EBUSY:
 		return "ring already has a producer";
 	case -EPIPE:

@@ -91,7 +91,8 @@ struct shr_ring {
 	uint32_t res_len;   /* producer: bytes reserved */
 	bool reserved;
 	bool producer;
-	int err;            /* sticky -EPROTO once the ring proved corrupt */
+	int err;            /* sticky -EPROTO (corrupt) or -EFAULT (truncated) */
+	int guard;          /* slot in the SIGBUS guard, -1 when unguarded */
 };
 
 /* Consumer side (builderd). Creates segment name ("/name", no other '/')

@@ -780,6 +780,51 @@ START_TEST(test_corrupt_tail)
 }
 END_TEST
 
+/* Another process cuts the segment short while both sides have it mapped:
+ * the next access to the lost pages would be SIGBUS. Both sides must carry
+ * on to a clear -EFAULT instead. */
+START_TEST(test_truncated_while_mapped)
+{
+	char name[96];
+	struct shr_ring c, p;
+	segment_name(name, sizeof name);
+	ck_assert_int_eq(shr_create(&c, name, RUN_ID, 65536), 0);
+	ck_assert_int_eq(shr_attach(&p, name, RUN_ID), 0);
+	void *ptr;
+	ck_assert_int_eq(shr_reserve(&p, 100, &ptr), 0);
+	memset(ptr, 1, 100);
+	ck_assert_int_eq(shr_commit(&p, 100), 0);
+	int fd = shm_open(name, O_RDWR, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 0), 0);
+	close(fd);
+	/* The producer's next access lands on vanished pages: the call that
+	 * meets them completes on zeros, a following one says what happened. */
+	int rc = 0;
+	for (int i = 0; i < 3 && rc != -EFAULT; i++) {
+		rc = shr_reserve(&p, 100, &ptr);
+		if (rc == 0) {
+			memset(ptr, 2, 100);   /* would have been SIGBUS */
+			rc = shr_commit(&p, 100);
+		}
+	}
+	ck_assert_int_eq(rc, -EFAULT);
+	ck_assert_int_eq(shr_reserve(&p, 100, &ptr), -EFAULT);
+	/* The consumer the same. */
+	const void *rec;
+	uint32_t len;
+	rc = 0;
+	for (int i = 0; i < 3 && rc != -EFAULT; i++)
+		rc = shr_peek(&c, &rec, &len);
+	ck_assert_int_eq(rc, -EFAULT);
+	ck_assert_str_eq(shr_strerror(-EFAULT), "segment truncated while mapped");
+	shr_close(&p, -1);
+	shr_close(&c, -1);
+	ck_assert_int_eq(shr_unlink(name), 0);
+	ck_assert_no_segments();
+}
+END_TEST
+
 START_TEST(test_dead_peer)
 {
 	struct pair pp;
@@ -920,6 +965,7 @@ static Suite *shmring_suite(void)
 	tcase_add_test(tc, test_corrupt_header);
 	tcase_add_test(tc, test_corrupt_length);
 	tcase_add_test(tc, test_corrupt_tail);
+	tcase_add_test(tc, test_truncated_while_mapped);
 	tcase_add_test(tc, test_dead_peer);
 	tcase_add_test(tc, test_consumer_close_wakes_producer);
 	tcase_add_test(tc, test_fd_passing_errors);
