@@ -2,6 +2,7 @@
  * wires the run to the event loop; see run.c. */
 #include "builder.h"
 #include "clk.h"
+#include "daemon.h"
 #include "frame.h"
 #include "auth.h"
 #include "log.h"
@@ -13,7 +14,6 @@
 
 #include <event2/event.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,19 +228,9 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 	return true;
 }
 
-static struct bd *the_run;
-static int stop_signals;
-
-static void on_signal(evutil_socket_t sig, short what, void *arg)
+static void stop_run(void *arg, const char *why)
 {
-	(void)what;
-	struct event_base *base = arg;
-	if (++stop_signals > 1 && sig == SIGINT) {
-		log_warn("Second interrupt: exiting now");
-		event_base_loopbreak(base);
-		return;
-	}
-	bd_stop(the_run, sig == SIGINT ? "interrupted" : "terminated");
+	bd_stop(arg, why);
 }
 
 int main(int argc, char **argv)
@@ -261,26 +251,17 @@ int main(int argc, char **argv)
 	log_init("builderd", -1, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
 	if (!auth_have_key())
 		log_info("No run key: accepting peers on this host only");
-	signal(SIGPIPE, SIG_IGN);
-	struct event_config *cfg = event_config_new();
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-	struct event_base *base = event_base_new_with_config(cfg);
-	event_config_free(cfg);
-	the_run = bd_create(base, &o);
-	if (the_run == NULL) {
+	struct event_base *base = daemon_base_new();
+	struct bd *run = base ? bd_create(base, &o) : NULL;
+	if (run == NULL) {
 		log_error("Run %u could not start", o.run_id);
-		event_base_free(base);
+		if (base)
+			event_base_free(base);
 		return 1;
 	}
-	struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-	struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
-	evsignal_add(sigterm, NULL);
-	evsignal_add(sigint, NULL);
-	event_base_dispatch(base);
-	int status = bd_exit_status(the_run);
-	bd_destroy(the_run);
-	event_free(sigterm);
-	event_free(sigint);
+	daemon_run(base, stop_run, run);
+	int status = bd_exit_status(run);
+	bd_destroy(run);
 	event_base_free(base);
 	return status;
 }

@@ -1,6 +1,7 @@
 /* readoutd: a reader of the event builder. Parses options and wires the
  * reader to the event loop; see reader.c. */
 #include "clk.h"
+#include "daemon.h"
 #include "frame.h"
 #include "auth.h"
 #include "log.h"
@@ -11,7 +12,6 @@
 
 #include <event2/event.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,19 +196,10 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 	return true;
 }
 
-static struct rdr *the_reader;
-static int stop_signals;
-
-static void on_signal(evutil_socket_t sig, short what, void *arg)
+static void stop_reader(void *arg, const char *why)
 {
-	(void)what;
-	struct event_base *base = arg;
-	if (++stop_signals > 1 && sig == SIGINT) {
-		log_warn("Second interrupt: exiting now");
-		event_base_loopbreak(base);
-		return;
-	}
-	rdr_stop(the_reader);
+	(void)why;
+	rdr_stop(arg);
 }
 
 int main(int argc, char **argv)
@@ -224,23 +215,17 @@ int main(int argc, char **argv)
 	log_init("readoutd", (int)o.id, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
 	if (!auth_have_key())
 		log_info("No run key: accepting peers on this host only");
-	signal(SIGPIPE, SIG_IGN);
-	struct event_base *base = event_base_new();
-	the_reader = rdr_create(base, &o);
-	if (the_reader == NULL) {
+	struct event_base *base = daemon_base_new();
+	struct rdr *reader = base ? rdr_create(base, &o) : NULL;
+	if (reader == NULL) {
 		log_error("Reader %u could not start", o.id);
-		event_base_free(base);
+		if (base)
+			event_base_free(base);
 		return 1;
 	}
-	struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-	struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
-	evsignal_add(sigterm, NULL);
-	evsignal_add(sigint, NULL);
-	event_base_dispatch(base);
-	int status = rdr_exit_status(the_reader);
-	rdr_destroy(the_reader);
-	event_free(sigterm);
-	event_free(sigint);
+	daemon_run(base, stop_reader, reader);
+	int status = rdr_exit_status(reader);
+	rdr_destroy(reader);
 	event_base_free(base);
 	return status;
 }

@@ -1,6 +1,7 @@
 /* sourced: one readout sector of the event builder. Parses options and
  * wires the source to the event loop; see source.c. */
 #include "clk.h"
+#include "daemon.h"
 #include "auth.h"
 #include "log.h"
 #include "net.h"
@@ -180,19 +181,10 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 	return true;
 }
 
-static struct src *the_source;
-static int stop_signals;
-
-static void on_signal(evutil_socket_t sig, short what, void *arg)
+static void stop_source(void *arg, const char *why)
 {
-	(void)what;
-	struct event_base *base = arg;
-	if (++stop_signals > 1 && sig == SIGINT) {
-		log_warn("Second interrupt: exiting now");
-		event_base_loopbreak(base);
-		return;
-	}
-	src_stop(the_source);
+	(void)why;
+	src_stop(arg);
 }
 
 int main(int argc, char **argv)
@@ -208,28 +200,18 @@ int main(int argc, char **argv)
 	log_init("sourced", (int)o.id, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
 	if (!auth_have_key())
 		log_info("No run key: accepting peers on this host only");
-	signal(SIGPIPE, SIG_IGN);
 	/* Paced sources sleep tens of microseconds: the default 50 us of timer
 	 * slack would be most of the tick. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	struct event_config *cfg = event_config_new();
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-	struct event_base *base = event_base_new_with_config(cfg);
-	event_config_free(cfg);
-	the_source = src_create(base, &o);
-	if (the_source == NULL) {
+	struct event_base *base = daemon_base_new();
+	struct src *source = base ? src_create(base, &o) : NULL;
+	if (source == NULL) {
 		log_error("Cannot allocate the source's buffers");
 		return 1;
 	}
-	struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-	struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
-	evsignal_add(sigterm, NULL);
-	evsignal_add(sigint, NULL);
-	event_base_dispatch(base);
-	int status = src_exit_status(the_source);
-	src_destroy(the_source);
-	event_free(sigterm);
-	event_free(sigint);
+	daemon_run(base, stop_source, source);
+	int status = src_exit_status(source);
+	src_destroy(source);
 	event_base_free(base);
 	return status;
 }
