@@ -193,10 +193,24 @@ class SshDeployTest(E2ETestCase):
                                         "--bin", FAKE_BIN, "--timeout", "60"],
                          env={"ES_FAKE_HANG": "builderd"})
         self.wait_started(out, p)
+        # One entry per daemon: a process may briefly show up twice while an
+        # interpreter shim execs into it.
+        def started() -> set:
+            found = set()
+            for _, cmd in self.remote_daemons():
+                words = cmd.split()
+                role = next((d for d in ("builderd", "readoutd", "sourced")
+                             if any(w.endswith("/" + d) for w in words)), None)
+                ident = words[words.index("--id") + 1] if "--id" in words else "0"
+                if role:
+                    found.add((role, ident))
+            return found
         deadline = time.monotonic() + 20
-        while len(self.remote_daemons()) < 7 and time.monotonic() < deadline:
+        seen = started()
+        while len(seen) < 7 and time.monotonic() < deadline:
             time.sleep(0.1)
-        self.assertEqual(len(self.remote_daemons()), 7, self.remote_daemons())
+            seen = started()
+        self.assertEqual(len(seen), 7, self.remote_daemons())
         os.kill(p.pid, signal.SIGINT)
         self.assertEqual(self.h.wait(p, 30), 130, p.tail(30))
         self.assertIn("interrupted (SIGINT)", p.log())
