@@ -13,6 +13,7 @@
 #include "shmring.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -1077,6 +1078,17 @@ static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
 		snprintf(labels, sizeof labels, "source=\"%u\"", r->sources[i].id);
 		prom_sample_u64(out, "es_reader_buffered_bytes", labels,
 				r->sources[i].end - r->sources[i].start);
+	}
+	if (r->ring.hdr != NULL) {
+		/* The producer's view: what it wrote that the builder has not yet
+		 * released. */
+		uint64_t tail = atomic_load_explicit(&r->ring.hdr->tail, memory_order_relaxed);
+		prom_family(out, "es_reader_ring_fill_bytes", "gauge", "bytes in the shared-memory ring");
+		prom_sample_u64(out, "es_reader_ring_fill_bytes", NULL, r->ring.pos - tail);
+		prom_family(out, "es_reader_ring_capacity_bytes", "gauge", "size of the shared-memory ring");
+		prom_sample_u64(out, "es_reader_ring_capacity_bytes", NULL, r->ring.capacity_bytes);
+		prom_family(out, "es_reader_ring_records_total", "counter", "frames put in the ring");
+		prom_sample_u64(out, "es_reader_ring_records_total", NULL, r->ring_records);
 	}
 	prom_family(out, "es_reader_held", "gauge", "1 while a source is held by the admission limit");
 	for (size_t i = 0; i < r->opt.source_count; i++) {
