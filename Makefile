@@ -140,6 +140,7 @@ FUZZ_CFLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 FUZZ_SRC_frame := tests/fuzz/harness_frame.c common/frame.c common/crc.c
 FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c common/ctl.c
 FUZZ_SRC_ring := tests/fuzz/harness_ring.c common/shmring.c
+FUZZ_ARGS_frame := -max_len=20000
 FUZZ_ARGS_ctl = -dict=$(FUZZ_DIR)/corpus/ctl.dict
 FUZZ_ARGS_ring := -max_len=12288
 FUZZ_HARNESS_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/fuzz/harness*.c))
@@ -168,7 +169,8 @@ fuzz: fuzz-build
 		mkdir -p $(FUZZ_DIR)/crashes/$$t $(FUZZ_DIR)/logs; \
 		log=$(FUZZ_DIR)/logs/$$t.log; \
 		echo "fuzz $$t: $(FUZZ_SECONDS) s, log $$log"; \
-		args=; case $$t in ctl) args="$(FUZZ_ARGS_ctl)";; ring) args="$(FUZZ_ARGS_ring)";; esac; \
+		args=; case $$t in frame) args="$(FUZZ_ARGS_frame)";; ctl) args="$(FUZZ_ARGS_ctl)";; \
+			ring) args="$(FUZZ_ARGS_ring)";; esac; \
 		if $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 			-artifact_prefix=$(FUZZ_DIR)/crashes/$$t/ $$args $(FUZZ_ARGS) \
 			$(FUZZ_DIR)/corpus/$$t tests/fuzz/regressions/$$t >$$log 2>&1; then \
