@@ -210,7 +210,7 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 		fprintf(stderr, "builderd: --shm-capacity needs --shm-listen NAME\n");
 		return false;
 	}
-	if (run_key_file != NULL && auth_load_key_file(run_key_file) < 0)
+	if (!daemon_apply_common(run_key_file, clock_offset))
 		return false;
 	if (!auth_have_key() && !net_host_is_loopback(o->listen_host)) {
 		fprintf(stderr, "builderd: --listen %s is not a loopback address: without a run key "
@@ -224,7 +224,6 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 			"every host)\n", o->control_host);
 		return false;
 	}
-	clk_set_offset_ns(clock_offset);
 	return true;
 }
 
@@ -248,9 +247,7 @@ int main(int argc, char **argv)
 	};
 	if (!parse_options(argc, argv, &o))
 		return 2;
-	log_init("builderd", -1, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
-	if (!auth_have_key())
-		log_info("No run key: accepting peers on this host only");
+	daemon_start_log("builderd", -1, o.quiet);
 	struct event_base *base = daemon_base_new();
 	struct bd *run = base ? bd_create(base, &o) : NULL;
 	if (run == NULL) {

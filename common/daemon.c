@@ -1,5 +1,7 @@
 #include "daemon.h"
 
+#include "auth.h"
+#include "clk.h"
 #include "log.h"
 
 #include <event2/event.h>
@@ -47,4 +49,19 @@ void daemon_run(struct event_base *base, void (*stop)(void *arg, const char *why
 	event_base_dispatch(base);
 	event_free(sigterm);
 	event_free(sigint);
+}
+
+bool daemon_apply_common(const char *run_key_file, int64_t clock_offset_ns)
+{
+	if (run_key_file != NULL && auth_load_key_file(run_key_file) < 0)
+		return false;
+	clk_set_offset_ns(clock_offset_ns);
+	return true;
+}
+
+void daemon_start_log(const char *role, int id, bool quiet)
+{
+	log_init(role, id, quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
+	if (!auth_have_key())
+		log_info("No run key: accepting peers on this host only");
 }

@@ -4,7 +4,19 @@
 #ifndef ES_DAEMON_H
 #define ES_DAEMON_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 struct event_base;
+
+/* The settings every daemon shares, applied once its options are parsed:
+ * the run key (NULL: none) and the injected clock offset. false when the
+ * key cannot be loaded (the reason is printed). */
+bool daemon_apply_common(const char *run_key_file, int64_t clock_offset_ns);
+
+/* Starts logging as role[id] (id < 0: none) and says when there is no run
+ * key, so a person knows only local peers can connect. */
+void daemon_start_log(const char *role, int id, bool quiet);
 
 /* An event base with precise timers (paced sources and the builder's tick
  * sleep well under a millisecond); NULL when libevent cannot make one. */

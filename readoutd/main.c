@@ -184,7 +184,7 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 		fprintf(stderr, "readoutd: --shm-inject needs --builder shm://NAME\n");
 		return false;
 	}
-	if (run_key_file != NULL && auth_load_key_file(run_key_file) < 0)
+	if (!daemon_apply_common(run_key_file, clock_offset))
 		return false;
 	if (!auth_have_key() && !net_host_is_loopback(o->listen_host)) {
 		fprintf(stderr, "readoutd: --listen %s is not a loopback address: without a run key "
@@ -192,7 +192,6 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 			"every host)\n", o->listen_host);
 		return false;
 	}
-	clk_set_offset_ns(clock_offset);
 	return true;
 }
 
@@ -212,9 +211,7 @@ int main(int argc, char **argv)
 	};
 	if (!parse_options(argc, argv, &o))
 		return 2;
-	log_init("readoutd", (int)o.id, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
-	if (!auth_have_key())
-		log_info("No run key: accepting peers on this host only");
+	daemon_start_log("readoutd", (int)o.id, o.quiet);
 	struct event_base *base = daemon_base_new();
 	struct rdr *reader = base ? rdr_create(base, &o) : NULL;
 	if (reader == NULL) {

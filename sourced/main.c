@@ -175,9 +175,8 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 		fprintf(stderr, "sourced: --delay-every needs --delay-ms\n");
 		return false;
 	}
-	if (run_key_file != NULL && auth_load_key_file(run_key_file) < 0)
+	if (!daemon_apply_common(run_key_file, clock_offset))
 		return false;
-	clk_set_offset_ns(clock_offset);
 	return true;
 }
 
@@ -197,9 +196,7 @@ int main(int argc, char **argv)
 	};
 	if (!parse_options(argc, argv, &o))
 		return 2;
-	log_init("sourced", (int)o.id, o.quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
-	if (!auth_have_key())
-		log_info("No run key: accepting peers on this host only");
+	daemon_start_log("sourced", (int)o.id, o.quiet);
 	/* Paced sources sleep tens of microseconds: the default 50 us of timer
 	 * slack would be most of the tick. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
