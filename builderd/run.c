@@ -811,13 +811,15 @@ static void bd_finish(struct bd *b, const char *why)
 	const struct ctl_report **source_reports = calloc(b->opt.sources, sizeof *source_reports);
 	struct acct_reader *readers = calloc(b->opt.readers, sizeof *readers);
 	bool *source_gone = calloc(b->opt.sources, sizeof *source_gone);
+	uint64_t *unique_from = calloc(b->opt.sources, sizeof *unique_from);
 	struct acct a = { 0 };
-	if (source_reports == NULL || readers == NULL || source_gone == NULL) {
+	if (source_reports == NULL || readers == NULL || source_gone == NULL || unique_from == NULL) {
 		bd_error(b, "Out of memory for the end-of-run accounting");
 	} else {
 		for (uint16_t s = 0; s < b->opt.sources; s++) {
 			source_reports[s] = b->source_peers[s].report;
 			source_gone[s] = b->source_peers[s].lost && !b->source_peers[s].reported;
+			unique_from[s] = bld_unique_from(b->core, s);
 		}
 		for (uint32_t r = 0; r < b->opt.readers; r++) {
 			readers[r].id = r;
@@ -831,6 +833,7 @@ static void bd_finish(struct bd *b, const char *why)
 			.sources = b->opt.sources,
 			.source_reports = source_reports,
 			.source_gone = source_gone,
+			.unique_from = unique_from,
 			.reader_count = b->opt.readers,
 			.readers = readers,
 			.builder = bld_counters(b->core),
@@ -848,6 +851,7 @@ static void bd_finish(struct bd *b, const char *why)
 	acct_free(&a);
 	free(source_reports);
 	free(source_gone);
+	free(unique_from);
 	free(readers);
 	if (!out_close(b->out))
 		b->status = 1;

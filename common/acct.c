@@ -94,19 +94,23 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 		char group[CTL_MAX_NAME];
 		snprintf(group, sizeof group, "source.%u", s);
 		if (sr == NULL && run->source_gone != NULL && run->source_gone[s]) {
-			/* The source died or stalled: what its reader received is known,
-			 * the rest of what it generated is lost with it. */
+			/* The source died or stalled: the builder knows how many of
+			 * its fragments it got, once each; the rest of what it
+			 * generated (omitted, unsent, or lost with it) is the named
+			 * bucket. Frames its reader saw include duplicates, so they
+			 * cannot stand in for fragments. */
 			bool fr = false;
 			uint64_t received = rd ? acct_value(rd->report, group, "frames_received", &fr) : 0;
-			bool known = fr && agree_generated && generated_ids >= received;
-			uint64_t lost = known ? generated_ids - received : 0;
+			uint64_t unique = run->unique_from != NULL ? run->unique_from[s] : 0;
+			bool known = run->unique_from != NULL && agree_generated && generated_ids >= unique;
+			uint64_t lost = known ? generated_ids - unique : 0;
 			a->lost_with_sources += lost;
 			snprintf(note, sizeof note, known ? "source %u is gone: %" PRIu64 " fragments counted as lost with it"
-							  : "source %u is gone and its reader's or the others' counts are missing",
+							  : "source %u is gone and the other sources' counts are missing",
 				 s, lost);
-			struct acct_equation *e = acct_add(a, generated_ids, received + lost, known, note,
-							   "1+2 source %u (gone): generated = received by reader %u + lost with the source",
-							   s, rd ? rd->id : 0);
+			struct acct_equation *e = acct_add(a, generated_ids, unique + lost, known, note,
+							   "1+2 source %u (gone): generated = unique fragments built + lost with the source",
+							   s);
 			if (e != NULL && known)
 				snprintf(e->note, sizeof e->note, "%s", note);
 			if (rd != NULL && rd->report != NULL) {

@@ -45,6 +45,7 @@ struct acct_run {
 	uint16_t sources;
 	const struct ctl_report *const *source_reports;   /* [sources], NULL when absent */
 	const bool *source_gone;                           /* [sources]: died or stalled; may be NULL */
+	const uint64_t *unique_from;                       /* [sources]: unique fragments the builder got */
 	size_t reader_count;
 	const struct acct_reader *readers;
 	const struct bld_counters *builder;

@@ -71,6 +71,7 @@ struct bld {
 	uint64_t *present;         /* window x present_words */
 	struct crc_shift_cache shift;
 	uint16_t *missing;         /* sources: the list on_expired gets */
+	uint64_t *unique_from;     /* sources: unique fragments received */
 };
 
 const char *bld_expiry_reason_name(enum bld_expiry_reason reason)
@@ -132,8 +133,9 @@ struct bld *bld_create(const struct bld_config *config, const struct bld_sink *s
 	b->frags = calloc(w * s, sizeof(*b->frags));
 	b->present = calloc(w * b->present_words, sizeof(*b->present));
 	b->missing = calloc(s, sizeof(*b->missing));
+	b->unique_from = calloc(s, sizeof(*b->unique_from));
 	if (b->states == NULL || b->slots == NULL || b->frags == NULL || b->present == NULL ||
-	    b->missing == NULL)
+	    b->missing == NULL || b->unique_from == NULL)
 		goto out_nomem;
 	return b;
 
@@ -152,6 +154,7 @@ void bld_destroy(struct bld *b)
 	free(b->frags);
 	free(b->present);
 	free(b->missing);
+	free(b->unique_from);
 	free(b);
 }
 
@@ -393,6 +396,7 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t n
 		s->earliest_source = f->source_id;
 	}
 	b->c.frags_unique++;
+	b->unique_from[f->source_id]++;
 	if (++s->present == b->cfg.sources) {
 		bld_complete(b, si);
 		bld_settle(b);
@@ -511,9 +515,15 @@ const struct bld_counters *bld_counters(const struct bld *b)
 	return &b->c;
 }
 
+uint64_t bld_unique_from(const struct bld *b, uint16_t source)
+{
+	return source < b->cfg.sources ? b->unique_from[source] : 0;
+}
+
 size_t bld_memory_bytes(const struct bld *b)
 {
 	size_t w = b->window, s = b->cfg.sources;
 	return sizeof(*b) + 2 * w + w * sizeof(*b->slots) + w * s * sizeof(*b->frags) +
-	       w * b->present_words * sizeof(*b->present) + s * sizeof(*b->missing);
+	       w * b->present_words * sizeof(*b->present) +
+	       s * (sizeof(*b->missing) + sizeof(*b->unique_from));
 }

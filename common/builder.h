@@ -156,6 +156,10 @@ void bld_finish(struct bld *b, uint64_t events_generated);
 
 const struct bld_counters *bld_counters(const struct bld *b);
 
+/* Unique fragments received from one source so far: what the books can
+ * still say of a source that died before reporting. */
+uint64_t bld_unique_from(const struct bld *b, uint16_t source);
+
 /* Bytes of every table bld_create() allocated: the core's memory bound. */
 size_t bld_memory_bytes(const struct bld *b);
 

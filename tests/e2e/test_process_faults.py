@@ -20,14 +20,15 @@ RATE = 20000
 class ProcessFaultTest(E2ETestCase):
     needs_daemons = True
 
-    def start_run(self, **builder_flags):
+    def start_run(self, source_flags=None, **builder_flags):
         h = self.h
         builder, ports = h.start_builder(run=1, sources=SOURCES, readers=2, events=EVENTS,
                                          timeout_ms=200, stall_timeout_ms=800, **builder_flags)
         readers = [h.start_reader(id=r, run=1, sources=(2 * r, 2 * r + 1), builder=ports)
                    for r in range(2)]
         sources = [h.start_source(id=s, run=1, seed=5, events=EVENTS, payload=64, rate=RATE,
-                                  reader_port=readers[s // 2][1], builder=ports)
+                                  reader_port=readers[s // 2][1], builder=ports,
+                                  **(source_flags or {}))
                    for s in range(SOURCES)]
         time.sleep(0.6)   # well into the run
         return builder, [r for r, _ in readers], sources
@@ -58,6 +59,20 @@ class ProcessFaultTest(E2ETestCase):
         self.assertGreater(m["counters"]["builder"]["events_expired"], 0)
         for s in (0, 2, 3):
             self.assertEqual(sources[s].returncode, 0, sources[s].tail())
+
+    def test_source_killed_while_sending_duplicates(self) -> None:
+        """Its reader saw more frames than fragments (the copies): the loss
+        is counted in fragments the builder got once each, not in frames.
+        (Found by make soak.)"""
+        builder, readers, sources = self.start_run(source_flags={"duplicate_every": 5,
+                                                                 "missing_every": 31})
+        os.killpg(sources[3].pid, signal.SIGKILL)
+        m = self.finish(builder, readers + sources)
+        gone = [e for e in m["equations"] if "source 3 (gone)" in e["name"]]
+        self.assertEqual(len(gone), 1, m["equations"])
+        self.assertTrue(gone[0]["ok"], gone)
+        self.assertGreater(m["counters"]["reader.1.source.3"]["frames_received"],
+                           gone[0]["rhs"] - m["losses"]["fragments_lost_with_sources"])
 
     def test_source_stalled(self) -> None:
         builder, readers, sources = self.start_run()
