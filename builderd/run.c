@@ -517,21 +517,8 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 
 static void bd_accept(struct bd *b, int listen_fd, greet_accept_cb cb)
 {
-	for (;;) {
-		char peer[CTL_MAX_TEXT];
-		int conn = net_accept(listen_fd, peer, sizeof peer);
-		if (conn < 0)
-			return;
-		/* Connections still greeting are capped so strangers cannot pile
-		 * them up. */
-		if (greet_in_progress() >= 64) {
-			log_warn("Too many connections greeting at once; refusing %s", peer);
-			close(conn);
-			b->refused_connections++;
-			continue;
-		}
-		greet_accept(b->base, conn, peer, b->opt.handshake_timeout_ms, cb, b);
-	}
+	greet_accept_all(b->base, listen_fd, b->opt.handshake_timeout_ms, cb, b,
+			 &b->refused_connections);
 }
 
 static void bd_on_data_accept(evutil_socket_t fd, short what, void *arg)

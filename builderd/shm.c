@@ -328,19 +328,8 @@ static void bshm_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	struct bd *b = arg;
-	for (;;) {
-		char peer[CTL_MAX_TEXT];
-		int conn = net_accept(fd, peer, sizeof peer);
-		if (conn < 0)
-			return;
-		if (greet_in_progress() >= 64) {
-			log_warn("Too many connections greeting at once; refusing %s", peer);
-			close(conn);
-			b->refused_connections++;
-			continue;
-		}
-		greet_accept(b->base, conn, peer, b->opt.handshake_timeout_ms, bshm_on_greeted, b);
-	}
+	greet_accept_all(b->base, fd, b->opt.handshake_timeout_ms, bshm_on_greeted, b,
+			 &b->refused_connections);
 }
 
 int bshm_start(struct bd *b)

@@ -280,3 +280,22 @@ void greet_reply_error(int fd, const char *peer, const char *code, const char *f
 	greet_send(fd, &msg);
 	close(fd);
 }
+
+void greet_accept_all(struct event_base *base, int listen_fd, uint64_t timeout_ms,
+		      greet_accept_cb cb, void *arg, uint64_t *refused)
+{
+	for (;;) {
+		char peer[CTL_MAX_TEXT];
+		int conn = net_accept(listen_fd, peer, sizeof peer);
+		if (conn < 0)
+			return;
+		if (greet_count >= GREET_MAX_IN_PROGRESS) {
+			log_warn("Refusing %s: too many connections greeting at once (%u)", peer,
+				 GREET_MAX_IN_PROGRESS);
+			close(conn);
+			(*refused)++;
+			continue;
+		}
+		greet_accept(base, conn, peer, timeout_ms, cb, arg);
+	}
+}

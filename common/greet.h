@@ -47,4 +47,14 @@ void greet_reply_error(int fd, const char *peer, const char *code, const char *f
 /* Number of greetings in progress, for the connection cap. */
 unsigned greet_in_progress(void);
 
+/* Greetings a process holds at once; past it new connections are closed
+ * so strangers cannot pile them up. */
+#define GREET_MAX_IN_PROGRESS 64u
+
+/* Accepts every connection waiting on listen_fd and starts its greeting
+ * (greet_accept), closing those past GREET_MAX_IN_PROGRESS with a log line
+ * and a count in *refused. */
+void greet_accept_all(struct event_base *base, int listen_fd, uint64_t timeout_ms,
+		      greet_accept_cb cb, void *arg, uint64_t *refused);
+
 #endif

@@ -742,20 +742,8 @@ static void rdr_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	struct rdr *r = arg;
-	for (;;) {
-		char peer[CTL_MAX_TEXT];
-		int conn = net_accept(fd, peer, sizeof peer);
-		if (conn < 0)
-			return;
-		if (greet_in_progress() >= 64) {
-			log_warn("Reader %u: too many connections greeting at once; refusing %s",
-				 r->opt.id, peer);
-			close(conn);
-			r->refused_connections++;
-			continue;
-		}
-		greet_accept(r->base, conn, peer, r->opt.handshake_timeout_ms, rdr_on_source_greeted, r);
-	}
+	greet_accept_all(r->base, fd, r->opt.handshake_timeout_ms, rdr_on_source_greeted, r,
+			 &r->refused_connections);
 }
 
 static void rdr_on_credit(uint64_t limit, void *arg)
