@@ -273,7 +273,7 @@ static int header_check(const struct shr_header *h, uint64_t size, uint32_t run_
 	if (state == SHR_STATE_ATTACHED)
 		return -EBUSY;
 	if (state == SHR_STATE_DETACHED || state == SHR_STATE_CLOSED)
-		return -ESTALE;
+		return -ESHUTDOWN;
 	if (state != SHR_STATE_READY)
 		return -EBADMSG;
 	uint64_t head = atomic_load_explicit(&h->head, memory_order_acquire);
@@ -282,7 +282,7 @@ static int header_check(const struct shr_header *h, uint64_t size, uint32_t run_
 		return -EBADMSG;
 	if (!process_alive(atomic_load_explicit(&h->consumer_pid, memory_order_acquire),
 			   atomic_load_explicit(&h->consumer_start, memory_order_relaxed)))
-		return -ESTALE;
+		return -EOWNERDEAD;
 	return 0;
 }
 
@@ -329,7 +329,7 @@ int shr_attach(struct shr_ring *r, const char *name, uint32_t run_id)
 	uint32_t expect = SHR_STATE_READY;
 	if (!atomic_compare_exchange_strong_explicit(&h->state, &expect, SHR_STATE_ATTACHED,
 						     memory_order_acq_rel, memory_order_acquire)) {
-		rc = expect == SHR_STATE_ATTACHED ? -EBUSY : -ESTALE;
+		rc = expect == SHR_STATE_ATTACHED ? -EBUSY : -ESHUTDOWN;
 		goto out;
 	}
 	atomic_store_explicit(&h->producer_start, self_start(), memory_order_relaxed);
@@ -750,7 +750,11 @@ const char *shr_strerror(int rc)
 	case -EPROTONOSUPPORT:
 		return "segment layout version mismatch";
 	case -ESTALE:
-		return "segment of another run or closed ring";
+		return "segment of another run";
+	case -ESHUTDOWN:
+		return "ring already closed: its stream is over";
+	case -EOWNERDEAD:
+		return "the builder that created the segment is no longer running";
 	case -ERANGE:
 		return "capacity does not match segment size";
 	case -EPROTO:

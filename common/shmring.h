@@ -105,8 +105,9 @@ int shr_create(struct shr_ring *r, const char *name, uint32_t run_id, uint64_t c
 /* Producer side (readoutd). Maps segment name and claims the producer slot.
  * Refuses with: -ENOENT no such segment; -EBADMSG corrupt header (magic,
  * header size, impossible counters, segment shorter than a header);
- * -EPROTONOSUPPORT other layout version; -ESTALE another run, a closed
- * ring, or a creator that is no longer running; -ERANGE capacity not a
+ * -EPROTONOSUPPORT other layout version; -ESTALE another run; -ESHUTDOWN
+ * a closed or finished ring; -EOWNERDEAD a creator that is no longer
+ * running; -ERANGE capacity not a
  * valid power of two or not matching the segment size; -EBUSY another
  * producer attached; -EAGAIN creator not finished (retry). */
 int shr_attach(struct shr_ring *r, const char *name, uint32_t run_id);
@@ -193,7 +194,7 @@ void shr_heartbeat(struct shr_ring *r);
 uint64_t shr_peer_heartbeat(const struct shr_ring *r);
 
 /* Short lowercase description of a return code of this module, e.g.
- * "segment of another run or closed ring" for -ESTALE. */
+ * "segment of another run" for -ESTALE. */
 const char *shr_strerror(int rc);
 
 #endif

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import time
 
-from harness import E2ETestCase, read_metrics, unbalanced
+from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced
+from wire import greet_tcp, hello
 
 EVENTS = 3000
 
@@ -85,6 +86,74 @@ class AuthTest(E2ETestCase):
         for p in (reader, source):
             h.wait(p, 15)
             self.assertIn("No run key: accepting peers on this host only", p.log())
+        h.assert_clean()
+
+
+def wait_for_line(proc: Proc, words: str, timeout_s: float = 15) -> None:
+    deadline = time.monotonic() + timeout_s
+    while words not in proc.log():
+        if proc.returncode is not None or time.monotonic() > deadline:
+            raise HarnessError(f"{proc.name} never said {words!r}:\n{proc.tail()}")
+        time.sleep(0.05)
+
+
+class DuplicateIdTest(E2ETestCase):
+    """A second peer claiming an ID that is already connected, on every
+    listener: refused with duplicate_id and the holder's address, counted,
+    and the run it tried to join completes with balanced books."""
+    needs_daemons = True
+
+    def test_second_claim_to_a_connected_id_is_refused(self) -> None:
+        h = self.h
+        events = 6000
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=events)
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports)
+        sources = [h.start_source(id=s, run=1, seed=1, events=events, payload=32, rate=2000,
+                                  reader_port=rport, builder=ports) for s in (0, 1)]
+        wait_for_line(builder, "all 2 sources and 1 readers connected")
+        for s in (0, 1):
+            wait_for_line(reader, f"source {s} connected from")
+        claims = {
+            "builder control, as source 1":
+                (ports["control"], hello("source", 1, channel="control", sources=()),
+                 b"source 1 is already connected from 127.0.0.1:"),
+            "builder control, as reader 0":
+                (ports["control"], hello("reader", 0, channel="control", sources=(0, 1)),
+                 b"reader 0 is already connected from 127.0.0.1:"),
+            "builder data, as reader 0":
+                (ports["data"], hello("reader", 0, sources=(0, 1)),
+                 b"reader 0 already has a data connection from 127.0.0.1:"),
+            "reader data, as source 0":
+                (rport, hello("source", 0, sources=()),
+                 b"source 0 is already connected to reader 0 from 127.0.0.1:"),
+        }
+        for where, (port, greeting, words) in claims.items():
+            with self.subTest(where=where):
+                reply = greet_tcp(port, greeting)
+                self.assertIn(b"error", reply)
+                self.assertIn(b"duplicate_id", reply)
+                self.assertIn(words, reply)
+        # A whole daemon under a taken ID gives up with the reason.
+        twin = h.daemon("sourced", "source-0-twin",
+                        ["--id", 0, "--run", 1, "--seed", 1, "--events", 10, "--payload", 32, "--rate", 0,
+                         "--connect", f"127.0.0.1:{rport}",
+                         "--control", f"127.0.0.1:{ports['control']}"])
+        self.assertEqual(h.wait(twin, 30), 1, twin.tail())
+        self.assertIn("already connected", twin.log())
+        self.assertEqual(h.wait(builder, 60), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 15), 0, p.tail())
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], events)
+        self.assertEqual(m["counters"]["builder"]["frags_duplicate"], 0)
+        self.assertGreaterEqual(m["counters"]["builder"]["refused_connections"], 4)
+        self.assertGreaterEqual(m["counters"]["reader.0"]["refused_connections"], 1)
+        # Each refusal is logged by the listener with the holder's address.
+        for words in ("source 1 is already connected from", "reader 0 is already connected from",
+                      "reader 0 already has a data connection from"):
+            self.assertIn(words, builder.log())
+        self.assertIn("source 0 is already connected to reader 0 from", reader.log())
         h.assert_clean()
 
 

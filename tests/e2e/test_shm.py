@@ -11,12 +11,15 @@ import os
 import signal
 import socket
 import struct
+import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
 
 from harness import DAQRUN, E2ETestCase, HarnessError, read_json, read_metrics, topology
+from wire import challenge, greet, hello, read_message, welcome
 
 SHM_DIR = Path("/dev/shm")
 
@@ -30,34 +33,6 @@ def segments(name: str) -> list[str]:
     return sorted(p.name for p in SHM_DIR.glob(f"es-{name}-r*"))
 
 
-def pack(value) -> bytes:
-    """The msgpack subset a HELLO needs: maps, strings, unsigned ints, arrays."""
-    if isinstance(value, dict):
-        assert len(value) < 16
-        return bytes([0x80 | len(value)]) + b"".join(pack(k) + pack(v) for k, v in value.items())
-    if isinstance(value, list):
-        assert len(value) < 16
-        return bytes([0x90 | len(value)]) + b"".join(pack(v) for v in value)
-    if isinstance(value, str):
-        raw = value.encode()
-        return (bytes([0xa0 | len(raw)]) if len(raw) < 32 else bytes([0xd9, len(raw)])) + raw
-    if value < 128:
-        return bytes([value])
-    return b"\xce" + struct.pack(">I", value)
-
-
-def hello(role: str = "reader", id: int = 0, run: int = 1, sources=(0,)) -> bytes:
-    body = pack({"type": "hello", "role": role, "id": id, "channel": "data", "run_id": run,
-                 "protocol": 2, "pid": os.getpid(), "host": "e2e-test",
-                 "sources": list(sources), "proof": ""})
-    return struct.pack(">I", len(body)) + body
-
-
-def read_message(s: socket.socket) -> bytes:
-    head = s.recv(4, socket.MSG_WAITALL)
-    return s.recv(struct.unpack(">I", head)[0], socket.MSG_WAITALL)
-
-
 def greet_shm(name: str, message: bytes) -> tuple[socket.socket, bytes]:
     """Connects to builderd's shared-memory socket, takes its challenge, sends
     message (no proof: the run has no key and the socket is local) and returns
@@ -65,9 +40,7 @@ def greet_shm(name: str, message: bytes) -> tuple[socket.socket, bytes]:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
     s.connect(f"\0es-{name}")
-    assert b"challenge" in read_message(s)
-    s.sendall(message)
-    return s, read_message(s)
+    return s, greet(s, message)
 
 
 def link(metrics: dict, reader: int) -> dict:
@@ -410,6 +383,153 @@ class ShmFailureTest(ShmMixin, E2ETestCase):
         self.assertRegex(reader.log(), rf"ring /es-{name}-r0|shared-memory link")
         self.assertIn("Run 1 stopped: terminated", errors(read_metrics(self.h.dir / "run")))
         self.assertNoSegments(name)
+        self.h.assert_clean()
+
+
+# The segment header of common/shmring.h, as a builder lays it out.
+RING_MAGIC = 0x4553534852494e47
+RING_HEADER_BYTES = 192
+RING_READY, RING_CLOSED = 1, 4
+
+
+def ring_segment(capacity: int = 4096, *, magic: int = RING_MAGIC, version: int = 1,
+                 run: int = 1, state: int = RING_READY, head: int = 0, tail: int = 0,
+                 consumer_pid: int | None = None, size: int | None = None) -> bytes:
+    seg = bytearray(RING_HEADER_BYTES + capacity if size is None else max(size, 192))
+    struct.pack_into("<QIIQII", seg, 0, magic, version, RING_HEADER_BYTES, capacity, run, state)
+    struct.pack_into("<Q", seg, 64, head)
+    struct.pack_into("<Q", seg, 128, tail)
+    # consumer_start 0: liveness by pid alone.
+    struct.pack_into("<i", seg, 160, os.getpid() if consumer_pid is None else consumer_pid)
+    return bytes(seg[:size]) if size is not None else bytes(seg)
+
+
+def unused_port() -> int:
+    """A loopback port nobody listens on: a builder control port the reader
+    keeps retrying while the test plays the shared-memory side."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+class FakeRingBuilder:
+    """Plays builderd's side of the shared-memory handshake for reader 0 of
+    NAME (docs/SHM.md): challenge, WELCOME, the two eventfds, and a segment
+    /es-NAME-r0 whose bytes the test chose. Then waits for the reader's 'A'
+    or for it to hang up."""
+
+    def __init__(self, name: str, segment: bytes | None):
+        self.path = SHM_DIR / f"es-{name}-r0"
+        if segment is not None:
+            self.path.write_bytes(segment)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(f"\0es-{name}")
+        self.listener.listen(1)
+        self.listener.settimeout(15)
+        self.efds = [os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK) for _ in range(2)]
+        self.answer: bytes | None = None
+        self.hello = b""
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            conn.settimeout(15)
+            conn.sendall(challenge())
+            self.hello = read_message(conn)
+            conn.sendall(welcome(1, "builder", 0))
+            socket.send_fds(conn, [b"E"], self.efds)
+            try:
+                self.answer = conn.recv(1)
+            except OSError:
+                self.answer = b""
+
+    def close(self) -> bytes | None:
+        """Stops serving; returns the segment's bytes as the reader left them."""
+        self.thread.join(20)
+        self.listener.close()
+        for fd in self.efds:
+            os.close(fd)
+        if not self.path.exists():
+            return None
+        left = self.path.read_bytes()
+        self.path.unlink()
+        return left
+
+
+class ShmAttachTest(ShmMixin, E2ETestCase):
+    """A reader handed a segment that fails the attach checks (shorter than
+    its header, bad magic, another layout version or run, a size that does
+    not match its capacity, impossible counters, a closed ring, a builder
+    that is gone) names the cause, maps nothing, leaves the segment as it
+    found it and exits 1 -- no SIGBUS, no wild read. A well-formed segment
+    from the same fake builder is attached, so each refusal is the one
+    defect's doing."""
+    needs_daemons = True
+
+    def attach(self, segment: bytes | None) -> tuple[int, str, FakeRingBuilder, bytes | None]:
+        name = unique_name()
+        builder = FakeRingBuilder(name, segment)
+        reader, _ = self.start_reader(name, 0, (0,), {"control": unused_port()})
+        try:
+            rc = self.h.wait(reader, 20)
+        except HarnessError:
+            rc = None
+        if rc is None:
+            self.h.stop(reader)
+        left = builder.close()
+        return rc, reader.log(), builder, left
+
+    def test_well_formed_segment_is_attached(self) -> None:
+        name = unique_name()
+        builder = FakeRingBuilder(name, ring_segment())
+        reader, _ = self.start_reader(name, 0, (0,), {"control": unused_port()},
+                                      max_fragment=1024)
+        builder.thread.join(20)
+        self.assertEqual(builder.answer, b"A", reader.tail())
+        self.assertIn(b"reader", builder.hello)
+        self.assertIn(f"forwards through shared-memory ring /es-{name}-r0 (4096 bytes)",
+                      reader.log())
+        self.h.stop(reader)
+        left = builder.close()
+        state, = struct.unpack_from("<I", left, 28)
+        self.assertIn(state, (2, 3), "the reader claimed the ring (ATTACHED, then DETACHED)")
+        self.h.assert_clean()
+
+    def test_malformed_segments_are_refused(self) -> None:
+        cases = {
+            "shorter than a header": (ring_segment(size=100),
+                                      "corrupt segment header or descriptor message"),
+            "bad magic": (ring_segment(magic=RING_MAGIC ^ 1),
+                          "corrupt segment header or descriptor message"),
+            "other layout version": (ring_segment(version=2), "segment layout version mismatch"),
+            "other run": (ring_segment(run=2), "segment of another run"),
+            "size below its capacity": (ring_segment(capacity=8192, size=192 + 4096),
+                                        "capacity does not match segment size"),
+            "capacity not a power of two": (ring_segment(capacity=4000, size=192 + 4000),
+                                            "capacity does not match segment size"),
+            "tail ahead of head": (ring_segment(head=8, tail=16),
+                                   "corrupt segment header or descriptor message"),
+            "closed ring": (ring_segment(state=RING_CLOSED), "ring already closed"),
+            "builder gone": (ring_segment(consumer_pid=dead_pid()),
+                             "the builder that created the segment is no longer running"),
+            "no segment": (None, "No such file or directory"),
+        }
+        for label, (segment, cause) in cases.items():
+            with self.subTest(segment=label):
+                rc, log, builder, left = self.attach(segment)
+                self.assertEqual(rc, 1, log)
+                self.assertIn("Reader 0 cannot attach to the builder's ring "
+                              f"/{builder.path.name}: {cause}", log)
+                self.assertNotEqual(builder.answer, b"A")
+                self.assertEqual(left, segment, "the refused segment was written to")
         self.h.assert_clean()
 
 

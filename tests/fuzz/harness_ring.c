@@ -239,7 +239,7 @@ static void produce(struct ring_fuzz *f, uint32_t len, uint32_t shortfall, uint8
 		f->attaches++;
 		rc = shr_attach(&f->prod, f->name, RING_RUN_ID);
 		if (!f->tampered)
-			CHECK(rc == (f->detached ? -ESTALE : 0), "shr_attach returned %d (%s)", rc,
+			CHECK(rc == (f->detached ? -ESHUTDOWN : 0), "shr_attach returned %d (%s)", rc,
 			      shr_strerror(rc));
 		if (rc < 0)
 			return;
