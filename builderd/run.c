@@ -193,7 +193,12 @@ static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
 		rd->end -= rd->start;
 		rd->start = 0;
 	}
-	ssize_t n = read(fd, rd->buf + rd->end, rd->cap - rd->end);
+	/* At most a batch per read: the buffer's pages beyond a batch and the
+	 * frame in progress are only touched by a fragment that large. */
+	size_t room = rd->cap - rd->end;
+	if (room > b->opt.batch_bytes)
+		room = b->opt.batch_bytes;
+	ssize_t n = read(fd, rd->buf + rd->end, room);
 	rd->read_calls++;
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
@@ -890,7 +895,6 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 		rd->buf = malloc(cap);
 		if (rd->buf == NULL)
 			goto fail;
-		memset(rd->buf, 0, cap);   /* peak memory is the bound from the start */
 		frm_decoder_init(&rd->decoder, opt->run_id, opt->max_fragment_bytes);
 	}
 	if (mkdir(opt->out_dir, 0755) < 0 && errno != EEXIST) {

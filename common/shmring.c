@@ -220,7 +220,7 @@ int shr_create(struct shr_ring *r, const char *name, uint32_t run_id, uint64_t c
 		goto out;
 	}
 	rc = 0;
-	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		rc = -errno;
 		goto out;
@@ -317,7 +317,7 @@ int shr_attach(struct shr_ring *r, const char *name, uint32_t run_id)
 		goto out;
 	}
 	size = (size_t)st.st_size;
-	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		rc = -errno;
 		goto out;
@@ -387,11 +387,12 @@ uint32_t shr_max_payload(const struct shr_ring *r)
  * included. Half-capacity records always fit once the consumer catches up:
  * padding is wasted only when the record does not fit before the end,
  * i.e. when the record starts beyond the first half of a lap. */
-static uint64_t record_need(const struct shr_ring *r, uint32_t len, uint64_t *skip)
+static uint64_t record_need(const struct shr_ring *r, uint32_t len, bool rewind, uint64_t *skip)
 {
 	uint64_t rec = align8(SHR_RECORD_PREFIX_BYTES + (uint64_t)len);
-	uint64_t room = r->capacity_bytes - (r->pos & r->mask);
-	*skip = rec > room ? room : 0;
+	uint64_t off = r->pos & r->mask;
+	uint64_t room = r->capacity_bytes - off;
+	*skip = rec > room || (rewind && rec <= off) ? room : 0;
 	return *skip + rec;
 }
 
@@ -413,6 +414,39 @@ static int load_tail(struct shr_ring *r)
 	return 0;
 }
 
+/* Whether the next record of len bytes goes back to offset 0 now. The
+ * producer wraps early once its offset leaves, after what the consumer has
+ * still to read and the record, room for at least that backlog again and
+ * for a sixteenth of the ring. Until the consumer passes the wrap the
+ * padding counts as used, so that room is what the producer can write
+ * meanwhile; it is large enough that the early wrap almost never makes the
+ * producer wait. The ring then cycles through about twice its backlog (a
+ * sixteenth of it when the consumer keeps up) instead of its whole
+ * capacity: those pages stay in cache and the rest of the segment is never
+ * faulted in, and a process's resident memory counts only the ring pages
+ * it touched. A backlog that keeps growing stops the early wraps and gets
+ * the whole capacity. The consumer's line is read once per page crossed,
+ * not per record. */
+static int rewind_now(struct shr_ring *r, uint32_t len, bool *rewind)
+{
+	*rewind = false;
+	uint64_t off = r->pos & r->mask;
+	uint64_t page = r->pos >> 12;
+	uint64_t room = r->capacity_bytes / SHR_REWIND_DIVISOR;
+	if (off < room || page == r->rewind_page)
+		return 0;
+	r->rewind_page = page;
+	int rc = load_tail(r);
+	if (rc < 0)
+		return rc;
+	uint64_t backlog = r->pos - r->peer_pos;
+	uint64_t rec = align8(SHR_RECORD_PREFIX_BYTES + (uint64_t)len);
+	if (backlog > room)
+		room = backlog;
+	*rewind = off >= backlog + rec + room;
+	return 0;
+}
+
 int shr_reserve(struct shr_ring *r, uint32_t len, void **ptr)
 {
 	uint64_t skip;
@@ -427,9 +461,13 @@ int shr_reserve(struct shr_ring *r, uint32_t len, void **ptr)
 	 * line is read-only while both run, so the load costs no traffic. */
 	if (atomic_load_explicit(&r->hdr->state, memory_order_relaxed) == SHR_STATE_CLOSED)
 		return -EPIPE;
-	uint64_t need = record_need(r, len, &skip);
+	bool rewind;
+	int rc = rewind_now(r, len, &rewind);
+	if (rc < 0)
+		return rc;
+	uint64_t need = record_need(r, len, rewind, &skip);
 	if (r->pos + need - r->peer_pos > r->capacity_bytes) {
-		int rc = load_tail(r);
+		rc = load_tail(r);
 		if (rc < 0)
 			return rc;
 		if (r->pos + need - r->peer_pos > r->capacity_bytes)
@@ -544,7 +582,7 @@ bool shr_wait_space(struct shr_ring *r, uint32_t len)
 	uint64_t skip;
 	if (r->err)
 		return false;
-	uint64_t need = record_need(r, len, &skip);
+	uint64_t need = record_need(r, len, false, &skip);
 	/* Woken per release, a producer behind a slow consumer would sleep
 	 * and wake once per batch; a quarter ring of slack makes that once
 	 * per many records. The target never exceeds head, which the tail

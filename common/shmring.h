@@ -30,6 +30,10 @@
  * earlier lap or reached through a corrupt length. Records are 8-aligned. */
 #define SHR_RECORD_PREFIX_BYTES 8u
 #define SHR_WRAP_LEN 0xffffffffu /* length word of a wrap marker */
+/* The producer goes back to offset 0 early when that leaves it at least
+ * capacity / SHR_REWIND_DIVISOR (and the backlog) to write into before
+ * the consumer reaches the wrap; see rewind_now() and SHM.md. */
+#define SHR_REWIND_DIVISOR 16u
 
 /* shr_create() returns this (not an error) when it removed a segment of the
  * same name left by an earlier run or a crashed builder. */
@@ -88,6 +92,7 @@ struct shr_ring {
 	uint64_t peer_pos;  /* producer: last tail seen; consumer: last head seen */
 	uint64_t released;  /* consumer: tail last published */
 	uint64_t res_skip;  /* producer: wrap padding before the reserved record */
+	uint64_t rewind_page;  /* producer: page (pos >> 12) whose rewind was checked */
 	uint32_t res_len;   /* producer: bytes reserved */
 	bool reserved;
 	bool producer;

@@ -268,7 +268,11 @@ static void rdr_source_progress(struct rdr_source *s)
 	}
 }
 
-/* Makes room at the end of a source's buffer. */
+/* Makes room at the end of a source's buffer, and keeps the data near its
+ * start: once past the first batch, what is not yet forwarded moves back
+ * whenever it is no more than what was forwarded before it (so a byte is
+ * moved at most about once), and the pages further on are touched only
+ * when fragments are held or very large. */
 static void rdr_source_compact(struct rdr_source *s)
 {
 	if (s->start == s->end) {
@@ -276,7 +280,9 @@ static void rdr_source_compact(struct rdr_source *s)
 		return;
 	}
 	size_t room = s->cap - s->end;
-	if (s->start > 0 && room < s->reader->opt.batch_bytes) {
+	size_t unsent = s->end - s->start;
+	if (s->start > 0 && (room < s->reader->opt.batch_bytes ||
+			     (s->end > s->reader->opt.batch_bytes && unsent <= s->start))) {
 		/* Only what is not yet forwarded moves: usually part of one frame. */
 		memmove(s->buf, s->buf + s->start, s->end - s->start);
 		s->checked -= s->start;
@@ -1134,9 +1140,6 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 		s->buf = malloc(cap);
 		if (s->buf == NULL)
 			goto fail;
-		/* Touched now, so peak memory is the bound from the start rather
-		 * than growing towards it as the run goes. */
-		memset(s->buf, 0, cap);
 		frm_decoder_init(&s->decoder, opt->run_id, opt->max_fragment_bytes);
 	}
 	uint16_t port;

@@ -476,6 +476,84 @@ START_TEST(test_slow_consumer)
 }
 END_TEST
 
+/* Offset of a peeked record in the consumer's view of the ring. */
+static uint64_t record_offset(const struct shr_ring *r, const void *ptr)
+{
+	return (uint64_t)((const uint8_t *)ptr - r->data) - SHR_RECORD_PREFIX_BYTES;
+}
+
+START_TEST(test_rewind_when_caught_up)
+{
+	char name[96];
+	struct shr_ring cons, prod;
+	const uint64_t cap = 1 << 20;
+	const uint32_t len = 100;
+	segment_name(name, sizeof name);
+	ck_assert_int_eq(shr_create(&cons, name, RUN_ID, cap), 0);
+	ck_assert_int_eq(shr_attach(&prod, name, RUN_ID), 0);
+	void *ptr;
+	const void *cptr;
+	uint32_t got;
+	uint64_t seq = 0, highest = 0;
+	const uint64_t early = cap / SHR_REWIND_DIVISOR;
+
+	/* A consumer that keeps up: the producer never goes further than a
+	 * sixteenth of the ring plus the page on which it noticed it could
+	 * wrap early. */
+	for (int i = 0; i < 20000; i++, seq++) {
+		ck_assert_int_eq(shr_reserve(&prod, len, &ptr), 0);
+		record_fill(ptr, seq, len);
+		ck_assert_int_eq(shr_commit(&prod, len), 0);
+		ck_assert_int_eq(shr_peek(&cons, &cptr, &got), 0);
+		ck_assert_uint_eq(got, len);
+		ck_assert(record_ok(cptr, seq, got));
+		uint64_t off = record_offset(&cons, cptr);
+		highest = off > highest ? off : highest;
+		shr_release(&cons);
+	}
+	ck_assert_uint_ge(highest, early - 2 * 112);
+	ck_assert_uint_lt(highest, early + 4096 + 112);
+
+	/* A growing backlog gets the room it needs: the records follow one
+	 * another well past the early-wrap offset. */
+	const int backlog = 3000; /* 336 kB of 112-byte records */
+	for (int i = 0; i < backlog; i++) {
+		ck_assert_int_eq(shr_reserve(&prod, len, &ptr), 0);
+		record_fill(ptr, seq + (uint64_t)i, len);
+		ck_assert_int_eq(shr_commit(&prod, len), 0);
+	}
+	highest = 0;
+	for (int i = 0; i < backlog; i++, seq++) {
+		ck_assert_int_eq(shr_peek(&cons, &cptr, &got), 0);
+		ck_assert(record_ok(cptr, seq, got));
+		uint64_t off = record_offset(&cons, cptr);
+		highest = off > highest ? off : highest;
+	}
+	shr_release(&cons);
+	ck_assert_uint_gt(highest, early + 4096);
+	ck_assert_int_eq(shr_peek(&cons, &cptr, &got), -EAGAIN);
+
+	/* Caught up again: back to the start within one more page. */
+	int rewound_at = -1;
+	for (int i = 0; i < 100; i++, seq++) {
+		ck_assert_int_eq(shr_reserve(&prod, len, &ptr), 0);
+		record_fill(ptr, seq, len);
+		ck_assert_int_eq(shr_commit(&prod, len), 0);
+		ck_assert_int_eq(shr_peek(&cons, &cptr, &got), 0);
+		ck_assert(record_ok(cptr, seq, got));
+		if (record_offset(&cons, cptr) == 0 && rewound_at < 0)
+			rewound_at = i;
+		shr_release(&cons);
+	}
+	ck_assert_int_ge(rewound_at, 0);
+	ck_assert_int_le(rewound_at, 4096 / 112 + 1);
+	shr_close(&prod, -1);
+	shr_close(&cons, -1);
+	ck_assert_int_eq(shr_unlink(name), 0);
+	ck_assert_no_segments();
+}
+END_TEST
+
 START_TEST(test_million_small_records)
 {
 	struct pair pp;
@@ -961,6 +1039,7 @@ static Suite *shmring_suite(void)
 	tcase_add_test(tc, test_full_ring_backpressure);
 	tcase_add_test(tc, test_slow_consumer);
 	tcase_add_test(tc, test_million_small_records);
+	tcase_add_test(tc, test_rewind_when_caught_up);
 	tcase_add_test(tc, test_stale_segment);
 	tcase_add_test(tc, test_corrupt_header);
 	tcase_add_test(tc, test_corrupt_length);
