@@ -47,6 +47,17 @@ FILTER_SLICE = {
     "transport": ["shm", "tcp"],
     "filter_cost_us": [100],
 }
+# Every daemon at its default settings (window, timeout, buffers, ring):
+# what the peak-RSS target is about, with and without the builder as the
+# bottleneck.
+DEFAULTS = {
+    "sources": [4],
+    "payload": [64],
+    "rate": [0],
+    "transport": ["shm", "tcp"],
+    "filter_cost_us": [0, 100],
+    "settings": ["defaults"],
+}
 QUICK = {
     "sources": [2, 4],
     "payload": [64, 1024],
@@ -73,15 +84,15 @@ def topology(cfg: dict, events: int) -> str:
         readers.append(f'[[reader]]\nid = {r}\nsources = [{2 * r}, {2 * r + 1}]\n'
                        f'host = "127.0.0.1"\ntransport = "{cfg["transport"]}"\n')
     window = 65536 if cfg["rate"] == 0 else 16384
+    tuned = "" if cfg.get("settings") == "defaults" else \
+        f"max_inflight = {window}\ntimeout_ms = 5000\n"
     return f"""[run]
 run = 1
 seed = 11
 events = {events}
 payload = {cfg["payload"]}
 rate = {cfg["rate"]}
-max_inflight = {window}
-timeout_ms = 5000
-filter_cost_us = {cfg["filter_cost_us"]}
+{tuned}filter_cost_us = {cfg["filter_cost_us"]}
 
 [builder]
 host = "127.0.0.1"
@@ -164,7 +175,7 @@ def plots(rows: list[dict], out: Path) -> list[str]:
 
     def scatter(ax, yk, label_done=set()):
         for r in rows:
-            if r["cfg"]["filter_cost_us"]:
+            if r["cfg"]["filter_cost_us"] or r["cfg"].get("settings"):
                 continue
             c = r["cfg"]
             x = r["offered"]["median"]
@@ -202,6 +213,7 @@ def plots(rows: list[dict], out: Path) -> list[str]:
     fig, ax = plt.subplots(figsize=(11, 4.5))
     labels = [f'{r["cfg"]["sources"]}s {r["cfg"]["payload"]}B\n{r["cfg"]["rate"] or "unp"} '
               f'{r["cfg"]["transport"]}{" f" + str(r["cfg"]["filter_cost_us"]) if r["cfg"]["filter_cost_us"] else ""}'
+              f'{" def" if r["cfg"].get("settings") else ""}'
               for r in rows]
     med = [r["cpu"]["median"] for r in rows]
     err = [[r["cpu"]["median"] - r["cpu"]["min"] for r in rows],
@@ -225,6 +237,7 @@ def plots(rows: list[dict], out: Path) -> list[str]:
         ax.bar([i + (k - 1) * width for i in range(len(rows))],
                [r["rss"][role] / 1024 for r in rows], width, label=role)
     ax.set_xticks(range(len(rows)), labels, fontsize=5.5, rotation=90)
+    ax.axhline(8.0, color="k", ls="--", lw=0.8, label="8 MiB target (defaults)")
     ax.set_ylabel("peak RSS (MiB, largest of the role, median of runs)")
     ax.set_title("Peak memory per daemon")
     ax.legend()
@@ -247,7 +260,7 @@ def main() -> int:
     repeats = args.repeats or (1 if args.quick else 3)
     seconds = args.seconds or (1.0 if args.quick else 2.0)
     args.out.mkdir(parents=True, exist_ok=True)
-    matrices = [QUICK] if args.quick else [FULL, FILTER_SLICE]
+    matrices = [QUICK, DEFAULTS] if args.quick else [FULL, FILTER_SLICE, DEFAULTS]
     configs = []
     for mtx in matrices:
         for values in itertools.product(*mtx.values()):
@@ -292,7 +305,7 @@ def main() -> int:
             el = time.monotonic() - started
             print(f"bench: [{n + 1}/{len(configs)} {el:5.0f} s] {cfg['sources']} sources "
                   f"{cfg['payload']:>5} B rate {cfg['rate'] or 'unpaced':>7} {cfg['transport']} "
-                  f"filter {cfg['filter_cost_us']} us: accepted {fmt_rate(row['accepted']['median'])}/s "
+                  f"filter {cfg['filter_cost_us']} us{' (defaults)' if cfg.get('settings') else ''}: accepted {fmt_rate(row['accepted']['median'])}/s "
                   f"of {fmt_rate(row['offered']['median'])}/s, p99 {fmt_ns(row['p99']['median'])}, "
                   f"{row['cpu']['median']:.3f} us CPU/fragment", flush=True)
 
@@ -309,15 +322,17 @@ def main() -> int:
              f"{doc['cpus']} CPUs, every daemon on this host; {repeats} run(s) per row, "
              "median with min-max. *Baseline*: frames/s of the raw hop (same frames over "
              "loopback TCP or through the shm ring, nothing else) measured in this session; "
-             "*of base.* is accepted fragments/s over it.", "",
-             "| sources | payload | rate/source | transport | filter us | offered ev/s | accepted ev/s (min-max) | of base. | p50 | p99 (min-max) | CPU us/frag | RSS builder/reader/source MiB |",
-             "|---:|---:|---:|---|---:|---:|---|---:|---:|---|---:|---|"]
+             "*of base.* is accepted fragments/s over it. *settings*: `bench` runs "
+             "take a window of 65,536 events unpaced (16,384 paced) and a 5 s timeout; "
+             "`defaults` runs leave every daemon at its defaults.", "",
+             "| sources | payload | rate/source | transport | filter us | settings | offered ev/s | accepted ev/s (min-max) | of base. | p50 | p99 (min-max) | CPU us/frag | RSS builder/reader/source MiB |",
+             "|---:|---:|---:|---|---:|---|---:|---|---:|---:|---|---:|---|"]
     for r in rows:
         c = r["cfg"]
         frac = f"{100 * r['fraction_of_baseline']:.1f}%" if r["fraction_of_baseline"] else "n/a"
         lines.append(
             f"| {c['sources']} | {c['payload']} | {c['rate'] or 'unpaced'} | {c['transport']} | "
-            f"{c['filter_cost_us']} | {fmt_rate(r['offered']['median'])} | "
+            f"{c['filter_cost_us']} | {c.get('settings', 'bench')} | {fmt_rate(r['offered']['median'])} | "
             f"{fmt_rate(r['accepted']['median'])} ({fmt_rate(r['accepted']['min'])}-{fmt_rate(r['accepted']['max'])}) | "
             f"{frac} | {fmt_ns(r['p50']['median'])} | {fmt_ns(r['p99']['median'])} "
             f"({fmt_ns(r['p99']['min'])}-{fmt_ns(r['p99']['max'])}) | {r['cpu']['median']:.3f} | "
