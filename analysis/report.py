@@ -93,6 +93,7 @@ def fig_outcomes(m: dict, path: Path) -> None:
     parts = [("accepted", c["events_accepted"], "#2ca02c"),
              ("filtered", c["events_filtered"], "#98df8a"),
              ("expired: timeout", c["events_expired_timeout"], "#ff7f0e"),
+             ("expired: skipped", c.get("events_expired_skipped", 0), "#ffbb78"),
              ("expired: window", c["events_expired_window"], "#d62728"),
              ("expired: end of run", c["events_expired_end_of_run"], "#9467bd"),
              ("never observed", c["events_unobserved"], "#7f7f7f")]

@@ -57,6 +57,11 @@ static void usage(FILE *f)
 "  --max-inflight W        window of event IDs in flight (default 4096)\n"
 "  --timeout-ms T          an incomplete event expires T ms after its first\n"
 "                          fragment (default 1000; 0 = never)\n"
+"  --skip-timeout-ms T     sooner, T ms after its first fragment, for the\n"
+"                          oldest undecided event once every source it lacks\n"
+"                          has sent later events: they skipped it (default\n"
+"                          100; 0 = wait for --timeout-ms). Keep T above any\n"
+"                          delay a source puts on single fragments\n"
 "  --no-admission          do not limit readers with credits (for comparison)\n"
 "  --filter-modulo M       accept an event when its CRC %% M == 0 (default 1)\n"
 "  --filter-cost-us U      spend U us of CPU per complete event (default 0)\n"
@@ -86,7 +91,7 @@ static void usage(FILE *f)
 
 enum {
 	OPT_RUN = 256, OPT_SOURCES, OPT_READERS, OPT_FIRST, OPT_EVENTS, OPT_LISTEN, OPT_CONTROL_LISTEN,
-	OPT_PORT_FILE, OPT_METRICS_LISTEN, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_STALL_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT,
+	OPT_PORT_FILE, OPT_METRICS_LISTEN, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_STALL_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT, OPT_SKIP_TIMEOUT,
 	OPT_NO_ADMISSION, OPT_FILTER_MODULO, OPT_FILTER_COST, OPT_MAX_FRAGMENT, OPT_OUT,
 	OPT_SHM_LISTEN, OPT_SHM_CAPACITY,
 	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_NO_CLOCK_CORRECTION, OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
@@ -107,6 +112,7 @@ static const struct option long_options[] = {
 	{ "stall-timeout-ms", required_argument, NULL, OPT_STALL_TIMEOUT },
 	{ "max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT },
 	{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT },
+	{ "skip-timeout-ms", required_argument, NULL, OPT_SKIP_TIMEOUT },
 	{ "no-admission", no_argument, NULL, OPT_NO_ADMISSION },
 	{ "filter-modulo", required_argument, NULL, OPT_FILTER_MODULO },
 	{ "filter-cost-us", required_argument, NULL, OPT_FILTER_COST },
@@ -163,6 +169,7 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 		case OPT_STALL_TIMEOUT: ok = opt_u64("--stall-timeout-ms", optarg, 500, 86400000, &o->stall_timeout_ms); break;
 		case OPT_MAX_INFLIGHT: ok = opt_u32("--max-inflight", optarg, 1, BLD_MAX_WINDOW, &o->max_inflight); break;
 		case OPT_TIMEOUT: ok = opt_u64("--timeout-ms", optarg, 0, 86400000, &o->timeout_ms); break;
+		case OPT_SKIP_TIMEOUT: ok = opt_u64("--skip-timeout-ms", optarg, 0, 86400000, &o->skip_timeout_ms); break;
 		case OPT_NO_ADMISSION: o->no_admission = true; break;
 		case OPT_FILTER_MODULO: ok = opt_u32("--filter-modulo", optarg, 1, UINT32_MAX, &o->filter_modulo); break;
 		case OPT_FILTER_COST: ok = opt_u32("--filter-cost-us", optarg, 0, 1000000, &o->filter_cost_us); break;
@@ -237,6 +244,7 @@ int main(int argc, char **argv)
 	struct bd_options o = {
 		.max_inflight = 4096,
 		.timeout_ms = 1000,
+		.skip_timeout_ms = 100,
 		.filter_modulo = 1,
 		.flush_every = 256,
 		.max_fragment_bytes = FRM_MAX_PAYLOAD_BYTES,

@@ -178,10 +178,11 @@ int metrics_write(const struct bd *b, const struct acct *a)
 	struct metrics_rates rates = metrics_rates(b);
 
 	fprintf(f, "{\n  \"run\": {\"run\": %u, \"sources\": %u, \"readers\": %u, \"window\": %u, "
-		   "\"timeout_ms\": %" PRIu64 ", \"filter_modulo\": %u, \"filter_cost_us\": %u, "
+		   "\"timeout_ms\": %" PRIu64 ", \"skip_timeout_ms\": %" PRIu64 ", "
+		   "\"filter_modulo\": %u, \"filter_cost_us\": %u, "
 		   "\"first_event\": %" PRIu64 ", \"admission\": %s, \"flush_every\": %u},\n",
 		b->opt.run_id, b->opt.sources, b->opt.readers, b->opt.max_inflight, b->opt.timeout_ms,
-		b->opt.filter_modulo, b->opt.filter_cost_us, b->opt.first_event,
+		b->opt.skip_timeout_ms, b->opt.filter_modulo, b->opt.filter_cost_us, b->opt.first_event,
 		b->opt.no_admission ? "false" : "true", b->opt.flush_every);
 	bool balanced = acct_balanced(a);
 	fprintf(f, "  \"status\": \"%s\",\n  \"exit_status\": %d,\n  \"balanced\": %s,\n",
@@ -350,11 +351,12 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 	const struct hist *lat = out_latency(b->out);
 	struct metrics_rates rates = metrics_rates(b);
 	fprintf(f, "run %u: %" PRIu64 " event IDs: %" PRIu64 " complete (%" PRIu64 " accepted, %" PRIu64
-		   " filtered), %" PRIu64 " expired (%" PRIu64 " timeout, %" PRIu64 " window, %" PRIu64
-		   " end of run), %" PRIu64 " never observed\n",
+		   " filtered), %" PRIu64 " expired (%" PRIu64 " timeout, %" PRIu64 " skipped, %" PRIu64
+		   " window, %" PRIu64 " end of run), %" PRIu64 " never observed\n",
 		b->opt.run_id, rates.generated, c->events_complete, c->events_accepted,
 		c->events_filtered, c->events_expired, c->events_expired_timeout,
-		c->events_expired_window, c->events_expired_end_of_run, c->events_unobserved);
+		c->events_expired_skipped, c->events_expired_window, c->events_expired_end_of_run,
+		c->events_unobserved);
 	fprintf(f, "fragments: %" PRIu64 " received: %" PRIu64 " unique, %" PRIu64 " duplicate, %" PRIu64
 		   " late, %" PRIu64 " invalid; %" PRIu64 " held by expired events\n",
 		c->frags_received, c->frags_unique, c->frags_duplicate, c->frags_late,

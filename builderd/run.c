@@ -906,6 +906,7 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 		.sources = S,
 		.window = opt->max_inflight,
 		.timeout_ns = opt->timeout_ms * 1000000u,
+		.skip_timeout_ns = opt->skip_timeout_ms * 1000000u,
 		.filter_modulo = opt->filter_modulo,
 		.first_event = opt->first_event,
 		.events = opt->events,

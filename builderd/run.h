@@ -23,6 +23,7 @@ struct bd_options {
 	char out_dir[1024];
 	uint32_t max_inflight;          /* window W, in event IDs */
 	uint64_t timeout_ms;
+	uint64_t skip_timeout_ms;       /* see bld_config.skip_timeout_ns */
 	uint32_t filter_modulo;
 	uint32_t filter_cost_us;
 	uint32_t flush_every;

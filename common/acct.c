@@ -216,8 +216,9 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 	acct_add(a, b->events_complete, b->events_accepted + b->events_filtered, true, "",
 		 "6 builder: complete = accepted + filtered");
 	acct_add(a, b->events_expired,
-		 b->events_expired_timeout + b->events_expired_window + b->events_expired_end_of_run,
-		 true, "", "builder: expired = timeout + window + end of run");
+		 b->events_expired_timeout + b->events_expired_window + b->events_expired_end_of_run +
+			 b->events_expired_skipped,
+		 true, "", "builder: expired = timeout + window + end of run + skipped");
 	return 0;
 }
 

@@ -72,6 +72,7 @@ struct bld {
 	struct crc_shift_cache shift;
 	uint16_t *missing;         /* sources: the list on_expired gets */
 	uint64_t *unique_from;     /* sources: unique fragments received */
+	uint64_t *next_from;       /* sources: highest relative ID received + 1; 0 = none */
 };
 
 const char *bld_expiry_reason_name(enum bld_expiry_reason reason)
@@ -83,6 +84,8 @@ const char *bld_expiry_reason_name(enum bld_expiry_reason reason)
 		return "window";
 	case BLD_EXPIRED_END_OF_RUN:
 		return "end_of_run";
+	case BLD_EXPIRED_SKIPPED:
+		return "skipped";
 	}
 	return "unknown";
 }
@@ -134,8 +137,9 @@ struct bld *bld_create(const struct bld_config *config, const struct bld_sink *s
 	b->present = calloc(w * b->present_words, sizeof(*b->present));
 	b->missing = calloc(s, sizeof(*b->missing));
 	b->unique_from = calloc(s, sizeof(*b->unique_from));
+	b->next_from = calloc(s, sizeof(*b->next_from));
 	if (b->states == NULL || b->slots == NULL || b->frags == NULL || b->present == NULL ||
-	    b->missing == NULL || b->unique_from == NULL)
+	    b->missing == NULL || b->unique_from == NULL || b->next_from == NULL)
 		goto out_nomem;
 	return b;
 
@@ -155,6 +159,7 @@ void bld_destroy(struct bld *b)
 	free(b->present);
 	free(b->missing);
 	free(b->unique_from);
+	free(b->next_from);
 	free(b);
 }
 
@@ -261,6 +266,9 @@ static void bld_expire_slot(struct bld *b, uint32_t si, enum bld_expiry_reason r
 		break;
 	case BLD_EXPIRED_END_OF_RUN:
 		b->c.events_expired_end_of_run++;
+		break;
+	case BLD_EXPIRED_SKIPPED:
+		b->c.events_expired_skipped++;
 		break;
 	}
 	bld_retire(b, si, BLD_ID_EXPIRED);
@@ -397,6 +405,8 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t n
 	}
 	b->c.frags_unique++;
 	b->unique_from[f->source_id]++;
+	if (rel >= b->next_from[f->source_id])
+		b->next_from[f->source_id] = rel + 1;
 	if (++s->present == b->cfg.sources) {
 		bld_complete(b, si);
 		bld_settle(b);
@@ -412,10 +422,56 @@ late:
 	return BLD_LATE;
 }
 
-void bld_expire(struct bld *b, uint64_t now_ns)
+/* Whether every source absent from present (NULL: every source) has sent
+ * an ID above rel. */
+static bool bld_absent_sources_passed(const struct bld *b, uint64_t rel, const uint64_t *present)
 {
-	if (b->cfg.timeout_ns == 0)
-		return;
+	for (uint32_t src = 0; src < b->cfg.sources; src++) {
+		if (present != NULL && (present[src / 64u] >> (src % 64u)) & 1u)
+			continue;
+		if (b->next_from[src] <= rel + 1)
+			return false;
+	}
+	return true;
+}
+
+/* Sources send in ID order (reordering only neighbours, or delaying a
+ * fragment for a while), so a source that sent later IDs and not this one
+ * skipped it. Only base is looked at: it is what holds the admission limit,
+ * and an incomplete event behind it is looked at when it gets there. */
+static void bld_expire_skipped(struct bld *b, uint64_t now_ns)
+{
+	for (;;) {
+		uint8_t *st = bld_state(b, b->base);
+		if (*st == BLD_ID_PENDING) {
+			uint32_t si = (uint32_t)(b->base % b->window);
+			if (sat_add(b->slots[si].created_ns, b->cfg.skip_timeout_ns) > now_ns ||
+			    !bld_absent_sources_passed(b, b->base,
+							&b->present[(size_t)si * b->present_words]))
+				return;
+			bld_expire_slot(b, si, BLD_EXPIRED_SKIPPED);
+			bld_settle(b);
+			bld_watch_base(b, now_ns);
+		} else if (b->base_waiting) {
+			if (sat_add(b->base_waiting_since_ns, b->cfg.skip_timeout_ns) > now_ns ||
+			    !bld_absent_sources_passed(b, b->base, NULL))
+				return;
+			*st = BLD_ID_UNOBSERVED;
+			b->c.events_unobserved++;
+			b->c.ids_given_up++;
+			bld_settle(b);
+			/* IDs right behind it were unseen as long. */
+			if (!(*bld_state(b, b->base) == BLD_ID_UNSEEN && b->highest > b->base))
+				b->base_waiting = false;
+		} else {
+			return;
+		}
+	}
+}
+
+/* An event or ID at base is timed out as anywhere else. */
+static void bld_expire_timeouts(struct bld *b, uint64_t now_ns)
+{
 	bool any = false;
 	while (b->head != BLD_NIL &&
 	       sat_add(b->slots[b->head].created_ns, b->cfg.timeout_ns) <= now_ns) {
@@ -438,15 +494,37 @@ void bld_expire(struct bld *b, uint64_t now_ns)
 	}
 }
 
+void bld_expire(struct bld *b, uint64_t now_ns)
+{
+	if (b->cfg.timeout_ns != 0)
+		bld_expire_timeouts(b, now_ns);
+	if (b->cfg.skip_timeout_ns != 0)
+		bld_expire_skipped(b, now_ns);
+}
+
+static uint64_t earlier(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 uint64_t bld_next_deadline_ns(const struct bld *b)
 {
-	if (b->cfg.timeout_ns == 0)
-		return UINT64_MAX;
 	uint64_t deadline = UINT64_MAX;
-	if (b->head != BLD_NIL)
-		deadline = sat_add(b->slots[b->head].created_ns, b->cfg.timeout_ns);
-	if (b->base_waiting && sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns) < deadline)
-		deadline = sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns);
+	if (b->cfg.timeout_ns != 0) {
+		if (b->head != BLD_NIL)
+			deadline = sat_add(b->slots[b->head].created_ns, b->cfg.timeout_ns);
+		if (b->base_waiting)
+			deadline = earlier(deadline, sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns));
+	}
+	if (b->cfg.skip_timeout_ns != 0) {
+		const uint8_t st = b->states[b->base % b->span];
+		uint32_t si = (uint32_t)(b->base % b->window);
+		if (st == BLD_ID_PENDING &&
+		    bld_absent_sources_passed(b, b->base, &b->present[(size_t)si * b->present_words]))
+			deadline = earlier(deadline, sat_add(b->slots[si].created_ns, b->cfg.skip_timeout_ns));
+		else if (b->base_waiting && bld_absent_sources_passed(b, b->base, NULL))
+			deadline = earlier(deadline, sat_add(b->base_waiting_since_ns, b->cfg.skip_timeout_ns));
+	}
 	return deadline;
 }
 
@@ -525,5 +603,5 @@ size_t bld_memory_bytes(const struct bld *b)
 	size_t w = b->window, s = b->cfg.sources;
 	return sizeof(*b) + 2 * w + w * sizeof(*b->slots) + w * s * sizeof(*b->frags) +
 	       w * b->present_words * sizeof(*b->present) +
-	       s * (sizeof(*b->missing) + sizeof(*b->unique_from));
+	       s * (sizeof(*b->missing) + sizeof(*b->unique_from) + sizeof(*b->next_from));
 }

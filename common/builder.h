@@ -5,13 +5,18 @@
  * Event IDs are tracked in a window of `window` consecutive IDs starting at
  * the lowest undecided ID (base). A fragment W or more IDs beyond base slides
  * the window: pending events that fall out are expired ("window"), IDs that
- * fall out unseen are counted as never observed. Retired IDs are remembered
+ * fall out unseen are counted as never observed. An event at base whose
+ * missing sources have all sent later IDs is expired ("skipped") a skip
+ * timeout after its first fragment, before its full timeout: sources send
+ * in ID order, so those fragments were omitted (or delayed, and arrive
+ * late). Retired IDs are remembered
  * for one more window so a late duplicate is recognised; anything older is a
  * late drop. Memory, all allocated by bld_create(): per window slot, 8 bytes
  * per source (payload length and CRC) plus 8 bytes per 64 sources (present
- * bitmap) plus 40 bytes of event state, and 1 byte per ID for 2 x window IDs:
- * window x (8 x sources + 8 x ceil(sources / 64) + 42) bytes in all, e.g.
- * 2.2 MiB for 64 sources and a window of 4096.
+ * bitmap) plus 40 bytes of event state, and 1 byte per ID for 2 x window IDs,
+ * plus 18 bytes per source: window x (8 x sources + 8 x ceil(sources / 64) +
+ * 42) + 18 x sources bytes in all, e.g. 2.2 MiB for 64 sources and a window
+ * of 4096.
  *
  * Callbacks run inside bld_add(), bld_expire() and bld_finish() and must not
  * call back into the same builder. */
@@ -30,6 +35,8 @@ struct bld_config {
 	uint16_t sources;        /* S: source IDs 0 .. S-1, 1 .. BLD_MAX_SOURCES */
 	uint32_t window;         /* W: 1 .. BLD_MAX_WINDOW */
 	uint64_t timeout_ns;     /* an event pending this long after its first fragment expires; 0 = never */
+	uint64_t skip_timeout_ns; /* the same for an event at base whose missing sources all
+				   * sent later IDs; 0 = wait for timeout_ns */
 	uint32_t filter_modulo;  /* accept when filter CRC % modulo == 0; >= 1 */
 	uint64_t first_event;    /* lowest event ID of the run */
 	uint64_t events;         /* number of IDs of the run; 0 = not known in advance */
@@ -57,9 +64,14 @@ struct bld_event {
 	bool accepted;
 };
 
-enum bld_expiry_reason { BLD_EXPIRED_TIMEOUT, BLD_EXPIRED_WINDOW, BLD_EXPIRED_END_OF_RUN };
+enum bld_expiry_reason {
+	BLD_EXPIRED_TIMEOUT,
+	BLD_EXPIRED_WINDOW,
+	BLD_EXPIRED_END_OF_RUN,
+	BLD_EXPIRED_SKIPPED,
+};
 
-/* "timeout", "window", "end_of_run". */
+/* "timeout", "window", "end_of_run", "skipped". */
 const char *bld_expiry_reason_name(enum bld_expiry_reason reason);
 
 /* An event retired incomplete, valid during the callback. */
@@ -96,8 +108,8 @@ enum bld_outcome {
 	X(frags_received) X(frags_unique) X(frags_duplicate) X(frags_late) X(frags_invalid) \
 	X(frags_in_expired) X(events_created) X(events_complete) X(events_accepted) \
 	X(events_filtered) X(events_expired) X(events_expired_timeout) \
-	X(events_expired_window) X(events_expired_end_of_run) X(events_unobserved) \
-	X(window_slides) X(ids_given_up)
+	X(events_expired_window) X(events_expired_end_of_run) X(events_expired_skipped) \
+	X(events_unobserved) X(window_slides) X(ids_given_up)
 
 struct bld_counters {
 #define BLD_COUNTER_FIELD(name) uint64_t name;
@@ -121,13 +133,17 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *fragment, uin
 
 /* Expires every event whose first fragment arrived at or before
  * now_ns - timeout_ns, i.e. whose deadline (bld_next_deadline_ns) is at or
- * before now_ns. Cost is proportional to the number expired: pending events
- * are kept in arrival order. */
+ * before now_ns; then, while the event at base was created at or before
+ * now_ns - skip_timeout_ns and each of its missing sources has sent a later
+ * ID, expires it as skipped (an ID at base that nobody sent is given up the
+ * same way once every source has sent a later one). Cost is proportional to
+ * the number expired, plus the sources for the check at base: pending
+ * events are kept in arrival order. Call it about once a millisecond. */
 void bld_expire(struct bld *b, uint64_t now_ns);
 
-/* When the oldest pending event times out, or an ID unseen at base is given
- * up (see bld_admission_limit); UINT64_MAX when neither can happen or
- * timeouts are off. */
+/* When the oldest pending event times out, an ID unseen at base is given
+ * up (see bld_admission_limit), or base is skipped as things stand (a later
+ * fragment can make that earlier); UINT64_MAX when none can happen. */
 uint64_t bld_next_deadline_ns(const struct bld *b);
 
 /* The admission limit: readers forward only event IDs below it. It is the

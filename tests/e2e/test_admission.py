@@ -59,6 +59,27 @@ class AdmissionTest(E2ETestCase):
         self.assertEqual(c["events_expired_window"], 0, c)
         self.h.assert_clean()
 
+    def test_omitted_fragments_are_skipped_not_waited_for(self) -> None:
+        """At the default timeouts an event a source omitted expires as
+        skipped once the sources it lacks have sent later events, so none
+        waits out the full timeout while holding every reader back."""
+        r = self.h.daqrun(topology(events=EVENTS, payload=64, rate=0, max_inflight=256,
+                                   missing_every=50), timeout_s=240)
+        self.assertRunOk(r)
+        m = self.assertBalanced(r)
+        self.assertIn("PASS refbuild", r.output)
+        c = m["counters"]["builder"]
+        self.assertGreater(c["events_expired_skipped"], 0, c)
+        self.assertEqual(c["events_expired_timeout"], 0, c)
+        self.assertEqual(c["events_expired_window"], 0, c)
+        self.assertEqual(c["frags_late"], 0, c)
+        reasons = {line.split('"reason":"')[1].split('"')[0]
+                   for line in (r.run_dir / "expired.jsonl").read_text().splitlines()}
+        # The last few are still incomplete when every source has ended.
+        self.assertLessEqual(reasons, {"skipped", "end_of_run"})
+        self.assertIn(f"{c['events_expired_skipped']} skipped", r.output)
+        self.h.assert_clean()
+
     def test_memory_does_not_grow_with_events(self) -> None:
         """With a 100 us filter cost the builder is the bottleneck; held
         fragments stay in bounded buffers, so peak memory of every daemon is

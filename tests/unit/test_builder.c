@@ -255,7 +255,8 @@ static void check_equations(const struct bld *b, uint16_t sources, uint64_t even
 	ck_assert_uint_eq(c->frags_unique, (uint64_t)sources * c->events_complete + c->frags_in_expired);
 	ck_assert_uint_eq(c->events_complete, c->events_accepted + c->events_filtered);
 	ck_assert_uint_eq(c->events_expired, c->events_expired_timeout + c->events_expired_window +
-						     c->events_expired_end_of_run);
+						     c->events_expired_end_of_run +
+						     c->events_expired_skipped);
 	ck_assert_uint_eq(c->events_created, c->events_complete + c->events_expired + bld_pending(b));
 	if (events_generated != UINT64_MAX)
 		ck_assert_uint_eq(events_generated,
@@ -705,6 +706,128 @@ START_TEST(test_admission_limit)
 	bld_destroy(b);
 }
 END_TEST
+
+static struct bld *make_skipping_builder(uint16_t sources, uint32_t window, uint64_t timeout_ns,
+					 uint64_t skip_ns, uint64_t events)
+{
+	struct bld_config cfg = make_config(sources, window, timeout_ns, 1, 0, events);
+	cfg.skip_timeout_ns = skip_ns;
+	struct bld *b = bld_create(&cfg, &rec_sink);
+	ck_assert_ptr_nonnull(b);
+	return b;
+}
+
+START_TEST(test_skipped_by_a_source_that_went_past)
+{
+	enum { S = 3, W = 8 };
+	const uint64_t T = 1000, K = 100;
+	rec_start(1, 0, 20, S);
+	struct bld *b = make_skipping_builder(S, W, T, K, 20);
+	const struct bld_counters *c = bld_counters(b);
+	/* Event 0 lacks source 2, which has not sent anything yet: nothing
+	 * says it skipped 0, so only the full timeout could end it. */
+	ck_assert_int_eq(add(b, 0, 0, 0), BLD_UNIQUE);
+	ck_assert_int_eq(add(b, 1, 0, 1), BLD_UNIQUE);
+	ck_assert_uint_eq(bld_next_deadline_ns(b), T);
+	bld_expire(b, K + 10);
+	ck_assert_uint_eq(c->events_expired, 0);
+	/* Source 2 sends 1: it went past 0, which is expired as skipped
+	 * (created at 0, so due at K) with source 2 missing. */
+	ck_assert_int_eq(add(b, 2, 1, 200), BLD_UNIQUE);
+	ck_assert_uint_eq(bld_next_deadline_ns(b), K);
+	bld_expire(b, 200);
+	ck_assert_uint_eq(c->events_expired_skipped, 1);
+	ck_assert_uint_eq(rec.last_expired.event_id, 0);
+	ck_assert_int_eq(rec.last_expired.reason, BLD_EXPIRED_SKIPPED);
+	ck_assert_uint_eq(rec.last_expired.missing_count, 1);
+	ck_assert_uint_eq(rec.last_expired.missing[0], 2);
+	ck_assert_str_eq(bld_expiry_reason_name(BLD_EXPIRED_SKIPPED), "skipped");
+	ck_assert_uint_eq(bld_admission_limit(b), 1 + W);
+	/* Its fragment, held back and sent after all, is late. */
+	ck_assert_int_eq(add(b, 2, 0, 210), BLD_LATE);
+	/* Event 1 is base now, created at 200 and lacking 0 and 1, which
+	 * have not gone past it: it waits. */
+	bld_expire(b, 200 + K);
+	ck_assert_uint_eq(c->events_expired, 1);
+	/* Only one of the two goes past: still waiting. */
+	ck_assert_int_eq(add(b, 0, 2, 220), BLD_UNIQUE);
+	bld_expire(b, 200 + K);
+	ck_assert_uint_eq(c->events_expired, 1);
+	/* Both past: skipped at 200 + K exactly, not a tick before. */
+	ck_assert_int_eq(add(b, 1, 3, 230), BLD_UNIQUE);
+	ck_assert_uint_eq(bld_next_deadline_ns(b), 200 + K);
+	bld_expire(b, 200 + K - 1);
+	ck_assert_uint_eq(c->events_expired, 1);
+	bld_expire(b, 200 + K);
+	ck_assert_uint_eq(c->events_expired_skipped, 2);
+	ck_assert_uint_eq(rec.last_expired.event_id, 1);
+	ck_assert_uint_eq(rec.last_expired.missing_count, 2);
+	/* Event 2 (source 0 at 220) lacks 1 and 2; 1 is past it, 2 is not. */
+	bld_expire(b, 500);
+	ck_assert_uint_eq(c->events_expired, 2);
+	ck_assert_uint_eq(bld_oldest_pending(b), 2);
+	/* Event 3 completes behind base; that does not decide base... */
+	ck_assert_int_eq(add(b, 0, 3, 510), BLD_UNIQUE);
+	ck_assert_uint_eq(c->events_expired, 2);
+	ck_assert_int_eq(add(b, 2, 3, 520), BLD_UNIQUE);
+	ck_assert_uint_eq(c->events_complete, 1);
+	/* ...but source 2 has now gone past event 2 as well: skipped. */
+	bld_expire(b, 520);
+	ck_assert_uint_eq(c->events_expired_skipped, 3);
+	ck_assert_uint_eq(bld_admission_limit(b), 4 + W);
+	check_equations(b, S, UINT64_MAX);
+	bld_destroy(b);
+}
+END_TEST
+
+START_TEST(test_id_nobody_sent_is_skipped_once_all_went_past)
+{
+	enum { S = 2, W = 8 };
+	const uint64_t T = 1000, K = 100;
+	rec_start(1, 0, 20, S);
+	struct bld *b = make_skipping_builder(S, W, T, K, 20);
+	const struct bld_counters *c = bld_counters(b);
+	/* Nobody sends 0 or 1; source 0 sends 2 at t=5. Base 0 is unseen
+	 * with a later ID seen, but source 1 has sent nothing. */
+	ck_assert_int_eq(add(b, 0, 2, 5), BLD_UNIQUE);
+	bld_expire(b, 5 + K);
+	ck_assert_uint_eq(c->ids_given_up, 0);
+	ck_assert_uint_eq(bld_next_deadline_ns(b), 5 + T);
+	ck_assert_int_eq(add(b, 1, 2, 50), BLD_UNIQUE);
+	ck_assert_uint_eq(c->events_complete, 1);
+	/* Both went past 0 and 1: given up at 5 + K, counted as never
+	 * observed, and the limit moves over them and the complete 2. */
+	ck_assert_uint_eq(bld_next_deadline_ns(b), 5 + K);
+	bld_expire(b, 5 + K);
+	ck_assert_uint_eq(c->ids_given_up, 2);
+	ck_assert_uint_eq(c->events_unobserved, 2);
+	ck_assert_uint_eq(bld_admission_limit(b), 3 + W);
+	ck_assert_int_eq(add(b, 1, 0, 120), BLD_LATE);
+	check_equations(b, S, UINT64_MAX);
+	bld_destroy(b);
+}
+END_TEST
+
+START_TEST(test_skip_timeout_zero_waits_for_the_timeout)
+{
+	enum { S = 2, W = 8 };
+	const uint64_t T = 1000;
+	rec_start(1, 0, 20, S);
+	struct bld *b = make_skipping_builder(S, W, T, 0, 20);
+	const struct bld_counters *c = bld_counters(b);
+	ck_assert_int_eq(add(b, 0, 0, 0), BLD_UNIQUE);
+	ck_assert_int_eq(add(b, 1, 1, 1), BLD_UNIQUE);
+	ck_assert_int_eq(add(b, 0, 1, 2), BLD_UNIQUE);
+	bld_expire(b, T - 1);
+	ck_assert_uint_eq(c->events_expired, 0);
+	bld_expire(b, T);
+	ck_assert_uint_eq(c->events_expired_timeout, 1);
+	ck_assert_uint_eq(c->events_expired_skipped, 0);
+	check_equations(b, S, UINT64_MAX);
+	bld_destroy(b);
+}
+END_TEST
+
 
 START_TEST(test_oldest_pending_hint)
 {
@@ -1440,6 +1563,9 @@ static Suite *builder_suite(void)
 	tcase_add_test(tc, test_window_eviction);
 	tcase_add_test(tc, test_jump_beyond_large_window);
 	tcase_add_test(tc, test_admission_limit);
+	tcase_add_test(tc, test_skipped_by_a_source_that_went_past);
+	tcase_add_test(tc, test_id_nobody_sent_is_skipped_once_all_went_past);
+	tcase_add_test(tc, test_skip_timeout_zero_waits_for_the_timeout);
 	tcase_add_test(tc, test_oldest_pending_hint);
 	tcase_add_test(tc, test_invalid);
 	tcase_add_test(tc, test_high_ids);
