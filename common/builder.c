@@ -422,6 +422,19 @@ late:
 	return BLD_LATE;
 }
 
+/* Counts the unseen ID at base as never observed and moves base on. IDs
+ * right behind it that are unseen too were unseen as long: base_waiting
+ * stays set, with the same start, for them. */
+static void bld_give_up_base(struct bld *b)
+{
+	*bld_state(b, b->base) = BLD_ID_UNOBSERVED;
+	b->c.events_unobserved++;
+	b->c.ids_given_up++;
+	bld_settle(b);
+	if (!(*bld_state(b, b->base) == BLD_ID_UNSEEN && b->highest > b->base))
+		b->base_waiting = false;
+}
+
 /* Whether every source absent from present (NULL: every source) has sent
  * an ID above rel. */
 static bool bld_absent_sources_passed(const struct bld *b, uint64_t rel, const uint64_t *present)
@@ -456,13 +469,7 @@ static void bld_expire_skipped(struct bld *b, uint64_t now_ns)
 			if (sat_add(b->base_waiting_since_ns, b->cfg.skip_timeout_ns) > now_ns ||
 			    !bld_absent_sources_passed(b, b->base, NULL))
 				return;
-			*st = BLD_ID_UNOBSERVED;
-			b->c.events_unobserved++;
-			b->c.ids_given_up++;
-			bld_settle(b);
-			/* IDs right behind it were unseen as long. */
-			if (!(*bld_state(b, b->base) == BLD_ID_UNSEEN && b->highest > b->base))
-				b->base_waiting = false;
+			bld_give_up_base(b);
 		} else {
 			return;
 		}
@@ -484,14 +491,8 @@ static void bld_expire_timeouts(struct bld *b, uint64_t now_ns)
 	}
 	/* IDs unseen at base for a timeout are given up; those right behind
 	 * it were unseen as long and go with it. */
-	while (b->base_waiting && sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns) <= now_ns) {
-		*bld_state(b, b->base) = BLD_ID_UNOBSERVED;
-		b->c.events_unobserved++;
-		b->c.ids_given_up++;
-		bld_settle(b);
-		if (!(*bld_state(b, b->base) == BLD_ID_UNSEEN && b->highest > b->base))
-			b->base_waiting = false;
-	}
+	while (b->base_waiting && sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns) <= now_ns)
+		bld_give_up_base(b);
 }
 
 void bld_expire(struct bld *b, uint64_t now_ns)
