@@ -114,6 +114,9 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 		if (rc == 0) {
 			size_t frame_bytes;
 			if (bd_reader_take(rd, rec, len, true, &frame_bytes, now) != FRM_OK) {
+				if (shr_status(&l->ring) == -EFAULT)
+					bd_error(b, "Reader %u (pid %u on %s): shared-memory ring %s: %s while its record was read; the bad frame above came from the lost pages",
+						 rd->id, l->pid, l->host, l->segment, shr_strerror(-EFAULT));
 				bd_reader_close(rd, BD_DATA_FAILED);
 				break;
 			}

@@ -172,6 +172,11 @@ static int shr_check_truncated(struct shr_ring *r)
 	return r->err;
 }
 
+int shr_status(struct shr_ring *r)
+{
+	return r->hdr != NULL ? shr_check_truncated(r) : 0;
+}
+
 static void ring_set(struct shr_ring *r, void *map, size_t map_bytes, bool producer)
 {
 	memset(r, 0, sizeof *r);
@@ -396,9 +401,13 @@ static uint64_t record_need(const struct shr_ring *r, uint32_t len, bool rewind,
 	return *skip + rec;
 }
 
-/* Sticky: after one impossible value nothing in the ring can be trusted. */
+/* Sticky: after one impossible value nothing in the ring can be trusted.
+ * A value read from pages the segment lost reads as zero and looks
+ * impossible too: truncation, if that is what happened, is the cause. */
 static int corrupt(struct shr_ring *r)
 {
+	if (shr_check_truncated(r) < 0)
+		return r->err;
 	r->err = -EPROTO;
 	return -EPROTO;
 }

@@ -198,6 +198,11 @@ bool shr_peer_alive(const struct shr_ring *r);
 void shr_heartbeat(struct shr_ring *r);
 uint64_t shr_peer_heartbeat(const struct shr_ring *r);
 
+/* 0, or the ring's sticky error: -EFAULT once its segment was found cut
+ * short (for example while the caller was reading a record it had peeked,
+ * which then reads as zeros), -EPROTO once it was found corrupt. */
+int shr_status(struct shr_ring *r);
+
 /* Short lowercase description of a return code of this module, e.g.
  * "segment of another run" for -ESTALE. */
 const char *shr_strerror(int rc);

@@ -252,6 +252,53 @@ class ShmFailureTest(ShmMixin, E2ETestCase):
                 self.assertNoSegments(name)
                 self.h.assert_clean()
 
+    def test_segment_truncated_while_mapped(self) -> None:
+        """A segment cut short under both daemons mid-run (as a confused or
+        hostile process with access to it could): no SIGBUS, the builder
+        names the ring and the cause, the reader stops, the books of what
+        was received close, and nothing is left behind. The segment's name
+        is gone once the reader attached, so the test reaches the builder's
+        mapping through /proc/PID/map_files (root only)."""
+        if os.geteuid() != 0:
+            self.skipTest("opening /proc/PID/map_files needs root")
+        name = unique_name()
+        builder, ports = self.start_builder(name, 2, 1, events=20000, peer_timeout_ms=1500)
+        reader, port = self.start_reader(name, 0, (0, 1), ports)
+        sources = self.start_sources(ports, port, (0, 1), 20000, rate=4000)
+        deadline = time.monotonic() + 20
+        while "forwards through shared-memory ring" not in reader.log():
+            self.assertLess(time.monotonic(), deadline, reader.tail())
+            time.sleep(0.05)
+        time.sleep(0.5)      # a 5 s run: well under way
+        mapping = next(line.split()[0] for line in
+                       Path(f"/proc/{builder.pid}/maps").read_text().splitlines()
+                       if f"/es-{name}-r0" in line)
+        fd = os.open(f"/proc/{builder.pid}/map_files/{mapping}", os.O_RDWR)
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
+        self.assertEqual(self.h.wait(builder, 60), 1, builder.tail())
+        for p in [reader] + sources:
+            rc = self.h.wait(p, 30)
+            self.assertGreaterEqual(rc, 0, f"{p.name} killed by signal {-rc}:\n{p.tail()}")
+        m = read_metrics(self.h.dir / "run")
+        # Whether the builder meets the lost pages in the ring's counters or
+        # inside a record it is reading, the cause is named.
+        self.assertRegex(errors(m), rf"Reader 0 \(pid {reader.pid} on [^)]+\): shared-memory "
+                                    rf"ring /es-{name}-r0(: | is corrupt: )segment truncated "
+                                    rf"while mapped")
+        # The reader meets them itself, or hears first that the builder left.
+        self.assertRegex(reader.log(), r"segment truncated while mapped|before our data ended")
+        got = m["counters"]["builder.from_reader.0"]["frames_received"]
+        self.assertGreater(got, 0)
+        self.assertLess(got, 40000)
+        for eq in m["equations"]:
+            if eq["name"][:2] in ("3 ", "4 ", "6 "):
+                self.assertTrue(eq["ok"], eq)
+        self.assertNoSegments(name)
+        self.h.assert_clean()
+
     def test_strangers_on_the_shm_socket(self) -> None:
         """The shared-memory socket checks HELLOs as the data port does, and
         a peer that greets but then misbehaves is named and its ring
