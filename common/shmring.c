@@ -426,25 +426,27 @@ static int load_tail(struct shr_ring *r)
 /* Whether the next record of len bytes goes back to offset 0 now. The
  * producer wraps early once its offset leaves, after what the consumer has
  * still to read and the record, room for at least that backlog again and
- * for a sixteenth of the ring. Until the consumer passes the wrap the
+ * for an eighth of the ring. Until the consumer passes the wrap the
  * padding counts as used, so that room is what the producer can write
  * meanwhile; it is large enough that the early wrap almost never makes the
- * producer wait. The ring then cycles through about twice its backlog (a
- * sixteenth of it when the consumer keeps up) instead of its whole
+ * producer wait. The ring then cycles through about twice its backlog (an
+ * eighth of it when the consumer keeps up) instead of its whole
  * capacity: those pages stay in cache and the rest of the segment is never
  * faulted in, and a process's resident memory counts only the ring pages
  * it touched. A backlog that keeps growing stops the early wraps and gets
- * the whole capacity. The consumer's line is read once per page crossed,
- * not per record. */
+ * the whole capacity. The consumer's line, which it keeps writing, is read
+ * once per 1/64 of the ring crossed (64 KiB of a 4 MiB ring), not per
+ * record. */
 static int rewind_now(struct shr_ring *r, uint32_t len, bool *rewind)
 {
 	*rewind = false;
 	uint64_t off = r->pos & r->mask;
-	uint64_t page = r->pos >> 12;
+	/* Capacities are powers of two: a shift, not a division per record. */
+	uint64_t chunk = r->pos >> __builtin_ctzll(r->capacity_bytes / SHR_REWIND_CHECKS);
 	uint64_t room = r->capacity_bytes / SHR_REWIND_DIVISOR;
-	if (off < room || page == r->rewind_page)
+	if (off < room || chunk == r->rewind_chunk)
 		return 0;
-	r->rewind_page = page;
+	r->rewind_chunk = chunk;
 	int rc = load_tail(r);
 	if (rc < 0)
 		return rc;

@@ -33,7 +33,8 @@
 /* The producer goes back to offset 0 early when that leaves it at least
  * capacity / SHR_REWIND_DIVISOR (and the backlog) to write into before
  * the consumer reaches the wrap; see rewind_now() and SHM.md. */
-#define SHR_REWIND_DIVISOR 16u
+#define SHR_REWIND_DIVISOR 8u
+#define SHR_REWIND_CHECKS 64u  /* looks at the consumer's tail this often a lap */
 
 /* shr_create() returns this (not an error) when it removed a segment of the
  * same name left by an earlier run or a crashed builder. */
@@ -92,7 +93,7 @@ struct shr_ring {
 	uint64_t peer_pos;  /* producer: last tail seen; consumer: last head seen */
 	uint64_t released;  /* consumer: tail last published */
 	uint64_t res_skip;  /* producer: wrap padding before the reserved record */
-	uint64_t rewind_page;  /* producer: page (pos >> 12) whose rewind was checked */
+	uint64_t rewind_chunk; /* producer: last 1/SHR_REWIND_CHECKS of a lap checked */
 	uint32_t res_len;   /* producer: bytes reserved */
 	bool reserved;
 	bool producer;
