@@ -18,10 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef ES_VERSION
-#define ES_VERSION "0.1.0"
-#endif
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -94,7 +90,7 @@ enum {
 	OPT_PORT_FILE, OPT_METRICS_LISTEN, OPT_PEER_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_STALL_TIMEOUT, OPT_MAX_INFLIGHT, OPT_TIMEOUT, OPT_SKIP_TIMEOUT,
 	OPT_NO_ADMISSION, OPT_FILTER_MODULO, OPT_FILTER_COST, OPT_MAX_FRAGMENT, OPT_OUT,
 	OPT_SHM_LISTEN, OPT_SHM_CAPACITY,
-	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CLOCK_OFFSET, OPT_NO_CLOCK_CORRECTION, OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
+	OPT_FLUSH_EVERY, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_NO_CLOCK_CORRECTION,
 };
 
 static const struct option long_options[] = {
@@ -123,12 +119,8 @@ static const struct option long_options[] = {
 	{ "socket-buffer", required_argument, NULL, OPT_SOCKET_BUFFER },
 	{ "shm-listen", required_argument, NULL, OPT_SHM_LISTEN },
 	{ "shm-capacity", required_argument, NULL, OPT_SHM_CAPACITY },
-	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
 	{ "no-clock-correction", no_argument, NULL, OPT_NO_CLOCK_CORRECTION },
-	{ "quiet", no_argument, NULL, OPT_QUIET },
-	{ "run-key-file", required_argument, NULL, OPT_RUN_KEY },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ "version", no_argument, NULL, OPT_VERSION },
+	DAEMON_LONG_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -136,11 +128,15 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 {
 	bool have_run = false, have_sources = false, have_readers = false, have_listen = false;
 	bool have_control = false, have_out = false;
-	int64_t clock_offset = 0;
-	const char *run_key_file = NULL;
+	struct daemon_options d = { .role = "builderd", .usage = usage };
 	uint32_t u32;
 	int c;
 	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+		enum daemon_option_result common = daemon_take_option(&d, c, optarg);
+		if (common == DAEMON_OPTION_BAD)
+			return false;
+		if (common == DAEMON_OPTION_TAKEN)
+			continue;
 		bool ok = true;
 		switch (c) {
 		case OPT_RUN: ok = have_run = opt_u32("--run", optarg, 0, UINT32_MAX, &o->run_id); break;
@@ -186,28 +182,18 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 			snprintf(o->shm_name, sizeof o->shm_name, "%s", optarg);
 			break;
 		case OPT_SHM_CAPACITY: ok = opt_u64("--shm-capacity", optarg, SHR_MIN_CAPACITY_BYTES, SHR_MAX_CAPACITY_BYTES, &o->shm_capacity_bytes); break;
-		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
 		case OPT_NO_CLOCK_CORRECTION: o->no_clock_correction = true; break;
-		case OPT_QUIET: o->quiet = true; break;
-		case OPT_RUN_KEY: run_key_file = optarg; break;
-		case OPT_HELP: usage(stdout); exit(0);
-		case OPT_VERSION: printf("builderd %s\n", ES_VERSION); exit(0);
 		default: usage(stderr); return false;
 		}
 		if (!ok)
 			return false;
 	}
-	if (optind < argc) {
-		fprintf(stderr, "builderd: unexpected argument '%s' (see --help)\n", argv[optind]);
-		return false;
-	}
 	const char *missing = !have_run ? "--run" : !have_sources ? "--sources"
 		: !have_readers ? "--readers" : !have_listen ? "--listen"
 		: !have_control ? "--control-listen" : !have_out ? "--out" : NULL;
-	if (missing != NULL) {
-		fprintf(stderr, "builderd: %s is required (see --help)\n", missing);
+	if (!daemon_options_complete(&d, argc, argv, missing))
 		return false;
-	}
+	o->quiet = d.quiet;
 	if (o->readers > o->sources) {
 		fprintf(stderr, "builderd: --readers %u exceeds --sources %u: every reader serves at least one source\n",
 			o->readers, o->sources);
@@ -217,20 +203,12 @@ static bool parse_options(int argc, char **argv, struct bd_options *o)
 		fprintf(stderr, "builderd: --shm-capacity needs --shm-listen NAME\n");
 		return false;
 	}
-	if (!daemon_apply_common(run_key_file, clock_offset))
+	if (!daemon_apply_common(d.run_key_file, d.clock_offset_ns))
 		return false;
-	if (!auth_have_key() && !net_host_is_loopback(o->listen_host)) {
-		fprintf(stderr, "builderd: --listen %s is not a loopback address: without a run key "
-			"only peers on this host could connect; give --run-key-file (the same file on "
-			"every host)\n", o->listen_host);
+	if (!daemon_listen_allowed(&d, "--listen", o->listen_host))
 		return false;
-	}
-	if (!auth_have_key() && !net_host_is_loopback(o->control_host)) {
-		fprintf(stderr, "builderd: --control-listen %s is not a loopback address: without a run key "
-			"only peers on this host could connect; give --run-key-file (the same file on "
-			"every host)\n", o->control_host);
+	if (!daemon_listen_allowed(&d, "--control-listen", o->control_host))
 		return false;
-	}
 	return true;
 }
 

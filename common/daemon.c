@@ -3,9 +3,13 @@
 #include "auth.h"
 #include "clk.h"
 #include "log.h"
+#include "net.h"
+#include "opt.h"
 
 #include <event2/event.h>
+#include <getopt.h>
 #include <signal.h>
+#include <stdlib.h>
 
 struct daemon_stop {
 	struct event_base *base;
@@ -49,6 +53,53 @@ void daemon_run(struct event_base *base, void (*stop)(void *arg, const char *why
 	event_base_dispatch(base);
 	event_free(sigterm);
 	event_free(sigint);
+}
+
+enum daemon_option_result daemon_take_option(struct daemon_options *d, int code, const char *arg)
+{
+	switch (code) {
+	case DAEMON_OPT_CLOCK_OFFSET:
+		return opt_i64("--clock-offset-ns", arg, &d->clock_offset_ns) ? DAEMON_OPTION_TAKEN
+									    : DAEMON_OPTION_BAD;
+	case DAEMON_OPT_QUIET:
+		d->quiet = true;
+		return DAEMON_OPTION_TAKEN;
+	case DAEMON_OPT_RUN_KEY:
+		d->run_key_file = arg;
+		return DAEMON_OPTION_TAKEN;
+	case DAEMON_OPT_HELP:
+		d->usage(stdout);
+		exit(0);
+	case DAEMON_OPT_VERSION:
+		printf("%s %s\n", d->role, ES_VERSION);
+		exit(0);
+	default:
+		return DAEMON_OPTION_NOT_COMMON;
+	}
+}
+
+bool daemon_options_complete(const struct daemon_options *d, int argc, char **argv,
+			     const char *missing)
+{
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", d->role, argv[optind]);
+		return false;
+	}
+	if (missing != NULL) {
+		fprintf(stderr, "%s: %s is required (see --help)\n", d->role, missing);
+		return false;
+	}
+	return true;
+}
+
+bool daemon_listen_allowed(const struct daemon_options *d, const char *flag, const char *host)
+{
+	if (auth_have_key() || net_host_is_loopback(host))
+		return true;
+	fprintf(stderr, "%s: %s %s is not a loopback address: without a run key only peers on "
+		"this host could connect; give --run-key-file (the same file on every host)\n",
+		d->role, flag, host);
+	return false;
 }
 
 bool daemon_apply_common(const char *run_key_file, int64_t clock_offset_ns)

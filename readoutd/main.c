@@ -16,10 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef ES_VERSION
-#define ES_VERSION "0.1.0"
-#endif
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -70,8 +66,7 @@ static void usage(FILE *f)
 
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_METRICS_LISTEN, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
-	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_CLOCK_OFFSET,
-	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY, OPT_SHM_INJECT,
+	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_SHM_INJECT,
 };
 
 static const struct option long_options[] = {
@@ -88,12 +83,8 @@ static const struct option long_options[] = {
 	{ "socket-buffer", required_argument, NULL, OPT_SOCKET_BUFFER },
 	{ "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
-	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
-	{ "quiet", no_argument, NULL, OPT_QUIET },
-	{ "run-key-file", required_argument, NULL, OPT_RUN_KEY },
 	{ "shm-inject", required_argument, NULL, OPT_SHM_INJECT },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ "version", no_argument, NULL, OPT_VERSION },
+	DAEMON_LONG_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -121,10 +112,14 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 {
 	bool have_id = false, have_run = false, have_listen = false, have_sources = false;
 	bool have_builder = false, have_control = false;
-	int64_t clock_offset = 0;
-	const char *run_key_file = NULL;
+	struct daemon_options d = { .role = "readoutd", .usage = usage };
 	int c;
 	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+		enum daemon_option_result common = daemon_take_option(&d, c, optarg);
+		if (common == DAEMON_OPTION_BAD)
+			return false;
+		if (common == DAEMON_OPTION_TAKEN)
+			continue;
 		bool ok = true;
 		switch (c) {
 		case OPT_ID: ok = have_id = opt_u32("--id", optarg, 0, 65535, &o->id); break;
@@ -154,44 +149,30 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 		case OPT_SOCKET_BUFFER: ok = opt_u32("--socket-buffer", optarg, 1024, 64u << 20, &o->socket_buffer_bytes); break;
 		case OPT_CONNECT_TIMEOUT: ok = opt_u64("--connect-timeout-ms", optarg, 1, 86400000, &o->connect_timeout_ms); break;
 		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
-		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
-		case OPT_QUIET: o->quiet = true; break;
-		case OPT_RUN_KEY: run_key_file = optarg; break;
 		case OPT_SHM_INJECT:
 			ok = rdr_parse_shm_inject(optarg, &o->shm_inject, &o->shm_inject_after);
 			if (!ok)
 				opt_error("--shm-inject", "expected KIND@N with KIND one of record, crc, length, head, got '%s'", optarg);
 			break;
-		case OPT_HELP: usage(stdout); exit(0);
-		case OPT_VERSION: printf("readoutd %s\n", ES_VERSION); exit(0);
 		default: usage(stderr); return false;
 		}
 		if (!ok)
 			return false;
 	}
-	if (optind < argc) {
-		fprintf(stderr, "readoutd: unexpected argument '%s' (see --help)\n", argv[optind]);
-		return false;
-	}
 	const char *missing = !have_id ? "--id" : !have_run ? "--run" : !have_listen ? "--listen"
 		: !have_sources ? "--sources" : !have_builder ? "--builder"
 		: !have_control ? "--control" : NULL;
-	if (missing != NULL) {
-		fprintf(stderr, "readoutd: %s is required (see --help)\n", missing);
+	if (!daemon_options_complete(&d, argc, argv, missing))
 		return false;
-	}
+	o->quiet = d.quiet;
 	if (o->shm_inject != RDR_SHM_INJECT_NONE && o->builder_shm[0] == '\0') {
 		fprintf(stderr, "readoutd: --shm-inject needs --builder shm://NAME\n");
 		return false;
 	}
-	if (!daemon_apply_common(run_key_file, clock_offset))
+	if (!daemon_apply_common(d.run_key_file, d.clock_offset_ns))
 		return false;
-	if (!auth_have_key() && !net_host_is_loopback(o->listen_host)) {
-		fprintf(stderr, "readoutd: --listen %s is not a loopback address: without a run key "
-			"only peers on this host could connect; give --run-key-file (the same file on "
-			"every host)\n", o->listen_host);
+	if (!daemon_listen_allowed(&d, "--listen", o->listen_host))
 		return false;
-	}
 	return true;
 }
 

@@ -16,10 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef ES_VERSION
-#define ES_VERSION "0.1.0"
-#endif
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -71,8 +67,7 @@ static void usage(FILE *f)
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_SEED, OPT_EVENTS, OPT_FIRST, OPT_PAYLOAD, OPT_RATE, OPT_MISSING,
 	OPT_DUPLICATE, OPT_DELAY_EVERY, OPT_DELAY_MS, OPT_REORDER, OPT_CONNECT, OPT_CONTROL,
-	OPT_CONNECT_TIMEOUT, OPT_METRICS_LISTEN, OPT_INJECT, OPT_DRIBBLE, OPT_CLOCK_OFFSET, OPT_BATCH, OPT_MAX_DELAYED, OPT_PACE_TICK,
-	OPT_QUIET, OPT_HELP, OPT_VERSION, OPT_RUN_KEY,
+	OPT_CONNECT_TIMEOUT, OPT_METRICS_LISTEN, OPT_INJECT, OPT_DRIBBLE, OPT_BATCH, OPT_MAX_DELAYED, OPT_PACE_TICK,
 };
 
 static const struct option long_options[] = {
@@ -94,14 +89,10 @@ static const struct option long_options[] = {
 	{ "inject", required_argument, NULL, OPT_INJECT },
 	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "dribble", no_argument, NULL, OPT_DRIBBLE },
-	{ "clock-offset-ns", required_argument, NULL, OPT_CLOCK_OFFSET },
 	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
 	{ "max-delayed", required_argument, NULL, OPT_MAX_DELAYED },
 	{ "pace-tick-us", required_argument, NULL, OPT_PACE_TICK },
-	{ "quiet", no_argument, NULL, OPT_QUIET },
-	{ "run-key-file", required_argument, NULL, OPT_RUN_KEY },
-	{ "help", no_argument, NULL, OPT_HELP },
-	{ "version", no_argument, NULL, OPT_VERSION },
+	DAEMON_LONG_OPTIONS,
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -109,11 +100,15 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 {
 	bool have_id = false, have_run = false, have_events = false, have_payload = false;
 	bool have_rate = false, have_connect = false, have_control = false;
-	int64_t clock_offset = 0;
-	const char *run_key_file = NULL;
+	struct daemon_options d = { .role = "sourced", .usage = usage };
 	uint32_t u32;
 	int c;
 	while ((c = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+		enum daemon_option_result common = daemon_take_option(&d, c, optarg);
+		if (common == DAEMON_OPTION_BAD)
+			return false;
+		if (common == DAEMON_OPTION_TAKEN)
+			continue;
 		bool ok = true;
 		switch (c) {
 		case OPT_ID: ok = have_id = opt_u32("--id", optarg, 0, 65535, &o->id); break;
@@ -147,35 +142,25 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 				opt_error("--inject", "expected KIND@N with KIND one of crc, magic, version, flags, length, run, truncate, noend, got '%s'", optarg);
 			break;
 		case OPT_DRIBBLE: o->dribble = true; break;
-		case OPT_CLOCK_OFFSET: ok = opt_i64("--clock-offset-ns", optarg, &clock_offset); break;
 		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 64, 64u << 20, &o->batch_bytes); break;
 		case OPT_PACE_TICK: ok = opt_u32("--pace-tick-us", optarg, 1, 1000000, &o->pace_tick_us); break;
 		case OPT_MAX_DELAYED: ok = opt_u32("--max-delayed", optarg, 1, 1u << 24, &u32); o->max_delayed = u32; break;
-		case OPT_QUIET: o->quiet = true; break;
-		case OPT_RUN_KEY: run_key_file = optarg; break;
-		case OPT_HELP: usage(stdout); exit(0);
-		case OPT_VERSION: printf("sourced %s\n", ES_VERSION); exit(0);
 		default: usage(stderr); return false;
 		}
 		if (!ok)
 			return false;
 	}
-	if (optind < argc) {
-		fprintf(stderr, "sourced: unexpected argument '%s' (see --help)\n", argv[optind]);
-		return false;
-	}
 	const char *missing = !have_id ? "--id" : !have_run ? "--run" : !have_events ? "--events"
 		: !have_payload ? "--payload" : !have_rate ? "--rate" : !have_connect ? "--connect"
 		: !have_control ? "--control" : NULL;
-	if (missing != NULL) {
-		fprintf(stderr, "sourced: %s is required (see --help)\n", missing);
+	if (!daemon_options_complete(&d, argc, argv, missing))
 		return false;
-	}
+	o->quiet = d.quiet;
 	if ((o->faults.delay_every != 0) != (o->faults.delay_ms != 0) && o->faults.delay_every != 0) {
 		fprintf(stderr, "sourced: --delay-every needs --delay-ms\n");
 		return false;
 	}
-	if (!daemon_apply_common(run_key_file, clock_offset))
+	if (!daemon_apply_common(d.run_key_file, d.clock_offset_ns))
 		return false;
 	return true;
 }
