@@ -80,6 +80,25 @@ class AdmissionTest(E2ETestCase):
         self.assertIn(f"{c['events_expired_skipped']} skipped", r.output)
         self.h.assert_clean()
 
+    def test_fragment_delayed_past_the_skip_timeout_is_late(self) -> None:
+        """The skip timeout's one trade: a fragment its source holds back
+        longer than it arrives after its event was skipped, and is counted
+        late; with a skip timeout above the delay every event completes.
+        Both runs balance their books."""
+        delayed = dict(events=3000, payload=64, rate=2000, delay_every=11, delay_ms=60)
+        r = self.h.daqrun(topology(skip_timeout_ms=10, **delayed), timeout_s=240)
+        self.assertRunOk(r)
+        c = self.assertBalanced(r)["counters"]["builder"]
+        self.assertGreater(c["events_expired_skipped"], 0, c)
+        self.assertGreater(c["frags_late"], 0, c)
+        self.assertEqual(c["events_expired_timeout"], 0, c)
+        r = self.h.daqrun(topology(skip_timeout_ms=300, **delayed), timeout_s=240)
+        self.assertRunOk(r)
+        c = self.assertBalanced(r)["counters"]["builder"]
+        self.assertEqual(c["events_complete"], 3000, c)
+        self.assertEqual(c["frags_late"], 0, c)
+        self.h.assert_clean()
+
     def test_memory_does_not_grow_with_events(self) -> None:
         """With a 100 us filter cost the builder is the bottleneck; held
         fragments stay in bounded buffers, so peak memory of every daemon is
