@@ -55,7 +55,7 @@ static void usage(FILE *f)
 "  --batch-bytes B         send buffer, frames per write (default 262144)\n"
 "  --max-delayed N         delayed fragments held at once (default 65536)\n"
 "  --pace-tick-us T        a paced source wakes every T us, on a grid common to\n"
-"                          every source of the run, and sends what is due (default 100)\n"
+"                          every source of the run, and sends what is due (default 200)\n"
 "  --quiet                 log warnings and errors only\n"
 "  --help, --version\n"
 "\n"
@@ -177,7 +177,7 @@ int main(int argc, char **argv)
 		.connect_timeout_ms = 10000,
 		.batch_bytes = 262144,
 		.max_delayed = 65536,
-		.pace_tick_us = 100,
+		.pace_tick_us = 200,
 	};
 	if (!parse_options(argc, argv, &o))
 		return 2;

@@ -394,9 +394,15 @@ static void src_pump(struct src *s)
 								1000000000u / s->opt.rate);
 			if (s->delayed_count > 0 && s->delayed[s->delayed_head].due_ns < wake)
 				wake = s->delayed[s->delayed_head].due_ns;
+			/* The first grid point at or after that, and after now.
+			 * Clamping to now + tick before rounding up, as this once
+			 * did, skipped a grid point whenever the source woke a little
+			 * after one: sources then woke every other tick, some on even
+			 * ticks and some on odd ones, and an event's fragments left a
+			 * tick apart. */
 			uint64_t tick = (uint64_t)s->opt.pace_tick_us * 1000u;
-			if (wake < now + tick)
-				wake = now + tick;
+			if (wake <= now)
+				wake = now + 1;
 			if (wake != UINT64_MAX && wake > s->start_ns && tick > 0)
 				wake = s->start_ns + (wake - s->start_ns + tick - 1) / tick * tick;
 			uint64_t wait = wake > now ? wake - now : 0;
