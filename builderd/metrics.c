@@ -432,18 +432,13 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 	prom_family(out, "es_builder_frames_read_total", "counter", "frames read from all readers");
 	prom_sample_u64(out, "es_builder_frames_read_total", NULL, b->frames_received);
 	prom_family(out, "es_builder_reader_frames_total", "counter", "frames read from each reader");
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		char labels[32];
-		snprintf(labels, sizeof labels, "reader=\"%u\"", r);
-		prom_sample_u64(out, "es_builder_reader_frames_total", labels, b->readers[r].frames_received);
-	}
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		prom_sample_u64_id(out, "es_builder_reader_frames_total", "reader", r,
+				   b->readers[r].frames_received);
 	prom_family(out, "es_builder_reader_held_seconds", "gauge", "time each reader held sources back (its last report)");
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		char labels[32];
-		snprintf(labels, sizeof labels, "reader=\"%u\"", r);
-		prom_sample_f64(out, "es_builder_reader_held_seconds", labels,
-				(double)b->reader_peers[r].held_ns / 1e9);
-	}
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		prom_sample_f64_id(out, "es_builder_reader_held_seconds", "reader", r,
+				   (double)b->reader_peers[r].held_ns / 1e9);
 	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
 	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
 	prom_family(out, "es_builder_credits_sent_total", "counter", "CREDIT messages sent to readers");

@@ -41,6 +41,22 @@ void prom_sample_f64(struct evbuffer *out, const char *name, const char *labels,
 		evbuffer_add_printf(out, "%s %s\n", name, text);
 }
 
+void prom_sample_u64_id(struct evbuffer *out, const char *name, const char *key, unsigned id,
+			uint64_t value)
+{
+	char labels[64];
+	snprintf(labels, sizeof labels, "%s=\"%u\"", key, id);
+	prom_sample_u64(out, name, labels, value);
+}
+
+void prom_sample_f64_id(struct evbuffer *out, const char *name, const char *key, unsigned id,
+			double value)
+{
+	char labels[64];
+	snprintf(labels, sizeof labels, "%s=\"%u\"", key, id);
+	prom_sample_f64(out, name, labels, value);
+}
+
 void prom_histogram_ns(struct evbuffer *out, const char *name, const char *help,
 		       const struct hist *h)
 {

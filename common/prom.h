@@ -22,6 +22,12 @@ void prom_family(struct evbuffer *out, const char *name, const char *type, const
 void prom_sample_u64(struct evbuffer *out, const char *name, const char *labels, uint64_t value);
 void prom_sample_f64(struct evbuffer *out, const char *name, const char *labels, double value);
 
+/* The same with the one label key="id", such as source="3". */
+void prom_sample_u64_id(struct evbuffer *out, const char *name, const char *key, unsigned id,
+			uint64_t value);
+void prom_sample_f64_id(struct evbuffer *out, const char *name, const char *key, unsigned id,
+			double value);
+
 /* A whole histogram family from a latency histogram in nanoseconds,
  * exposed in seconds: cumulative _bucket{le=...} at each power-of-two
  * boundary, +Inf, _sum and _count. */

@@ -1067,12 +1067,9 @@ static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
 	prom_family(out, "es_reader_bytes_forwarded_total", "counter", "bytes forwarded to the builder");
 	prom_sample_u64(out, "es_reader_bytes_forwarded_total", NULL, r->bytes_forwarded);
 	prom_family(out, "es_reader_buffered_bytes", "gauge", "bytes in a source's receive buffer");
-	for (size_t i = 0; i < r->opt.source_count; i++) {
-		char labels[32];
-		snprintf(labels, sizeof labels, "source=\"%u\"", r->sources[i].id);
-		prom_sample_u64(out, "es_reader_buffered_bytes", labels,
-				r->sources[i].end - r->sources[i].start);
-	}
+	for (size_t i = 0; i < r->opt.source_count; i++)
+		prom_sample_u64_id(out, "es_reader_buffered_bytes", "source", r->sources[i].id,
+				   r->sources[i].end - r->sources[i].start);
 	if (r->ring.hdr != NULL) {
 		/* The producer's view: what it wrote that the builder has not yet
 		 * released. */
@@ -1085,18 +1082,12 @@ static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
 		prom_sample_u64(out, "es_reader_ring_records_total", NULL, r->ring_records);
 	}
 	prom_family(out, "es_reader_held", "gauge", "1 while a source is held by the admission limit");
-	for (size_t i = 0; i < r->opt.source_count; i++) {
-		char labels[32];
-		snprintf(labels, sizeof labels, "source=\"%u\"", r->sources[i].id);
-		prom_sample_u64(out, "es_reader_held", labels, r->sources[i].held);
-	}
+	for (size_t i = 0; i < r->opt.source_count; i++)
+		prom_sample_u64_id(out, "es_reader_held", "source", r->sources[i].id, r->sources[i].held);
 #define RDR_PROM(f) \
 	prom_family(out, "es_reader_" #f, "counter", "per source: " #f); \
-	for (size_t i = 0; i < r->opt.source_count; i++) { \
-		char labels[32]; \
-		snprintf(labels, sizeof labels, "source=\"%u\"", r->sources[i].id); \
-		prom_sample_u64(out, "es_reader_" #f, labels, r->sources[i].c.f); \
-	}
+	for (size_t i = 0; i < r->opt.source_count; i++) \
+		prom_sample_u64_id(out, "es_reader_" #f, "source", r->sources[i].id, r->sources[i].c.f);
 	RDR_SOURCE_COUNTERS(RDR_PROM)
 #undef RDR_PROM
 }
