@@ -146,9 +146,11 @@ static void json_reader_links(FILE *f, const struct bd *b)
 			bool known = rd->source_count > 0;
 			for (size_t i = 0; i < rd->source_count; i++) {
 				bool found;
-				wire += acct_value(b->source_peers[rd->sources[i]].report, "", "frames_wire",
-						   &found);
-				known = known && found;
+				uint64_t v = acct_value(b->source_peers[rd->sources[i]].report, "",
+							"frames_wire", &found);
+				/* A sum beyond 2^64 is an impossible count, not a loss. */
+				known = known && found && v <= UINT64_MAX - wire;
+				wire = known ? wire + v : wire;
 			}
 			if (known && wire >= rd->frames_received)
 				fprintf(f, ", \"frames_on_wire_from_its_sources\": %" PRIu64
@@ -202,9 +204,14 @@ int metrics_write(const struct bd *b, const struct acct *a)
 		}
 		fputc('}', f);
 	}
-	fprintf(f, "\n  ],\n  \"losses\": {\"fragments_lost_with_sources\": %" PRIu64
+	fputs("\n  ],\n  \"impossible_counters\": [", f);
+	for (size_t i = 0; i < a->violation_count; i++) {
+		fprintf(f, "%s\n    ", i ? "," : "");
+		json_string(f, a->violations[i].text);
+	}
+	fprintf(f, "%s],\n  \"losses\": {\"fragments_lost_with_sources\": %" PRIu64
 		   ", \"frames_lost_with_readers\": %" PRIu64 ", \"peers_gone\": [",
-		a->lost_with_sources, a->lost_with_readers);
+		a->violation_count ? "\n  " : "", a->lost_with_sources, a->lost_with_readers);
 	bool first_gone = true;
 	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
 		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
@@ -385,7 +392,11 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 	size_t ok = 0;
 	for (size_t i = 0; i < a->count; i++)
 		ok += a->equations[i].ok;
-	fprintf(f, "equations: %zu of %zu balanced\n", ok, a->count);
+	fprintf(f, "equations: %zu of %zu balanced", ok, a->count);
+	if (a->violation_count > 0)
+		fprintf(f, "; %zu impossible counter%s", a->violation_count,
+			a->violation_count == 1 ? "" : "s");
+	fputc('\n', f);
 	for (size_t i = 0; i < a->count; i++) {
 		const struct acct_equation *e = &a->equations[i];
 		if (!e->ok)

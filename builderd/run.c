@@ -833,6 +833,9 @@ static void bd_finish(struct bd *b, const char *why)
 		};
 		if (acct_compute(&run, &a) < 0)
 			bd_error(b, "Out of memory for the end-of-run accounting");
+		/* A peer's counters that cannot be true fail the run by name. */
+		for (size_t i = 0; i < a.violation_count; i++)
+			bd_error(b, "%s", a.violations[i].text);
 	}
 	if (!acct_balanced(&a))
 		b->status = 1;

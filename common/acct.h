@@ -1,7 +1,12 @@
 /* The conservation equations of a distributed run (the EventStream note's
  * six, plus one per hop), computed from every daemon's final counters. A
- * run is balanced when every equation holds; a daemon whose counters never
- * arrived makes its equations fail by name rather than vanish. */
+ * run is balanced when every equation holds and no counter is impossible; a
+ * daemon whose counters never arrived makes its equations fail by name
+ * rather than vanish. Counters come from peers, so every sum is checked for
+ * overflow (a wrapped sum could balance an equation by accident) and every
+ * counter against what the counters it derives from allow (a source cannot
+ * send more fragments than it generated, a reader cannot receive more frames
+ * than its source put on the wire, ...). */
 #ifndef ES_ACCT_H
 #define ES_ACCT_H
 
@@ -17,7 +22,15 @@ struct acct_equation {
 	uint64_t lhs;
 	uint64_t rhs;
 	bool ok;
-	char note[128];          /* why it fails when a side is unknown */
+	char note[128];          /* why it fails when a side is unknown or overflows */
+};
+
+#define ACCT_VIOLATION_TEXT 256u
+
+/* An impossible counter or a sum of counters beyond 2^64: which peer, which
+ * counter, which relation, as one sentence. */
+struct acct_violation {
+	char text[ACCT_VIOLATION_TEXT];
 };
 
 struct acct {
@@ -28,6 +41,9 @@ struct acct {
 	 * they held, so the books still close. */
 	uint64_t lost_with_sources;
 	uint64_t lost_with_readers;
+	struct acct_violation *violations;
+	size_t violation_count;
+	size_t violation_cap;
 };
 
 /* What the builder knows of one reader: its final report (NULL when none
@@ -56,6 +72,7 @@ struct acct_run {
  * acct_free). Returns 0 or -ENOMEM. */
 int acct_compute(const struct acct_run *run, struct acct *a);
 
+/* Every equation holds and no counter is impossible. */
 bool acct_balanced(const struct acct *a);
 
 void acct_free(struct acct *a);

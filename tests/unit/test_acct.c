@@ -2,6 +2,8 @@
  * reports as the daemons send them; a missing report fails its equations by
  * name; a lost frame anywhere unbalances the right one. */
 #include <check.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +189,244 @@ START_TEST(test_sources_disagree_on_events)
 }
 END_TEST
 
+
+static bool has_violation(const struct acct *a, const char *text)
+{
+	for (size_t i = 0; i < a->violation_count; i++)
+		if (strstr(a->violations[i].text, text) != NULL)
+			return true;
+	return false;
+}
+
+/* Computes the run and expects it refused with exactly one impossible
+ * counter, named by text. */
+static void expect_impossible(const char *text)
+{
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!acct_balanced(&a));
+	ck_assert_msg(has_violation(&a, text), "no violation '%s' among %zu: %s", text,
+		      a.violation_count, a.violation_count ? a.violations[0].text : "");
+	ck_assert_uint_eq(a.violation_count, 1);
+	acct_free(&a);
+}
+
+START_TEST(test_wrapped_sum_does_not_balance)
+{
+	/* omitted = 2^64 - 1 and sent = events + 1 wrap to events modulo 2^64:
+	 * equation 1 would hold. It must fail, and both the overflow and the
+	 * impossible counter be named. */
+	set(&source_reports[1], "", "frags_omitted", UINT64_MAX);
+	set(&source_reports[1], "", "frags_sent", EVENTS + 1);
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!acct_balanced(&a));
+	const struct acct_equation *e = find(&a, "1 source 1:");
+	ck_assert(!e->ok);
+	ck_assert_str_eq(e->note, "a side's sum overflows 2^64: impossible counters");
+	ck_assert(has_violation(&a, "source 1's frags_omitted + frags_sent + frags_abandoned overflows 2^64"));
+	ck_assert(has_violation(&a, "source 1's frags_omitted = 18446744073709551615 exceeds source 1's events = 1000"));
+	ck_assert(has_violation(&a, "source 1's frags_sent = 1001 exceeds source 1's events = 1000"));
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_wrapped_totals_do_not_balance)
+{
+	/* Two sources' wire counts that wrap in the all-sources total. */
+	set(&source_reports[0], "", "frames_wire", UINT64_MAX);
+	set(&reader_reports[0], "source.0", "frames_received", UINT64_MAX);
+	set(&source_reports[1], "", "frames_wire", 2);
+	set(&reader_reports[0], "source.1", "frames_received", 2);
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!acct_balanced(&a));
+	ck_assert(!find(&a, "2 all sources")->ok);
+	ck_assert(has_violation(&a, "overflow 2^64 in total"));
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_wrapped_builder_sums_do_not_balance)
+{
+	core.frags_duplicate = UINT64_MAX;
+	core.frags_late = 1;   /* unique + 2^64 - 1 + 1 wraps to unique */
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!find(&a, "3 builder")->ok);
+	acct_free(&a);
+	clean_run_setup();
+	core.events_complete = UINT64_MAX / 2;   /* S x complete wraps */
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!find(&a, "4 builder")->ok);
+	ck_assert_str_eq(find(&a, "4 builder")->note, "a side's sum overflows 2^64: impossible counters");
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_wrapped_hop_does_not_balance)
+{
+	set(&reader_reports[1], "source.2", "frames_rejected", UINT64_MAX);
+	set(&reader_reports[1], "source.2", "frames_held_at_end", 1);
+	set(&reader_reports[1], "source.2", "frames_forwarded", EVENTS);
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!acct_balanced(&a));
+	ck_assert(!find(&a, "hop reader 1, source 2")->ok);
+	ck_assert(has_violation(&a, "reader 1's source.2 frames_forwarded + frames_rejected + frames_held_at_end overflows 2^64"));
+	ck_assert(has_violation(&a, "reader 1's source.2 frames_rejected = 18446744073709551615 exceeds reader 1's source.2 frames_received = 1000"));
+	acct_free(&a);
+}
+END_TEST
+
+/* Each relation alone, with every equation still balanced: the counter is
+ * refused for what it is, not through an equation. */
+START_TEST(test_source_delayed_beyond_generated)
+{
+	set(&source_reports[2], "", "frags_delayed", EVENTS + 1);
+	expect_impossible("source 2's frags_delayed = 1001 exceeds source 2's events = 1000");
+}
+END_TEST
+
+START_TEST(test_source_duplicates_beyond_sent)
+{
+	set(&source_reports[0], "", "frags_duplicated", EVENTS + 1);
+	expect_impossible("source 0's frags_duplicated = 1001 exceeds source 0's frags_sent = 1000");
+}
+END_TEST
+
+START_TEST(test_source_wire_beyond_sent)
+{
+	set(&source_reports[3], "", "frags_duplicated", 0);
+	set(&source_reports[3], "", "frames_bad_injected", 0);
+	set(&source_reports[3], "", "frames_wire", EVENTS + 5);
+	set(&reader_reports[1], "source.3", "frames_received", EVENTS + 5);
+	set(&reader_reports[1], "source.3", "frames_rejected", 5);
+	expect_impossible("source 3's frames_wire = 1005 exceeds its frags_sent + frags_duplicated + frames_bad_injected = 1000");
+}
+END_TEST
+
+START_TEST(test_source_bad_frames_beyond_wire)
+{
+	set(&source_reports[1], "", "frames_bad_injected", EVENTS + 1);
+	expect_impossible("source 1's frames_bad_injected = 1001 exceeds source 1's frames_wire = 1000");
+}
+END_TEST
+
+START_TEST(test_omitted_or_abandoned_beyond_generated)
+{
+	/* omitted and abandoned that balance 1 with a sent count that wrapped
+	 * the other way are refused each. */
+	set(&source_reports[0], "", "frags_omitted", EVENTS + 1);
+	set(&source_reports[0], "", "frags_sent", 0);
+	set(&source_reports[0], "", "frags_abandoned", UINT64_MAX);
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!acct_balanced(&a));
+	ck_assert(has_violation(&a, "source 0's frags_omitted = 1001 exceeds source 0's events = 1000"));
+	ck_assert(has_violation(&a, "source 0's frags_abandoned = 18446744073709551615 exceeds source 0's events = 1000"));
+	ck_assert(!find(&a, "1 source 0:")->ok);
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_reader_received_beyond_wire)
+{
+	/* The reader claims a frame more than the source sent, and its hop
+	 * balances with it rejected: equation 2 fails, and the relation is
+	 * named. */
+	set(&reader_reports[0], "source.1", "frames_received", EVENTS + 1);
+	set(&reader_reports[0], "source.1", "frames_rejected", 1);
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!find(&a, "2 source 1:")->ok);
+	ck_assert(has_violation(&a, "reader 0's source.1 frames_received = 1001 exceeds source 1's frames_wire = 1000"));
+	ck_assert_uint_eq(a.violation_count, 1);
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_reader_parts_beyond_received)
+{
+	set(&reader_reports[1], "source.2", "frames_verified", EVENTS + 1);
+	expect_impossible("reader 1's source.2 frames_verified = 1001 exceeds reader 1's source.2 frames_received = 1000");
+	clean_run_setup();
+	set(&reader_reports[1], "source.2", "frames_verified", EVENTS - 1);
+	expect_impossible("reader 1's source.2 frames_forwarded = 1000 exceeds reader 1's source.2 frames_verified = 999");
+	clean_run_setup();
+	set(&reader_reports[1], "source.2", "frames_verified", 2);
+	set(&reader_reports[1], "source.2", "frames_held_at_end", 3);
+	set(&reader_reports[1], "source.2", "frames_forwarded", 0);
+	set(&reader_reports[1], "source.2", "frames_rejected", EVENTS - 3);
+	set(&reader_reports[1], "", "frames_forwarded", EVENTS);
+	readers[1].frames_received_by_builder = EVENTS;
+	core.frags_unique = core.frags_received = 3 * EVENTS;
+	core.events_complete = core.events_accepted = 0;
+	core.frags_in_expired = 3 * EVENTS;
+	core.events_expired = core.events_expired_end_of_run = EVENTS;
+	run.builder_frames_received = 3 * EVENTS;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(has_violation(&a, "reader 1's source.2 frames_held_at_end = 3 exceeds reader 1's source.2 frames_verified = 2"));
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_reader_two_end_frames)
+{
+	set(&reader_reports[0], "source.0", "end_frames", 2);
+	expect_impossible("reader 0's source.0 end_frames = 2 exceeds one per stream = 1");
+}
+END_TEST
+
+START_TEST(test_reader_total_not_its_sum)
+{
+	set(&reader_reports[1], "", "frames_forwarded", 2 * EVENTS + 1);
+	readers[1].frames_received_by_builder = 2 * EVENTS + 1;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(has_violation(&a, "reader 1's frames_forwarded = 2001 is not the sum of its sources' frames_forwarded = 2000"));
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_builder_beyond_forwarded)
+{
+	/* The builder counts more from a reader than it forwarded, or more of
+	 * a source's fragments than its reader forwarded of it. */
+	readers[0].frames_received_by_builder = 2 * EVENTS + 1;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(has_violation(&a, "the builder's frames received from reader 0 = 2001 exceeds reader 0's frames_forwarded = 2000"));
+	acct_free(&a);
+	clean_run_setup();
+	uint64_t unique[S] = { EVENTS, EVENTS, EVENTS + 1, EVENTS };
+	run.unique_from = unique;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(has_violation(&a, "the builder's unique fragments of source 2 = 1001 exceeds reader 1's source.2 frames_forwarded = 1000"));
+	ck_assert_uint_eq(a.violation_count, 1);
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_possible_counters_pass)
+{
+	/* Faults that are possible: duplicates, delays, omissions, a bad frame. */
+	for (int s = 0; s < S; s++) {
+		set(&source_reports[s], "", "frags_omitted", 10);
+		set(&source_reports[s], "", "frags_sent", EVENTS - 10);
+		set(&source_reports[s], "", "frags_duplicated", 3);
+		set(&source_reports[s], "", "frags_delayed", 7);
+		set(&source_reports[s], "", "frames_bad_injected", 7);
+		set(&source_reports[s], "", "frames_wire", EVENTS);
+	}
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert_uint_eq(a.violation_count, 0);
+	acct_free(&a);
+}
+END_TEST
+
 static Suite *acct_suite(void)
 {
 	Suite *s = suite_create("acct");
@@ -198,6 +438,21 @@ static Suite *acct_suite(void)
 	tcase_add_test(tc, test_missing_report_fails_by_name);
 	tcase_add_test(tc, test_builder_equations);
 	tcase_add_test(tc, test_sources_disagree_on_events);
+	tcase_add_test(tc, test_wrapped_sum_does_not_balance);
+	tcase_add_test(tc, test_wrapped_totals_do_not_balance);
+	tcase_add_test(tc, test_wrapped_builder_sums_do_not_balance);
+	tcase_add_test(tc, test_wrapped_hop_does_not_balance);
+	tcase_add_test(tc, test_source_delayed_beyond_generated);
+	tcase_add_test(tc, test_source_duplicates_beyond_sent);
+	tcase_add_test(tc, test_source_wire_beyond_sent);
+	tcase_add_test(tc, test_source_bad_frames_beyond_wire);
+	tcase_add_test(tc, test_omitted_or_abandoned_beyond_generated);
+	tcase_add_test(tc, test_reader_received_beyond_wire);
+	tcase_add_test(tc, test_reader_parts_beyond_received);
+	tcase_add_test(tc, test_reader_two_end_frames);
+	tcase_add_test(tc, test_reader_total_not_its_sum);
+	tcase_add_test(tc, test_builder_beyond_forwarded);
+	tcase_add_test(tc, test_possible_counters_pass);
 	suite_add_tcase(s, tc);
 	return s;
 }
