@@ -220,7 +220,7 @@ int metrics_write(const struct bd *b, const struct acct *a)
 			continue;
 		fprintf(f, "%s{\"role\": \"%s\", \"id\": %u, \"pid\": %u, \"how\": \"%s\"}",
 			first_gone ? "" : ", ", ctl_role_name(p->role), p->id, p->pid,
-			p->stalled ? "stalled" : "died");
+			p->stalled ? "stalled" : p->stuck ? "stuck" : "died");
 		first_gone = false;
 	}
 	fputs("]},\n  \"errors\": [", f);

@@ -43,6 +43,7 @@ static const char *bd_title(enum ctl_role role)
 	return role == CTL_ROLE_SOURCE ? "Source" : role == CTL_ROLE_READER ? "Reader" : "Builder";
 }
 static void bd_maybe_finish(struct bd *b);
+static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source);
 
 void bd_error(struct bd *b, const char *fmt, ...)
 {
@@ -377,6 +378,13 @@ static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uin
 	case CTL_PONG:
 		bdc_on_pong(b->clocks, p, &msg->u.pong, rx_ns);
 		break;
+	case CTL_STOP:
+		if (p->role == CTL_ROLE_READER) {
+			bd_on_source_given_up(b, p, msg->u.stop.source);
+			break;
+		}
+		log_warn("Ignoring a stop message from %s %u", ctl_role_name(p->role), p->id);
+		break;
 	default:
 		log_warn("Ignoring a %s message from %s %u", ctl_type_name(msg->type),
 			 ctl_role_name(p->role), p->id);
@@ -419,12 +427,13 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 	}
 	struct ctl_msg stop = { .type = CTL_STOP };
 	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
-		 p->id, p->stalled ? "stalled" : "is gone");
+		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" : "is gone");
 	if (p->role == CTL_ROLE_READER) {
 		struct bd_reader *rd = &b->readers[p->id];
 		/* A dead reader's data connection ends by itself, and its
 		 * transport says how; a stalled one's must be cut here. */
-		if (rd->state == BD_DATA_WAITING || (p->stalled && rd->state == BD_DATA_STREAMING))
+		if (rd->state == BD_DATA_WAITING ||
+		    ((p->stalled || p->stuck) && rd->state == BD_DATA_STREAMING))
 			bd_reader_close(rd, BD_DATA_FAILED);
 		stop.u.stop.source = CTL_STOP_ALL;
 		for (uint16_t s = 0; s < b->opt.sources; s++)
@@ -437,6 +446,85 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 			msgconn_send(b->reader_peers[r].conn, &stop);
 	}
 	bd_maybe_finish(b);
+}
+
+/* A reader gave up one of its sources: no complete frame on its data
+ * connection for the reader's inactivity limit (stuck inside a frame, or a
+ * data path that stopped delivering), though the source may still answer on
+ * its control link. It is lost like a dead one: named, its reader's books
+ * close without it, and what it generated beyond what the builder got is
+ * counted as lost with it. */
+static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source)
+{
+	if (source >= b->opt.sources || b->reader_of_source[source] != (int32_t)reader->id) {
+		log_warn("Reader %u gave up source %" PRIu32 ", which it does not serve; ignored",
+			 reader->id, source);
+		return;
+	}
+	struct bd_peer *p = &b->source_peers[source];
+	if (p->reported || p->lost)
+		return;
+	p->stuck = true;
+	char why[200];
+	snprintf(why, sizeof why,
+		 "was given up by reader %u: its data connection delivered no complete frame within the reader's inactivity limit%s",
+		 reader->id, p->conn != NULL ? " while its control link was alive" : "");
+	bd_peer_gone(b, p, why);
+}
+
+/* The no-progress watchdog fired. Ending at once would leave the healthy
+ * peers' final counters out and fail their books, so: every source that has
+ * not ended is named stuck and given up (its reader is told to drop it and
+ * can then report), every reader still to report is asked to stop and
+ * report, and the run ends once they have, or after --stall-timeout-ms,
+ * when whoever still has not is given up by name too. */
+static void bd_wind_up(struct bd *b, uint64_t now)
+{
+	b->wind_up_ns = now;
+	log_warn("Run %u: no progress for %" PRIu64 " ms; giving up the sources that have not ended and asking the readers for their final counters",
+		 b->opt.run_id, (now - b->last_progress_ns) / 1000000u);
+	uint64_t stall_ns = b->opt.stall_timeout_ms * 1000000u;
+	for (uint16_t s = 0; s < b->opt.sources && b->phase == BD_RUNNING; s++) {
+		struct bd_peer *p = &b->source_peers[s];
+		if (!p->connected || p->reported || p->lost)
+			continue;
+		p->stuck = true;
+		char why[200];
+		snprintf(why, sizeof why,
+			 "is stuck: no final counters after %" PRIu64 " ms without progress, though its control link %s",
+			 b->opt.peer_timeout_ms,
+			 p->conn != NULL && now - p->last_heard_ns <= stall_ns ? "still answers" : "is silent");
+		bd_peer_gone(b, p, why);
+	}
+	struct ctl_msg stop = { .type = CTL_STOP };
+	stop.u.stop.source = CTL_STOP_ALL;
+	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason,
+		 "the run made no progress for %" PRIu64 " ms; send your final counters",
+		 b->opt.peer_timeout_ms);
+	for (uint32_t r = 0; r < b->opt.readers && b->phase == BD_RUNNING; r++) {
+		struct bd_peer *p = &b->reader_peers[r];
+		if (p->conn != NULL && !p->reported && !p->lost)
+			msgconn_send(p->conn, &stop);
+	}
+	bd_maybe_finish(b);
+}
+
+/* The watchdog's wait is over: whoever has still not reported is stuck. */
+static void bd_wind_up_over(struct bd *b)
+{
+	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers && b->phase == BD_RUNNING;
+	     i++) {
+		struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
+						       : &b->reader_peers[i - b->opt.sources];
+		if (!p->connected || p->reported || p->lost)
+			continue;
+		p->stuck = true;
+		char why[160];
+		snprintf(why, sizeof why,
+			 "is stuck: no final counters within %" PRIu64 " ms of the builder asking for them",
+			 b->opt.stall_timeout_ms);
+		bd_peer_gone(b, p, why);
+	}
 }
 
 /* From the tick: a peer that has not said anything (clock answers come
@@ -684,9 +772,16 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 		bd_finish(b, "a peer never connected");
 		return;
 	}
-	if (now - b->last_progress_ns > limit_ns) {
+	if (b->wind_up_ns != 0 && now - b->wind_up_ns > b->opt.stall_timeout_ms * 1000000u) {
+		bd_wind_up_over(b);
+		if (b->phase != BD_RUNNING)
+			return;
 		bd_report_missing(b, false);
 		bd_finish(b, "no progress");
+		return;
+	}
+	if (b->wind_up_ns == 0 && now - b->last_progress_ns > limit_ns) {
+		bd_wind_up(b, now);
 		return;
 	}
 	if (!b->opt.quiet) {
@@ -741,6 +836,7 @@ static void bd_collect_peer_errors(struct bd *b)
 		{ "err_no_end", "connections closed without an END frame" },
 		{ "err_after_end", "connections with data after END" },
 		{ "err_dropped", "connections dropped because the source was gone" },
+		{ "err_idle", "connections given up with no complete frame within the inactivity limit" },
 	};
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		const struct bd_peer *p = &b->reader_peers[r];

@@ -37,6 +37,7 @@ struct bd_peer {
 	bool reported;           /* END received */
 	bool lost;               /* control connection gone, or stalled, before END */
 	bool stalled;            /* declared gone for not answering */
+	bool stuck;              /* declared gone though it answers: no data, no END */
 	uint64_t last_heard_ns;  /* last control message, monotonic */
 	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
 	struct msgconn *conn;
@@ -95,6 +96,7 @@ struct bd {
 	uint64_t first_fragment_ns;
 	uint64_t last_complete_ns;
 	uint64_t last_progress_ns;
+	uint64_t wind_up_ns;              /* the watchdog fired: gathering final counters */
 	uint64_t last_progress_log_ns;
 	uint64_t progress_complete_at_log;
 	uint64_t credits_sent;

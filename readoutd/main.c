@@ -46,6 +46,10 @@ static void usage(FILE *f)
 "  --socket-buffer B       kernel send/receive buffers of the builder connection\n"
 "                          (default: the kernel's autotuning)\n"
 "                          memory: sources x (B + max-fragment + 42)\n"
+"  --source-idle-timeout-ms T  a source that delivers no complete frame for T ms\n"
+"                          while the run is live (a frame has come from one of\n"
+"                          ours) is given up as lost and the builder told, though\n"
+"                          its control link may live on (default 5000; 0 = off)\n"
 "Testing:\n"
 "  --shm-inject KIND@N     after N records put a damaged one in the ring and\n"
 "                          forward nothing more; KIND is record, crc, length or head\n"
@@ -67,6 +71,7 @@ static void usage(FILE *f)
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_METRICS_LISTEN, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
 	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_SHM_INJECT,
+	OPT_SOURCE_IDLE_TIMEOUT,
 };
 
 static const struct option long_options[] = {
@@ -83,6 +88,7 @@ static const struct option long_options[] = {
 	{ "socket-buffer", required_argument, NULL, OPT_SOCKET_BUFFER },
 	{ "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
+	{ "source-idle-timeout-ms", required_argument, NULL, OPT_SOURCE_IDLE_TIMEOUT },
 	{ "shm-inject", required_argument, NULL, OPT_SHM_INJECT },
 	DAEMON_LONG_OPTIONS,
 	{ NULL, 0, NULL, 0 },
@@ -149,6 +155,7 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 		case OPT_SOCKET_BUFFER: ok = opt_u32("--socket-buffer", optarg, 1024, 64u << 20, &o->socket_buffer_bytes); break;
 		case OPT_CONNECT_TIMEOUT: ok = opt_u64("--connect-timeout-ms", optarg, 1, 86400000, &o->connect_timeout_ms); break;
 		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
+		case OPT_SOURCE_IDLE_TIMEOUT: ok = opt_u64("--source-idle-timeout-ms", optarg, 0, 86400000, &o->source_idle_timeout_ms); break;
 		case OPT_SHM_INJECT:
 			ok = rdr_parse_shm_inject(optarg, &o->shm_inject, &o->shm_inject_after);
 			if (!ok)
@@ -189,6 +196,7 @@ int main(int argc, char **argv)
 		.batch_bytes = 262144,
 		.connect_timeout_ms = 10000,
 		.handshake_timeout_ms = 5000,
+		.source_idle_timeout_ms = 5000,
 	};
 	if (!parse_options(argc, argv, &o))
 		return 2;

@@ -31,7 +31,7 @@
 	X(frames_received) X(frames_forwarded) X(frames_rejected) X(frames_held_at_end) \
 	X(frames_verified) X(bytes_received) X(read_calls) X(held_count) X(held_ns) \
 	X(end_frames) X(err_magic) X(err_version) X(err_flags) X(err_length) X(err_crc) \
-	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end) X(err_dropped)
+	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end) X(err_dropped) X(err_idle)
 
 struct rdr_counters {
 #define RDR_FIELD(name) uint64_t name;
@@ -61,6 +61,10 @@ struct rdr_source {
 	size_t held_bytes;
 	uint64_t held_event;
 	uint64_t held_since_ns;
+	/* Inactivity limit: frames seen at the last check, and since when the
+	 * reader has been reading this source without a new one. */
+	uint64_t idle_frames_seen;
+	uint64_t idle_since_ns;
 	struct rdr_counters c;
 };
 
@@ -96,6 +100,7 @@ struct rdr {
 	uint64_t credit_limit;       /* forward event IDs below this */
 	struct prom_server *prom;    /* --metrics-listen */
 	struct event *ev_stats;      /* a STATS to the builder every second */
+	struct event *ev_idle;       /* checks the sources' inactivity limit */
 	struct ctl_msg stats;
 	uint64_t credits_received;
 	uint64_t writev_calls;
@@ -131,6 +136,8 @@ static void rdr_source_resume(struct rdr_source *s)
 	if (!s->reading && s->state == RS_STREAMING && !s->eof && !s->held) {
 		event_add(s->ev_read, NULL);
 		s->reading = true;
+		/* Time the reader did not read is not the source's silence. */
+		s->idle_since_ns = clk_monotonic_ns();
 	}
 }
 
@@ -697,6 +704,56 @@ static struct rdr_source *rdr_find_source(struct rdr *r, uint32_t id)
 	return NULL;
 }
 
+/* The inactivity limit, checked a few times per limit: a source the reader
+ * is reading (not held, not paused on a full buffer) that delivers no
+ * complete frame for the limit while the run is live (a frame has come
+ * from one of this reader's sources) is given up as lost: stuck inside a
+ * frame, or its data path blackholed while its control link lives on. The
+ * builder is told at once, so the books close with it named as lost. */
+static void rdr_on_idle_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rdr *r = arg;
+	if (r->reported)
+		return;
+	uint64_t now = clk_monotonic_ns();
+	uint64_t limit_ns = r->opt.source_idle_timeout_ms * 1000000u;
+	bool live = false;
+	for (size_t i = 0; i < r->opt.source_count; i++)
+		live = live || r->sources[i].c.frames_received > 0;
+	bool gave_up = false;
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		struct rdr_source *s = &r->sources[i];
+		uint64_t seen = s->c.frames_received + s->c.end_frames;
+		if (s->state != RS_STREAMING || !s->reading || !live || seen != s->idle_frames_seen) {
+			s->idle_frames_seen = seen;
+			s->idle_since_ns = now;
+			continue;
+		}
+		if (now - s->idle_since_ns < limit_ns)
+			continue;
+		char what[160];
+		snprintf(what, sizeof what,
+			 "no complete frame for %" PRIu64 " ms (%zu bytes of a frame pending); given up as lost",
+			 (now - s->idle_since_ns) / 1000000u, s->end - s->checked);
+		rdr_source_fail(s, what, &s->c.err_idle);
+		if (r->ctl_ready) {
+			struct ctl_msg m = { .type = CTL_STOP };
+			m.u.stop.source = s->id;
+			snprintf(m.u.stop.reason, sizeof m.u.stop.reason,
+				 "reader %u: source %u sent no complete frame for %" PRIu64 " ms", r->opt.id,
+				 s->id, (now - s->idle_since_ns) / 1000000u);
+			ctllink_send(r->ctl, &m);
+		}
+		gave_up = true;
+	}
+	if (gave_up) {
+		rdr_flush(r);
+		rdr_maybe_finish(r);
+	}
+}
+
 static void rdr_on_source_greeted(int fd, const struct ctl_hello *hello, const char *peer,
 				  void *arg)
 {
@@ -1139,6 +1196,17 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 		goto fail;
 	r->ev_accept = event_new(base, r->listen_fd, EV_READ | EV_PERSIST, rdr_on_accept, r);
 	event_add(r->ev_accept, NULL);
+	if (opt->source_idle_timeout_ms > 0) {
+		/* Checked four times per limit, at most every 250 ms. */
+		uint64_t every_us = opt->source_idle_timeout_ms * 250u;
+		if (every_us > 250000u)
+			every_us = 250000u;
+		struct timeval tv = { (time_t)(every_us / 1000000u), (suseconds_t)(every_us % 1000000u) };
+		r->ev_idle = event_new(base, -1, EV_PERSIST, rdr_on_idle_timer, r);
+		if (r->ev_idle == NULL)
+			goto fail;
+		event_add(r->ev_idle, &tv);
+	}
 	printf("listening data %s:%u\n", opt->listen_host, (unsigned)port);
 	uint16_t metrics_port = 0;
 	if (opt->metrics_host[0] != '\0') {
@@ -1211,6 +1279,8 @@ void rdr_destroy(struct rdr *r)
 	prom_server_stop(r->prom);
 	if (r->ev_stats)
 		event_free(r->ev_stats);
+	if (r->ev_idle)
+		event_free(r->ev_idle);
 	ctllink_free(r->ctl);
 	net_dial_cancel(r->dial);
 	greet_cancel(r->greet);

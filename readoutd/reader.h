@@ -47,6 +47,9 @@ struct rdr_options {
 	uint32_t socket_buffer_bytes;  /* kernel buffers of the builder connection; 0 = default */
 	uint64_t connect_timeout_ms;
 	uint64_t handshake_timeout_ms;
+	/* A streaming source whose connection delivers no complete frame for
+	 * this long while the reader is reading it is given up as lost; 0 = off. */
+	uint64_t source_idle_timeout_ms;
 	bool quiet;
 };
 
