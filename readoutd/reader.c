@@ -1076,6 +1076,8 @@ static void rdr_on_ctl_lost(const char *reason, void *arg)
 static void rdr_on_stop(uint32_t source, const char *reason, void *arg)
 {
 	struct rdr *r = arg;
+	if (r->reported)
+		return;   /* our final counters are on their way */
 	if (source == CTL_STOP_ALL) {
 		log_warn("Reader %u stopping at the builder's request: %s", r->opt.id, reason);
 		rdr_stop(r);
