@@ -47,6 +47,10 @@ static void usage(FILE *f)
 "  --inject KIND@N         after N good frames send a bad one and stop; KIND is\n"
 "                          crc, magic, version, flags, length, run, truncate or noend\n"
 "  --dribble               write one byte per system call\n"
+"  --stall KIND@N          after N frames the data stream stops delivering while\n"
+"                          the control link goes on: KIND dribble sends the next\n"
+"                          frame one byte per 10 ms and never finishes it,\n"
+"                          blackhole sends nothing more and keeps the connection open\n"
 "  --clock-offset-ns N     add N ns to every clock reading (an unsynchronised host)\n"
 "Security:\n"
 "  --run-key-file PATH     secret shared by every daemon of the run (16+ bytes);\n"
@@ -68,6 +72,7 @@ enum {
 	OPT_ID = 256, OPT_RUN, OPT_SEED, OPT_EVENTS, OPT_FIRST, OPT_PAYLOAD, OPT_RATE, OPT_MISSING,
 	OPT_DUPLICATE, OPT_DELAY_EVERY, OPT_DELAY_MS, OPT_REORDER, OPT_CONNECT, OPT_CONTROL,
 	OPT_CONNECT_TIMEOUT, OPT_METRICS_LISTEN, OPT_INJECT, OPT_DRIBBLE, OPT_BATCH, OPT_MAX_DELAYED, OPT_PACE_TICK,
+	OPT_STALL,
 };
 
 static const struct option long_options[] = {
@@ -89,6 +94,7 @@ static const struct option long_options[] = {
 	{ "inject", required_argument, NULL, OPT_INJECT },
 	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "dribble", no_argument, NULL, OPT_DRIBBLE },
+	{ "stall", required_argument, NULL, OPT_STALL },
 	{ "batch-bytes", required_argument, NULL, OPT_BATCH },
 	{ "max-delayed", required_argument, NULL, OPT_MAX_DELAYED },
 	{ "pace-tick-us", required_argument, NULL, OPT_PACE_TICK },
@@ -142,6 +148,11 @@ static bool parse_options(int argc, char **argv, struct src_options *o)
 				opt_error("--inject", "expected KIND@N with KIND one of crc, magic, version, flags, length, run, truncate, noend, got '%s'", optarg);
 			break;
 		case OPT_DRIBBLE: o->dribble = true; break;
+		case OPT_STALL:
+			ok = src_parse_stall(optarg, &o->stall, &o->stall_after);
+			if (!ok)
+				opt_error("--stall", "expected KIND@N with KIND dribble or blackhole, got '%s'", optarg);
+			break;
 		case OPT_BATCH: ok = opt_u32("--batch-bytes", optarg, 64, 64u << 20, &o->batch_bytes); break;
 		case OPT_PACE_TICK: ok = opt_u32("--pace-tick-us", optarg, 1, 1000000, &o->pace_tick_us); break;
 		case OPT_MAX_DELAYED: ok = opt_u32("--max-delayed", optarg, 1, 1u << 24, &u32); o->max_delayed = u32; break;

@@ -56,6 +56,8 @@ struct src {
 	struct event *ev_write;
 	struct event *ev_pace;
 	struct event *ev_progress;
+	struct event *ev_stall;        /* --stall dribble: one byte per 10 ms */
+	bool data_stalled;             /* --stall: the stream delivers no more */
 
 	uint8_t *out;          /* send buffer, allocated once */
 	size_t out_cap;
@@ -80,33 +82,49 @@ struct src {
 	struct ctl_msg report;
 };
 
-bool src_parse_inject(const char *arg, enum src_inject *kind, uint64_t *after)
+/* KIND@N with KIND one of names[0..count): the index, or false. */
+static bool src_parse_kind_at(const char *arg, const char *const *names, size_t count,
+			      size_t *kind, uint64_t *after)
 {
-	static const struct {
-		const char *name;
-		enum src_inject kind;
-	} kinds[] = {
-		{ "crc", SRC_INJECT_CRC },       { "magic", SRC_INJECT_MAGIC },
-		{ "version", SRC_INJECT_VERSION }, { "flags", SRC_INJECT_FLAGS },
-		{ "length", SRC_INJECT_LENGTH }, { "run", SRC_INJECT_RUN },
-		{ "truncate", SRC_INJECT_TRUNCATE }, { "noend", SRC_INJECT_NOEND },
-	};
 	const char *at = strchr(arg, '@');
 	size_t n = at ? (size_t)(at - arg) : strlen(arg);
-	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-		if (strlen(kinds[i].name) == n && strncmp(arg, kinds[i].name, n) == 0) {
-			*kind = kinds[i].kind;
-			*after = 0;
-			if (at != NULL) {
-				char *end;
-				*after = strtoull(at + 1, &end, 10);
-				if (*end != '\0' || end == at + 1)
-					return false;
-			}
+	for (size_t i = 0; i < count; i++) {
+		if (strlen(names[i]) != n || strncmp(arg, names[i], n) != 0)
+			continue;
+		*kind = i;
+		*after = 0;
+		if (at == NULL)
 			return true;
-		}
+		char *end;
+		*after = strtoull(at + 1, &end, 10);
+		return *end == '\0' && end != at + 1;
 	}
 	return false;
+}
+
+bool src_parse_stall(const char *arg, enum src_stall *kind, uint64_t *after)
+{
+	static const char *const names[] = { "dribble", "blackhole" };
+	size_t k;
+	if (!src_parse_kind_at(arg, names, 2, &k, after))
+		return false;
+	*kind = k == 0 ? SRC_STALL_DRIBBLE : SRC_STALL_BLACKHOLE;
+	return true;
+}
+
+bool src_parse_inject(const char *arg, enum src_inject *kind, uint64_t *after)
+{
+	static const char *const names[] = { "crc", "magic", "version", "flags",
+					     "length", "run", "truncate", "noend" };
+	static const enum src_inject kinds[] = { SRC_INJECT_CRC, SRC_INJECT_MAGIC,
+						 SRC_INJECT_VERSION, SRC_INJECT_FLAGS,
+						 SRC_INJECT_LENGTH, SRC_INJECT_RUN,
+						 SRC_INJECT_TRUNCATE, SRC_INJECT_NOEND };
+	size_t k;
+	if (!src_parse_kind_at(arg, names, sizeof names / sizeof names[0], &k, after))
+		return false;
+	*kind = kinds[k];
+	return true;
 }
 
 static void src_pump(struct src *s);
@@ -291,6 +309,55 @@ static void src_fail_data(struct src *s, int err)
 	src_finish_data(s);
 }
 
+static bool src_stall_due(const struct src *s)
+{
+	return s->opt.stall != SRC_STALL_NONE && s->c.frames_wire >= s->opt.stall_after;
+}
+
+/* --stall dribble: one more byte of the stuck frame, never its last. */
+static void src_on_stall_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct src *s = arg;
+	if (s->fd < 0 || s->out_len - s->out_sent <= 1) {
+		event_del(s->ev_stall);
+		return;
+	}
+	ssize_t n = send(s->fd, s->out + s->out_sent, 1, MSG_NOSIGNAL);
+	s->c.write_calls++;
+	if (n == 1)
+		s->out_sent++;
+	else if (n < 0 && errno != EAGAIN && errno != EINTR)
+		event_del(s->ev_stall);   /* the reader gave up on us */
+}
+
+/* --stall: from now on the data stream delivers no complete frame, while
+ * the event loop, and so the control link, goes on; the builder or the
+ * reader has to give this source up. */
+static void src_begin_stall(struct src *s)
+{
+	s->data_stalled = true;
+	log_warn("Source %u: the data stream stalls after %" PRIu64 " frames (--stall %s); the control link goes on",
+		 s->opt.id, s->c.frames_wire,
+		 s->opt.stall == SRC_STALL_DRIBBLE ? "dribble" : "blackhole");
+	if (s->opt.stall != SRC_STALL_DRIBBLE || s->next_index >= s->opt.events)
+		return;
+	uint64_t event_id = gen_event_at(s->opt.first_event, s->opt.events, s->next_index++,
+					 s->opt.faults.reorder);
+	src_append_fragment(s, event_id, clk_realtime_ns());
+	if (s->out_len > src_frame_bytes(s)) {
+		/* Only the fragment is dribbled, not its duplicate. */
+		s->out_len = src_frame_bytes(s);
+		s->c.frags_duplicated--;
+		s->c.frames_wire--;
+	}
+	s->ev_stall = event_new(s->base, -1, EV_PERSIST, src_on_stall_tick, s);
+	struct timeval tv = { 0, 10000 };
+	if (s->ev_stall != NULL)
+		event_add(s->ev_stall, &tv);
+}
+
 static bool src_inject_due(const struct src *s)
 {
 	return s->opt.inject != SRC_INJECT_NONE &&
@@ -301,7 +368,7 @@ static bool src_inject_due(const struct src *s)
  * the socket is full, nothing more is due, or the run's fragments are out. */
 static void src_pump(struct src *s)
 {
-	if (s->state != SRC_SENDING)
+	if (s->state != SRC_SENDING || s->data_stalled)
 		return;
 	uint64_t rounds = 0;
 	for (;;) {
@@ -319,6 +386,8 @@ static void src_pump(struct src *s)
 		}
 		bool blocked = false;
 		while (s->out_cap - s->out_len >= 2 * src_frame_bytes(s) + FRM_HEADER_BYTES) {
+			if (src_stall_due(s))
+				break;
 			if (src_inject_due(s)) {
 				if (s->opt.inject != SRC_INJECT_NOEND)
 					src_append_injected(s);
@@ -379,6 +448,10 @@ static void src_pump(struct src *s)
 		}
 		if (all_out) {
 			src_finish_data(s);
+			return;
+		}
+		if (src_stall_due(s)) {
+			src_begin_stall(s);
 			return;
 		}
 		bool more_due = s->next_index < due_positions && !blocked;
@@ -719,6 +792,8 @@ void src_destroy(struct src *s)
 		event_free(s->ev_write);
 	if (s->ev_pace)
 		event_free(s->ev_pace);
+	if (s->ev_stall)
+		event_free(s->ev_stall);
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->out);

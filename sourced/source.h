@@ -24,6 +24,14 @@ enum src_inject {
 	SRC_INJECT_NOEND,     /* close without an END frame */
 };
 
+/* A data stream that stops delivering while the control link lives on, for
+ * the tests of the reader's inactivity limit and the builder's watchdog. */
+enum src_stall {
+	SRC_STALL_NONE,
+	SRC_STALL_DRIBBLE,    /* the next frame one byte per 10 ms, never finished */
+	SRC_STALL_BLACKHOLE,  /* nothing more, the connection left open */
+};
+
 struct src_options {
 	uint32_t id;
 	uint32_t run_id;
@@ -43,6 +51,8 @@ struct src_options {
 	enum src_inject inject;
 	uint64_t inject_after;          /* good data frames before the bad one */
 	bool dribble;                   /* one byte per write() */
+	enum src_stall stall;
+	uint64_t stall_after;           /* frames on the wire before the stall */
 	uint32_t batch_bytes;           /* send buffer: frames per write() */
 	uint32_t max_delayed;           /* delayed fragments held at once */
 	uint32_t pace_tick_us;          /* paced sources wake on this grid */
@@ -51,6 +61,9 @@ struct src_options {
 
 /* Parses "crc@100"-style --inject values. */
 bool src_parse_inject(const char *arg, enum src_inject *kind, uint64_t *after);
+
+/* Parses "dribble@300"-style --stall values. */
+bool src_parse_stall(const char *arg, enum src_stall *kind, uint64_t *after);
 
 struct src;
 

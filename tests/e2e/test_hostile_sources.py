@@ -160,3 +160,47 @@ class HostileSourceTest(E2ETestCase):
 
     def test_watchdog_gathers_counters_past_a_blackholed_data_path(self) -> None:
         self.watchdog_case("blackhole")
+
+
+class StalledSourcedTest(E2ETestCase):
+    """The same with the real sourced and its --stall test hook (also in
+    make soak's fault mix): its data stream stops delivering after 300
+    frames while its event loop, and so its control link, goes on."""
+    needs_daemons = True
+
+    def run_stall(self, stall: str, reader_limit_ms: int) -> dict:
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, timeout_ms=300,
+                                         peer_timeout_ms=2000)
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports,
+                                       source_idle_timeout_ms=reader_limit_ms)
+        sources = [h.start_source(id=s, run=1, seed=SEED, events=2000, payload=PAYLOAD,
+                                  rate=20000, reader_port=rport, builder=ports,
+                                  stall=f"{stall}@300" if s == 1 else None)
+                   for s in range(2)]
+        self.assertEqual(h.wait(builder, 60), 1, builder.tail(40))
+        self.assertEqual(h.wait(sources[0], 15), 0, sources[0].tail())
+        self.assertEqual(h.wait(sources[1], 15), 1, sources[1].tail())
+        h.wait(reader, 15)
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], f"{unbalanced(m)}\n{m.get('errors')}")
+        self.assertEqual([(g["role"], g["id"], g["how"]) for g in m["losses"]["peers_gone"]],
+                         [("source", 1, "stuck")])
+        self.assertEqual(m["counters"]["builder.from_reader.0"]["frames_received"], 2000 + 300)
+        self.assertEqual(m["losses"]["fragments_lost_with_sources"], 2000 - 300)
+        self.assertIn(f"the data stream stalls after 300 frames (--stall {stall})",
+                      sources[1].log())
+        self.assertIn("lost", sources[1].log())
+        h.assert_clean()
+        return m
+
+    def test_dribbling_sourced_given_up_by_its_reader(self) -> None:
+        m = self.run_stall("dribble", 1000)
+        self.assertEqual(m["counters"]["reader.0.source.1"]["err_idle"], 1)
+        self.assertIn("was given up by reader 0", " | ".join(m["errors"]))
+
+    def test_blackholed_sourced_given_up_by_the_watchdog(self) -> None:
+        m = self.run_stall("blackhole", 0)
+        self.assertEqual(m["counters"]["reader.0.source.1"]["err_dropped"], 1)
+        self.assertIn("Source 1", " | ".join(m["errors"]))
+        self.assertIn("is stuck: no final counters after 2000 ms", " | ".join(m["errors"]))
