@@ -5,9 +5,12 @@ of which must close its books.
 Each run draws, from its own seed: the seed's fragment faults (missing,
 duplicate, delay, reorder, alone or together), overload (unpaced sources and
 a small window, with or without admission), and in some runs a daemon
-killed or stopped at a random moment (deploy/daqrun --fault). A run passes
-when metrics.json exists and every equation balances, whatever else
-happened to it.
+killed or stopped at a random moment (deploy/daqrun --fault), or a source
+whose data stream stalls after a random number of frames while its control
+link goes on (sourced --stall dribble or blackhole), given up by its
+reader's inactivity limit or, with that limit off, by the builder's
+watchdog. A run passes when metrics.json exists and every equation
+balances, whatever else happened to it.
 
 Usage: analysis/soak.py [--runs N] [--seed S] [--out DIR] [--bin DIR]
 """
@@ -28,8 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 DAQRUN = REPO / "deploy" / "daqrun"
 
 
-def draw(rng: random.Random, n: int) -> tuple[dict, list[str], str]:
-    """One run's topology keys, daqrun arguments and a description."""
+def draw(rng: random.Random, n: int) -> tuple[dict, list[str], str, dict]:
+    """One run's topology keys, daqrun arguments, a description and the
+    daemons' extra arguments ({"builder": [...], "reader": [...],
+    "source": {id: [...]}})."""
     run = {"run": 1 + n % 1000, "seed": rng.randrange(1 << 32), "payload": rng.choice([16, 64, 256]),
            "timeout_ms": rng.choice([50, 200]), "max_inflight": rng.choice([64, 512, 4096])}
     faults = []
@@ -63,16 +68,32 @@ def draw(rng: random.Random, n: int) -> tuple[dict, list[str], str]:
         killed = f"{role}:{ident}:{sig}@{at}"
         args += ["--fault", killed]
         faults.append(f"fault {killed}")
-    return run, args, ", ".join(faults) or "no faults"
+    extras: dict = {"builder": ["--stall-timeout-ms", "700"], "reader": [], "source": {}}
+    if killed is None and rng.random() < 0.15:
+        ident = rng.randrange(4)
+        stall = f"{rng.choice(['dribble', 'blackhole'])}@{rng.randrange(50, 2000)}"
+        extras["source"][ident] = ["--stall", stall]
+        if rng.random() < 0.5:
+            extras["reader"] = ["--source-idle-timeout-ms", "500"]
+            ender = "its reader"
+        else:
+            extras["reader"] = ["--source-idle-timeout-ms", "0"]
+            extras["builder"] += ["--peer-timeout-ms", "1500"]
+            ender = "the watchdog"
+        faults.append(f"source {ident} --stall {stall}, given up by {ender}")
+    return run, args, ", ".join(faults) or "no faults", extras
 
 
-def topology(run: dict) -> str:
+def topology(run: dict, extras: dict) -> str:
     lines = ["[run]"] + [f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}"
                          for k, v in run.items()]
-    lines += ["", "[builder]", 'host = "127.0.0.1"', 'extra = ["--stall-timeout-ms", "700"]', ""]
+    lines += ["", "[builder]", 'host = "127.0.0.1"', f"extra = {json.dumps(extras['builder'])}", ""]
     for r in range(2):
         lines += ["[[reader]]", f"id = {r}", f"sources = [{2 * r}, {2 * r + 1}]",
-                  'host = "127.0.0.1"', f'transport = "{"shm" if r == 0 else "tcp"}"', ""]
+                  'host = "127.0.0.1"', f'transport = "{"shm" if r == 0 else "tcp"}"',
+                  f"extra = {json.dumps(extras['reader'])}", ""]
+    for ident, extra in extras["source"].items():
+        lines += ["[[source]]", f"id = {ident}", f"extra = {json.dumps(extra)}", ""]
     return "\n".join(lines)
 
 
@@ -91,9 +112,9 @@ def main() -> int:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="es-soak-") as tmp:
         for n in range(args.runs):
-            run, extra, what = draw(rng, n)
+            run, extra, what, extras = draw(rng, n)
             topo = Path(tmp) / f"{n}.toml"
-            topo.write_text(topology(run))
+            topo.write_text(topology(run, extras))
             out = Path(tmp) / f"run-{n}"
             p = subprocess.run([sys.executable, str(DAQRUN), str(topo), "--out", str(out),
                                 "--bin", str(args.bin), "--check", "never", "--timeout", "120",
@@ -109,8 +130,10 @@ def main() -> int:
             ok = problem is None
             failed += not ok
             faulted = "fault: sending" in p.stdout
+            stalled = bool(extras["source"])
             results.append({"run": n, "what": what, "status": p.returncode, "balanced": ok,
-                            "fault_delivered": faulted, "problem": problem})
+                            "fault_delivered": faulted, "stalled_source": stalled,
+                            "problem": problem})
             print(f"soak: [{n + 1}/{args.runs} {time.monotonic() - t0:5.0f} s] "
                   f"{'balanced' if ok else 'FAILED'} (exit {p.returncode}): {what}"
                   + (f"\n      {problem}\n{p.stdout[-1500:]}" if problem else ""), flush=True)
@@ -120,6 +143,10 @@ def main() -> int:
           f"{sum(r['status'] != 0 for r in hit)} of them ended non-zero (the others had "
           "already reported), every one of them balanced: "
           f"{all(r['balanced'] for r in hit)}")
+    stuck = [r for r in results if r["stalled_source"]]
+    print(f"soak: {len(stuck)} runs had a source whose data stream stalled; "
+          f"{sum(r['status'] != 0 for r in stuck)} of them ended non-zero, every one of them "
+          f"balanced: {all(r['balanced'] for r in stuck)}")
     (args.out / "soak.json").write_text(json.dumps({"seed": args.seed, "runs": args.runs,
                                                     "balanced": balanced, "results": results},
                                                    indent=1))
