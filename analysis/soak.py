@@ -9,7 +9,8 @@ killed or stopped at a random moment (deploy/daqrun --fault), or a source
 whose data stream stalls after a random number of frames while its control
 link goes on (sourced --stall dribble or blackhole), given up by its
 reader's inactivity limit or, with that limit off, by the builder's
-watchdog. A run passes when metrics.json exists and every equation
+watchdog, or a reader whose forwarding to the builder stalls (readoutd
+--forward-stall), named by the watchdog. A run passes when metrics.json exists and every equation
 balances, whatever else happened to it.
 
 Usage: analysis/soak.py [--runs N] [--seed S] [--out DIR] [--bin DIR]
@@ -69,7 +70,15 @@ def draw(rng: random.Random, n: int) -> tuple[dict, list[str], str, dict]:
         args += ["--fault", killed]
         faults.append(f"fault {killed}")
     extras: dict = {"builder": ["--stall-timeout-ms", "700"], "reader": [], "source": {}}
-    if killed is None and rng.random() < 0.15:
+    if killed is None and rng.random() < 0.05:
+        # A reader's data path to the builder stops delivering: the
+        # watchdog names the reader and has its sources stop and report.
+        ident = rng.randrange(2)
+        at = rng.randrange(1000, 200000)
+        extras["reader_stall"] = {ident: ["--forward-stall", str(at)]}
+        extras["builder"] += ["--peer-timeout-ms", "1500"]
+        faults.append(f"reader {ident} --forward-stall {at}")
+    elif killed is None and rng.random() < 0.15:
         ident = rng.randrange(4)
         stall = f"{rng.choice(['dribble', 'blackhole'])}@{rng.randrange(50, 2000)}"
         extras["source"][ident] = ["--stall", stall]
@@ -91,7 +100,8 @@ def topology(run: dict, extras: dict) -> str:
     for r in range(2):
         lines += ["[[reader]]", f"id = {r}", f"sources = [{2 * r}, {2 * r + 1}]",
                   'host = "127.0.0.1"', f'transport = "{"shm" if r == 0 else "tcp"}"',
-                  f"extra = {json.dumps(extras['reader'])}", ""]
+                  f"extra = {json.dumps(extras['reader'] + extras.get('reader_stall', {}).get(r, []))}",
+                  ""]
     for ident, extra in extras["source"].items():
         lines += ["[[source]]", f"id = {ident}", f"extra = {json.dumps(extra)}", ""]
     return "\n".join(lines)
@@ -130,7 +140,7 @@ def main() -> int:
             ok = problem is None
             failed += not ok
             faulted = "fault: sending" in p.stdout
-            stalled = bool(extras["source"])
+            stalled = bool(extras["source"] or extras.get("reader_stall"))
             results.append({"run": n, "what": what, "status": p.returncode, "balanced": ok,
                             "fault_delivered": faulted, "stalled_source": stalled,
                             "problem": problem})
@@ -144,7 +154,7 @@ def main() -> int:
           "already reported), every one of them balanced: "
           f"{all(r['balanced'] for r in hit)}")
     stuck = [r for r in results if r["stalled_source"]]
-    print(f"soak: {len(stuck)} runs had a source whose data stream stalled; "
+    print(f"soak: {len(stuck)} runs had a source or a reader whose data stream stalled; "
           f"{sum(r['status'] != 0 for r in stuck)} of them ended non-zero, every one of them "
           f"balanced: {all(r['balanced'] for r in stuck)}")
     (args.out / "soak.json").write_text(json.dumps({"seed": args.seed, "runs": args.runs,

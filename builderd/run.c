@@ -374,6 +374,7 @@ static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uin
 	case CTL_STATS:
 		bdc_on_report(b->clocks, p, &msg->u.report, false);
 		p->held_ns = acct_value(&msg->u.report, "", "held_ns", NULL);
+		p->verified = acct_value(&msg->u.report, "", "frames_verified", NULL);
 		break;
 	case CTL_PONG:
 		bdc_on_pong(b->clocks, p, &msg->u.pong, rx_ns);
@@ -484,10 +485,29 @@ static void bd_wind_up(struct bd *b, uint64_t now)
 	log_warn("Run %u: no progress for %" PRIu64 " ms; giving up the sources that have not ended and asking the readers for their final counters",
 		 b->opt.run_id, (now - b->last_progress_ns) / 1000000u);
 	uint64_t stall_ns = b->opt.stall_timeout_ms * 1000000u;
+	/* A reader that verified frames the builder never received has a data
+	 * path to the builder that stopped delivering: it is the stuck one,
+	 * and its sources, held up behind it, are told to stop and report. */
+	for (uint32_t r = 0; r < b->opt.readers && b->phase == BD_RUNNING; r++) {
+		struct bd_peer *p = &b->reader_peers[r];
+		const struct bd_reader *rd = &b->readers[r];
+		if (!p->connected || p->reported || p->lost || rd->state != BD_DATA_STREAMING ||
+		    p->verified <= rd->frames_received)
+			continue;
+		p->stuck = true;
+		char why[200];
+		snprintf(why, sizeof why,
+			 "is stuck: its data path to the builder stopped delivering (it verified %" PRIu64 " frames, the builder received %" PRIu64 ")",
+			 p->verified, rd->frames_received);
+		bd_peer_gone(b, p, why);
+	}
 	for (uint16_t s = 0; s < b->opt.sources && b->phase == BD_RUNNING; s++) {
 		struct bd_peer *p = &b->source_peers[s];
+		int32_t r = b->reader_of_source[s];
 		if (!p->connected || p->reported || p->lost)
 			continue;
+		if (r >= 0 && b->reader_peers[r].stuck)
+			continue;   /* told to stop by bd_peer_gone(); waited for below */
 		p->stuck = true;
 		char why[200];
 		snprintf(why, sizeof why,

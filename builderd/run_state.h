@@ -40,6 +40,7 @@ struct bd_peer {
 	bool stuck;              /* declared gone though it answers: no data, no END */
 	uint64_t last_heard_ns;  /* last control message, monotonic */
 	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
+	uint64_t verified;       /* reader: frames it verified (its last STATS) */
 	struct msgconn *conn;
 	char host[CTL_MAX_TEXT];
 	char address[CTL_MAX_TEXT];

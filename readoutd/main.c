@@ -51,6 +51,8 @@ static void usage(FILE *f)
 "                          ours) is given up as lost and the builder told, though\n"
 "                          its control link may live on (default 5000; 0 = off)\n"
 "Testing:\n"
+"  --forward-stall BYTES   once BYTES are forwarded, forward nothing more while the\n"
+"                          sources and the control link go on\n"
 "  --shm-inject KIND@N     after N records put a damaged one in the ring and\n"
 "                          forward nothing more; KIND is record, crc, length or head\n"
 "Security:\n"
@@ -71,7 +73,7 @@ static void usage(FILE *f)
 enum {
 	OPT_ID = 256, OPT_RUN, OPT_LISTEN, OPT_PORT_FILE, OPT_METRICS_LISTEN, OPT_SOURCES, OPT_BUILDER, OPT_CONTROL,
 	OPT_MAX_FRAGMENT, OPT_BATCH, OPT_SOCKET_BUFFER, OPT_CONNECT_TIMEOUT, OPT_HANDSHAKE_TIMEOUT, OPT_SHM_INJECT,
-	OPT_SOURCE_IDLE_TIMEOUT,
+	OPT_SOURCE_IDLE_TIMEOUT, OPT_FORWARD_STALL,
 };
 
 static const struct option long_options[] = {
@@ -89,6 +91,7 @@ static const struct option long_options[] = {
 	{ "connect-timeout-ms", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE_TIMEOUT },
 	{ "source-idle-timeout-ms", required_argument, NULL, OPT_SOURCE_IDLE_TIMEOUT },
+	{ "forward-stall", required_argument, NULL, OPT_FORWARD_STALL },
 	{ "shm-inject", required_argument, NULL, OPT_SHM_INJECT },
 	DAEMON_LONG_OPTIONS,
 	{ NULL, 0, NULL, 0 },
@@ -155,6 +158,7 @@ static bool parse_options(int argc, char **argv, struct rdr_options *o)
 		case OPT_SOCKET_BUFFER: ok = opt_u32("--socket-buffer", optarg, 1024, 64u << 20, &o->socket_buffer_bytes); break;
 		case OPT_CONNECT_TIMEOUT: ok = opt_u64("--connect-timeout-ms", optarg, 1, 86400000, &o->connect_timeout_ms); break;
 		case OPT_HANDSHAKE_TIMEOUT: ok = opt_u64("--handshake-timeout-ms", optarg, 1, 86400000, &o->handshake_timeout_ms); break;
+		case OPT_FORWARD_STALL: ok = opt_u64("--forward-stall", optarg, 1, UINT64_MAX, &o->forward_stall_bytes); break;
 		case OPT_SOURCE_IDLE_TIMEOUT: ok = opt_u64("--source-idle-timeout-ms", optarg, 0, 86400000, &o->source_idle_timeout_ms); break;
 		case OPT_SHM_INJECT:
 			ok = rdr_parse_shm_inject(optarg, &o->shm_inject, &o->shm_inject_after);

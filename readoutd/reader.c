@@ -96,6 +96,7 @@ struct rdr {
 	uint64_t ring_records;
 	uint64_t ring_full_waits;
 	bool ring_injected;          /* --shm-inject done: forward nothing more */
+	bool forward_stalled;        /* --forward-stall reached: forward nothing more */
 	int partial_source;          /* source index whose frame is half written, or -1 */
 	uint64_t credit_limit;       /* forward event IDs below this */
 	struct prom_server *prom;    /* --metrics-listen */
@@ -517,6 +518,15 @@ static void rdr_flush_socket(struct rdr *r);
 /* Forwards every source's verified frames to the builder. */
 static void rdr_flush(struct rdr *r)
 {
+	if (r->opt.forward_stall_bytes > 0 && r->bytes_forwarded >= r->opt.forward_stall_bytes) {
+		/* Test hook: a data path to the builder that stops delivering
+		 * while the control link goes on. */
+		if (!r->forward_stalled)
+			log_warn("Reader %u: forwarding stalls after %" PRIu64 " bytes (--forward-stall); the control link goes on",
+				 r->opt.id, r->bytes_forwarded);
+		r->forward_stalled = true;
+		return;
+	}
 	if (r->shm)
 		rdr_flush_ring(r);
 	else

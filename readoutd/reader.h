@@ -40,6 +40,7 @@ struct rdr_options {
 	char builder_shm[64];          /* shm://NAME: NAME; "" for tcp:// */
 	enum rdr_shm_inject shm_inject;
 	uint64_t shm_inject_after;     /* records forwarded before the bad one */
+	uint64_t forward_stall_bytes;  /* test hook: forward nothing more past this; 0 = off */
 	char control_host[256];
 	uint16_t control_port;
 	uint32_t max_fragment_bytes;

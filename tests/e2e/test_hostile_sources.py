@@ -204,3 +204,55 @@ class StalledSourcedTest(E2ETestCase):
         self.assertEqual(m["counters"]["reader.0.source.1"]["err_dropped"], 1)
         self.assertIn("Source 1", " | ".join(m["errors"]))
         self.assertIn("is stuck: no final counters after 2000 ms", " | ".join(m["errors"]))
+
+
+class StalledForwardingTest(E2ETestCase):
+    """Reader 1's data path to the builder stops delivering (readoutd
+    --forward-stall) while its control link answers and its source, held up
+    behind it by TCP, is healthy: the watchdog names the reader, not the
+    source, tells the source to stop, gathers its final counters and closes
+    the reader's books with what it held as lost."""
+    needs_daemons = True
+
+    def test_watchdog_names_a_reader_whose_forwarding_stalled(self) -> None:
+        h = self.h
+        events, payload = 10000, 1024
+        builder, ports = h.start_builder(run=1, sources=2, readers=2, timeout_ms=300,
+                                         peer_timeout_ms=2000)
+        readers = [h.start_reader(id=r, run=1, sources=(r,), builder=ports,
+                                  max_fragment=payload, batch_bytes=16384,
+                                  forward_stall=20000 if r == 1 else None)
+                   for r in range(2)]
+        sources = [h.start_source(id=s, run=1, seed=SEED, events=events, payload=payload,
+                                  reader_port=readers[s][1], builder=ports)
+                   for s in range(2)]
+        self.assertEqual(h.wait(builder, 60), 1, builder.tail(40))
+        for p in sources + [r for r, _ in readers]:
+            h.wait(p, 15)
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], f"{unbalanced(m)}\n{m.get('errors')}")
+        self.assertEqual([(g["role"], g["id"], g["how"]) for g in m["losses"]["peers_gone"]],
+                         [("reader", 1, "stuck")])
+        errors = " | ".join(m["errors"])
+        self.assertRegex(errors, r"Reader 1 \([^)]*\) is stuck: its data path to the builder "
+                                 r"stopped delivering \(it verified \d+ frames, the builder "
+                                 r"received \d+\)")
+        self.assertNotRegex(errors, r"Source 1 \([^)]*\) (is stuck|was given up)")
+        self.assertIn("forwarding stalls after", readers[1][0].log())
+        # Source 1 was told to stop and reported; what it put on the wire
+        # beyond what reached the builder is lost with the reader.
+        self.assertIn("stopping at the builder's request", sources[1].log())
+        self.assertIn("source.1", m["counters"])
+        wire = m["counters"]["source.1"]["frames_wire"]
+        got = m["counters"]["builder.from_reader.1"]["frames_received"]
+        self.assertLess(got, wire)
+        self.assertEqual(m["losses"]["frames_lost_with_readers"], wire - got)
+        gone = [e for e in m["equations"] if "reader 1 (gone)" in e["name"]]
+        self.assertTrue(gone and gone[0]["ok"], gone)
+        # Source 0 and reader 0 balance with their own counters.
+        self.assertEqual(sources[0].returncode, 0, sources[0].tail())
+        self.assertEqual(m["counters"]["reader.0.source.0"]["frames_forwarded"], events)
+        for e in m["equations"]:
+            if "source 0" in e["name"] or "reader 0" in e["name"]:
+                self.assertTrue(e["ok"], e)
+        h.assert_clean()
