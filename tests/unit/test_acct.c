@@ -427,6 +427,69 @@ START_TEST(test_possible_counters_pass)
 }
 END_TEST
 
+START_TEST(test_reader_forwarded_or_held_beyond_received)
+{
+	set(&reader_reports[0], "source.1", "frames_forwarded", EVENTS + 1);
+	set(&reader_reports[0], "source.1", "frames_verified", EVENTS + 1);
+	set(&reader_reports[0], "", "frames_forwarded", 2 * EVENTS + 1);
+	readers[0].frames_received_by_builder = 2 * EVENTS + 1;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(has_violation(&a, "reader 0's source.1 frames_forwarded = 1001 exceeds reader 0's source.1 frames_received = 1000"));
+	acct_free(&a);
+	clean_run_setup();
+	set(&reader_reports[0], "source.0", "frames_held_at_end", EVENTS + 1);
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(has_violation(&a, "reader 0's source.0 frames_held_at_end = 1001 exceeds reader 0's source.0 frames_received = 1000"));
+	ck_assert(!find(&a, "hop reader 0, source 0")->ok);
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_wrapped_wire_parts)
+{
+	/* sent + duplicated + bad wraps to below frames_wire's true bound. */
+	set(&source_reports[2], "", "frags_duplicated", 0);
+	set(&source_reports[2], "", "frames_bad_injected", UINT64_MAX);
+	set(&source_reports[2], "", "frames_wire", UINT64_MAX);
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(has_violation(&a, "source 2's frags_sent + frags_duplicated + frames_bad_injected overflows 2^64"));
+	ck_assert(!acct_balanced(&a));
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_wrapped_reader_sum)
+{
+	set(&reader_reports[1], "source.2", "frames_forwarded", UINT64_MAX);
+	set(&reader_reports[1], "source.3", "frames_forwarded", EVENTS + 1);
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(has_violation(&a, "reader 1's sources' frames_forwarded overflow 2^64 in total"));
+	acct_free(&a);
+}
+END_TEST
+
+START_TEST(test_wrapped_gone_reader)
+{
+	/* A dead reader's sources claim wire counts that wrap to what the
+	 * builder received: its loss would be 0 and its equation balance. */
+	readers[0].report = NULL;
+	readers[0].gone = true;
+	set(&source_reports[0], "", "frames_wire", UINT64_MAX);
+	set(&source_reports[1], "", "frames_wire", 2 * EVENTS + 1);
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	const struct acct_equation *e = find(&a, "2+hop reader 0 (gone)");
+	ck_assert(!e->ok);
+	ck_assert_str_eq(e->note, "reader 0 is gone and its sources' counts overflow 2^64");
+	ck_assert(has_violation(&a, "the frames_wire of reader 0's sources overflow 2^64 in total"));
+	ck_assert_uint_eq(a.lost_with_readers, 0);
+	acct_free(&a);
+}
+END_TEST
+
 static Suite *acct_suite(void)
 {
 	Suite *s = suite_create("acct");
@@ -453,6 +516,10 @@ static Suite *acct_suite(void)
 	tcase_add_test(tc, test_reader_total_not_its_sum);
 	tcase_add_test(tc, test_builder_beyond_forwarded);
 	tcase_add_test(tc, test_possible_counters_pass);
+	tcase_add_test(tc, test_reader_forwarded_or_held_beyond_received);
+	tcase_add_test(tc, test_wrapped_wire_parts);
+	tcase_add_test(tc, test_wrapped_reader_sum);
+	tcase_add_test(tc, test_wrapped_gone_reader);
 	suite_add_tcase(s, tc);
 	return s;
 }
