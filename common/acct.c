@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,22 +151,21 @@ static int acct_read_hop(struct acct *a, const struct acct_reader *rd, uint16_t 
 	if (r == NULL)
 		return 0;
 	char x[96], y[96];
-	static const struct {
+	const struct {
 		const char *name;
-		size_t value, found;
+		uint64_t value;
+		bool found;
 	} parts[] = {
-		{ "frames_forwarded", offsetof(struct acct_hop, forwarded), offsetof(struct acct_hop, f_forwarded) },
-		{ "frames_rejected", offsetof(struct acct_hop, rejected), offsetof(struct acct_hop, f_rejected) },
-		{ "frames_held_at_end", offsetof(struct acct_hop, held), offsetof(struct acct_hop, f_held) },
-		{ "frames_verified", offsetof(struct acct_hop, verified), offsetof(struct acct_hop, f_verified) },
+		{ "frames_forwarded", h->forwarded, h->f_forwarded },
+		{ "frames_rejected", h->rejected, h->f_rejected },
+		{ "frames_held_at_end", h->held, h->f_held },
+		{ "frames_verified", h->verified, h->f_verified },
 	};
 	int rc = 0;
 	snprintf(y, sizeof y, "reader %u's %s frames_received", rd->id, group);
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0] && rc == 0; i++) {
 		snprintf(x, sizeof x, "reader %u's %s %s", rd->id, group, parts[i].name);
-		rc = acct_check_le(a, x, *(const uint64_t *)((const char *)h + parts[i].value),
-				   *(const bool *)((const char *)h + parts[i].found), y, h->received,
-				   h->f_received);
+		rc = acct_check_le(a, x, parts[i].value, parts[i].found, y, h->received, h->f_received);
 	}
 	snprintf(x, sizeof x, "reader %u's %s frames_held_at_end", rd->id, group);
 	snprintf(y, sizeof y, "reader %u's %s frames_verified", rd->id, group);
