@@ -305,7 +305,7 @@ int metrics_write(const struct bd *b, const struct acct *a)
 		bool found;
 		uint64_t u = acct_value(p->report, "process", "cpu_user_us", &found);
 		uint64_t s = acct_value(p->report, "process", "cpu_sys_us", NULL);
-		cpu_total_us += (double)(u + s);
+		cpu_total_us += (double)u + (double)s;   /* a peer's u + s may wrap in 64 bits */
 		cpu_complete = cpu_complete && found;
 	}
 	fputs("\n  ],\n", f);

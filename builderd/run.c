@@ -744,15 +744,16 @@ static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
 	char limit[40] = "off";
 	if (!b->opt.no_admission)
 		snprintf(limit, sizeof limit, "%" PRIu64, bld_admission_limit(b->core));
-	uint64_t held_ns = 0;
+	/* Summed as doubles: peers' counters must not wrap the line's figure. */
+	double held_ns = 0;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		held_ns += b->reader_peers[r].held_ns;
+		held_ns += (double)b->reader_peers[r].held_ns;
 	char line[360];
 	snprintf(line, sizeof line,
 		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
 		 "%u pending%s, limit %s, readers held %.1f ms, p99 %s%s",
 		 b->opt.run_id, c->events_complete, rate, c->events_accepted, c->events_expired,
-		 complete, bld_pending(b->core), pending, limit, (double)held_ns / 1e6, p99, eta);
+		 complete, bld_pending(b->core), pending, limit, held_ns / 1e6, p99, eta);
 	if (terminal) {
 		fprintf(stderr, "\r%s\033[K", line);
 		fflush(stderr);
