@@ -2,6 +2,7 @@
 
 #include "clk.h"
 #include "log.h"
+#include "text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -196,6 +197,13 @@ void net_host_name(char *buf, size_t len)
 	if (gethostname(buf, len) < 0)
 		snprintf(buf, len, "unknown");
 	buf[len - 1] = '\0';
+	/* The HELLO admits host name characters only (docs/PROTOCOL.md): a
+	 * machine named otherwise still greets, under a recognisable name. */
+	if (strlen(buf) > TEXT_HOST_MAX)
+		buf[TEXT_HOST_MAX] = '\0';
+	for (char *p = buf; *p; p++)
+		if (!text_host_char((unsigned char)*p))
+			*p = '-';
 }
 
 int net_write_port_file(const char *path, const char *text)

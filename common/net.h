@@ -34,7 +34,8 @@ void net_tune(int fd, int buffer_bytes);
 /* "host:port" of the remote end of fd. */
 void net_peer_name(int fd, char *buf, size_t len);
 
-/* Host name of this machine for HELLO messages. */
+/* Host name of this machine for HELLO messages: bytes outside the HELLO's
+ * host name set become '-', and it is cut at TEXT_HOST_MAX bytes. */
 void net_host_name(char *buf, size_t len);
 
 /* Called once with a connected fd (>= 0), or with -errno when no
