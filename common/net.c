@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -166,6 +167,52 @@ bool net_fd_is_loopback(int fd)
 	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
 		return false;
 	return net_addr_is_loopback((const struct sockaddr *)&ss);
+}
+
+/* The IPv4 address inside a v4-mapped IPv6 one, so both spellings compare. */
+static void net_unmap(struct sockaddr_storage *ss)
+{
+	if (ss->ss_family != AF_INET6)
+		return;
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)ss;
+	if (!IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
+		return;
+	struct sockaddr_in a4 = { .sin_family = AF_INET };
+	memcpy(&a4.sin_addr, &a6->sin6_addr.s6_addr[12], 4);
+	memset(ss, 0, sizeof *ss);
+	memcpy(ss, &a4, sizeof a4);
+}
+
+static bool net_same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->sa_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+	return false;
+}
+
+bool net_fd_is_local(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	if (net_addr_is_loopback((const struct sockaddr *)&ss))
+		return true;
+	net_unmap(&ss);
+	struct ifaddrs *ifs = NULL;
+	if (getifaddrs(&ifs) < 0)
+		return false;
+	bool local = false;
+	for (struct ifaddrs *i = ifs; i != NULL && !local; i = i->ifa_next)
+		local = i->ifa_addr != NULL && net_same_ip(i->ifa_addr, (const struct sockaddr *)&ss);
+	freeifaddrs(ifs);
+	return local;
 }
 
 bool net_host_is_loopback(const char *host)
