@@ -590,8 +590,10 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 			int64_t offset, bound;
 			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
 				continue;
-			char labels[48];
-			snprintf(labels, sizeof labels, "role=\"%s\",id=\"%u\"", ctl_role_name(p->role), p->id);
+			char labels[96] = "", id[16];
+			snprintf(id, sizeof id, "%u", p->id);
+			prom_label_add(labels, sizeof labels, "role", ctl_role_name(p->role));
+			prom_label_add(labels, sizeof labels, "id", id);
 			prom_sample_f64(out, pass == 0 ? "es_builder_peer_clock_offset_seconds"
 						       : "es_builder_peer_clock_bound_seconds",
 					labels, (double)(pass == 0 ? offset : bound) / 1e9);
