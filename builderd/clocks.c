@@ -10,6 +10,7 @@
 #include "net.h"
 #include "output.h"
 #include "run_state.h"
+#include "text.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
@@ -733,7 +734,9 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 		enum cks_verdict v = bdc_overall(c, i);
 		if (!bp->connected || (bdc_same_clock(c, i) && v != CKS_INCONSISTENT))
 			continue;
-		fprintf(f, "  %s %u on %s: offset ", ctl_role_name(bp->role), bp->id, bp->host);
+		char host[4 * CTL_MAX_TEXT];
+		text_log_escape(host, sizeof host, bp->host, strlen(bp->host));
+		fprintf(f, "  %s %u on %s: offset ", ctl_role_name(bp->role), bp->id, host);
 		if (best == NULL) {
 			fputs("not measured", f);
 		} else {

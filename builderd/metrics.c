@@ -511,8 +511,12 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 			fprintf(f, "  NOT BALANCED: %s: %" PRIu64 " != %" PRIu64 "%s%s\n", e->name, e->lhs,
 				e->rhs, e->note[0] ? " - " : "", e->note);
 	}
-	for (uint32_t i = 0; i < b->error_count; i++)
-		fprintf(f, "error: %s\n", b->errors[i]);
+	for (uint32_t i = 0; i < b->error_count; i++) {
+		/* Errors quote peers; the summary is a log a person reads. */
+		char line[1024];
+		text_log_escape(line, sizeof line, b->errors[i], strlen(b->errors[i]));
+		fprintf(f, "error: %s\n", line);
+	}
 	bool good = b->status == 0 && acct_balanced(a);
 	fprintf(f, "status: %s; records in %s\n", good ? "OK" : "FAILED", b->opt.out_dir);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "prom.h"
 #include "text.h"
 
 static uint64_t test_seed;
@@ -75,6 +76,12 @@ START_TEST(test_escapers)
 	ck_assert_str_eq(out, "ab");
 	ck_assert_uint_eq(text_prom_label_escape(out, 1, "x"), 0);
 	ck_assert_str_eq(out, "");
+
+	/* A label list as the exposition format wants it. */
+	char labels[64] = "";
+	prom_label_add(labels, sizeof labels, "host", "a\"b\\c\nd");
+	prom_label_add(labels, sizeof labels, "id", "3");
+	ck_assert_str_eq(labels, "host=\"a\\\"b\\\\c\\nd\",id=\"3\"");
 }
 END_TEST
 
