@@ -14,8 +14,8 @@ BIN ?= bin
 OPT ?= -O2
 
 MSGPACK_PC := $(shell $(PKG_CONFIG) --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
-DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags libevent $(MSGPACK_PC) zlib libdeflate libsodium 2>/dev/null)
-DEP_LIBS := $(shell $(PKG_CONFIG) --libs libevent $(MSGPACK_PC) zlib libdeflate libsodium 2>/dev/null)
+DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson 2>/dev/null)
+DEP_LIBS := $(shell $(PKG_CONFIG) --libs libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson 2>/dev/null)
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
@@ -143,7 +143,7 @@ FUZZ_TARGETS := frame ctl ring
 FUZZ_CFLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Icommon $(DEP_CFLAGS)
 FUZZ_SRC_frame := tests/fuzz/harness_frame.c common/frame.c common/crc.c
-FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c common/ctl.c
+FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c common/ctl.c common/text.c
 FUZZ_SRC_ring := tests/fuzz/harness_ring.c common/shmring.c
 FUZZ_ARGS_frame := -max_len=20000
 FUZZ_ARGS_ctl = -dict=$(FUZZ_DIR)/corpus/ctl.dict

@@ -21,11 +21,13 @@ from pathlib import Path
 
 
 def load(run_dir: Path) -> tuple[dict, list[int]]:
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    # A byte that is not UTF-8 (an older builderd wrote peers' bytes raw)
+    # becomes U+FFFD rather than ending the report.
+    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8", errors="replace"))
     times = []
     events = run_dir / "events.jsonl"
     if events.exists():
-        with events.open() as f:
+        with events.open(encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     t = json.loads(line).get("t_ns")
@@ -148,14 +150,15 @@ def img(path: Path, alt: str) -> str:
 def page(m: dict, figures: list[tuple[Path, str]]) -> str:
     lat = m["latency"]
     u = lat.get("uncertainty_ns") or 0
-    status = m.get("status", "?")
+    status = html.escape(str(m.get("status", "?")))
     rows = "\n".join(
         f'<tr class="{"ok" if e["ok"] else "bad"}"><td>{html.escape(e["name"])}</td>'
         f'<td>{e["lhs"]}</td><td>{e["rhs"]}</td><td>{"yes" if e["ok"] else "NO"}</td>'
         f'<td>{html.escape(e.get("note", ""))}</td></tr>' for e in m["equations"])
     errors = "".join(f"<li>{html.escape(e)}</li>" for e in m.get("errors", [])) or "<li>none</li>"
     procs = "\n".join(
-        f"<tr><td>{p['role']} {p['id']}</td><td>{html.escape(str(p.get('host')))}</td>"
+        f"<tr><td>{html.escape(str(p['role']))} {html.escape(str(p['id']))}</td>"
+        f"<td>{html.escape(str(p.get('host')))}</td>"
         f"<td>{p.get('pid')}</td><td>{p.get('cpu_user_s')}</td><td>{p.get('cpu_sys_s')}</td>"
         f"<td>{p.get('max_rss_kib')}</td></tr>" for p in m.get("processes", []))
     r = m["rates"]
@@ -221,7 +224,7 @@ def main() -> int:
         figures.append((out / name, alt))
     if fig_clocks(m, out / "clocks.png"):
         figures.append((out / "clocks.png", "Per-peer clock offsets with bounds"))
-    (out / "report.html").write_text(page(m, figures))
+    (out / "report.html").write_text(page(m, figures), encoding="utf-8")
     print(f"report: {out / 'report.html'}")
     return 0
 

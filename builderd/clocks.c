@@ -5,17 +5,26 @@
 #include "ctl.h"
 #include "hist.h"
 #include "log.h"
+#include "metrics.h"
 #include "msgconn.h"
 #include "net.h"
 #include "output.h"
 #include "run_state.h"
+#include "text.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { BDC_START, BDC_END, BDC_PHASES };
+
+#define BDC_SAME_CLOCK_RULE \
+	"a peer shares the builder's clock when its control connection comes from an address of " \
+	"the builder's own network stack (loopback or an address of one of its interfaces) and " \
+	"neither was started with a non-zero --clock-offset-ns; the host name a peer sends is " \
+	"not trusted for this"
 
 static const char *const bdc_phase_name[BDC_PHASES] = { "start", "end" };
 
@@ -38,6 +47,7 @@ struct bdc_peer {
 	uint64_t pongs;
 	uint64_t pongs_unmatched;  /* PONGs answering no PING of ours */
 	bool clock_seen;           /* its "clock" group arrived */
+	bool local;                /* its control connection is from our own addresses */
 	int64_t injected_ns;       /* its --clock-offset-ns */
 	bool chrony_seen[BDC_PHASES];
 	struct cks_chrony chrony[BDC_PHASES];
@@ -88,12 +98,14 @@ static const char *bdc_title(const struct bd_peer *p)
 	return p->role == CTL_ROLE_SOURCE ? "Source" : "Reader";
 }
 
-/* Same host name: taken to mean the same kernel clock, so the true offset
- * is the difference of the injected offsets. */
+/* Same host: the peer's control connection came from an address of the
+ * builder's own network stack (net_fd_is_local, decided when it joined),
+ * taken to mean the same kernel clock, so the true offset is the
+ * difference of the injected offsets. The HELLO's host name is the peer's
+ * say and is never trusted for this (docs/CLOCKS.md). */
 static bool bdc_same_host(const struct bdc *c, uint32_t i)
 {
-	const struct bd_peer *bp = bdc_bd_peer(c, i);
-	return bp->connected && strcmp(bp->host, c->host) == 0;
+	return bdc_bd_peer(c, i)->connected && c->peers[i].local;
 }
 
 /* The rule of docs/CLOCKS.md: same host and nothing injected on either
@@ -295,6 +307,7 @@ void bdc_peer_joined(struct bdc *c, struct bd_peer *bp)
 	if (c->finished || bp->conn == NULL)
 		return;
 	struct bdc_peer *p = &c->peers[bdc_index(c, bp)];
+	p->local = net_fd_is_local(msgconn_fd(bp->conn));
 	p->burst_left = BDC_BURST;
 	p->next_ping_ns = clk_monotonic_ns();
 	bdc_pump(c);
@@ -450,56 +463,53 @@ static enum cks_verdict bdc_overall(const struct bdc *c, uint32_t i)
 	return v;
 }
 
-static void bdc_json_string(FILE *f, const char *s)
+#define SET(obj, key, value) metrics_json_set((obj), (key), (value))
+
+/* A bound in ns, or null when unknown (negative). */
+static json_t *bdc_json_bound(int64_t bound)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20 || ch > 0x7e)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
+	return bound < 0 ? json_null() : json_integer(bound);
 }
 
-static void bdc_json_bound(FILE *f, int64_t bound)
+/* A double that is a whole number of ns, as an integer. */
+static json_t *bdc_json_whole(double v)
 {
-	if (bound < 0)
-		fputs("null", f);
-	else
-		fprintf(f, "%" PRId64, bound);
+	if (!isfinite(v) || fabs(v) > 9.2e18)
+		return json_null();
+	return json_integer((json_int_t)llround(v));
 }
 
-static void bdc_json_chrony(FILE *f, const struct cks_chrony *ch)
+static json_t *bdc_json_chrony(const struct cks_chrony *ch)
 {
+	json_t *o = json_object();
 	if (!ch->available) {
-		fputs("{\"available\": false, \"bound_ns\": null, \"reason\": ", f);
-		bdc_json_string(f, ch->reason);
-		fputc('}', f);
-		return;
+		SET(o, "available", json_false());
+		SET(o, "bound_ns", json_null());
+		SET(o, "reason", metrics_json_text(ch->reason));
+		return o;
 	}
-	fprintf(f, "{\"available\": true, \"synchronised\": %s, \"stratum\": %d, \"leap\": ",
-		ch->synchronised ? "true" : "false", ch->stratum);
-	bdc_json_string(f, ch->leap);
-	fprintf(f, ", \"system_time_ns\": %.0f, \"root_delay_ns\": %.0f, \"root_dispersion_ns\": %.0f"
-		   ", \"skew_ppm\": %.3f, \"residual_freq_ppm\": %.3f, \"update_interval_s\": %.1f"
-		   ", \"bound_ns\": ",
-		ch->offset_s * 1e9, ch->root_delay_s * 1e9, ch->root_dispersion_s * 1e9, ch->skew_ppm,
-		ch->residual_freq_ppm, ch->update_interval_s);
-	bdc_json_bound(f, cks_chrony_bound_ns(ch));
-	fputc('}', f);
+	SET(o, "available", json_true());
+	SET(o, "synchronised", json_boolean(ch->synchronised));
+	SET(o, "stratum", json_integer(ch->stratum));
+	SET(o, "leap", metrics_json_text(ch->leap));
+	SET(o, "system_time_ns", bdc_json_whole(ch->offset_s * 1e9));
+	SET(o, "root_delay_ns", bdc_json_whole(ch->root_delay_s * 1e9));
+	SET(o, "root_dispersion_ns", bdc_json_whole(ch->root_dispersion_s * 1e9));
+	SET(o, "skew_ppm", metrics_json_real(ch->skew_ppm, 3));
+	SET(o, "residual_freq_ppm", metrics_json_real(ch->residual_freq_ppm, 3));
+	SET(o, "update_interval_s", metrics_json_real(ch->update_interval_s, 1));
+	SET(o, "bound_ns", bdc_json_bound(cks_chrony_bound_ns(ch)));
+	return o;
 }
 
-static void bdc_json_snapshot(FILE *f, const struct bdc_snapshot *s)
+static json_t *bdc_json_snapshot(const struct bdc_snapshot *s)
 {
 	if (!s->valid)
-		fputs("null", f);
-	else
-		fprintf(f, "{\"offset_ns\": %" PRId64 ", \"bound_ns\": %" PRId64 "}", s->offset_ns,
-			s->bound_ns);
+		return json_null();
+	json_t *o = json_object();
+	SET(o, "offset_ns", json_integer(s->offset_ns));
+	SET(o, "bound_ns", json_integer(s->bound_ns));
+	return o;
 }
 
 /* Smallest delay among the samples still in the window. */
@@ -520,114 +530,115 @@ static bool bdc_all_sources_same_clock(const struct bdc *c)
 	return true;
 }
 
-static void bdc_json_peer(const struct bdc *c, FILE *f, uint32_t i)
+static json_t *bdc_json_inband(const struct bdc_peer *p, const struct bdc_snapshot *best)
+{
+	json_t *o = json_object();
+	SET(o, "offset_ns", best != NULL ? json_integer(best->offset_ns) : NULL);
+	SET(o, "bound_ns", best != NULL ? json_integer(best->bound_ns) : NULL);
+	SET(o, "drift_ppm", metrics_json_real(p->est.drift_ppm, 3));
+	SET(o, "drift_from", metrics_json_text(p->drift_from_chrony ? "chrony" : "default"));
+	SET(o, "best_delay_ns", bdc_json_bound(bdc_best_delay(&p->est)));
+	SET(o, "start", bdc_json_snapshot(&p->snap[BDC_START]));
+	SET(o, "end", bdc_json_snapshot(&p->snap[BDC_END]));
+	SET(o, "pings", metrics_json_u64(p->pings));
+	SET(o, "pongs", metrics_json_u64(p->pongs));
+	SET(o, "accepted", metrics_json_u64(p->est.accepted));
+	SET(o, "rejected", metrics_json_u64(p->est.rejected));
+	SET(o, "evicted", metrics_json_u64(p->est.evicted));
+	SET(o, "unmatched", metrics_json_u64(p->pongs_unmatched));
+	return o;
+}
+
+static json_t *bdc_json_peer(const struct bdc *c, uint32_t i)
 {
 	const struct bdc_peer *p = &c->peers[i];
 	const struct bd_peer *bp = bdc_bd_peer(c, i);
 	const struct bdc_snapshot *best = bdc_best_snapshot(p);
 	bool same_host = bdc_same_host(c, i);
-	fprintf(f, "\n      {\"peer\": \"%s.%u\", \"role\": \"%s\", \"id\": %u, \"host\": ",
-		ctl_role_name(bp->role), bp->id, ctl_role_name(bp->role), bp->id);
-	bdc_json_string(f, bp->host);
-	fprintf(f, ", \"same_host\": %s, \"same_clock\": %s, \"injected_offset_ns\": ",
-		same_host ? "true" : "false", bdc_same_clock(c, i) ? "true" : "false");
-	if (p->clock_seen)
-		fprintf(f, "%" PRId64, p->injected_ns);
-	else
-		fputs("null", f);
+	bool same_clock = bdc_same_clock(c, i);
+	char name[48];
+	json_t *o = json_object();
+	snprintf(name, sizeof name, "%s.%u", ctl_role_name(bp->role), bp->id);
+	SET(o, "peer", metrics_json_text(name));
+	SET(o, "role", metrics_json_text(ctl_role_name(bp->role)));
+	SET(o, "id", metrics_json_u64(bp->id));
+	SET(o, "host", metrics_json_text(bp->host));
+	SET(o, "same_host", json_boolean(same_host));
+	SET(o, "same_clock", json_boolean(same_clock));
+	SET(o, "injected_offset_ns", p->clock_seen ? json_integer(p->injected_ns) : NULL);
 
 	/* On one host the truth is known: the difference of the injections. */
-	fputs(",\n       \"expected_offset_ns\": ", f);
 	if (same_host && p->clock_seen) {
 		int64_t expected = p->injected_ns - c->injected_ns;
-		fprintf(f, "%" PRId64, expected);
+		SET(o, "expected_offset_ns", json_integer(expected));
 		if (best != NULL) {
 			int64_t error = best->offset_ns - expected;
-			fprintf(f, ", \"error_ns\": %" PRId64 ", \"within_bound\": %s", error,
-				bdc_abs(error) <= (uint64_t)best->bound_ns ? "true" : "false");
+			SET(o, "error_ns", json_integer(error));
+			SET(o, "within_bound", json_boolean(bdc_abs(error) <= (uint64_t)best->bound_ns));
 		}
 	} else {
-		fputs("null", f);
+		SET(o, "expected_offset_ns", NULL);
 	}
-
-	fputs(",\n       \"inband\": {\"offset_ns\": ", f);
-	if (best != NULL)
-		fprintf(f, "%" PRId64 ", \"bound_ns\": %" PRId64, best->offset_ns, best->bound_ns);
-	else
-		fputs("null, \"bound_ns\": null", f);
-	fprintf(f, ", \"drift_ppm\": %.3f, \"drift_from\": \"%s\", \"best_delay_ns\": ",
-		p->est.drift_ppm, p->drift_from_chrony ? "chrony" : "default");
-	bdc_json_bound(f, bdc_best_delay(&p->est));
-	fputs(", \"start\": ", f);
-	bdc_json_snapshot(f, &p->snap[BDC_START]);
-	fputs(", \"end\": ", f);
-	bdc_json_snapshot(f, &p->snap[BDC_END]);
-	fprintf(f, ",\n                  \"pings\": %" PRIu64 ", \"pongs\": %" PRIu64
-		   ", \"accepted\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"evicted\": %" PRIu64
-		   ", \"unmatched\": %" PRIu64 "}",
-		p->pings, p->pongs, p->est.accepted, p->est.rejected, p->est.evicted,
-		p->pongs_unmatched);
-
+	SET(o, "inband", bdc_json_inband(p, best));
 	for (int k = 0; k < BDC_PHASES; k++) {
-		fprintf(f, ",\n       \"chrony_%s\": ", bdc_phase_name[k]);
-		bdc_json_chrony(f, &p->chrony[k]);
+		snprintf(name, sizeof name, "chrony_%s", bdc_phase_name[k]);
+		SET(o, name, bdc_json_chrony(&p->chrony[k]));
 	}
 	int64_t pb = cks_chrony_bound_ns(&p->chrony[BDC_END]);
 	int64_t hb = cks_chrony_bound_ns(&c->chrony[BDC_END]);
-	fputs(",\n       \"chrony_pair_bound_ns\": ", f);
-	bdc_json_bound(f, pb < 0 || hb < 0 ? -1 : bdc_sat_add((uint64_t)pb, (uint64_t)hb));
+	SET(o, "chrony_pair_bound_ns",
+	    bdc_json_bound(pb < 0 || hb < 0 ? -1 : bdc_sat_add((uint64_t)pb, (uint64_t)hb)));
+	json_t *agreement = json_object();
+	SET(agreement, "start", metrics_json_text(bdc_verdict_name(bdc_verdict(c, i, BDC_START))));
+	SET(agreement, "end", metrics_json_text(bdc_verdict_name(bdc_verdict(c, i, BDC_END))));
+	SET(o, "agreement", agreement);
 	enum cks_verdict v = bdc_overall(c, i);
-	fprintf(f, ", \"agreement\": {\"start\": \"%s\", \"end\": \"%s\"}, \"consistent\": %s",
-		bdc_verdict_name(bdc_verdict(c, i, BDC_START)),
-		bdc_verdict_name(bdc_verdict(c, i, BDC_END)),
-		v == CKS_CONSISTENT ? "true" : v == CKS_INCONSISTENT ? "false" : "null");
+	SET(o, "consistent", v == CKS_UNKNOWN ? NULL : json_boolean(v == CKS_CONSISTENT));
 
 	if (i < c->run->opt.sources && c->run->out != NULL) {
 		struct out_uncertainty u = out_source_uncertainty(c->run->out, (uint16_t)i);
-		const char *how = bdc_same_clock(c, i) ? "same clock: offset 0, uncertainty 0"
-				  : c->correction ? "in-band offset subtracted"
-						  : "not corrected (--no-clock-correction)";
-		fputs(",\n       \"latency\": {\"correction\": ", f);
-		bdc_json_string(f, how);
-		fprintf(f, ", \"applied_offset_ns\": %" PRId64 ", \"would_correct_ns\": %" PRId64
-			   ", \"earliest_in_events\": %" PRIu64 ", \"max_uncertainty_ns\": ",
-			bdc_same_clock(c, i) || !c->correction || best == NULL ? 0 : best->offset_ns,
-			bdc_same_clock(c, i) || best == NULL ? 0 : best->offset_ns,
-			u.bounded + u.unbounded);
-		bdc_json_bound(f, u.unbounded ? -1 : u.max_ns);
-		fprintf(f, ", \"unbounded_events\": %" PRIu64 "}", u.unbounded);
+		const char *how = same_clock ? "same clock: offset 0, uncertainty 0"
+			       : c->correction ? "in-band offset subtracted"
+					       : "not corrected (--no-clock-correction)";
+		json_t *lat = json_object();
+		SET(lat, "correction", metrics_json_text(how));
+		SET(lat, "applied_offset_ns",
+		    json_integer(same_clock || !c->correction || best == NULL ? 0 : best->offset_ns));
+		SET(lat, "would_correct_ns", json_integer(same_clock || best == NULL ? 0 : best->offset_ns));
+		SET(lat, "earliest_in_events", metrics_json_u64(u.bounded + u.unbounded));
+		SET(lat, "max_uncertainty_ns", bdc_json_bound(u.unbounded ? -1 : u.max_ns));
+		SET(lat, "unbounded_events", metrics_json_u64(u.unbounded));
+		SET(o, "latency", lat);
 	}
-	fputc('}', f);
+	return o;
 }
 
-void bdc_write_json(const struct bdc *c, FILE *f)
+json_t *bdc_json(const struct bdc *c)
 {
-	fprintf(f, "  \"clocks\": {\"correction\": %s, \"default_drift_ppm\": %.0f,\n"
-		   "    \"same_clock_rule\": \"a peer shares the builder's clock when its HELLO host name equals the builder's and neither was started with a non-zero --clock-offset-ns\",\n"
-		   "    \"builder\": {\"host\": ",
-		c->correction ? "true" : "false", CKS_DEFAULT_DRIFT_PPM);
-	bdc_json_string(f, c->host);
-	fprintf(f, ", \"injected_offset_ns\": %" PRId64, c->injected_ns);
+	json_t *o = json_object(), *builder = json_object(), *peers = json_array();
+	json_t *inconsistent = json_array();
+	char name[48];
+	SET(o, "correction", json_boolean(c->correction));
+	SET(o, "default_drift_ppm", bdc_json_whole(CKS_DEFAULT_DRIFT_PPM));
+	SET(o, "same_clock_rule", metrics_json_text(BDC_SAME_CLOCK_RULE));
+	SET(builder, "host", metrics_json_text(c->host));
+	SET(builder, "injected_offset_ns", json_integer(c->injected_ns));
 	for (int k = 0; k < BDC_PHASES; k++) {
-		fprintf(f, ",\n                \"chrony_%s\": ", bdc_phase_name[k]);
-		bdc_json_chrony(f, &c->chrony[k]);
+		snprintf(name, sizeof name, "chrony_%s", bdc_phase_name[k]);
+		SET(builder, name, bdc_json_chrony(&c->chrony[k]));
 	}
-	fputs("},\n    \"peers\": [", f);
+	SET(o, "builder", builder);
 	for (uint32_t i = 0; i < c->count; i++) {
-		bdc_json_peer(c, f, i);
-		if (i + 1 < c->count)
-			fputc(',', f);
-	}
-	fputs("\n    ],\n    \"inconsistent_peers\": [", f);
-	bool first = true;
-	for (uint32_t i = 0; i < c->count; i++) {
+		json_array_append_new(peers, bdc_json_peer(c, i));
 		if (bdc_overall(c, i) != CKS_INCONSISTENT)
 			continue;
 		const struct bd_peer *bp = bdc_bd_peer(c, i);
-		fprintf(f, "%s\"%s.%u\"", first ? "" : ", ", ctl_role_name(bp->role), bp->id);
-		first = false;
+		snprintf(name, sizeof name, "%s.%u", ctl_role_name(bp->role), bp->id);
+		json_array_append_new(inconsistent, metrics_json_text(name));
 	}
-	fputs("]},\n", f);
+	SET(o, "peers", peers);
+	SET(o, "inconsistent_peers", inconsistent);
+	return o;
 }
 
 /* Which clocks the latencies were measured with, for "uncertainty". */
@@ -641,7 +652,7 @@ static const char *bdc_latency_basis(const struct bdc *c, const struct out_uncer
 			     : "not corrected (--no-clock-correction): includes the offsets left in";
 }
 
-void bdc_write_latency_json(const struct bdc *c, FILE *f)
+void bdc_latency_json(const struct bdc *c, json_t *latency)
 {
 	const struct out *o = c->run->out;
 	const struct hist *lat = out_latency(o);
@@ -652,24 +663,23 @@ void bdc_write_latency_json(const struct bdc *c, FILE *f)
 		double q;
 	} pct[] = { { "p50", 0.5 }, { "p90", 0.9 }, { "p99", 0.99 } };
 
-	fputs("    \"uncertainty_ns\": ", f);
-	bdc_json_bound(f, unc);
-	fputs(", \"uncertainty_basis\": ", f);
-	bdc_json_string(f, bdc_latency_basis(c, &u));
-	fprintf(f, ", \"clock_corrected\": %s, \"unbounded_samples\": %" PRIu64 ",\n    \"with_uncertainty\": {",
-		c->correction ? "true" : "false", u.unbounded);
-	for (size_t k = 0; k < sizeof pct / sizeof pct[0]; k++) {
-		fprintf(f, "\"%s\": {\"value_ns\": %" PRIu64 ", \"uncertainty_ns\": ", pct[k].name,
-			hist_quantile(lat, pct[k].q));
-		bdc_json_bound(f, unc);
-		fputs("}, ", f);
+	SET(latency, "uncertainty_ns", bdc_json_bound(unc));
+	SET(latency, "uncertainty_basis", metrics_json_text(bdc_latency_basis(c, &u)));
+	SET(latency, "clock_corrected", json_boolean(c->correction));
+	SET(latency, "unbounded_samples", metrics_json_u64(u.unbounded));
+	json_t *with = json_object();
+	for (size_t k = 0; k <= sizeof pct / sizeof pct[0]; k++) {
+		bool max = k == sizeof pct / sizeof pct[0];
+		json_t *v = json_object();
+		SET(v, "value_ns", metrics_json_u64(max ? lat->max : hist_quantile(lat, pct[k].q)));
+		SET(v, "uncertainty_ns", bdc_json_bound(unc));
+		SET(with, max ? "max" : pct[k].name, v);
 	}
-	fprintf(f, "\"max\": {\"value_ns\": %" PRIu64 ", \"uncertainty_ns\": ", lat->max);
-	bdc_json_bound(f, unc);
-	fputs("}},\n", f);
-	fputs("    \"definition\": \"builder record write time minus (earliest source timestamp of the event minus that source's clock offset), on the builder's clock; each value is within uncertainty_ns of the true latency (docs/CLOCKS.md)\",\n",
-	      f);
+	SET(latency, "with_uncertainty", with);
+	SET(latency, "definition", metrics_json_text("builder record write time minus (earliest source timestamp of the event minus that source's clock offset), on the builder's clock; each value is within uncertainty_ns of the true latency (docs/CLOCKS.md)"));
 }
+
+#undef SET
 
 static void bdc_print_duration(FILE *f, int64_t ns)
 {
@@ -724,7 +734,9 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 		enum cks_verdict v = bdc_overall(c, i);
 		if (!bp->connected || (bdc_same_clock(c, i) && v != CKS_INCONSISTENT))
 			continue;
-		fprintf(f, "  %s %u on %s: offset ", ctl_role_name(bp->role), bp->id, bp->host);
+		char host[4 * CTL_MAX_TEXT];
+		text_log_escape(host, sizeof host, bp->host, strlen(bp->host));
+		fprintf(f, "  %s %u on %s: offset ", ctl_role_name(bp->role), bp->id, host);
 		if (best == NULL) {
 			fputs("not measured", f);
 		} else {

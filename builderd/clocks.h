@@ -8,6 +8,7 @@
 #ifndef ES_CLOCKS_H
 #define ES_CLOCKS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -65,12 +66,12 @@ bool bdc_peer_estimate(const struct bdc *c, const struct bd_peer *p, int64_t *of
  * metrics are written; later calls do nothing. */
 void bdc_finish(struct bdc *c);
 
-/* The latency fields that depend on clocks, inside metrics.json's
- * "latency" object: each line indented four spaces, ending with ",\n". */
-void bdc_write_latency_json(const struct bdc *c, FILE *f);
+/* Adds the latency fields that depend on clocks to metrics.json's
+ * "latency" object. */
+void bdc_latency_json(const struct bdc *c, json_t *latency);
 
-/* The "clocks" member of metrics.json, indented two spaces, ending ",\n". */
-void bdc_write_json(const struct bdc *c, FILE *f);
+/* The "clocks" member of metrics.json (a new reference). */
+json_t *bdc_json(const struct bdc *c);
 
 /* " (+/- U, how)" after the latency percentiles of the summary. */
 void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f);

@@ -10,50 +10,83 @@
 #include "output.h"
 #include "procstat.h"
 #include "prom.h"
-#include "clocks.h"
 #include "shmring.h"
 #include "run_state.h"
 #include "shm.h"
+#include "text.h"
 
 #include <errno.h>
 #include <event2/buffer.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-static void json_string(FILE *f, const char *s)
+json_t *metrics_json_text(const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
+	size_t n = strlen(s);
+	if (text_utf8_valid(s, n))
+		return json_stringn(s, n);
+	/* Each bad byte becomes the three bytes of U+FFFD. */
+	char *buf = malloc(3 * n + 1);
+	if (buf == NULL)
+		return NULL;
+	text_to_utf8(buf, 3 * n + 1, s);
+	json_t *v = json_string(buf);
+	free(buf);
+	return v;
 }
 
-static void json_group(FILE *f, const char *name, const struct ctl_group *g, bool *first)
+void metrics_json_set(json_t *obj, const char *key, json_t *value)
 {
-	fprintf(f, "%s\n    ", *first ? "" : ",");
-	*first = false;
-	json_string(f, name);
-	fputs(": {", f);
-	for (uint32_t i = 0; i < g->count; i++) {
-		fprintf(f, "%s", i ? ", " : "");
-		json_string(f, g->counters[i].name);
-		fprintf(f, ": %" PRIu64, g->counters[i].value);
+	if (value == NULL)
+		value = json_null();
+	size_t n = strlen(key);
+	if (text_utf8_valid(key, n)) {
+		json_object_set_new(obj, key, value);
+		return;
 	}
-	fputc('}', f);
+	char *buf = malloc(3 * n + 1);
+	if (buf == NULL) {
+		json_decref(value);
+		return;
+	}
+	text_to_utf8(buf, 3 * n + 1, key);
+	json_object_set_new(obj, buf, value);
+	free(buf);
+}
+
+json_t *metrics_json_u64(uint64_t v)
+{
+	if (v > INT64_MAX)
+		return json_real((double)v);
+	return json_integer((json_int_t)v);
+}
+
+json_t *metrics_json_real(double v, int decimals)
+{
+	double scale = pow(10.0, decimals);
+	double r = round(v * scale) / scale;
+	/* jansson refuses NaN and infinities; JSON has no spelling for them. */
+	return isfinite(r) ? json_real(r) : json_null();
+}
+
+#define SET(obj, key, value) metrics_json_set((obj), (key), (value))
+#define U64(v) metrics_json_u64(v)
+
+static json_t *json_group(const struct ctl_group *g)
+{
+	json_t *o = json_object();
+	for (uint32_t i = 0; i < g->count; i++)
+		SET(o, g->counters[i].name, U64(g->counters[i].value));
+	return o;
 }
 
 /* A peer's report groups as "<role>.<id>" and "<role>.<id>.<group>". */
-static void json_report(FILE *f, const char *prefix, const struct ctl_report *r, bool *first)
+static void json_report(json_t *counters, const char *prefix, const struct ctl_report *r)
 {
 	if (r == NULL)
 		return;
@@ -68,7 +101,7 @@ static void json_report(FILE *f, const char *prefix, const struct ctl_report *r,
 			snprintf(name, sizeof name, "%s", prefix);
 		else
 			snprintf(name, sizeof name, "%s.%s", prefix, g->name);
-		json_group(f, name, g, first);
+		SET(counters, name, json_group(g));
 	}
 }
 
@@ -100,47 +133,52 @@ static struct metrics_rates metrics_rates(const struct bd *b)
 	return m;
 }
 
-static void json_process(FILE *f, const char *role, uint32_t id, const char *host, uint32_t pid,
-			 const struct ctl_report *r, bool *first)
+static json_t *json_process(const char *role, uint32_t id, const char *host, uint32_t pid,
+			    const struct ctl_report *r)
 {
 	bool found;
 	uint64_t user = acct_value(r, "process", "cpu_user_us", &found);
 	uint64_t sys = acct_value(r, "process", "cpu_sys_us", NULL);
 	uint64_t rss = acct_value(r, "process", "max_rss_kib", NULL);
-	fprintf(f, "%s\n    {\"role\": \"%s\", \"id\": %u, \"host\": ", *first ? "" : ",", role, id);
-	*first = false;
-	json_string(f, host);
-	if (found)
-		fprintf(f, ", \"pid\": %u, \"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"max_rss_kib\": %" PRIu64 "}",
-			pid, (double)user / 1e6, (double)sys / 1e6, rss);
-	else
-		fprintf(f, ", \"pid\": %u, \"cpu_user_s\": null, \"cpu_sys_s\": null, \"max_rss_kib\": null, \"note\": \"no final counters\"}",
-			pid);
+	json_t *o = json_object();
+	SET(o, "role", metrics_json_text(role));
+	SET(o, "id", U64(id));
+	SET(o, "host", metrics_json_text(host));
+	SET(o, "pid", U64(pid));
+	SET(o, "cpu_user_s", found ? metrics_json_real((double)user / 1e6, 6) : NULL);
+	SET(o, "cpu_sys_s", found ? metrics_json_real((double)sys / 1e6, 6) : NULL);
+	SET(o, "max_rss_kib", found ? U64(rss) : NULL);
+	if (!found)
+		SET(o, "note", metrics_json_text("no final counters"));
+	return o;
 }
 
 /* Each reader's data path: its transport and, for a reader that never sent
  * its final counters (it died), the fate of its sources' frames: what the
  * builder received from it, and the rest as lost with the reader. */
-static void json_reader_links(FILE *f, const struct bd *b)
+static json_t *json_reader_links(const struct bd *b)
 {
-	fputs("  \"reader_links\": [", f);
+	json_t *links = json_array();
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		const struct bd_reader *rd = &b->readers[r];
 		const struct bd_peer *p = &b->reader_peers[r];
 		struct bshm_info shm;
 		bool via_shm = bshm_reader_info(rd, &shm);
 		const char *transport = via_shm ? "shm" : rd->state == BD_DATA_WAITING ? "none" : "tcp";
-		fprintf(f, "%s\n    {\"id\": %u, \"transport\": \"%s\"", r ? "," : "", r, transport);
-		if (via_shm)
-			fprintf(f, ", \"segment\": \"%s\", \"ring_capacity_bytes\": %" PRIu64
-				   ", \"attached\": %s, \"wakeups\": %" PRIu64,
-				shm.segment, shm.capacity_bytes, shm.attached ? "true" : "false",
-				shm.wakeups);
-		else if (rd->state != BD_DATA_WAITING)
-			fprintf(f, ", \"address\": \"%s\"", rd->address);
-		fprintf(f, ", \"frames_received\": %" PRIu64 ", \"end_frames\": %" PRIu64
-			   ", \"died\": %s", rd->frames_received, rd->end_frames,
-			(via_shm && shm.peer_died) || (p->lost && !p->reported) ? "true" : "false");
+		json_t *o = json_object();
+		SET(o, "id", U64(r));
+		SET(o, "transport", metrics_json_text(transport));
+		if (via_shm) {
+			SET(o, "segment", metrics_json_text(shm.segment));
+			SET(o, "ring_capacity_bytes", U64(shm.capacity_bytes));
+			SET(o, "attached", json_boolean(shm.attached));
+			SET(o, "wakeups", U64(shm.wakeups));
+		} else if (rd->state != BD_DATA_WAITING) {
+			SET(o, "address", metrics_json_text(rd->address));
+		}
+		SET(o, "frames_received", U64(rd->frames_received));
+		SET(o, "end_frames", U64(rd->end_frames));
+		SET(o, "died", json_boolean((via_shm && shm.peer_died) || (p->lost && !p->reported)));
 		if (p->report == NULL) {
 			uint64_t wire = 0;
 			bool known = rd->source_count > 0;
@@ -152,194 +190,279 @@ static void json_reader_links(FILE *f, const struct bd *b)
 				known = known && found && v <= UINT64_MAX - wire;
 				wire = known ? wire + v : wire;
 			}
-			if (known && wire >= rd->frames_received)
-				fprintf(f, ", \"frames_on_wire_from_its_sources\": %" PRIu64
-					   ", \"frames_lost_with_reader\": %" PRIu64,
-					wire, wire - rd->frames_received);
-			else
-				fputs(", \"frames_lost_with_reader\": null", f);
+			if (known && wire >= rd->frames_received) {
+				SET(o, "frames_on_wire_from_its_sources", U64(wire));
+				SET(o, "frames_lost_with_reader", U64(wire - rd->frames_received));
+			} else {
+				SET(o, "frames_lost_with_reader", NULL);
+			}
 		}
-		fputc('}', f);
+		json_array_append_new(links, o);
 	}
-	fputs("\n  ],\n", f);
+	return links;
 }
 
-int metrics_write(const struct bd *b, const struct acct *a)
+static json_t *json_run(const struct bd *b)
 {
-	char path[2048], tmp[2100];
-	snprintf(path, sizeof path, "%s/metrics.json", b->opt.out_dir);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	FILE *f = fopen(tmp, "w");
-	if (f == NULL) {
-		int rc = -errno;
-		log_error("Cannot write %s: %s", path, strerror(errno));
-		return rc;
-	}
-	const struct bld_counters *c = bld_counters(b->core);
-	const struct hist *lat = out_latency(b->out);
-	struct metrics_rates rates = metrics_rates(b);
+	json_t *o = json_object();
+	SET(o, "run", U64(b->opt.run_id));
+	SET(o, "sources", U64(b->opt.sources));
+	SET(o, "readers", U64(b->opt.readers));
+	SET(o, "window", U64(b->opt.max_inflight));
+	SET(o, "timeout_ms", U64(b->opt.timeout_ms));
+	SET(o, "skip_timeout_ms", U64(b->opt.skip_timeout_ms));
+	SET(o, "filter_modulo", U64(b->opt.filter_modulo));
+	SET(o, "filter_cost_us", U64(b->opt.filter_cost_us));
+	SET(o, "first_event", U64(b->opt.first_event));
+	SET(o, "admission", json_boolean(!b->opt.no_admission));
+	SET(o, "flush_every", U64(b->opt.flush_every));
+	return o;
+}
 
-	fprintf(f, "{\n  \"run\": {\"run\": %u, \"sources\": %u, \"readers\": %u, \"window\": %u, "
-		   "\"timeout_ms\": %" PRIu64 ", \"skip_timeout_ms\": %" PRIu64 ", "
-		   "\"filter_modulo\": %u, \"filter_cost_us\": %u, "
-		   "\"first_event\": %" PRIu64 ", \"admission\": %s, \"flush_every\": %u},\n",
-		b->opt.run_id, b->opt.sources, b->opt.readers, b->opt.max_inflight, b->opt.timeout_ms,
-		b->opt.skip_timeout_ms, b->opt.filter_modulo, b->opt.filter_cost_us, b->opt.first_event,
-		b->opt.no_admission ? "false" : "true", b->opt.flush_every);
-	bool balanced = acct_balanced(a);
-	fprintf(f, "  \"status\": \"%s\",\n  \"exit_status\": %d,\n  \"balanced\": %s,\n",
-		b->status == 0 && balanced ? "ok" : "failed", b->status == 0 && balanced ? 0 : 1,
-		balanced ? "true" : "false");
-
-	fputs("  \"equations\": [", f);
+static json_t *json_equations(const struct acct *a)
+{
+	json_t *eqs = json_array();
 	for (size_t i = 0; i < a->count; i++) {
 		const struct acct_equation *e = &a->equations[i];
-		fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
-		json_string(f, e->name);
-		fprintf(f, ", \"lhs\": %" PRIu64 ", \"rhs\": %" PRIu64 ", \"ok\": %s", e->lhs, e->rhs,
-			e->ok ? "true" : "false");
-		if (e->note[0]) {
-			fputs(", \"note\": ", f);
-			json_string(f, e->note);
-		}
-		fputc('}', f);
+		json_t *o = json_object();
+		SET(o, "name", metrics_json_text(e->name));
+		SET(o, "lhs", U64(e->lhs));
+		SET(o, "rhs", U64(e->rhs));
+		SET(o, "ok", json_boolean(e->ok));
+		if (e->note[0])
+			SET(o, "note", metrics_json_text(e->note));
+		json_array_append_new(eqs, o);
 	}
-	fputs("\n  ],\n  \"impossible_counters\": [", f);
-	for (size_t i = 0; i < a->violation_count; i++) {
-		fprintf(f, "%s\n    ", i ? "," : "");
-		json_string(f, a->violations[i].text);
-	}
-	fprintf(f, "%s],\n  \"losses\": {\"fragments_lost_with_sources\": %" PRIu64
-		   ", \"frames_lost_with_readers\": %" PRIu64 ", \"peers_gone\": [",
-		a->violation_count ? "\n  " : "", a->lost_with_sources, a->lost_with_readers);
-	bool first_gone = true;
+	return eqs;
+}
+
+static json_t *json_impossible_counters(const struct acct *a)
+{
+	json_t *list = json_array();
+	for (size_t i = 0; i < a->violation_count; i++)
+		json_array_append_new(list, metrics_json_text(a->violations[i].text));
+	return list;
+}
+
+static json_t *json_losses(const struct bd *b, const struct acct *a)
+{
+	json_t *o = json_object(), *gone = json_array();
+	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
+	SET(o, "frames_lost_with_readers", U64(a->lost_with_readers));
 	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
 		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
 							     : &b->reader_peers[i - b->opt.sources];
 		if (!p->lost || p->reported)
 			continue;
-		fprintf(f, "%s{\"role\": \"%s\", \"id\": %u, \"pid\": %u, \"how\": \"%s\"}",
-			first_gone ? "" : ", ", ctl_role_name(p->role), p->id, p->pid,
-			p->stalled ? "stalled" : p->stuck ? "stuck" : "died");
-		first_gone = false;
+		json_t *g = json_object();
+		SET(g, "role", metrics_json_text(ctl_role_name(p->role)));
+		SET(g, "id", U64(p->id));
+		SET(g, "pid", U64(p->pid));
+		SET(g, "how", metrics_json_text(p->stalled ? "stalled" : p->stuck ? "stuck" : "died"));
+		json_array_append_new(gone, g);
 	}
-	fputs("]},\n  \"errors\": [", f);
-	for (uint32_t i = 0; i < b->error_count; i++) {
-		fprintf(f, "%s\n    ", i ? "," : "");
-		json_string(f, b->errors[i]);
-	}
-	if (b->errors_dropped)
-		fprintf(f, ",\n    \"... and %u more errors, see the log\"", b->errors_dropped);
-	fputs("\n  ],\n", f);
+	SET(o, "peers_gone", gone);
+	return o;
+}
 
-	fputs("  \"counters\": {", f);
-	bool first = true;
-	fprintf(f, "\n    \"builder\": {");
-	first = false;
-	bool first_field = true;
-#define BLD_JSON(name) fprintf(f, "%s\"" #name "\": %" PRIu64, first_field ? "" : ", ", c->name); first_field = false;
+static json_t *json_errors(const struct bd *b)
+{
+	json_t *errors = json_array();
+	for (uint32_t i = 0; i < b->error_count; i++)
+		json_array_append_new(errors, metrics_json_text(b->errors[i]));
+	if (b->errors_dropped) {
+		char more[64];
+		snprintf(more, sizeof more, "... and %u more errors, see the log", b->errors_dropped);
+		json_array_append_new(errors, metrics_json_text(more));
+	}
+	return errors;
+}
+
+static json_t *json_counters(const struct bd *b)
+{
+	const struct bld_counters *c = bld_counters(b->core);
+	json_t *counters = json_object(), *bld = json_object();
+#define BLD_JSON(name) SET(bld, #name, U64(c->name));
 	BLD_COUNTERS(BLD_JSON)
 #undef BLD_JSON
-	fprintf(f, ", \"frames_read\": %" PRIu64 ", \"refused_connections\": %" PRIu64
-		   ", \"credits_sent\": %" PRIu64 ", \"events_written\": %" PRIu64
-		   ", \"record_writes\": %" PRIu64 ", \"negative_latencies\": %" PRIu64 "}",
-		b->frames_received, b->refused_connections, b->credits_sent,
-		out_events_written(b->out), out_write_calls(b->out), out_negative_latencies(b->out));
+	SET(bld, "frames_read", U64(b->frames_received));
+	SET(bld, "refused_connections", U64(b->refused_connections));
+	SET(bld, "credits_sent", U64(b->credits_sent));
+	SET(bld, "events_written", U64(out_events_written(b->out)));
+	SET(bld, "record_writes", U64(out_write_calls(b->out)));
+	SET(bld, "negative_latencies", U64(out_negative_latencies(b->out)));
+	SET(counters, "builder", bld);
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		const struct bd_reader *rd = &b->readers[r];
-		fprintf(f, ",\n    \"builder.from_reader.%u\": {\"frames_received\": %" PRIu64
-			   ", \"end_frames\": %" PRIu64 ", \"bytes_received\": %" PRIu64
-			   ", \"read_calls\": %" PRIu64 "}",
-			r, rd->frames_received, rd->end_frames, rd->bytes_received, rd->read_calls);
+		char name[48];
+		snprintf(name, sizeof name, "builder.from_reader.%u", r);
+		json_t *o = json_object();
+		SET(o, "frames_received", U64(rd->frames_received));
+		SET(o, "end_frames", U64(rd->end_frames));
+		SET(o, "bytes_received", U64(rd->bytes_received));
+		SET(o, "read_calls", U64(rd->read_calls));
+		SET(counters, name, o);
 	}
 	for (uint16_t s = 0; s < b->opt.sources; s++) {
 		char prefix[32];
 		snprintf(prefix, sizeof prefix, "source.%u", s);
-		json_report(f, prefix, b->source_peers[s].report, &first);
+		json_report(counters, prefix, b->source_peers[s].report);
 	}
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		char prefix[32];
 		snprintf(prefix, sizeof prefix, "reader.%u", r);
-		json_report(f, prefix, b->reader_peers[r].report, &first);
+		json_report(counters, prefix, b->reader_peers[r].report);
 	}
-	fputs("\n  },\n", f);
+	return counters;
+}
 
-	fprintf(f, "  \"latency\": {\"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64
-		   ", \"p99_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
-		   ", \"mean_ns\": %" PRIu64 ", \"samples\": %" PRIu64 ",\n",
-		hist_quantile(lat, 0.5), hist_quantile(lat, 0.9), hist_quantile(lat, 0.99), lat->max,
-		lat->samples ? lat->min : 0, lat->samples ? lat->sum / lat->samples : 0, lat->samples);
-	bdc_write_latency_json(b->clocks, f);
-	fputs("    \"buckets\": [", f);
-	bool first_bucket = true;
+static json_t *json_latency(const struct bd *b)
+{
+	const struct hist *lat = out_latency(b->out);
+	json_t *o = json_object();
+	SET(o, "p50_ns", U64(hist_quantile(lat, 0.5)));
+	SET(o, "p90_ns", U64(hist_quantile(lat, 0.9)));
+	SET(o, "p99_ns", U64(hist_quantile(lat, 0.99)));
+	SET(o, "max_ns", U64(lat->max));
+	SET(o, "min_ns", U64(lat->samples ? lat->min : 0));
+	SET(o, "mean_ns", U64(lat->samples ? lat->sum / lat->samples : 0));
+	SET(o, "samples", U64(lat->samples));
+	bdc_latency_json(b->clocks, o);
+	json_t *buckets = json_array();
 	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
 		if (lat->counts[i] == 0)
 			continue;
-		fprintf(f, "%s[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]", first_bucket ? "" : ", ",
-			hist_bucket_lower(i), hist_bucket_upper(i), lat->counts[i]);
-		first_bucket = false;
+		json_t *bucket = json_array();
+		json_array_append_new(bucket, U64(hist_bucket_lower(i)));
+		json_array_append_new(bucket, U64(hist_bucket_upper(i)));
+		json_array_append_new(bucket, U64(lat->counts[i]));
+		json_array_append_new(buckets, bucket);
 	}
-	fputs("]},\n", f);
-	bdc_write_json(b->clocks, f);
+	SET(o, "buckets", buckets);
+	return o;
+}
 
-	fprintf(f, "  \"rates\": {\"offered_events_per_s\": %.1f, \"accepted_events_per_s\": %.1f, "
-		   "\"build_duration_s\": %.6f, \"events_generated\": %" PRIu64 "},\n",
-		rates.offered, rates.accepted, rates.duration_s, rates.generated);
+static json_t *json_rates(const struct bd *b)
+{
+	struct metrics_rates rates = metrics_rates(b);
+	json_t *o = json_object();
+	SET(o, "offered_events_per_s", metrics_json_real(rates.offered, 1));
+	SET(o, "accepted_events_per_s", metrics_json_real(rates.accepted, 1));
+	SET(o, "build_duration_s", metrics_json_real(rates.duration_s, 6));
+	SET(o, "events_generated", U64(rates.generated));
+	return o;
+}
 
-	fputs("  \"processes\": [", f);
-	first = true;
+/* "processes" and "cpu": every process's CPU and memory. */
+static void json_processes(json_t *root, const struct bd *b)
+{
+	json_t *procs = json_array();
 	struct ctl_report self;
 	memset(&self, 0, sizeof self);
 	procstat_report(&self);
 	char host[256];
 	net_host_name(host, sizeof host);
-	json_process(f, "builder", 0, host, (uint32_t)getpid(), &self, &first);
-	double cpu_total_us = 0;
+	json_array_append_new(procs, json_process("builder", 0, host, (uint32_t)getpid(), &self));
+	double cpu_total_us = (double)acct_value(&self, "process", "cpu_user_us", NULL) +
+			      (double)acct_value(&self, "process", "cpu_sys_us", NULL);
 	bool cpu_complete = true;
-	cpu_total_us += (double)acct_value(&self, "process", "cpu_user_us", NULL) +
-			(double)acct_value(&self, "process", "cpu_sys_us", NULL);
 	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
 		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
 							     : &b->reader_peers[i - b->opt.sources];
-		json_process(f, ctl_role_name(p->role), p->id, p->host, p->pid, p->report, &first);
+		json_array_append_new(procs, json_process(ctl_role_name(p->role), p->id, p->host,
+							  p->pid, p->report));
 		bool found;
 		uint64_t u = acct_value(p->report, "process", "cpu_user_us", &found);
 		uint64_t s = acct_value(p->report, "process", "cpu_sys_us", NULL);
 		cpu_total_us += (double)u + (double)s;   /* a peer's u + s may wrap in 64 bits */
 		cpu_complete = cpu_complete && found;
 	}
-	fputs("\n  ],\n", f);
-	uint64_t frags = c->frags_received;
-	fprintf(f, "  \"cpu\": {\"total_s\": %.6f, \"fragments\": %" PRIu64
-		   ", \"us_per_fragment\": %.4f, \"all_processes_reported\": %s},\n",
-		cpu_total_us / 1e6, frags, frags ? cpu_total_us / (double)frags : 0.0,
-		cpu_complete ? "true" : "false");
+	SET(root, "processes", procs);
+	uint64_t frags = bld_counters(b->core)->frags_received;
+	json_t *cpu = json_object();
+	SET(cpu, "total_s", metrics_json_real(cpu_total_us / 1e6, 6));
+	SET(cpu, "fragments", U64(frags));
+	SET(cpu, "us_per_fragment", metrics_json_real(frags ? cpu_total_us / (double)frags : 0.0, 4));
+	SET(cpu, "all_processes_reported", json_boolean(cpu_complete));
+	SET(root, "cpu", cpu);
+}
 
-	json_reader_links(f, b);
-	fprintf(f, "  \"memory_bounds\": {\"builder_core_bytes\": %" PRIu64
-		   ", \"builder_read_buffers_bytes\": %" PRIu64 ", \"builder_output_bytes\": %" PRIu64,
-		(uint64_t)bld_memory_bytes(b->core),
-		(uint64_t)b->opt.readers * b->readers[0].cap, out_buffer_bytes(b->out));
+static json_t *json_memory_bounds(const struct bd *b)
+{
+	json_t *o = json_object();
+	SET(o, "builder_core_bytes", U64((uint64_t)bld_memory_bytes(b->core)));
+	SET(o, "builder_read_buffers_bytes", U64((uint64_t)b->opt.readers * b->readers[0].cap));
+	SET(o, "builder_output_bytes", U64(out_buffer_bytes(b->out)));
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		bool found;
 		uint64_t v = acct_value(b->reader_peers[r].report, "", "buffer_bytes", &found);
-		if (found)
-			fprintf(f, ", \"reader_%u_buffers_bytes\": %" PRIu64, r, v);
+		if (found) {
+			char name[48];
+			snprintf(name, sizeof name, "reader_%u_buffers_bytes", r);
+			SET(o, name, U64(v));
+		}
 	}
 	uint32_t rings = 0;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
 		rings += b->readers[r].shm != NULL;
-	if (bshm_capacity_bytes(b) != 0)
-		fprintf(f, ", \"shm_ring_capacity_bytes\": %" PRIu64 ", \"shm_rings_bytes\": %" PRIu64,
-			bshm_capacity_bytes(b),
-			(uint64_t)rings * (SHR_HEADER_BYTES + bshm_capacity_bytes(b)));
-	fputs("}\n}\n", f);
-	if (fclose(f) != 0 || rename(tmp, path) != 0) {
-		int rc = -errno;
-		log_error("Cannot write %s: %s", path, strerror(errno));
-		return rc;
+	if (bshm_capacity_bytes(b) != 0) {
+		SET(o, "shm_ring_capacity_bytes", U64(bshm_capacity_bytes(b)));
+		SET(o, "shm_rings_bytes",
+		    U64((uint64_t)rings * (SHR_HEADER_BYTES + bshm_capacity_bytes(b))));
 	}
-	return 0;
+	return o;
+}
+
+/* Fields in the order docs/METRICS.md lists them. */
+static json_t *metrics_tree(const struct bd *b, const struct acct *a)
+{
+	json_t *root = json_object();
+	bool balanced = acct_balanced(a);
+	bool good = b->status == 0 && balanced;
+	SET(root, "run", json_run(b));
+	SET(root, "status", metrics_json_text(good ? "ok" : "failed"));
+	SET(root, "exit_status", json_integer(good ? 0 : 1));
+	SET(root, "balanced", json_boolean(balanced));
+	SET(root, "equations", json_equations(a));
+	SET(root, "impossible_counters", json_impossible_counters(a));
+	SET(root, "losses", json_losses(b, a));
+	SET(root, "errors", json_errors(b));
+	SET(root, "counters", json_counters(b));
+	SET(root, "latency", json_latency(b));
+	SET(root, "clocks", bdc_json(b->clocks));
+	SET(root, "rates", json_rates(b));
+	json_processes(root, b);
+	SET(root, "reader_links", json_reader_links(b));
+	SET(root, "memory_bounds", json_memory_bounds(b));
+	return root;
+}
+
+int metrics_write(const struct bd *b, const struct acct *a)
+{
+	char path[2048], tmp[2100];
+	int rc = 0;
+	snprintf(path, sizeof path, "%s/metrics.json", b->opt.out_dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	json_t *root = metrics_tree(b, a);
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL) {
+		rc = -errno;
+		log_error("Cannot write %s: %s", path, strerror(errno));
+		goto out;
+	}
+	/* 15 digits print every rounded real as its decimal text. */
+	int dumped = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+	if (dumped == 0)
+		dumped = fputc('\n', f) == EOF ? -1 : 0;
+	errno = 0;
+	if (fclose(f) != 0 || dumped != 0 || rename(tmp, path) != 0) {
+		rc = errno ? -errno : -EIO;
+		log_error("Cannot write %s: %s", path, strerror(-rc));
+		unlink(tmp);
+	}
+out:
+	json_decref(root);
+	return rc;
 }
 
 static void print_duration(FILE *f, uint64_t ns)
@@ -403,8 +526,12 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 			fprintf(f, "  NOT BALANCED: %s: %" PRIu64 " != %" PRIu64 "%s%s\n", e->name, e->lhs,
 				e->rhs, e->note[0] ? " - " : "", e->note);
 	}
-	for (uint32_t i = 0; i < b->error_count; i++)
-		fprintf(f, "error: %s\n", b->errors[i]);
+	for (uint32_t i = 0; i < b->error_count; i++) {
+		/* Errors quote peers; the summary is a log a person reads. */
+		char line[1024];
+		text_log_escape(line, sizeof line, b->errors[i], strlen(b->errors[i]));
+		fprintf(f, "error: %s\n", line);
+	}
 	bool good = b->status == 0 && acct_balanced(a);
 	fprintf(f, "status: %s; records in %s\n", good ? "OK" : "FAILED", b->opt.out_dir);
 }
@@ -482,8 +609,10 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 			int64_t offset, bound;
 			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
 				continue;
-			char labels[48];
-			snprintf(labels, sizeof labels, "role=\"%s\",id=\"%u\"", ctl_role_name(p->role), p->id);
+			char labels[96] = "", id[16];
+			snprintf(id, sizeof id, "%u", p->id);
+			prom_label_add(labels, sizeof labels, "role", ctl_role_name(p->role));
+			prom_label_add(labels, sizeof labels, "id", id);
 			prom_sample_f64(out, pass == 0 ? "es_builder_peer_clock_offset_seconds"
 						       : "es_builder_peer_clock_bound_seconds",
 					labels, (double)(pass == 0 ? offset : bound) / 1e9);

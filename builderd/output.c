@@ -2,6 +2,7 @@
 
 #include "clk.h"
 #include "log.h"
+#include "text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -241,9 +242,13 @@ void out_add_expired(struct out *o, const struct bld_expired *x)
 	if (o->expired_cap - o->expired_len < need)
 		out_flush(o);
 	char *p = o->expired_lines + o->expired_len;
+	/* Every string of the record files goes through the one JSON escaper
+	 * (text.h), whatever its origin; the numbers need none. */
+	char reason[32];
+	text_json_escape(reason, sizeof reason, bld_expiry_reason_name(x->reason));
 	int n = snprintf(p, OUT_EXPIRED_LINE_MAX,
 			 "{\"run\":%" PRIu32 ",\"event\":%" PRIu64 ",\"reason\":\"%s\",\"missing\":[",
-			 x->run_id, x->event_id, bld_expiry_reason_name(x->reason));
+			 x->run_id, x->event_id, reason);
 	for (uint16_t i = 0; i < x->missing_count; i++)
 		n += snprintf(p + n, OUT_MISSING_ITEM_MAX + 1, "%s%u", i ? "," : "",
 			      (unsigned)x->missing[i]);

@@ -3,6 +3,8 @@
  * types; docs/PROTOCOL.md lists the same tables for people. */
 #include "ctl.h"
 
+#include "text.h"
+
 #include <inttypes.h>
 #include <msgpack.h>
 #include <msgpack/unpack_define.h>   /* MSGPACK_EMBED_STACK_SIZE, the library's depth limit */
@@ -58,15 +60,45 @@ enum ctl_kind {
 	CTL_KIND_GROUPS,        /* struct ctl_report: group_count, groups */
 };
 
+/* What a peer string may contain beyond "no NUL" (docs/PROTOCOL.md,
+ * Strings). Names and host names end up as JSON keys and values, log words,
+ * HTML and Prometheus labels at the builder: a set that needs no escaping
+ * anywhere keeps them readable and unforgeable. Free text (reasons) only
+ * reaches logs, through their escaper. */
+enum ctl_charset {
+	CTL_CHARSET_ANY,        /* any byte but NUL */
+	CTL_CHARSET_HOST,       /* text_host_char(), at most TEXT_HOST_MAX bytes */
+	CTL_CHARSET_NAME,       /* text_name_char(): group and counter names */
+};
+
+struct ctl_charset_rule {
+	bool (*allowed)(unsigned char c);
+	size_t max_bytes;       /* 0: the buffer's capacity is the only limit */
+	const char *says;       /* what the set is, for error text */
+};
+
+static const struct ctl_charset_rule ctl_charsets[] = {
+	[CTL_CHARSET_ANY] = { NULL, 0, "any byte but NUL" },
+	[CTL_CHARSET_HOST] = { text_host_char, TEXT_HOST_MAX,
+			       "a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+	[CTL_CHARSET_NAME] = { text_name_char, 0,
+			       "a name is ASCII letters, digits, '_', '.' and '-'" },
+};
+
 struct ctl_field {
 	const char *key;
 	enum ctl_kind kind;
 	size_t offset;          /* into struct ctl_msg */
 	size_t size;            /* of the member; the capacity of a string */
+	enum ctl_charset charset;       /* CTL_KIND_STR: what it may contain */
 };
 
 #define CTL_FIELD(key, kind, member) \
-	{ key, kind, offsetof(struct ctl_msg, u.member), sizeof(((struct ctl_msg *)0)->u.member) }
+	{ key, kind, offsetof(struct ctl_msg, u.member), sizeof(((struct ctl_msg *)0)->u.member), \
+	  CTL_CHARSET_ANY }
+#define CTL_FIELD_TEXT(key, member, charset) \
+	{ key, CTL_KIND_STR, offsetof(struct ctl_msg, u.member), \
+	  sizeof(((struct ctl_msg *)0)->u.member), charset }
 
 static const struct ctl_field ctl_hello_fields[] = {
 	CTL_FIELD("role", CTL_KIND_ROLE, hello.role),
@@ -75,7 +107,7 @@ static const struct ctl_field ctl_hello_fields[] = {
 	CTL_FIELD("run_id", CTL_KIND_U32, hello.run_id),
 	CTL_FIELD("protocol", CTL_KIND_U32, hello.protocol),
 	CTL_FIELD("pid", CTL_KIND_U32, hello.pid),
-	CTL_FIELD("host", CTL_KIND_STR, hello.host),
+	CTL_FIELD_TEXT("host", hello.host, CTL_CHARSET_HOST),
 	CTL_FIELD("sources", CTL_KIND_SOURCES, hello),
 	CTL_FIELD("proof", CTL_KIND_STR, hello.proof),
 };
@@ -87,7 +119,7 @@ static const struct ctl_field ctl_welcome_fields[] = {
 };
 
 static const struct ctl_field ctl_error_fields[] = {
-	CTL_FIELD("code", CTL_KIND_STR, error.code),
+	CTL_FIELD_TEXT("code", error.code, CTL_CHARSET_NAME),
 	CTL_FIELD("reason", CTL_KIND_STR, error.reason),
 };
 
@@ -234,13 +266,40 @@ static bool ctl_pack_cstr(msgpack_packer *pk, const char *s)
 	return msgpack_pack_str_with_body(pk, s, strlen(s)) == 0;
 }
 
-/* A string the decoder would accept: terminated inside its buffer. */
-static bool ctl_pack_text(msgpack_packer *pk, const char *s, size_t cap)
+/* Whether the n bytes at s belong to the set; else *bad is the offset of
+ * the first byte outside it, or n when the string is too long for it. */
+static bool ctl_charset_ok(enum ctl_charset cs, const char *s, size_t n, size_t *bad)
 {
-	size_t n = strnlen(s, cap);
-	if (n == cap)
+	const struct ctl_charset_rule *rule = &ctl_charsets[cs];
+	if (rule->max_bytes != 0 && n > rule->max_bytes) {
+		*bad = n;
+		return false;
+	}
+	if (rule->allowed == NULL)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		if (!rule->allowed((unsigned char)s[i])) {
+			*bad = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+/* A string the decoder would accept: terminated inside its buffer, and of
+ * its field's set. */
+static bool ctl_pack_text(msgpack_packer *pk, const char *s, size_t cap, enum ctl_charset cs)
+{
+	size_t n = strnlen(s, cap), bad;
+	if (n == cap || !ctl_charset_ok(cs, s, n, &bad))
 		return false;
 	return msgpack_pack_str_with_body(pk, s, n) == 0;
+}
+
+static bool ctl_name_ok(const char *name)
+{
+	size_t n = strnlen(name, CTL_MAX_NAME), bad;
+	return n < CTL_MAX_NAME && ctl_charset_ok(CTL_CHARSET_NAME, name, n, &bad);
 }
 
 static bool ctl_pack_sources(msgpack_packer *pk, const struct ctl_hello *h)
@@ -260,11 +319,11 @@ static bool ctl_pack_sources(msgpack_packer *pk, const struct ctl_hello *h)
  * nothing sensible), so the encoder must not produce them either. */
 static bool ctl_group_valid(const struct ctl_group *g)
 {
-	if (g->count > CTL_MAX_COUNTERS || strnlen(g->name, CTL_MAX_NAME) == CTL_MAX_NAME)
+	if (g->count > CTL_MAX_COUNTERS || !ctl_name_ok(g->name))
 		return false;
 	for (uint32_t i = 0; i < g->count; i++) {
 		const char *name = g->counters[i].name;
-		if (strnlen(name, CTL_MAX_NAME) == CTL_MAX_NAME)
+		if (!ctl_name_ok(name))
 			return false;
 		for (uint32_t j = 0; j < i; j++) {
 			if (strcmp(g->counters[j].name, name) == 0)
@@ -313,7 +372,7 @@ static bool ctl_pack_field(msgpack_packer *pk, const struct ctl_field *f, const 
 	case CTL_KIND_I32:
 		return msgpack_pack_int32(pk, *(const int32_t *)p) == 0;
 	case CTL_KIND_STR:
-		return ctl_pack_text(pk, p, f->size);
+		return ctl_pack_text(pk, p, f->size, f->charset);
 	case CTL_KIND_ROLE: {
 		enum ctl_role role = *(const enum ctl_role *)p;
 		if ((unsigned)role >= CTL_ARRAY_SIZE(ctl_role_names))
@@ -625,11 +684,13 @@ static bool ctl_str_is(const msgpack_object *o, const char *s)
 	       memcmp(o->via.str.ptr, s, n) == 0;
 }
 
-/* Copies a peer string into a fixed buffer; what names it in the error. */
+/* Copies a peer string of set cs into a fixed buffer; what names it in the
+ * error. */
 static bool ctl_copy_text(struct ctl_ctx *cx, const msgpack_object *o, char *dst, size_t cap,
-			  const char *what)
+			  enum ctl_charset cs, const char *what)
 {
 	char q[CTL_QUOTE_BYTES];
+	size_t bad;
 
 	if (o->type != MSGPACK_OBJECT_STR)
 		return ctl_fail(cx, "%s in %s is %s, expected str", what, cx->what,
@@ -641,6 +702,15 @@ static bool ctl_copy_text(struct ctl_ctx *cx, const msgpack_object *o, char *dst
 	if (memchr(o->via.str.ptr, '\0', o->via.str.size) != NULL)
 		return ctl_fail(cx, "%s in %s contains a NUL byte ('%s')", what, cx->what,
 				ctl_quote(o->via.str.ptr, o->via.str.size, q));
+	if (!ctl_charset_ok(cs, o->via.str.ptr, o->via.str.size, &bad)) {
+		const struct ctl_charset_rule *rule = &ctl_charsets[cs];
+		ctl_quote(o->via.str.ptr, o->via.str.size, q);
+		if (bad == o->via.str.size)
+			return ctl_fail(cx, "%s in %s is %" PRIu32 " bytes, longer than %zu ('%s')",
+					what, cx->what, o->via.str.size, rule->max_bytes, q);
+		return ctl_fail(cx, "%s in %s has byte 0x%02x at offset %zu ('%s'): %s", what,
+				cx->what, (unsigned char)o->via.str.ptr[bad], bad, q, rule->says);
+	}
 	memcpy(dst, o->via.str.ptr, o->via.str.size);
 	dst[o->via.str.size] = '\0';
 	return true;
@@ -739,7 +809,7 @@ static bool ctl_get_group(struct ctl_ctx *cx, const msgpack_object *o, struct ct
 		const msgpack_object_kv *kv = &o->via.map.ptr[i];
 		struct ctl_counter *c = &g->counters[i];
 		snprintf(what, sizeof what, "counter name %" PRIu32 " of group '%s'", i, qname);
-		if (!ctl_copy_text(cx, &kv->key, c->name, sizeof c->name, what))
+		if (!ctl_copy_text(cx, &kv->key, c->name, sizeof c->name, CTL_CHARSET_NAME, what))
 			return false;
 		ctl_quote(c->name, strlen(c->name), q);
 		for (uint32_t j = 0; j < i; j++) {
@@ -771,7 +841,7 @@ static bool ctl_get_groups(struct ctl_ctx *cx, const msgpack_object *o, struct c
 		const msgpack_object_kv *kv = &o->via.map.ptr[i];
 		struct ctl_group *g = &r->groups[i];
 		snprintf(what, sizeof what, "group name %" PRIu32, i);
-		if (!ctl_copy_text(cx, &kv->key, g->name, sizeof g->name, what))
+		if (!ctl_copy_text(cx, &kv->key, g->name, sizeof g->name, CTL_CHARSET_NAME, what))
 			return false;
 		ctl_quote(g->name, strlen(g->name), q);
 		for (uint32_t j = 0; j < i; j++) {
@@ -808,7 +878,7 @@ static bool ctl_get_field(struct ctl_ctx *cx, const struct ctl_field *f, const m
 	case CTL_KIND_I32:
 		return ctl_get_i32(cx, o, (int32_t *)p, what);
 	case CTL_KIND_STR:
-		return ctl_copy_text(cx, o, p, f->size, what);
+		return ctl_copy_text(cx, o, p, f->size, f->charset, what);
 	case CTL_KIND_ROLE:
 		if (!ctl_get_enum(cx, o, ctl_role_names, CTL_ARRAY_SIZE(ctl_role_names), &e, what))
 			return false;
@@ -955,7 +1025,7 @@ struct ctl_group *ctl_report_group(struct ctl_report *r, const char *name)
 			return &r->groups[i];
 	}
 	size_t n = strlen(name);
-	if (r->group_count >= CTL_MAX_GROUPS || n >= CTL_MAX_NAME)
+	if (r->group_count >= CTL_MAX_GROUPS || !ctl_name_ok(name))
 		return NULL;
 	struct ctl_group *g = &r->groups[r->group_count++];
 	memcpy(g->name, name, n + 1);
@@ -987,7 +1057,7 @@ bool ctl_group_set(struct ctl_group *g, const char *name, uint64_t value)
 		}
 	}
 	size_t n = strlen(name);
-	if (g->count >= CTL_MAX_COUNTERS || n >= CTL_MAX_NAME)
+	if (g->count >= CTL_MAX_COUNTERS || !ctl_name_ok(name))
 		return false;
 	struct ctl_counter *c = &g->counters[g->count++];
 	memcpy(c->name, name, n + 1);

@@ -15,7 +15,7 @@
 #define CTL_LENGTH_BYTES 4u
 #define CTL_MAX_MESSAGE_BYTES 65536u   /* body, without the length prefix */
 #define CTL_MAX_NAME 32u                /* counter and group names, with NUL */
-#define CTL_MAX_TEXT 256u               /* host names, reasons, with NUL */
+#define CTL_MAX_TEXT 256u               /* host names (at most TEXT_HOST_MAX), reasons, with NUL */
 #define CTL_MAX_COUNTERS 48u            /* per group */
 #define CTL_MAX_GROUPS 40u              /* groups per END/STATS message */
 #define CTL_MAX_SOURCE_LIST 256u
@@ -165,8 +165,9 @@ struct ctl_msg {
  * its body would exceed CTL_MAX_MESSAGE_BYTES (a report of 40 groups of 48
  * counters with 31-byte names does not), or when the decoder would refuse it:
  * a type, role or channel outside its enum, a string not terminated inside
- * its buffer, a count above its maximum, or two groups (two counters of a
- * group) with the same name. */
+ * its buffer or with a byte outside its field's set (a host name, group,
+ * counter or error code name: docs/PROTOCOL.md, Strings), a count above its
+ * maximum, or two groups (two counters of a group) with the same name. */
 size_t ctl_encode(const struct ctl_msg *msg, uint8_t *dst, size_t cap);
 
 /* Looks at the avail bytes at buf. Returns 0 when a whole message is not yet
@@ -175,7 +176,8 @@ size_t ctl_encode(const struct ctl_msg *msg, uint8_t *dst, size_t cap);
  * *msg (*need set to the same), or -1 with a reason in err (capacity errlen)
  * when the bytes are not a valid message (body length 0 or oversized, judged
  * from the prefix alone; not msgpack, not a map, trailing bytes, unknown
- * type, missing, duplicate or mistyped field, string or list too long). The
+ * type, missing, duplicate or mistyped field, string or list too long, a
+ * name or host name with a byte outside its set, naming the field). The
  * caller then closes the connection. *msg is unspecified after -1. need may
  * be NULL; err may be NULL. Allocates only inside msgpack, bounded by the
  * body size, and frees it before returning. */
@@ -184,9 +186,10 @@ long ctl_decode(const uint8_t *buf, size_t avail, struct ctl_msg *msg, size_t *n
 
 /* Helpers for building and reading reports; start from a zeroed report.
  * ctl_report_group() returns the group of that name, adding it when absent
- * (NULL when full or when the name does not fit CTL_MAX_NAME);
- * ctl_group_set() sets or adds a counter (false when full, when the name
- * does not fit, or when g is NULL, so the result of a refused
+ * (NULL when full or when the name does not fit CTL_MAX_NAME or has a byte
+ * outside the name set); ctl_group_set() sets or adds a counter (false when
+ * full, when the name does not fit or is not a name, or when g is NULL, so
+ * the result of a refused
  * ctl_report_group() can be passed straight on). ctl_report_find() returns
  * NULL when absent (or r is NULL); ctl_group_get() returns false when absent
  * (or g is NULL). */

@@ -98,6 +98,14 @@ static void greet_on_event(evutil_socket_t fd, short what, void *arg)
 	char err[256];
 	long used = ctl_decode(g->buf, g->have, &g->msg, &need, err, sizeof err);
 	if (used < 0) {
+		/* Tell a client what the codec refused (a host name with a quote,
+		 * say), so its log says why; err quotes the peer's bytes escaped. */
+		if (g->listener) {
+			event_free(g->ev);
+			g->ev = NULL;
+			greet_reply_error(g->fd, g->peer, "bad_message", "%s", err);
+			g->fd = -1;
+		}
 		greet_fail(g, err);
 		return;
 	}

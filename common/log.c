@@ -1,5 +1,7 @@
 #include "log.h"
 
+#include "text.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -29,19 +31,24 @@ void log_write(enum log_level level, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm);
-	char line[1024];
+	char line[2048];
 	int n = snprintf(line, sizeof line, "%02d:%02d:%02d.%03ld %s",
 			 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, log_role);
 	if (log_id >= 0)
 		n += snprintf(line + n, sizeof line - (size_t)n, "[%d]", log_id);
 	n += snprintf(line + n, sizeof line - (size_t)n, " %s ", names[level]);
+	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
-	if (n < (int)sizeof line)
-		n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+	int m = vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	if (n >= (int)sizeof line - 1)
-		n = (int)sizeof line - 2;
+	if (m < 0)
+		m = 0;
+	if ((size_t)m >= sizeof msg)
+		m = (int)sizeof msg - 1;
+	/* Messages quote peers' words (host names, reasons, decode errors):
+	 * whatever a peer sent, it cannot end this line or start another. */
+	n += (int)text_log_escape(line + n, sizeof line - (size_t)n - 1, msg, (size_t)m);
 	line[n++] = '\n';
 	/* One write per line so lines of concurrent daemons sharing a log file
 	 * never interleave mid-line. */

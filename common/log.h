@@ -15,7 +15,9 @@ void log_init(const char *role, int id, enum log_level min_level);
  * formatting work for suppressed debug messages. */
 int log_enabled(enum log_level level);
 
-/* Prints one message. Use the macros below. */
+/* Prints one message. Use the macros below. Control bytes and bytes that
+ * are not well-formed UTF-8 in the formatted message are written as \xNN
+ * (text_log_escape), so a peer's string quoted in it cannot forge a line. */
 void log_write(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

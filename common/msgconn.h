@@ -40,4 +40,8 @@ void msgconn_free(struct msgconn *c);
 
 const char *msgconn_peer(const struct msgconn *c);
 
+/* The connection's socket, for questions about its addresses (never read
+ * or write it); -1 when none. */
+int msgconn_fd(const struct msgconn *c);
+
 #endif

@@ -2,11 +2,13 @@
 
 #include "clk.h"
 #include "log.h"
+#include "text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -167,6 +169,52 @@ bool net_fd_is_loopback(int fd)
 	return net_addr_is_loopback((const struct sockaddr *)&ss);
 }
 
+/* The IPv4 address inside a v4-mapped IPv6 one, so both spellings compare. */
+static void net_unmap(struct sockaddr_storage *ss)
+{
+	if (ss->ss_family != AF_INET6)
+		return;
+	const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)ss;
+	if (!IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr))
+		return;
+	struct sockaddr_in a4 = { .sin_family = AF_INET };
+	memcpy(&a4.sin_addr, &a6->sin6_addr.s6_addr[12], 4);
+	memset(ss, 0, sizeof *ss);
+	memcpy(ss, &a4, sizeof a4);
+}
+
+static bool net_same_ip(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->sa_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			      &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+	return false;
+}
+
+bool net_fd_is_local(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	if (net_addr_is_loopback((const struct sockaddr *)&ss))
+		return true;
+	net_unmap(&ss);
+	struct ifaddrs *ifs = NULL;
+	if (getifaddrs(&ifs) < 0)
+		return false;
+	bool local = false;
+	for (struct ifaddrs *i = ifs; i != NULL && !local; i = i->ifa_next)
+		local = i->ifa_addr != NULL && net_same_ip(i->ifa_addr, (const struct sockaddr *)&ss);
+	freeifaddrs(ifs);
+	return local;
+}
+
 bool net_host_is_loopback(const char *host)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
@@ -196,6 +244,13 @@ void net_host_name(char *buf, size_t len)
 	if (gethostname(buf, len) < 0)
 		snprintf(buf, len, "unknown");
 	buf[len - 1] = '\0';
+	/* The HELLO admits host name characters only (docs/PROTOCOL.md): a
+	 * machine named otherwise still greets, under a recognisable name. */
+	if (strlen(buf) > TEXT_HOST_MAX)
+		buf[TEXT_HOST_MAX] = '\0';
+	for (char *p = buf; *p; p++)
+		if (!text_host_char((unsigned char)*p))
+			*p = '-';
 }
 
 int net_write_port_file(const char *path, const char *text)

@@ -25,6 +25,15 @@ int net_write_port_file(const char *path, const char *text);
  * ::1 (also as a v4-mapped address). */
 bool net_fd_is_loopback(int fd);
 
+/* Whether the peer of fd is in this network stack, from the connection's
+ * addresses alone (nothing the peer says): a Unix socket, a loopback
+ * address, or an address of one of this host's interfaces (getifaddrs; in
+ * a network namespace, the namespace's). A remote host cannot complete a
+ * TCP handshake from one of our own addresses: the answer to its SYN is
+ * delivered here, not to it, and Linux drops arriving packets whose source
+ * is a local address. */
+bool net_fd_is_local(int fd);
+
 /* Whether every address host resolves to is a loopback one. */
 bool net_host_is_loopback(const char *host);
 
@@ -34,7 +43,8 @@ void net_tune(int fd, int buffer_bytes);
 /* "host:port" of the remote end of fd. */
 void net_peer_name(int fd, char *buf, size_t len);
 
-/* Host name of this machine for HELLO messages. */
+/* Host name of this machine for HELLO messages: bytes outside the HELLO's
+ * host name set become '-', and it is cut at TEXT_HOST_MAX bytes. */
 void net_host_name(char *buf, size_t len);
 
 /* Called once with a connected fd (>= 0), or with -errno when no

@@ -1,6 +1,7 @@
 #include "prom.h"
 
 #include "log.h"
+#include "text.h"
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -39,6 +40,15 @@ void prom_sample_f64(struct evbuffer *out, const char *name, const char *labels,
 		evbuffer_add_printf(out, "%s{%s} %s\n", name, labels, text);
 	else
 		evbuffer_add_printf(out, "%s %s\n", name, text);
+}
+
+void prom_label_add(char *dst, size_t cap, const char *key, const char *value)
+{
+	char escaped[256];
+	text_prom_label_escape(escaped, sizeof escaped, value);
+	size_t n = strnlen(dst, cap);
+	if (n < cap)
+		snprintf(dst + n, cap - n, "%s%s=\"%s\"", n ? "," : "", key, escaped);
 }
 
 void prom_sample_u64_id(struct evbuffer *out, const char *name, const char *key, unsigned id,

@@ -8,6 +8,7 @@
 #include "hist.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct evbuffer;
@@ -21,6 +22,12 @@ void prom_family(struct evbuffer *out, const char *name, const char *type, const
  * source="3". */
 void prom_sample_u64(struct evbuffer *out, const char *name, const char *labels, uint64_t value);
 void prom_sample_f64(struct evbuffer *out, const char *name, const char *labels, double value);
+
+/* Appends key="value" to the label list dst (capacity cap, always
+ * terminated; a comma first when dst is not empty), the value escaped as
+ * the exposition format wants ('\\', '"' and newline; text.h), so a peer's
+ * string cannot break the scrape. */
+void prom_label_add(char *dst, size_t cap, const char *key, const char *value);
 
 /* The same with the one label key="id", such as source="3". */
 void prom_sample_u64_id(struct evbuffer *out, const char *name, const char *key, unsigned id,

@@ -3,7 +3,7 @@
 # prints the one command that would. Quiet when everything is present.
 set -eu
 packages="build-essential pkg-config libevent-dev libmsgpack-dev check zlib1g-dev libdeflate-dev
-libsodium-dev python3 python3-numpy python3-matplotlib chrony iproute2 iputils-ping procps
+libsodium-dev libjansson-dev python3 python3-numpy python3-matplotlib chrony iproute2 iputils-ping procps
 openssh-client openssh-server tar chromium"
 # openssh-server: the ssh backend's test starts its own sshd on a loopback
 # port (tests/e2e/test_deploy_ssh.py); deploy/daqrun never needs a running one.

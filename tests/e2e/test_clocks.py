@@ -202,17 +202,20 @@ def netns_unavailable() -> str | None:
     return None
 
 
-class ChronyNamespaceTest(E2ETestCase):
+class NamespacePairTest(E2ETestCase):
+    """Two network namespaces joined by a veth pair: "builder" at
+    BUILDER_IP and "readout" at READOUT_IP; removed even on failure."""
     needs_daemons = True
+    ns_tag = "ck"       # in the namespace and veth names, one per test class
 
     def setUp(self) -> None:
         why = netns_unavailable()
         if why:
             self.skipTest(why)
         super().setUp()
-        tag = f"{os.getpid() % 100000}"
-        self.ns = {"builder": f"es-ck{tag}-b", "readout": f"es-ck{tag}-r"}
-        self.veth = {"builder": f"eck{tag}b", "readout": f"eck{tag}r"}
+        tag = f"{self.ns_tag}{os.getpid() % 100000}"
+        self.ns = {"builder": f"es-{tag}-b", "readout": f"es-{tag}-r"}
+        self.veth = {"builder": f"e{tag}b", "readout": f"e{tag}r"}
         # chronyd wants its command socket in a directory of mode 0700
         # owned by root; mkdtemp makes exactly that. Removed even when the
         # test fails (the harness keeps only the daemons' logs).
@@ -293,7 +296,9 @@ class ChronyNamespaceTest(E2ETestCase):
         return ["ip", "netns", "exec", self.ns[side], "unshare", "--uts", "sh", "-c",
                 f'hostname "$0" && exec "$@"', hostname] + [str(a) for a in argv]
 
-    # -- the test -------------------------------------------------------
+
+
+class ChronyNamespaceTest(NamespacePairTest):
     def test_chrony_bounds_in_metrics(self) -> None:
         h = self.h
         self.make_network()
@@ -372,3 +377,78 @@ class ChronyNamespaceTest(E2ETestCase):
         self.assertIsInstance(lat["uncertainty_ns"], int, lat)
         self.assertIn("chrony bound", builder.log())
         print("  " + "\n  ".join(summary), flush=True)
+
+
+class ClaimedHostTest(NamespacePairTest):
+    """The same-clock rule decides from the connection's addresses, not from
+    the host name a peer sends (docs/CLOCKS.md): a reader and a source in
+    another namespace that claim the builder's host name get a measured
+    offset and a non-zero uncertainty; a reader and a source beside the
+    builder, reaching it at its interface address (not loopback), share its
+    clock."""
+    ns_tag = "sh"
+
+    def test_claimed_host_name_is_measured(self) -> None:
+        h = self.h
+        self.make_network()
+        host = "es-sh-builder"
+        out = h.dir / "run"
+        out.mkdir()
+        key = h.path("run.key")
+        key.write_text(os.urandom(32).hex() + "\n")
+        key.chmod(0o600)
+        pf = h.path("ports", "builder.port")
+        builder = h.start("builder-0", self.in_ns("builder", host, [
+            h.bin / "builderd", "--run", 7, "--sources", 2, "--readers", 2,
+            "--listen", f"{BUILDER_IP}:0", "--control-listen", f"{BUILDER_IP}:0",
+            "--out", out, "--port-file", pf, "--events", EVENTS, "--run-key-file", key]))
+        bports = h.wait_port_file(pf, ("data", "control"), 15, builder)
+        sides = {0: ("builder", BUILDER_IP), 1: ("readout", READOUT_IP)}
+        procs = []
+        for r, (side, ip) in sides.items():
+            rpf = h.path("ports", f"reader-{r}.port")
+            # Both sides run under the builder's host name: one rightly,
+            # one claiming it.
+            reader = h.start(f"reader-{r}", self.in_ns(side, host, [
+                h.bin / "readoutd", "--id", r, "--run", 7, "--listen", f"{ip}:0",
+                "--port-file", rpf, "--sources", r,
+                "--builder", f"tcp://{BUILDER_IP}:{bports['data']}",
+                "--control", f"{BUILDER_IP}:{bports['control']}", "--run-key-file", key]))
+            rport = h.wait_port_file(rpf, ("data",), 15, reader)["data"]
+            source = h.start(f"source-{r}", self.in_ns(side, host, [
+                h.bin / "sourced", "--id", r, "--run", 7, "--seed", 3, "--events", EVENTS,
+                "--payload", 64, "--rate", RATE, "--connect", f"{ip}:{rport}",
+                "--control", f"{BUILDER_IP}:{bports['control']}", "--run-key-file", key]))
+            procs += [reader, source]
+        self.assertEqual(h.wait(builder, 120), 0, builder.tail(60))
+        for p in procs:
+            self.assertEqual(h.wait(p, 30), 0, f"{p.name}:\n{p.tail()}")
+
+        m = read_metrics(out)
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], EVENTS)
+        self.assertEqual(m["clocks"]["builder"]["host"], host)
+        ps = peers(m)
+        for name in ("reader.0", "source.0"):
+            p = ps[name]
+            self.assertEqual(p["host"], host, p)
+            self.assertTrue(p["same_host"] and p["same_clock"], p)
+        for name in ("reader.1", "source.1"):
+            p = ps[name]
+            self.assertEqual(p["host"], host, p)      # the claim, reported as sent
+            self.assertFalse(p["same_host"] or p["same_clock"], p)
+            self.assertIsNone(p["expected_offset_ns"], p)
+            self.assertIsInstance(p["inband"]["bound_ns"], int, p["inband"])
+            self.assertGreater(p["inband"]["bound_ns"], 0, p["inband"])
+        lat1 = ps["source.1"]["latency"]
+        self.assertEqual(lat1["correction"], "in-band offset subtracted", lat1)
+        self.assertIsInstance(lat1["max_uncertainty_ns"], int, lat1)
+        self.assertGreater(lat1["max_uncertainty_ns"], 0, lat1)
+        self.assertEqual(ps["source.0"]["latency"]["max_uncertainty_ns"], 0, ps["source.0"])
+        lat = m["latency"]
+        self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+        self.assertIsInstance(lat["uncertainty_ns"], int, lat)
+        self.assertGreater(lat["uncertainty_ns"], 0, lat)
+        self.assertIn("clocks: 2 of 4 peers on the builder's clock", builder.log())
+        print(f"\n  claimed host: source.1 bound {ps['source.1']['inband']['bound_ns']} ns, "
+              f"latency uncertainty {lat['uncertainty_ns']} ns; source.0 same clock", flush=True)

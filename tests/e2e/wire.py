@@ -18,8 +18,10 @@ def pack(value) -> bytes:
     if isinstance(value, list):
         assert len(value) < 16
         return bytes([0x90 | len(value)]) + b"".join(pack(v) for v in value)
-    if isinstance(value, str):
-        raw = value.encode()
+    if isinstance(value, (str, bytes)):
+        # bytes: a msgpack str of exactly these bytes, UTF-8 or not, as a
+        # hostile peer would send.
+        raw = value.encode() if isinstance(value, str) else value
         return (bytes([0xa0 | len(raw)]) if len(raw) < 32 else bytes([0xd9, len(raw)])) + raw
     if value < 128:
         return bytes([value])
@@ -32,10 +34,10 @@ def message(body: dict) -> bytes:
 
 
 def hello(role: str = "reader", id: int = 0, run: int = 1, sources=(0,),
-          channel: str = "data") -> bytes:
+          channel: str = "data", host: str | bytes = "e2e-test") -> bytes:
     """A HELLO without a proof: good enough for a run without a key, from this host."""
     return message({"type": "hello", "role": role, "id": id, "channel": channel, "run_id": run,
-                    "protocol": 2, "pid": os.getpid(), "host": "e2e-test",
+                    "protocol": 2, "pid": os.getpid(), "host": host,
                     "sources": list(sources), "proof": ""})
 
 

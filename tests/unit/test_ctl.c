@@ -3,6 +3,7 @@
  * helpers, and a seeded mutation loop (ES_TEST_SEED repeats a run,
  * ES_TEST_ITERATIONS sizes it) that must neither crash nor leak. */
 #include "ctl.h"
+#include "text.h"
 
 #include <check.h>
 #include <inttypes.h>
@@ -380,9 +381,9 @@ START_TEST(test_roundtrip_hello)
 	m.u.hello.run_id = UINT32_MAX;
 	m.u.hello.protocol = UINT32_MAX;
 	m.u.hello.pid = UINT32_MAX;
-	memset(m.u.hello.host, 'h', CTL_MAX_TEXT - 1);
-	m.u.hello.host[CTL_MAX_TEXT - 1] = '\0';
-	m.u.hello.host[7] = (char)0xff;     /* any byte but NUL travels */
+	memset(m.u.hello.host, 'h', TEXT_HOST_MAX);
+	m.u.hello.host[TEXT_HOST_MAX] = '\0';
+	memcpy(m.u.hello.host, "aZ09-._:", 8);      /* every kind of byte of the set */
 	m.u.hello.source_count = CTL_MAX_SOURCE_LIST;
 	for (unsigned i = 0; i < CTL_MAX_SOURCE_LIST; i++)
 		m.u.hello.sources[i] = (uint16_t)(i == 1 ? UINT16_MAX : i * 257);
@@ -1244,17 +1245,121 @@ START_TEST(test_bad_report)
 	pack_report(pk, "end", "groups", 1);
 	pk_str(pk, "groups");
 	msgpack_pack_map(pk, 1);
-	pk_str(pk, "g\n");
+	pk_str(pk, "g.1");
 	msgpack_pack_map(pk, 1);
 	pk_str(pk, "c");
 	msgpack_pack_nil(pk);
-	EXPECT_ERROR(&b, "counter 'c' of group 'g\\x0a' in end is a nil, expected uint");
+	EXPECT_ERROR(&b, "counter 'c' of group 'g.1' in end is a nil, expected uint");
 
 	pk = body_init(&b);
 	pack_report(pk, "end", NULL, 1);
 	pk_str(pk, "status");
 	msgpack_pack_int(pk, 1);
 	EXPECT_ERROR(&b, "duplicate key 'status' in end");
+}
+END_TEST
+
+/* Host names and names (groups, counters, error codes) are refused at the
+ * codec when a byte is outside their set (docs/PROTOCOL.md, Strings): a
+ * byte >= 0x80, a quote, a newline, a space. The error names the field and
+ * quotes the bytes escaped; the encoder refuses what the decoder would. */
+START_TEST(test_bad_strings)
+{
+	static struct body b;
+	static struct ctl_msg m;
+	static const struct {
+		const char *bytes;
+		size_t len;
+		const char *want;
+	} hosts[] = {
+		{ "daq\xff", 4, "key 'host' in hello has byte 0xff at offset 3 ('daq\\xff'): a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+		{ "h\xc3\xa9te", 5, "key 'host' in hello has byte 0xc3 at offset 1 ('h\\xc3\\xa9te'): a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+		{ "a\"b", 3, "key 'host' in hello has byte 0x22 at offset 1 ('a\"b'): a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+		{ "ok\n12:00:00.000 builderd INFO forged", 36, "key 'host' in hello has byte 0x0a at offset 2 ('ok\\x0a12:00:00.000 builderd INFO forged'): a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+		{ "two words", 9, "key 'host' in hello has byte 0x20 at offset 3 ('two words'): a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+		{ "<b>", 3, "key 'host' in hello has byte 0x3c at offset 0 ('<b>'): a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+		{ "a\\b", 3, "key 'host' in hello has byte 0x5c at offset 1 ('a\\x5cb'): a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+	};
+	for (size_t i = 0; i < sizeof hosts / sizeof hosts[0]; i++) {
+		msgpack_packer *pk = body_init(&b);
+		pack_hello(pk, "host", 1);
+		pk_str(pk, "host");
+		msgpack_pack_str_with_body(pk, hosts[i].bytes, hosts[i].len);
+		EXPECT_ERROR(&b, hosts[i].want);
+
+		make_hello(&m);
+		memcpy(m.u.hello.host, hosts[i].bytes, hosts[i].len);
+		m.u.hello.host[hosts[i].len] = '\0';
+		ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	}
+
+	/* Longer than a DNS name may be, though it fits the buffer. */
+	char host[TEXT_HOST_MAX + 2];
+	memset(host, 'h', sizeof host - 1);
+	host[sizeof host - 1] = '\0';
+	msgpack_packer *pk = body_init(&b);
+	pack_hello(pk, "host", 1);
+	pk_kv(pk, "host", host);
+	EXPECT_ERROR(&b, "key 'host' in hello is 254 bytes, longer than 253 ('hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh...')");
+	make_hello(&m);
+	strcpy(m.u.hello.host, host);
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+
+	/* What host names look like pass: names, IPv4 and IPv6 literals, none. */
+	static const char *const good_hosts[] = {
+		"daq-ro-03", "daq-ro-03.example.org", "198.18.0.2", "fe80::1", "build_01", "",
+	};
+	for (size_t i = 0; i < sizeof good_hosts / sizeof good_hosts[0]; i++) {
+		make_hello(&m);
+		strcpy(m.u.hello.host, good_hosts[i]);
+		roundtrip(&m);
+	}
+
+	/* Group and counter names of a report, error codes. */
+	static const struct {
+		const char *group, *counter;
+		const char *want;
+	} names[] = {
+		{ "source.\xff", "c", "group name 0 in end has byte 0xff at offset 7 ('source.\\xff'): a name is ASCII letters, digits, '_', '.' and '-'" },
+		{ "g\"", "c", "group name 0 in end has byte 0x22 at offset 1 ('g\"'): a name is ASCII letters, digits, '_', '.' and '-'" },
+		{ "g\n", "c", "group name 0 in end has byte 0x0a at offset 1 ('g\\x0a'): a name is ASCII letters, digits, '_', '.' and '-'" },
+		{ "g", "frags sent", "counter name 0 of group 'g' in end has byte 0x20 at offset 5 ('frags sent'): a name is ASCII letters, digits, '_', '.' and '-'" },
+		{ "g", "c\x80", "counter name 0 of group 'g' in end has byte 0x80 at offset 1 ('c\\x80'): a name is ASCII letters, digits, '_', '.' and '-'" },
+	};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		pk = body_init(&b);
+		pack_report(pk, "end", "groups", 1);
+		pk_str(pk, "groups");
+		msgpack_pack_map(pk, 1);
+		pk_str(pk, names[i].group);
+		msgpack_pack_map(pk, 1);
+		pk_kv_uint(pk, names[i].counter, 1);
+		EXPECT_ERROR(&b, names[i].want);
+
+		/* The helpers will not add such a name, and the encoder will
+		 * not send one written in by hand. */
+		memset(&m, 0, sizeof m);
+		m.type = CTL_END;
+		bool good_group = strcmp(names[i].group, "g") == 0;
+		ck_assert(good_group == (ctl_report_group(&m.u.report, names[i].group) != NULL));
+		struct ctl_group *g = ctl_report_group(&m.u.report, "g");
+		ck_assert_ptr_nonnull(g);
+		bool good_counter = strcmp(names[i].counter, "c") == 0;
+		ck_assert(good_counter == ctl_group_set(g, names[i].counter, 1));
+		ck_assert(ctl_group_set(g, "c", 1) || !good_counter);
+		strcpy(g->name, names[i].group);
+		if (g->count == 0)
+			ctl_group_set(g, "x", 1);
+		strcpy(g->counters[0].name, names[i].counter);
+		ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	}
+
+	pk = body_init(&b);
+	msgpack_pack_map(pk, 3);
+	pk_kv(pk, "type", "error");
+	pk_kv(pk, "code", "bad\ncode");
+	pk_kv(pk, "reason", "why");
+	EXPECT_ERROR(&b, "key 'code' in error has byte 0x0a at offset 3 ('bad\\x0acode'): a name is ASCII letters, digits, '_', '.' and '-'");
 }
 END_TEST
 
@@ -1410,6 +1515,19 @@ static void random_text(uint64_t *s, char *dst, size_t cap)
 	dst[n] = '\0';
 }
 
+/* As random_text(), from the bytes of set only, at most max bytes. */
+static void random_of(uint64_t *s, char *dst, size_t cap, size_t max, const char *set)
+{
+	size_t n = (size_t)rng_below(s, (max < cap - 1 ? max : cap - 1) + 1);
+	size_t k = strlen(set);
+	for (size_t i = 0; i < n; i++)
+		dst[i] = set[rng_below(s, k)];
+	dst[n] = '\0';
+}
+
+#define HOST_SET "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._:"
+#define NAME_SET "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+
 static void random_msg(uint64_t *s, struct ctl_msg *m)
 {
 	memset(m, 0, sizeof *m);
@@ -1422,7 +1540,7 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		m->u.hello.run_id = (uint32_t)rng_u64(s);
 		m->u.hello.protocol = (uint32_t)rng_u64(s);
 		m->u.hello.pid = (uint32_t)rng_u64(s);
-		random_text(s, m->u.hello.host, sizeof m->u.hello.host);
+		random_of(s, m->u.hello.host, sizeof m->u.hello.host, TEXT_HOST_MAX, HOST_SET);
 		random_text(s, m->u.hello.proof, sizeof m->u.hello.proof);
 		m->u.hello.source_count = (uint32_t)rng_below(s, CTL_MAX_SOURCE_LIST + 1);
 		for (uint32_t i = 0; i < m->u.hello.source_count; i++)
@@ -1434,7 +1552,7 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		m->u.welcome.id = (uint32_t)rng_u64(s);
 		break;
 	case CTL_ERROR:
-		random_text(s, m->u.error.code, sizeof m->u.error.code);
+		random_of(s, m->u.error.code, sizeof m->u.error.code, CTL_MAX_NAME, NAME_SET);
 		random_text(s, m->u.error.reason, sizeof m->u.error.reason);
 		break;
 	case CTL_CREDIT:
@@ -1461,11 +1579,11 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		unsigned groups = (unsigned)rng_below(s, 6);
 		char name[CTL_MAX_NAME];
 		for (unsigned i = 0; i < groups; i++) {
-			random_text(s, name, sizeof name);
+			random_of(s, name, sizeof name, CTL_MAX_NAME, NAME_SET);
 			struct ctl_group *g = ctl_report_group(&m->u.report, name);
 			unsigned counters = (unsigned)rng_below(s, 10);
 			for (unsigned j = 0; g != NULL && j < counters; j++) {
-				random_text(s, name, sizeof name);
+				random_of(s, name, sizeof name, CTL_MAX_NAME, NAME_SET);
 				ctl_group_set(g, name, rng_u64(s));
 			}
 		}
@@ -1691,6 +1809,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_bad_hello);
 	tcase_add_test(tc, test_bad_others);
 	tcase_add_test(tc, test_bad_report);
+	tcase_add_test(tc, test_bad_strings);
 	tcase_add_test(tc, test_unknown_keys_ignored);
 	suite_add_tcase(s, tc);
 
