@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -69,14 +70,14 @@ class MetricsEndpointTest(E2ETestCase):
         # The reader's and a source's endpoints, checked the same way.
         with urllib.request.urlopen(f"http://127.0.0.1:{rports['metrics']}/metrics", timeout=5) as r:
             rfams = parse_exposition(r.read().decode())
-        self.assertIn("es_reader_frames_forwarded", rfams)
-        self.assertEqual(len(rfams["es_reader_frames_verified"]["samples"]), 2)
+        self.assertIn("es_reader_frames_forwarded_total", rfams)
+        self.assertEqual(len(rfams["es_reader_frames_verified_total"]["samples"]), 2)
         line = next(l for l in sources[0].log().splitlines() if l.startswith("listening metrics"))
         sport = int(line.rsplit(":", 1)[1])
         h.ports.add(sport)
         with urllib.request.urlopen(f"http://127.0.0.1:{sport}/metrics", timeout=5) as r:
             sfams = parse_exposition(r.read().decode())
-        self.assertGreater(sfams["es_source_frames_wire"]["samples"][0][2], 0)
+        self.assertGreater(sfams["es_source_frames_wire_total"]["samples"][0][2], 0)
         with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
             self.assertIn("text/plain", r.headers["Content-Type"])
             text = r.read().decode()
@@ -112,6 +113,87 @@ class MetricsEndpointTest(E2ETestCase):
         self.assertEqual(h.wait(builder, 60), 0, builder.tail())
         for p in [reader] + sources:
             h.wait(p, 15)
+        h.assert_clean()
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def metrics_port(proc) -> int:
+    """The port a daemon printed in its `listening metrics HOST:PORT` line."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        line = next((l for l in proc.log().splitlines() if l.startswith("listening metrics")),
+                    None)
+        if line:
+            return int(line.rsplit(":", 1)[1])
+        if proc.returncode is not None:
+            break
+        time.sleep(0.02)
+    raise AssertionError(f"{proc.name} printed no metrics port:\n{proc.tail()}")
+
+
+class PromtoolTest(E2ETestCase):
+    """Every daemon's /metrics, scraped during a real run, passes the real
+    `promtool check metrics`: names, types, units and suffixes follow the
+    Prometheus conventions, not only the text format."""
+    needs_daemons = True
+
+    def test_every_scrape_passes_promtool(self) -> None:
+        import shutil
+        promtool = shutil.which("promtool")
+        if promtool is None:
+            self.skipTest("promtool not found (scripts/deps.sh installs prometheus as root)")
+        h = self.h
+        events, name = 60000, f"prom{h.tag[-8:]}"
+        # One reader on a ring and one over TCP, so that every family shows.
+        builder, ports = h.start_builder(run=1, sources=2, readers=2, events=events,
+                                         shm_listen=name, metrics_listen="127.0.0.1:0")
+        ports = h.wait_port_file(h.path("ports", "builder-0.port"), ("metrics",), 15, builder)
+        rpf = h.path("ports", "reader-0.port")
+        ring_reader = h.daemon("readoutd", "reader-0",
+                               ["--id", 0, "--run", 1, "--listen", "127.0.0.1:0", "--port-file",
+                                rpf, "--sources", "0", "--builder", f"shm://{name}",
+                                "--control", f"127.0.0.1:{ports['control']}",
+                                "--metrics-listen", "127.0.0.1:0"])
+        rport0 = h.wait_port_file(rpf, ("data",), 15, ring_reader)["data"]
+        tcp_reader, rport1 = h.start_reader(id=1, run=1, sources=(1,), builder=ports,
+                                            metrics_listen="127.0.0.1:0")
+        sources = [h.start_source(id=s, run=1, seed=1, events=events, payload=64, rate=20000,
+                                  reader_port=rp, builder=ports, metrics_listen="127.0.0.1:0",
+                                  delay_every=500, delay_ms=5)
+                   for s, rp in ((0, rport0), (1, rport1))]
+        daemons = {"builder-0": builder, "reader-0": ring_reader, "reader-1": tcp_reader,
+                   "source-0": sources[0], "source-1": sources[1]}
+        mports = {n: (ports["metrics"] if n == "builder-0" else metrics_port(p))
+                  for n, p in daemons.items()}
+        h.ports.update(mports.values())
+        time.sleep(1.0)
+        families = {}
+        for n, port in mports.items():
+            text = scrape(port)
+            families[n] = parse_exposition(text)
+            self.assertGreater(len(families[n]), 5, text)
+            c = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual((c.returncode, c.stdout + c.stderr), (0, ""),
+                             f"promtool check metrics on {n}'s scrape:\n{text}")
+        for n, fams in families.items():
+            for fam, f in fams.items():
+                # The conventions promtool checks, and those it cannot see.
+                self.assertEqual(f["type"] == "counter", fam.endswith("_total"), (n, fam))
+                self.assertNotRegex(fam, r"_(ns|us|ms|count|sum|bucket)(_total)?$", (n, fam))
+        self.assertIn("es_reader_ring_records_total", families["reader-0"])
+        self.assertEqual(families["source-0"]["es_source_events"]["type"], "gauge")
+        self.assertEqual(families["source-0"]["es_source_events"]["samples"][0][2], events)
+        self.assertEqual(len(families["reader-1"]["es_reader_frames_verified_total"]["samples"]),
+                         1)
+        for p in daemons.values():
+            if p is not builder:
+                h.wait(p, 60)
+        self.assertEqual(h.wait(builder, 60), 0, builder.tail())
         h.assert_clean()
 
 
