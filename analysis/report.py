@@ -257,10 +257,11 @@ table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
 td, th {{ border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; }}
 tr.bad td {{ background: #fdd; }} tr.ok td:nth-child(4) {{ color: #2a7d2a; }}
 figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
-.kv {{ display: grid; grid-template-columns: repeat(5, max-content);
-       gap: 0.3em 2em; margin: 1em 0; }}
-.kv > * {{ white-space: nowrap; }} .kv > b {{ color: #555; font-weight: 600; }}
-.kv > span:empty {{ visibility: hidden; }}
+/* One cell per field with a gap between: a long field wraps inside its
+   cell and never runs into the next. */
+.kv {{ display: grid; grid-template-columns: max-content repeat(4, minmax(0, auto));
+       gap: 0.3em 1.5em; margin: 1em 0; }}
+.kv > b {{ color: #555; font-weight: 600; white-space: nowrap; }}
 </style></head><body>
 <h1>Run {m['run']['run']} <span class="status-{status}">{status.upper()}</span></h1>
 <div class="kv" id="header">
