@@ -195,7 +195,8 @@ clean:
 
 # ---- Permanent installs and the single- vs multi-host comparison ----------
 # make install [PREFIX=/usr/local] [DESTDIR=/tmp/stage]: the daemons, the
-# systemd unit templates (ExecStart pointing at BINDIR), the sysusers entry
+# systemd unit templates (ExecStart pointing at BINDIR) each with its
+# drop-in daq-network.conf (the DAQ network it may reach), the sysusers entry
 # of the eventbuilder user, example environment files, chrony
 # configurations and the documents (docs/DEPLOY.md).
 PREFIX ?= /usr/local
@@ -221,7 +222,10 @@ install: all
 	$(Q)for u in $(UNIT_TEMPLATES); do \
 		sed -e 's|@BINDIR@|$(INSTALL_BINDIR)|g' -e 's|@DOCDIR@|$(INSTALL_DOCDIR)|g' \
 		    -e 's|@DATADIR@|$(INSTALL_DATADIR)|g' $$u > $(DESTDIR)$(INSTALL_UNITDIR)/$$(basename $$u) \
-		&& chmod 644 $(DESTDIR)$(INSTALL_UNITDIR)/$$(basename $$u) || exit 1; \
+		&& chmod 644 $(DESTDIR)$(INSTALL_UNITDIR)/$$(basename $$u) \
+		&& $(INSTALL) -d $(DESTDIR)$(INSTALL_UNITDIR)/$$(basename $$u).d \
+		&& $(INSTALL) -m 644 deploy/systemd/daq-network.conf \
+			$(DESTDIR)$(INSTALL_UNITDIR)/$$(basename $$u).d/daq-network.conf || exit 1; \
 	done
 	$(Q)$(INSTALL) -m 644 deploy/systemd/eventbuilder.sysusers \
 		$(DESTDIR)$(INSTALL_SYSUSERSDIR)/eventbuilder.conf

@@ -5,9 +5,10 @@ builderd / deploy/daqrun.
 
 Usage: analysis/report.py RUN_DIR [--out DIR]
 
-Figures: latency CDF with its uncertainty band, accepted events per second
-over the run, the outcome of every event ID, per-peer clock offsets with
-their bounds; and the table of conservation equations with each side.
+Figures: latency CDF with its uncertainty band (none where the clock
+uncertainty is 0), accepted events per second over the run in whole bins,
+the outcome of every event ID, per-peer clock offsets with their bounds;
+and the table of conservation equations with each side.
 """
 
 from __future__ import annotations
@@ -38,7 +39,26 @@ def load(run_dir: Path) -> tuple[dict, list[int]]:
     return metrics, times
 
 
-def fig_latency(m: dict, path: Path) -> None:
+def save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def latency_caption(m: dict) -> str:
+    """What the latency figure draws: the band only where there is one."""
+    u = m["latency"].get("uncertainty_ns") or 0
+    if not m["latency"].get("buckets"):
+        return "Latency CDF: no accepted events, so no latencies"
+    if u > 0:
+        return (f"Latency CDF (histogram bucket upper edges) with its band: a latency counted "
+                f"in bucket [lo, hi] lies in [lo − U, hi + U], U = {u / 1e3:.1f} us the run's "
+                f"clock uncertainty (cut at the axis' left edge where it reaches 0)")
+    return ("Latency CDF (histogram bucket upper edges); no band: the clock uncertainty is 0 "
+            "(every timestamp from one clock)")
+
+
+def build_latency(m: dict):
     import matplotlib.pyplot as plt
     lat = m["latency"]
     buckets = lat.get("buckets", [])
@@ -52,44 +72,100 @@ def fig_latency(m: dict, path: Path) -> None:
             ys.append(acc / total)
         ax.step(xs, ys, where="post", label="latency CDF (bucket upper edges)")
         u = (lat.get("uncertainty_ns") or 0) / 1e3
+        # The log axis starts below the first bucket edge; a band reaching
+        # 0 or below (a bucket's lower edge minus U) is cut there.
+        floor = min(xs) / 2
         if u > 0:
-            ax.fill_betweenx(ys, [max(x - u, 1e-3) for x in xs], [x + u for x in xs],
-                             step="post", alpha=0.25, label=f"± {u:.1f} us clock uncertainty")
-        for q, key in ((0.5, "p50_ns"), (0.99, "p99_ns")):
-            ax.axvline(lat[key] / 1e3, color="grey", ls=":", lw=1)
-            ax.text(lat[key] / 1e3, q, f" p{int(q * 100)} {lat[key] / 1e3:.0f} us", fontsize=8)
+            # A sample counted in bucket [lo, hi] lies in [lo - U, hi + U]:
+            # between the fractions y0 and y1 before and after the bucket
+            # the true CDF crosses somewhere in that interval.
+            by, bl, br, acc = [], [], [], 0
+            for lower, upper, count in buckets:
+                y0 = acc / total
+                acc += count
+                by += [y0, acc / total]
+                bl += [max(lower / 1e3 - u, floor)] * 2
+                br += [upper / 1e3 + u] * 2
+            ax.fill_betweenx(by, bl, br, alpha=0.25, lw=0,
+                             label=f"± {u:.1f} us clock uncertainty")
+        # The percentiles go in the legend, never as free text beside their
+        # line, which ran off the axes where p99 sat at the right edge.
+        for key, color in (("p50_ns", "#555555"), ("p99_ns", "#d62728")):
+            v = lat.get(key) or 0
+            if v > 0:
+                ax.axvline(v / 1e3, color=color, ls=":", lw=1.2,
+                           label=f"{key[:3]} {v / 1e3:.1f} us ± {u:.1f}")
         ax.set_xscale("log")
+        ax.set_xlim(left=floor)
+        ax.set_ylim(0, 1.05)
+        ax.legend(loc="lower right", fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no accepted events", transform=ax.transAxes, ha="center",
+                va="center", color="#b22")
     ax.set_xlabel("latency (us)")
     ax.set_ylabel("fraction of accepted events")
     ax.set_title("Latency: earliest source timestamp to record write")
-    ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
-def fig_rate(times: list[int], path: Path) -> None:
+def fig_latency(m: dict, path: Path) -> None:
+    save(build_latency(m), path)
+
+
+MIN_RATE_BIN_NS = 100_000_000
+
+
+def rate_bins(times: list[int]) -> tuple[list[float], list[float], float]:
+    """Accepted events per second in equal bins from the first record to
+    the last: (edges in s into the run, rates, bin width in s). The span is
+    cut into whole bins (at most 100, at least 0.1 s each), so no bin is
+    partial: a last bin holding only the run's final moments used to show a
+    rate collapse that never happened. Empty bins count as 0 events/s."""
+    if not times:
+        return [], [], 0.0
+    t0 = min(times)
+    span = max(times) - t0
+    n = max(1, min(100, span // MIN_RATE_BIN_NS))
+    width = span / n if span > 0 else MIN_RATE_BIN_NS
+    counts = [0] * n
+    for t in times:
+        counts[min(int((t - t0) // width), n - 1)] += 1
+    edges = [k * width / 1e9 for k in range(n + 1)]
+    return edges, [c / (width / 1e9) for c in counts], width / 1e9
+
+
+def rate_caption(times: list[int]) -> str:
+    edges, _, width = rate_bins(times)
+    if not edges:
+        return "Accepted events per second: no accepted events"
+    return (f"Accepted events per second in {len(edges) - 1} equal bins of {width * 1e3:.0f} ms "
+            f"from the first accepted event's record to the last (no partial bin at the end)")
+
+
+def build_rate(times: list[int]):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    if times:
-        t0 = min(times)
-        span = max(times) - t0
-        width = max(span / 100, 1e8)
-        bins = {}
-        for t in times:
-            k = int((t - t0) // width)
-            bins[k] = bins.get(k, 0) + 1
-        ks = sorted(bins)
-        ax.plot([k * width / 1e9 for k in ks], [bins[k] / (width / 1e9) for k in ks])
+    edges, rates, _ = rate_bins(times)
+    if rates:
+        ax.stairs(rates, edges, baseline=None, lw=1.5)
+        ax.set_ylim(0, max(rates) * 1.1)
+        ax.set_xlim(edges[0], edges[-1])
+    else:
+        ax.text(0.5, 0.5, "no accepted events", transform=ax.transAxes, ha="center",
+                va="center", color="#b22")
     ax.set_xlabel("seconds into the run")
     ax.set_ylabel("accepted events/s")
     ax.set_title("Accepted rate over time")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
-def fig_outcomes(m: dict, path: Path) -> None:
+def fig_rate(times: list[int], path: Path) -> None:
+    save(build_rate(times), path)
+
+
+def build_outcomes(m: dict):
     import matplotlib.pyplot as plt
     c = m["counters"]["builder"]
     parts = [("accepted", c["events_accepted"], "#2ca02c"),
@@ -100,19 +176,30 @@ def fig_outcomes(m: dict, path: Path) -> None:
              ("expired: end of run", c["events_expired_end_of_run"], "#9467bd"),
              ("never observed", c["events_unobserved"], "#7f7f7f")]
     total = sum(v for _, v, _ in parts) or 1
-    fig, ax = plt.subplots(figsize=(7, 2.2))
+    shown = [p for p in parts if p[1]]
+    rows = max(1, (len(shown) + 2) // 3)
+    # The legend gets a row of the figure to itself, below the axis label
+    # (hung under the axes, it covered the label).
+    fig, (ax, lax) = plt.subplots(2, 1, figsize=(7, 1.9 + 0.25 * rows),
+                                  gridspec_kw={"height_ratios": [1.6, 0.25 + 0.25 * rows]})
     left = 0
-    for label, v, color in parts:
-        if v:
-            ax.barh([0], [v], left=[left], color=color, label=f"{label} {v} ({100 * v / total:.2f}%)")
-            left += v
+    for label, v, color in shown:
+        ax.barh([0], [v], left=[left], color=color, label=f"{label} {v} ({100 * v / total:.2f}%)")
+        left += v
     ax.set_yticks([])
+    ax.set_xlim(0, total)
     ax.set_xlabel("event IDs")
     ax.set_title(f"Outcome of every event ID: {100 * c['events_complete'] / total:.2f}% complete")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3)
+    lax.axis("off")
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        lax.legend(handles, labels, fontsize=7, loc="center", ncol=3, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
+
+
+def fig_outcomes(m: dict, path: Path) -> None:
+    save(build_outcomes(m), path)
 
 
 def fig_clocks(m: dict, path: Path) -> bool:
@@ -173,19 +260,25 @@ table {{ border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }}
 td, th {{ border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; }}
 tr.bad td {{ background: #fdd; }} tr.ok td:nth-child(4) {{ color: #2a7d2a; }}
 figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
-.kv span {{ display: inline-block; min-width: 14em; }}
+/* One cell per field with a gap between: a long field wraps inside its
+   cell and never runs into the next. */
+.kv {{ display: grid; grid-template-columns: max-content repeat(4, minmax(0, auto));
+       gap: 0.3em 1.5em; margin: 1em 0; }}
+.kv > b {{ color: #555; font-weight: 600; white-space: nowrap; }}
 </style></head><body>
 <h1>Run {m['run']['run']} <span class="status-{status}">{status.upper()}</span></h1>
-<p class="kv"><span>sources {m['run']['sources']}, readers {m['run']['readers']}</span>
+<div class="kv" id="header">
+<b>run</b><span>sources {m['run']['sources']}</span><span>readers {m['run']['readers']}</span>
 <span>window {m['run']['window']}, timeout {m['run']['timeout_ms']} ms</span>
-<span>admission {'on' if m['run']['admission'] else 'off'}</span></p>
-<p class="kv"><span>event IDs {r['events_generated']}</span><span>complete {c['events_complete']}</span>
-<span>accepted {c['events_accepted']}</span><span>expired {c['events_expired']}</span></p>
-<p class="kv"><span>offered {r['offered_events_per_s']:.0f} events/s</span>
+<span>admission {'on' if m['run']['admission'] else 'off'}</span>
+<b>event IDs</b><span>generated {r['events_generated']}</span><span>complete {c['events_complete']}</span>
+<span>accepted {c['events_accepted']}</span><span>expired {c['events_expired']}</span>
+<b>rates</b><span>offered {r['offered_events_per_s']:.0f} events/s</span>
 <span>accepted {r['accepted_events_per_s']:.0f} events/s</span>
-<span>CPU {m['cpu']['us_per_fragment']:.3f} us per fragment</span></p>
-<p class="kv"><span>latency p50 {lat['p50_ns'] / 1e3:.1f} us ± {u / 1e3:.1f}</span>
-<span>p99 {lat['p99_ns'] / 1e3:.1f} us ± {u / 1e3:.1f}</span><span>max {lat['max_ns'] / 1e3:.1f} us</span></p>
+<span>CPU {m['cpu']['us_per_fragment']:.3f} us per fragment</span><span></span>
+<b>latency</b><span>p50 {lat['p50_ns'] / 1e3:.1f} us ± {u / 1e3:.1f}</span>
+<span>p99 {lat['p99_ns'] / 1e3:.1f} us ± {u / 1e3:.1f}</span><span>max {lat['max_ns'] / 1e3:.1f} us</span><span></span>
+</div>
 <h2>Conservation equations: {'all balanced' if m['balanced'] else 'NOT all balanced'}</h2>
 <table id="equations"><tr><th>equation</th><th>lhs</th><th>rhs</th><th>ok</th><th>note</th></tr>
 {rows}
@@ -217,8 +310,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     m, times = load(args.run_dir)
     figures = []
-    for name, alt, fn in (("latency.png", "Latency CDF with uncertainty band", lambda p: fig_latency(m, p)),
-                          ("rate.png", "Accepted events per second over the run", lambda p: fig_rate(times, p)),
+    for name, alt, fn in (("latency.png", latency_caption(m), lambda p: fig_latency(m, p)),
+                          ("rate.png", rate_caption(times), lambda p: fig_rate(times, p)),
                           ("outcomes.png", "Outcome of every event ID", lambda p: fig_outcomes(m, p))):
         fn(out / name)
         figures.append((out / name, alt))

@@ -18,6 +18,7 @@
 #include <event2/event.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1111,6 +1112,38 @@ static const struct ctllink_ops rdr_ctl_ops = {
 	.on_lost = rdr_on_ctl_lost,
 };
 
+/* One per-source counter family of /metrics. Prometheus names a counter
+ * *_total and a duration in seconds, and reads _count as a histogram's: so
+ * held_ns is es_reader_held_seconds_total (with the hold in progress, as the
+ * END report counts it), held_count es_reader_holds_total, and every other
+ * counter es_reader_<its metrics.json name>_total. */
+static void rdr_prom_counter(struct evbuffer *out, const struct rdr *r, const char *field,
+			     size_t offset)
+{
+	bool seconds = strcmp(field, "held_ns") == 0;
+	char name[96], help[128];
+	if (seconds)
+		snprintf(name, sizeof name, "es_reader_held_seconds_total");
+	else if (strcmp(field, "held_count") == 0)
+		snprintf(name, sizeof name, "es_reader_holds_total");
+	else
+		snprintf(name, sizeof name, "es_reader_%s_total", field);
+	snprintf(help, sizeof help, "per source: %s of metrics.json reader.N.source.M%s", field,
+		 seconds ? ", in seconds" : "");
+	prom_family(out, name, "counter", help);
+	uint64_t now = seconds ? clk_monotonic_ns() : 0;
+	for (size_t i = 0; i < r->opt.source_count; i++) {
+		const struct rdr_source *s = &r->sources[i];
+		uint64_t v;
+		memcpy(&v, (const char *)&s->c + offset, sizeof v);
+		if (seconds)
+			prom_sample_f64_id(out, name, "source", s->id,
+					   (double)(v + (s->held ? now - s->held_since_ns : 0)) / 1e9);
+		else
+			prom_sample_u64_id(out, name, "source", s->id, v);
+	}
+}
+
 /* /metrics and /status: every per-source counter, the admission limit and
  * what is held. */
 static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
@@ -1153,10 +1186,7 @@ static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
 	prom_family(out, "es_reader_held", "gauge", "1 while a source is held by the admission limit");
 	for (size_t i = 0; i < r->opt.source_count; i++)
 		prom_sample_u64_id(out, "es_reader_held", "source", r->sources[i].id, r->sources[i].held);
-#define RDR_PROM(f) \
-	prom_family(out, "es_reader_" #f, "counter", "per source: " #f); \
-	for (size_t i = 0; i < r->opt.source_count; i++) \
-		prom_sample_u64_id(out, "es_reader_" #f, "source", r->sources[i].id, r->sources[i].c.f);
+#define RDR_PROM(f) rdr_prom_counter(out, r, #f, offsetof(struct rdr_counters, f));
 	RDR_SOURCE_COUNTERS(RDR_PROM)
 #undef RDR_PROM
 }

@@ -4,10 +4,13 @@
 set -eu
 packages="build-essential pkg-config libevent-dev libmsgpack-dev check zlib1g-dev libdeflate-dev
 libsodium-dev libjansson-dev python3 python3-numpy python3-matplotlib chrony iproute2 iputils-ping procps
-openssh-client openssh-server tar chromium"
+openssh-client openssh-server tar chromium systemd prometheus"
 # openssh-server: the ssh backend's test starts its own sshd on a loopback
 # port (tests/e2e/test_deploy_ssh.py); deploy/daqrun never needs a running one.
 # chromium: the run report's test renders report.html headless.
+# systemd: systemd-analyze checks the installed units (verify, security).
+# prometheus: its promtool checks every daemon's /metrics scrape (Debian
+# ships promtool in no smaller package; the server itself is never started).
 # Packages of optional targets, e.g. `make fuzz` sets DEPS_EXTRA="clang libclang-rt-14-dev"
 # (the libFuzzer runtime is only a recommendation of clang, and recommendations
 # are not installed below).

@@ -693,6 +693,30 @@ static const struct ctllink_ops src_ctl_ops = {
 	.on_lost = src_on_ctl_lost,
 };
 
+/* One family of /metrics per counter of the END report. Prometheus names a
+ * counter *_total and a duration in seconds: events is the configured
+ * number (--events), a gauge es_source_events; sending_ns, the time from the
+ * first frame to the last, set once sending ends, a gauge
+ * es_source_sending_seconds; every other one a counter es_source_<its
+ * metrics.json name>_total. */
+static void src_prom_counter(struct evbuffer *out, const char *field, uint64_t value)
+{
+	char name[96], help[128];
+	if (strcmp(field, "events") == 0) {
+		prom_family(out, "es_source_events", "gauge", "event IDs this source is to generate a fragment for (--events)");
+		prom_sample_u64(out, "es_source_events", NULL, value);
+	} else if (strcmp(field, "sending_ns") == 0) {
+		prom_family(out, "es_source_sending_seconds", "gauge",
+			    "time from the first frame sent to the last, once sending has ended (sending_ns)");
+		prom_sample_f64(out, "es_source_sending_seconds", NULL, (double)value / 1e9);
+	} else {
+		snprintf(name, sizeof name, "es_source_%s_total", field);
+		snprintf(help, sizeof help, "source: %s of metrics.json source.N", field);
+		prom_family(out, name, "counter", help);
+		prom_sample_u64(out, name, NULL, value);
+	}
+}
+
 /* /metrics and /status: the source's counters and where it is in its run. */
 static void src_fill_metrics(struct evbuffer *out, bool json, void *arg)
 {
@@ -704,9 +728,7 @@ static void src_fill_metrics(struct evbuffer *out, bool json, void *arg)
 				    s->c.frames_wire, s->delayed_count);
 		return;
 	}
-#define SRC_PROM(name) \
-	prom_family(out, "es_source_" #name, "counter", "source: " #name); \
-	prom_sample_u64(out, "es_source_" #name, NULL, s->c.name);
+#define SRC_PROM(f) src_prom_counter(out, #f, s->c.f);
 	SRC_COUNTERS(SRC_PROM)
 #undef SRC_PROM
 	prom_family(out, "es_source_position", "gauge", "send positions done of the run's events");
