@@ -233,6 +233,13 @@ int metrics_write(const struct bd *b, const struct acct *a)
 #define BLD_JSON(name) fprintf(f, "%s\"" #name "\": %" PRIu64, first_field ? "" : ", ", c->name); first_field = false;
 	BLD_COUNTERS(BLD_JSON)
 #undef BLD_JSON
+	uint64_t busy = 0, timed_out = 0;
+	for (int d = 0; d < BD_DOORS; d++) {
+		busy += b->doors[d].busy;
+		timed_out += b->doors[d].timed_out;
+	}
+	fprintf(f, ", \"greetings_busy\": %" PRIu64 ", \"greetings_timed_out\": %" PRIu64, busy,
+		timed_out);
 	fprintf(f, ", \"frames_read\": %" PRIu64 ", \"refused_connections\": %" PRIu64
 		   ", \"credits_sent\": %" PRIu64 ", \"events_written\": %" PRIu64
 		   ", \"record_writes\": %" PRIu64 ", \"negative_latencies\": %" PRIu64 "}",

@@ -254,11 +254,9 @@ static struct bd_peer *bd_peer_of(struct bd *b, const struct ctl_hello *h)
 static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, const char *peer,
 			   enum ctl_channel channel)
 {
-	if (h->protocol != CTL_PROTOCOL_VERSION) {
-		greet_reply_error(fd, peer, "wrong_protocol",
-				  "%s %u speaks protocol %u, the builder speaks %u",
-				  ctl_role_name(h->role), h->id, h->protocol, CTL_PROTOCOL_VERSION);
-	} else if (h->run_id != b->opt.run_id) {
+	/* The protocol version is checked with the greeting (common/greet.c),
+	 * by every listener alike. */
+	if (h->run_id != b->opt.run_id) {
 		greet_reply_error(fd, peer, "wrong_run", "%s %u is in run %u but the builder is in run %u",
 				  ctl_role_name(h->role), h->id, h->run_id, b->opt.run_id);
 	} else if (h->channel != channel) {
@@ -520,22 +518,18 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	bd_maybe_start(b);
 }
 
-static void bd_accept(struct bd *b, int listen_fd, greet_accept_cb cb)
-{
-	greet_accept_all(b->base, listen_fd, b->opt.handshake_timeout_ms, cb, b,
-			 &b->refused_connections);
-}
-
 static void bd_on_data_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	bd_accept(arg, fd, bd_on_reader_greeted);
+	struct bd *b = arg;
+	greet_accept_all(&b->doors[BD_DOOR_DATA], fd, bd_on_reader_greeted, b);
 }
 
 static void bd_on_control_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	bd_accept(arg, fd, bd_on_control_greeted);
+	struct bd *b = arg;
+	greet_accept_all(&b->doors[BD_DOOR_CONTROL], fd, bd_on_control_greeted, b);
 }
 
 /* ---- progress, watchdog, end of run ------------------------------------ */
@@ -866,6 +860,14 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	b->base = base;
 	b->opt = *opt;
 	b->data_fd = b->control_fd = -1;
+	static const char *const door_names[BD_DOORS] = {
+		[BD_DOOR_DATA] = "the builder's data port",
+		[BD_DOOR_CONTROL] = "the builder's control port",
+		[BD_DOOR_SHM] = "the builder's shared-memory socket",
+	};
+	for (int d = 0; d < BD_DOORS; d++)
+		greet_door_init(&b->doors[d], base, door_names[d], "the builder",
+				opt->handshake_timeout_ms, &b->refused_connections);
 	b->start_ns = b->last_progress_ns = b->last_progress_log_ns = clk_monotonic_ns();
 	b->progress_on_terminal = isatty(STDERR_FILENO);
 	uint16_t S = opt->sources;
@@ -1013,6 +1015,8 @@ void bd_destroy(struct bd *b)
 		close(b->data_fd);
 	if (b->control_fd >= 0)
 		close(b->control_fd);
+	for (int d = 0; d < BD_DOORS; d++)
+		greet_door_close(&b->doors[d]);
 	bdc_destroy(b->clocks);
 	out_close(b->out);
 	bld_destroy(b->core);

@@ -8,6 +8,7 @@
 #include "builder.h"
 #include "ctl.h"
 #include "frame.h"
+#include "greet.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,9 @@ struct bshm_link;
 #define BD_MAX_ERRORS 64u
 
 enum bd_phase { BD_RUNNING, BD_FINISHED };
+
+/* The builder's listeners, each with a greeting door of its own. */
+enum bd_door { BD_DOOR_DATA, BD_DOOR_CONTROL, BD_DOOR_SHM, BD_DOORS };
 
 struct bd;
 
@@ -78,6 +82,7 @@ struct bd {
 	int status;
 	int data_fd, control_fd;
 	struct event *ev_data_accept, *ev_control_accept, *ev_tick;
+	struct greet_door doors[BD_DOORS];
 	struct bld *core;
 	struct out *out;
 	struct bdc *clocks;               /* clocks.c: offsets and bounds */

@@ -331,8 +331,7 @@ static void bshm_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	struct bd *b = arg;
-	greet_accept_all(b->base, fd, b->opt.handshake_timeout_ms, bshm_on_greeted, b,
-			 &b->refused_connections);
+	greet_accept_all(&b->doors[BD_DOOR_SHM], fd, bshm_on_greeted, b);
 }
 
 int bshm_start(struct bd *b)
