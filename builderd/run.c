@@ -203,6 +203,8 @@ static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return;
+		if (bd_reader_release(rd, strerror(errno)))
+			return;
 		bd_error(b, "Data connection of reader %u (%s) failed: %s", rd->id, rd->address,
 			 strerror(errno));
 		bd_reader_close(rd, BD_DATA_FAILED);
@@ -227,6 +229,8 @@ static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
 		}
 		rd->start += frame_bytes;
 	}
+	if (n == 0 && bd_reader_release(rd, "closed"))
+		return;
 	if (n == 0) {
 		if (rd->start < rd->end)
 			bd_error(b, "Reader %u (%s) closed its data connection inside a frame (%zu bytes)",
@@ -290,9 +294,20 @@ struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *
 		return NULL;
 	}
 	struct bd_reader *rd = &b->readers[h->id];
-	if (rd->state != BD_DATA_WAITING) {
+	if (rd->state == BD_DATA_STREAMING) {
 		greet_reply_error(fd, peer, "duplicate_id", "reader %u already has a data connection from %s",
 				  h->id, rd->address);
+		b->refused_connections++;
+		return NULL;
+	}
+	if (rd->state != BD_DATA_WAITING) {
+		/* What it carried is in the books: a second stream would be
+		 * counted twice. */
+		greet_reply_error(fd, peer, "stream_over",
+				  "reader %u's data connection from %s has %s after %" PRIu64
+				  " frames; a reader streams once per run",
+				  h->id, rd->address, rd->state == BD_DATA_CLOSED ? "ended" : "failed",
+				  rd->frames_received);
 		b->refused_connections++;
 		return NULL;
 	}
@@ -309,6 +324,24 @@ struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *
 		}
 	}
 	return rd;
+}
+
+bool bd_reader_release(struct bd_reader *rd, const char *why)
+{
+	struct bd *b = rd->run;
+	const struct bd_peer *p = &b->reader_peers[rd->id];
+	if (rd->state != BD_DATA_STREAMING || rd->bytes_received != 0 || rd->frames_received != 0 ||
+	    p->lost || p->reported || b->phase != BD_RUNNING)
+		return false;
+	log_warn("Reader %u's data connection from %s %s; it carried nothing, so the slot is free for reader %u again",
+		 rd->id, rd->address, why, rd->id);
+	bd_reader_close(rd, BD_DATA_WAITING);
+	for (uint16_t s = 0; s < b->opt.sources; s++)
+		if (b->reader_of_source[s] == (int32_t)rd->id)
+			b->reader_of_source[s] = -1;
+	rd->source_count = 0;
+	rd->address[0] = '\0';
+	return true;
 }
 
 void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer)
@@ -488,9 +521,19 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_CONTROL))
 		return;
 	struct bd_peer *p = bd_peer_of(b, h);
-	if (p->connected) {
+	if (p->connected && p->conn != NULL) {
 		greet_reply_error(fd, peer, "duplicate_id", "%s %u is already connected from %s (pid %u)",
 				  ctl_role_name(h->role), h->id, p->address, p->pid);
+		b->refused_connections++;
+		return;
+	}
+	if (p->connected) {
+		/* Its share of the run is booked (reported, or counted lost):
+		 * a second one would be counted twice. */
+		greet_reply_error(fd, peer, "peer_left",
+				  "%s %u was connected from %s (pid %u) and left run %u %s; it cannot rejoin",
+				  ctl_role_name(h->role), h->id, p->address, p->pid, b->opt.run_id,
+				  p->reported ? "after its final report" : "before it, counted as lost");
 		b->refused_connections++;
 		return;
 	}

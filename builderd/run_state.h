@@ -132,6 +132,12 @@ struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *
 /* The reader's data path is up (WELCOME sent): records the sources it
  * serves and starts the run once every peer is there. */
 void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer);
+/* A data path that ends before it carried a byte (a peer that took the
+ * reader's slot and left, a ring never attached) took nothing from the run:
+ * frees the slot for the reader and returns true, unless the reader is
+ * already done or gone or the run is over (false: close it as usual). why:
+ * "closed", an errno text. */
+bool bd_reader_release(struct bd_reader *rd, const char *why);
 
 /* The per-frame path of both transports: decodes and verifies the frame at
  * buf (avail bytes) and feeds it to the builder core, or notes its source's

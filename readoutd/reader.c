@@ -841,6 +841,12 @@ static void rdr_on_shm_sock(evutil_socket_t fd, short what, void *arg)
 	else
 		log_error("Reader %u: the builder (%s) closed the shared-memory link of ring %s before our data ended",
 			  r->opt.id, r->builder_peer, r->segment);
+	int32_t pid;
+	/* A builder killed before it read our "attached" never removed the
+	 * name; we are the last to know of it. */
+	if (n == 0 && shr_remove_orphan(r->segment, &pid) > 0)
+		log_warn("Reader %u removed segment %s: the builder that created it (pid %d) is gone",
+			 r->opt.id, r->segment, (int)pid);
 	rdr_ring_lost(r);
 }
 
@@ -850,6 +856,12 @@ static void rdr_shm_attach(struct rdr *r)
 	if (rc < 0) {
 		log_error("Reader %u cannot attach to the builder's ring %s: %s", r->opt.id,
 			  r->segment, shr_strerror(rc));
+		int32_t pid;
+		/* Nobody else knows of it: left here, it would stay in /dev/shm
+		 * until the next builder of this name. */
+		if (rc == -EOWNERDEAD && shr_remove_orphan(r->segment, &pid) > 0)
+			log_warn("Reader %u removed segment %s: the builder that created it (pid %d) is gone",
+				 r->opt.id, r->segment, (int)pid);
 		rdr_shm_abort(r);
 		return;
 	}

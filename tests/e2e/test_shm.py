@@ -516,7 +516,7 @@ class ShmAttachTest(ShmMixin, E2ETestCase):
     its header, bad magic, another layout version or run, a size that does
     not match its capacity, impossible counters, a closed ring, a builder
     that is gone) names the cause, maps nothing, leaves the segment as it
-    found it and exits 1 -- no SIGBUS, no wild read. A well-formed segment
+    found it (removes it when its builder is gone) and exits 1 -- no SIGBUS, no wild read. A well-formed segment
     from the same fake builder is attached, so each refusal is the one
     defect's doing."""
     needs_daemons = True
@@ -576,7 +576,14 @@ class ShmAttachTest(ShmMixin, E2ETestCase):
                 self.assertIn("Reader 0 cannot attach to the builder's ring "
                               f"/{builder.path.name}: {cause}", log)
                 self.assertNotEqual(builder.answer, b"A")
-                self.assertEqual(left, segment, "the refused segment was written to")
+                if label == "builder gone":
+                    # Its creator is dead and nobody else knows of it: the
+                    # reader removes it, unwritten.
+                    self.assertIsNone(left, "a dead builder's segment was left in /dev/shm")
+                    self.assertIn(f"Reader 0 removed segment /{builder.path.name}: the builder "
+                                  "that created it (pid ", log)
+                else:
+                    self.assertEqual(left, segment, "the refused segment was written to")
         self.h.assert_clean()
 
 
