@@ -265,8 +265,13 @@ static void greet_on_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct greet *g = arg;
 	char why[96];
-	snprintf(why, sizeof why, "no complete greeting within the handshake timeout (%" PRIu64 " ms)",
-		 g->timeout_ms);
+	if (g->listener)
+		snprintf(why, sizeof why,
+			 "no complete greeting within the handshake timeout (%" PRIu64 " ms)",
+			 g->timeout_ms);
+	else
+		snprintf(why, sizeof why, "no answer within the connect timeout (%" PRIu64 " ms left)",
+			 g->timeout_ms);
 	if (g->door != NULL)
 		g->door->timed_out++;
 	greet_fail(g, why, true);
