@@ -53,7 +53,7 @@ static void greet_door_flush_log(struct greet_door *d)
 {
 	if (d->log_suppressed == 0)
 		return;
-	log_warn("%s: %" PRIu64 " more refused or failed greetings in the last second, not logged one by one (every one is counted in refused_connections)",
+	log_warn("Greetings refused or failed on %s: %" PRIu64 " more in the last second, not logged one by one (every one is counted in refused_connections)",
 		 d->name, d->log_suppressed);
 	d->log_suppressed = 0;
 }
