@@ -317,6 +317,17 @@ static void rdr_on_source_readable(evutil_socket_t fd, short what, void *arg)
 		rdr_maybe_finish(r);
 		return;
 	}
+	if (n == 0 && s->c.bytes_received == 0) {
+		/* Not a byte came: a peer that took the source's slot and left
+		 * took nothing from the run, and the source may still come. */
+		log_warn("Reader %u: source %u's connection from %s closed; it carried nothing, so the slot is free for source %u again",
+			 r->opt.id, s->id, s->peer, s->id);
+		rdr_source_close(s, RS_WAITING);
+		event_free(s->ev_read);
+		s->ev_read = NULL;
+		s->peer[0] = '\0';
+		return;
+	}
 	if (n == 0) {
 		s->eof = true;
 		rdr_source_pause(s);
@@ -721,10 +732,19 @@ static void rdr_on_source_greeted(int fd, const struct ctl_hello *hello, const c
 		greet_reply_error(fd, peer, "unknown_source",
 				  "reader %u does not serve source %u; check the topology",
 				  r->opt.id, hello->id);
-	} else if (s->state != RS_WAITING) {
+	} else if (s->state == RS_STREAMING) {
 		greet_reply_error(fd, peer, "duplicate_id",
 				  "source %u is already connected to reader %u from %s", hello->id,
 				  r->opt.id, s->peer);
+		s = NULL;
+	} else if (s->state != RS_WAITING) {
+		/* What it sent is in the books: a second stream would be
+		 * counted twice. */
+		greet_reply_error(fd, peer, "stream_over",
+				  "source %u's connection to reader %u from %s has %s after %" PRIu64
+				  " verified frames; a source streams once per run",
+				  hello->id, r->opt.id, s->peer, s->state == RS_ENDED ? "ended" : "failed",
+				  s->c.frames_verified);
 		s = NULL;
 	} else if (greet_reply_welcome(fd, r->opt.run_id, CTL_ROLE_READER, r->opt.id) < 0) {
 		log_warn("Reader %u: source %u (%s) left during the greeting", r->opt.id, hello->id,

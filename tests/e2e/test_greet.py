@@ -204,9 +204,10 @@ class GreetTest(E2ETestCase):
         h.assert_clean()
 
     def test_slot_of_a_peer_that_left_is_free_again(self) -> None:
-        """A peer greets the data port as reader 0 and leaves without a byte:
-        the slot is free for the real reader, and a later claim while the
-        real one streams names the real one's address, not the one gone."""
+        """A peer greets the builder's data port as reader 0, or the reader's
+        as source 0, and leaves without a byte: the slot is free for the real
+        one, and a later claim while the real one streams names the real
+        one's address, not the one gone."""
         h = self.h
         builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS * 4)
         with socket.create_connection(("127.0.0.1", ports["data"]), timeout=10) as s:
@@ -215,6 +216,12 @@ class GreetTest(E2ETestCase):
         wait_for_line(builder, f"Reader 0's data connection from {gone} closed; it carried "
                                "nothing, so the slot is free for reader 0 again")
         reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports)
+        # The same at the reader's door, as source 0.
+        with socket.create_connection(("127.0.0.1", rport), timeout=10) as s:
+            gone_source = "%s:%d" % s.getsockname()
+            self.assertIn(b"welcome", greet(s, hello("source", 0, sources=())))
+        wait_for_line(reader, f"Reader 0: source 0's connection from {gone_source} closed; it "
+                              "carried nothing, so the slot is free for source 0 again")
         sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS * 4, payload=32, rate=4000,
                                   reader_port=rport, builder=ports) for s in (0, 1)]
         deadline = time.monotonic() + 15
@@ -234,4 +241,6 @@ class GreetTest(E2ETestCase):
         self.assertTrue(m["balanced"], unbalanced(m))
         self.assertEqual(m["counters"]["builder"]["events_accepted"], EVENTS * 4)
         self.assertEqual(m["counters"]["builder"]["refused_connections"], 1)
+        self.assertEqual(m["counters"]["reader.0"]["refused_connections"], 0)
+        self.assertEqual(m["counters"]["reader.0"]["err_no_end"], 0)
         h.assert_clean()
