@@ -8,6 +8,7 @@ balanced books."""
 
 from __future__ import annotations
 
+import os
 import re
 import select
 import socket
@@ -33,14 +34,14 @@ def wait_for_line(proc: Proc, words: str, timeout_s: float = 15) -> None:
 class GreetTest(E2ETestCase):
     needs_daemons = True
 
-    def legit_run(self, builder: Proc, ports: dict, **reader_flags) -> dict:
-        """One reader and two sources of EVENTS events: all exit 0, the books
-        balance and every event is accepted. Returns metrics.json."""
+    def legit_run(self, builder: Proc, ports: dict, **flags) -> dict:
+        """One reader and two sources of EVENTS events (flags to all three):
+        all exit 0, the books balance and every event is accepted. Returns
+        metrics.json."""
         h = self.h
-        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports,
-                                       **reader_flags)
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports, **flags)
         sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS, payload=32, rate=5000,
-                                  reader_port=rport, builder=ports) for s in (0, 1)]
+                                  reader_port=rport, builder=ports, **flags) for s in (0, 1)]
         self.assertEqual(h.wait(builder, 90), 0, builder.tail())
         for p in [reader] + sources:
             self.assertEqual(h.wait(p, 20), 0, p.tail())
@@ -56,9 +57,20 @@ class GreetTest(E2ETestCase):
         "busy" refusal past it; the control port is not touched, the
         reader's data greeting is retried until the idle ones are dropped at
         their deadline, and the run completes."""
+        self.idle_crowd({})
+
+    def test_idle_crowd_against_a_keyed_run(self) -> None:
+        """The same with a run key: the door holds before any proof is
+        checked."""
+        key = self.h.path("run.key")
+        key.write_text(os.urandom(32).hex() + "\n")
+        key.chmod(0o600)
+        self.idle_crowd({"run_key_file": key})
+
+    def idle_crowd(self, flags: dict) -> None:
         h = self.h
         builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS,
-                                         handshake_timeout_ms=1500)
+                                         handshake_timeout_ms=1500, **flags)
         crowd = [socket.create_connection(("127.0.0.1", ports["data"]), timeout=10)
                  for _ in range(CAP)]
         try:
@@ -69,7 +81,7 @@ class GreetTest(E2ETestCase):
             self.assertEqual(len(busy), CAP - SHARE)
             self.assertIn(b"the builder's data port has 16 connections from 127.0.0.1 greeting "
                           b"at once, the most one address may hold; retry later", busy[0])
-            m = self.legit_run(builder, ports)
+            m = self.legit_run(builder, ports, **flags)
         finally:
             for s in crowd:
                 s.close()
