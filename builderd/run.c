@@ -331,7 +331,8 @@ bool bd_reader_release(struct bd_reader *rd, const char *why)
 	struct bd *b = rd->run;
 	const struct bd_peer *p = &b->reader_peers[rd->id];
 	if (rd->state != BD_DATA_STREAMING || rd->bytes_received != 0 || rd->frames_received != 0 ||
-	    p->lost || p->reported || b->phase != BD_RUNNING)
+	    p->lost || p->reported || b->phase != BD_RUNNING ||
+	    (p->conn != NULL && p->pid == rd->pid))
 		return false;
 	log_warn("Reader %u's data connection from %s %s; it carried nothing, so the slot is free for reader %u again",
 		 rd->id, rd->address, why, rd->id);
@@ -352,6 +353,7 @@ void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const ch
 	rd->source_count = h->source_count;
 	memcpy(rd->sources, h->sources, h->source_count * sizeof h->sources[0]);
 	rd->state = BD_DATA_STREAMING;
+	rd->pid = h->pid;
 	snprintf(rd->address, sizeof rd->address, "%s", peer);
 	bd_maybe_start(b);
 }

@@ -63,6 +63,7 @@ struct bd_reader {
 	int fd;
 	struct event *ev_read;
 	char address[CTL_MAX_TEXT];
+	uint32_t pid;                    /* as its data HELLO says */
 	uint8_t *buf;
 	size_t cap, start, end;
 	struct frm_decoder decoder;
@@ -134,9 +135,10 @@ struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *
 void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer);
 /* A data path that ends before it carried a byte (a peer that took the
  * reader's slot and left, a ring never attached) took nothing from the run:
- * frees the slot for the reader and returns true, unless the reader is
- * already done or gone or the run is over (false: close it as usual). why:
- * "closed", an errno text. */
+ * frees the slot for the reader and returns true, unless it was the reader
+ * itself (its control link is up under the same pid), the reader is already
+ * done or gone, or the run is over (false: close it as usual). why: what
+ * happened, after "Reader N's data connection from ADDRESS". */
 bool bd_reader_release(struct bd_reader *rd, const char *why);
 
 /* The per-frame path of both transports: decodes and verifies the frame at

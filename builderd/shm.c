@@ -195,6 +195,15 @@ static void bshm_peer_gone(struct bshm_link *l, const char *why)
 		return;
 	if (l->attached)
 		bshm_drain(l, UINT64_MAX);
+	char left[CTL_MAX_TEXT + 256];
+	snprintf(left, sizeof left, "(pid %u on %s) left ring %s before confirming its attach (%s)",
+		 l->pid, l->host, l->segment, why);
+	/* A peer that took the slot and left before attaching carried
+	 * nothing: the real reader may still come. */
+	if (!l->attached && bd_reader_release(rd, left)) {
+		bd_after_frames(b);
+		return;
+	}
 	if (rd->state == BD_DATA_STREAMING) {
 		l->peer_died = true;
 		if (l->attached)
