@@ -23,6 +23,16 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+/* The greeting counters of the builder's three listeners, summed. */
+static void bdm_greetings(const struct bd *b, uint64_t *busy, uint64_t *timed_out)
+{
+	*busy = *timed_out = 0;
+	for (int d = 0; d < BD_DOORS; d++) {
+		*busy += b->doors[d].busy;
+		*timed_out += b->doors[d].timed_out;
+	}
+}
+
 static void json_string(FILE *f, const char *s)
 {
 	fputc('"', f);
@@ -233,11 +243,8 @@ int metrics_write(const struct bd *b, const struct acct *a)
 #define BLD_JSON(name) fprintf(f, "%s\"" #name "\": %" PRIu64, first_field ? "" : ", ", c->name); first_field = false;
 	BLD_COUNTERS(BLD_JSON)
 #undef BLD_JSON
-	uint64_t busy = 0, timed_out = 0;
-	for (int d = 0; d < BD_DOORS; d++) {
-		busy += b->doors[d].busy;
-		timed_out += b->doors[d].timed_out;
-	}
+	uint64_t busy, timed_out;
+	bdm_greetings(b, &busy, &timed_out);
 	fprintf(f, ", \"greetings_busy\": %" PRIu64 ", \"greetings_timed_out\": %" PRIu64, busy,
 		timed_out);
 	fprintf(f, ", \"frames_read\": %" PRIu64 ", \"refused_connections\": %" PRIu64
@@ -448,6 +455,14 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 				   (double)b->reader_peers[r].held_ns / 1e9);
 	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
 	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
+	uint64_t busy, timed_out;
+	bdm_greetings(b, &busy, &timed_out);
+	prom_family(out, "es_builder_greetings_busy_total", "counter",
+		    "connections refused busy: past a listener's greeting cap or one address's share");
+	prom_sample_u64(out, "es_builder_greetings_busy_total", NULL, busy);
+	prom_family(out, "es_builder_greetings_timed_out_total", "counter",
+		    "greetings dropped at the handshake deadline");
+	prom_sample_u64(out, "es_builder_greetings_timed_out_total", NULL, timed_out);
 	prom_family(out, "es_builder_credits_sent_total", "counter", "CREDIT messages sent to readers");
 	prom_sample_u64(out, "es_builder_credits_sent_total", NULL, b->credits_sent);
 	prom_family(out, "es_builder_errors", "gauge", "errors recorded so far in the run");

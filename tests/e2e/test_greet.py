@@ -14,6 +14,7 @@ import select
 import socket
 import sys
 import time
+import urllib.request
 
 from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced
 from wire import greet, greet_tcp, hello, read_message
@@ -133,7 +134,9 @@ class GreetTest(E2ETestCase):
         the accept, however steadily its bytes come."""
         h = self.h
         builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS,
-                                         handshake_timeout_ms=1000)
+                                         handshake_timeout_ms=1000,
+                                         metrics_listen="127.0.0.1:0")
+        ports = h.wait_port_file(h.path("ports", "builder-0.port"), ("metrics",), 15, builder)
         greeting = hello("source", 0, channel="control", sources=(), host="d" * 200)
         s = socket.create_connection(("127.0.0.1", ports["control"]), timeout=10)
         t0 = time.monotonic()
@@ -158,6 +161,11 @@ class GreetTest(E2ETestCase):
         self.assertLess(closed_after, 2.0)
         wait_for_line(builder, "failed: no complete greeting within the handshake timeout "
                                "(1000 ms)")
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics",
+                                    timeout=5) as r:
+            scrape = r.read().decode()
+        self.assertIn("\nes_builder_greetings_timed_out_total 1\n", scrape)
+        self.assertIn("\nes_builder_greetings_busy_total 0\n", scrape)
         m = self.legit_run(builder, ports)
         self.assertEqual(m["counters"]["builder"]["greetings_timed_out"], 1)
         self.assertEqual(m["counters"]["builder"]["refused_connections"], 1)
