@@ -10,8 +10,13 @@ whose data stream stalls after a random number of frames while its control
 link goes on (sourced --stall dribble or blackhole), given up by its
 reader's inactivity limit or, with that limit off, by the builder's
 watchdog, or a reader whose forwarding to the builder stalls (readoutd
---forward-stall), named by the watchdog. A run passes when metrics.json exists and every equation
-balances, whatever else happened to it.
+--forward-stall), named by the watchdog. In some runs, too, a
+hostile peer at the builder's door as soon as it listens, racing the
+readers and sources: 64 idle connections to its data port, a HELLO
+dribbled a byte per 20 ms, a flood of refused greetings, or HELLOs of
+another protocol version (docs/PROTOCOL.md, "Greeting"). A run passes when
+metrics.json exists and every equation balances, whatever else happened to
+it.
 
 Usage: analysis/soak.py [--runs N] [--seed S] [--out DIR] [--bin DIR]
 """
@@ -22,14 +27,74 @@ import argparse
 import datetime
 import json
 import random
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DAQRUN = REPO / "deploy" / "daqrun"
+sys.path.insert(0, str(REPO / "tests" / "e2e"))
+from wire import hello, read_message  # noqa: E402  (the protocol spoken by hand)
+
+ATTACKS = ("crowd", "dribble", "flood", "protocol")
+
+
+def builder_ports(out: Path, timeout_s: float = 30) -> dict[str, int] | None:
+    """The builder's ports from its port file, once daqrun has started it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            words = [line.split() for line in
+                     (out / "ports" / "builder-0.port").read_text().splitlines()]
+            ports = {w[0]: int(w[1]) for w in words if len(w) == 2 and w[1].isdigit()}
+            if "data" in ports and "control" in ports:
+                return ports
+        except OSError:
+            pass
+        time.sleep(0.005)
+    return None
+
+
+def attack(kind: str, out: Path, run_id: int) -> None:
+    """A hostile peer at the builder's door while the run starts. Every
+    socket error is the door doing its job, not a failure of the soak."""
+    ports = builder_ports(out)
+    if ports is None:
+        return
+    try:
+        if kind == "crowd":
+            crowd = [socket.create_connection(("127.0.0.1", ports["data"]), timeout=5)
+                     for _ in range(64)]
+            time.sleep(3)
+            for c in crowd:
+                c.close()
+        elif kind == "dribble":
+            # About 8 s of bytes, past the default 5 s deadline; of another
+            # run, so that it is refused should it ever be read whole.
+            with socket.create_connection(("127.0.0.1", ports["control"]), timeout=5) as c:
+                for byte in hello("source", 0, run=run_id + 1, channel="control", sources=(),
+                                  host="d" * 250):
+                    c.send(bytes([byte]))
+                    time.sleep(0.02)
+        elif kind == "flood":
+            for _ in range(300):
+                with socket.create_connection(("127.0.0.1", ports["control"]), timeout=5) as c:
+                    read_message(c)
+                    c.sendall(hello("source", 0, run=run_id + 1, channel="control", sources=()))
+                    read_message(c)
+        elif kind == "protocol":
+            for port in (ports["data"], ports["control"]):
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    read_message(c)
+                    c.sendall(hello("reader", 0, run=run_id, protocol=999, sources=(0, 1),
+                                    channel="data" if port == ports["data"] else "control"))
+                    read_message(c)
+    except OSError:
+        pass
 
 
 def draw(rng: random.Random, n: int) -> tuple[dict, list[str], str, dict]:
@@ -90,6 +155,9 @@ def draw(rng: random.Random, n: int) -> tuple[dict, list[str], str, dict]:
             extras["builder"] += ["--peer-timeout-ms", "1500"]
             ender = "the watchdog"
         faults.append(f"source {ident} --stall {stall}, given up by {ender}")
+    if rng.random() < 0.25:
+        run["attack"] = rng.choice(ATTACKS)
+        faults.append(f"door {run['attack']}")
     return run, args, ", ".join(faults) or "no faults", extras
 
 
@@ -123,12 +191,20 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="es-soak-") as tmp:
         for n in range(args.runs):
             run, extra, what, extras = draw(rng, n)
+            kind = run.pop("attack", None)
             topo = Path(tmp) / f"{n}.toml"
             topo.write_text(topology(run, extras))
             out = Path(tmp) / f"run-{n}"
+            hostile = None
+            if kind is not None:
+                hostile = threading.Thread(target=attack, args=(kind, out, run["run"]),
+                                           daemon=True)
+                hostile.start()
             p = subprocess.run([sys.executable, str(DAQRUN), str(topo), "--out", str(out),
                                 "--bin", str(args.bin), "--check", "never", "--timeout", "120",
                                 *extra], capture_output=True, text=True, timeout=300)
+            if hostile is not None:
+                hostile.join(30)
             problem = None
             try:
                 m = json.loads((out / "metrics.json").read_text())

@@ -25,6 +25,16 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+/* The greeting counters of the builder's three listeners, summed. */
+static void bdm_greetings(const struct bd *b, uint64_t *busy, uint64_t *timed_out)
+{
+	*busy = *timed_out = 0;
+	for (int d = 0; d < BD_DOORS; d++) {
+		*busy += b->doors[d].busy;
+		*timed_out += b->doors[d].timed_out;
+	}
+}
+
 json_t *metrics_json_text(const char *s)
 {
 	size_t n = strlen(s);
@@ -285,6 +295,10 @@ static json_t *json_counters(const struct bd *b)
 #define BLD_JSON(name) SET(bld, #name, U64(c->name));
 	BLD_COUNTERS(BLD_JSON)
 #undef BLD_JSON
+	uint64_t busy, timed_out;
+	bdm_greetings(b, &busy, &timed_out);
+	SET(bld, "greetings_busy", U64(busy));
+	SET(bld, "greetings_timed_out", U64(timed_out));
 	SET(bld, "frames_read", U64(b->frames_received));
 	SET(bld, "refused_connections", U64(b->refused_connections));
 	SET(bld, "credits_sent", U64(b->credits_sent));
@@ -579,6 +593,14 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 				   (double)b->reader_peers[r].held_ns / 1e9);
 	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
 	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
+	uint64_t busy, timed_out;
+	bdm_greetings(b, &busy, &timed_out);
+	prom_family(out, "es_builder_greetings_busy_total", "counter",
+		    "connections refused busy: past a listener's greeting cap or one address's share");
+	prom_sample_u64(out, "es_builder_greetings_busy_total", NULL, busy);
+	prom_family(out, "es_builder_greetings_timed_out_total", "counter",
+		    "greetings dropped at the handshake deadline");
+	prom_sample_u64(out, "es_builder_greetings_timed_out_total", NULL, timed_out);
 	prom_family(out, "es_builder_credits_sent_total", "counter", "CREDIT messages sent to readers");
 	prom_sample_u64(out, "es_builder_credits_sent_total", NULL, b->credits_sent);
 	prom_family(out, "es_builder_errors", "gauge", "errors recorded so far in the run");

@@ -204,6 +204,8 @@ static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return;
+		if (bd_reader_release(rd, strerror(errno)))
+			return;
 		bd_error(b, "Data connection of reader %u (%s) failed: %s", rd->id, rd->address,
 			 strerror(errno));
 		bd_reader_close(rd, BD_DATA_FAILED);
@@ -228,6 +230,8 @@ static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
 		}
 		rd->start += frame_bytes;
 	}
+	if (n == 0 && bd_reader_release(rd, "closed"))
+		return;
 	if (n == 0) {
 		if (rd->start < rd->end)
 			bd_error(b, "Reader %u (%s) closed its data connection inside a frame (%zu bytes)",
@@ -255,11 +259,9 @@ static struct bd_peer *bd_peer_of(struct bd *b, const struct ctl_hello *h)
 static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, const char *peer,
 			   enum ctl_channel channel)
 {
-	if (h->protocol != CTL_PROTOCOL_VERSION) {
-		greet_reply_error(fd, peer, "wrong_protocol",
-				  "%s %u speaks protocol %u, the builder speaks %u",
-				  ctl_role_name(h->role), h->id, h->protocol, CTL_PROTOCOL_VERSION);
-	} else if (h->run_id != b->opt.run_id) {
+	/* The protocol version is checked with the greeting (common/greet.c),
+	 * by every listener alike. */
+	if (h->run_id != b->opt.run_id) {
 		greet_reply_error(fd, peer, "wrong_run", "%s %u is in run %u but the builder is in run %u",
 				  ctl_role_name(h->role), h->id, h->run_id, b->opt.run_id);
 	} else if (h->channel != channel) {
@@ -293,9 +295,20 @@ struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *
 		return NULL;
 	}
 	struct bd_reader *rd = &b->readers[h->id];
-	if (rd->state != BD_DATA_WAITING) {
+	if (rd->state == BD_DATA_STREAMING) {
 		greet_reply_error(fd, peer, "duplicate_id", "reader %u already has a data connection from %s",
 				  h->id, rd->address);
+		b->refused_connections++;
+		return NULL;
+	}
+	if (rd->state != BD_DATA_WAITING) {
+		/* What it carried is in the books: a second stream would be
+		 * counted twice. */
+		greet_reply_error(fd, peer, "stream_over",
+				  "reader %u's data connection from %s has %s after %" PRIu64
+				  " frames; a reader streams once per run",
+				  h->id, rd->address, rd->state == BD_DATA_CLOSED ? "ended" : "failed",
+				  rd->frames_received);
 		b->refused_connections++;
 		return NULL;
 	}
@@ -314,6 +327,25 @@ struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *
 	return rd;
 }
 
+bool bd_reader_release(struct bd_reader *rd, const char *why)
+{
+	struct bd *b = rd->run;
+	const struct bd_peer *p = &b->reader_peers[rd->id];
+	if (rd->state != BD_DATA_STREAMING || rd->bytes_received != 0 || rd->frames_received != 0 ||
+	    p->lost || p->reported || b->phase != BD_RUNNING ||
+	    (p->conn != NULL && p->pid == rd->pid))
+		return false;
+	log_warn("Reader %u's data connection from %s %s; it carried nothing, so the slot is free for reader %u again",
+		 rd->id, rd->address, why, rd->id);
+	bd_reader_close(rd, BD_DATA_WAITING);
+	for (uint16_t s = 0; s < b->opt.sources; s++)
+		if (b->reader_of_source[s] == (int32_t)rd->id)
+			b->reader_of_source[s] = -1;
+	rd->source_count = 0;
+	rd->address[0] = '\0';
+	return true;
+}
+
 void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer)
 {
 	struct bd *b = rd->run;
@@ -322,6 +354,7 @@ void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const ch
 	rd->source_count = h->source_count;
 	memcpy(rd->sources, h->sources, h->source_count * sizeof h->sources[0]);
 	rd->state = BD_DATA_STREAMING;
+	rd->pid = h->pid;
 	snprintf(rd->address, sizeof rd->address, "%s", peer);
 	bd_maybe_start(b);
 }
@@ -598,9 +631,19 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_CONTROL))
 		return;
 	struct bd_peer *p = bd_peer_of(b, h);
-	if (p->connected) {
+	if (p->connected && p->conn != NULL) {
 		greet_reply_error(fd, peer, "duplicate_id", "%s %u is already connected from %s (pid %u)",
 				  ctl_role_name(h->role), h->id, p->address, p->pid);
+		b->refused_connections++;
+		return;
+	}
+	if (p->connected) {
+		/* Its share of the run is booked (reported, or counted lost):
+		 * a second one would be counted twice. */
+		greet_reply_error(fd, peer, "peer_left",
+				  "%s %u was connected from %s (pid %u) and left run %u %s; it cannot rejoin",
+				  ctl_role_name(h->role), h->id, p->address, p->pid, b->opt.run_id,
+				  p->reported ? "after its final report" : "before it, counted as lost");
 		b->refused_connections++;
 		return;
 	}
@@ -628,22 +671,18 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	bd_maybe_start(b);
 }
 
-static void bd_accept(struct bd *b, int listen_fd, greet_accept_cb cb)
-{
-	greet_accept_all(b->base, listen_fd, b->opt.handshake_timeout_ms, cb, b,
-			 &b->refused_connections);
-}
-
 static void bd_on_data_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	bd_accept(arg, fd, bd_on_reader_greeted);
+	struct bd *b = arg;
+	greet_accept_all(&b->doors[BD_DOOR_DATA], fd, bd_on_reader_greeted, b);
 }
 
 static void bd_on_control_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	bd_accept(arg, fd, bd_on_control_greeted);
+	struct bd *b = arg;
+	greet_accept_all(&b->doors[BD_DOOR_CONTROL], fd, bd_on_control_greeted, b);
 }
 
 /* ---- progress, watchdog, end of run ------------------------------------ */
@@ -986,6 +1025,14 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	b->base = base;
 	b->opt = *opt;
 	b->data_fd = b->control_fd = -1;
+	static const char *const door_names[BD_DOORS] = {
+		[BD_DOOR_DATA] = "the builder's data port",
+		[BD_DOOR_CONTROL] = "the builder's control port",
+		[BD_DOOR_SHM] = "the builder's shared-memory socket",
+	};
+	for (int d = 0; d < BD_DOORS; d++)
+		greet_door_init(&b->doors[d], base, door_names[d], "the builder",
+				opt->handshake_timeout_ms, &b->refused_connections);
 	b->start_ns = b->last_progress_ns = b->last_progress_log_ns = clk_monotonic_ns();
 	b->progress_on_terminal = isatty(STDERR_FILENO);
 	uint16_t S = opt->sources;
@@ -1133,6 +1180,8 @@ void bd_destroy(struct bd *b)
 		close(b->data_fd);
 	if (b->control_fd >= 0)
 		close(b->control_fd);
+	for (int d = 0; d < BD_DOORS; d++)
+		greet_door_close(&b->doors[d]);
 	bdc_destroy(b->clocks);
 	out_close(b->out);
 	bld_destroy(b->core);

@@ -8,6 +8,7 @@
 #include "builder.h"
 #include "ctl.h"
 #include "frame.h"
+#include "greet.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,9 @@ struct bshm_link;
 #define BD_MAX_ERRORS 64u
 
 enum bd_phase { BD_RUNNING, BD_FINISHED };
+
+/* The builder's listeners, each with a greeting door of its own. */
+enum bd_door { BD_DOOR_DATA, BD_DOOR_CONTROL, BD_DOOR_SHM, BD_DOORS };
 
 struct bd;
 
@@ -61,6 +65,7 @@ struct bd_reader {
 	int fd;
 	struct event *ev_read;
 	char address[CTL_MAX_TEXT];
+	uint32_t pid;                    /* as its data HELLO says */
 	uint8_t *buf;
 	size_t cap, start, end;
 	struct frm_decoder decoder;
@@ -80,6 +85,7 @@ struct bd {
 	int status;
 	int data_fd, control_fd;
 	struct event *ev_data_accept, *ev_control_accept, *ev_tick;
+	struct greet_door doors[BD_DOORS];
 	struct bld *core;
 	struct out *out;
 	struct bdc *clocks;               /* clocks.c: offsets and bounds */
@@ -130,6 +136,13 @@ struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *
 /* The reader's data path is up (WELCOME sent): records the sources it
  * serves and starts the run once every peer is there. */
 void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer);
+/* A data path that ends before it carried a byte (a peer that took the
+ * reader's slot and left, a ring never attached) took nothing from the run:
+ * frees the slot for the reader and returns true, unless it was the reader
+ * itself (its control link is up under the same pid), the reader is already
+ * done or gone, or the run is over (false: close it as usual). why: what
+ * happened, after "Reader N's data connection from ADDRESS". */
+bool bd_reader_release(struct bd_reader *rd, const char *why);
 
 /* The per-frame path of both transports: decodes and verifies the frame at
  * buf (avail bytes) and feeds it to the builder core, or notes its source's

@@ -9,6 +9,7 @@
 #include "shmlink.h"
 #include "shmring.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -35,6 +36,7 @@ struct bshm_link {
 	char segment[96];
 	int sock, data_efd, space_efd;
 	struct event *ev_sock, *ev_data;
+	struct event *ev_attach;    /* the deadline of the reader's "attached" */
 	uint32_t pid;
 	char host[CTL_MAX_TEXT];
 	uint64_t wakeups;
@@ -70,6 +72,10 @@ void bshm_reader_close(struct bd_reader *rd)
 	if (l->ev_sock != NULL) {
 		event_free(l->ev_sock);
 		l->ev_sock = NULL;
+	}
+	if (l->ev_attach != NULL) {
+		event_free(l->ev_attach);
+		l->ev_attach = NULL;
 	}
 	if (l->ring_open) {
 		/* CLOSED wakes a reader waiting for space: it stops forwarding. */
@@ -189,6 +195,15 @@ static void bshm_peer_gone(struct bshm_link *l, const char *why)
 		return;
 	if (l->attached)
 		bshm_drain(l, UINT64_MAX);
+	char left[CTL_MAX_TEXT + 256];
+	snprintf(left, sizeof left, "(pid %u on %s) left ring %s before confirming its attach (%s)",
+		 l->pid, l->host, l->segment, why);
+	/* A peer that took the slot and left before attaching carried
+	 * nothing: the real reader may still come. */
+	if (!l->attached && bd_reader_release(rd, left)) {
+		bd_after_frames(b);
+		return;
+	}
 	if (rd->state == BD_DATA_STREAMING) {
 		l->peer_died = true;
 		if (l->attached)
@@ -227,6 +242,8 @@ static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len)
 				 * whoever dies. */
 				l->attached = true;
 				bshm_unlink(l);
+				if (l->ev_attach != NULL)
+					evtimer_del(l->ev_attach);
 				continue;
 			}
 			bd_error(rd->run, "Reader %u (pid %u on %s) sent an unexpected byte 0x%02x on its shared-memory socket; closing ring %s",
@@ -234,6 +251,32 @@ static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len)
 			return -EPROTO;
 		}
 	}
+}
+
+/* The reader has not said "attached" within the handshake timeout of its
+ * WELCOME: a reader that never will (or a local process holding the window
+ * open) must not keep the segment's name in /dev/shm, nor the slot. */
+static void bshm_on_attach_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct bshm_link *l = arg;
+	struct bd_reader *rd = l->rd;
+	struct bd *b = rd->run;
+	char why[CTL_MAX_TEXT + 256];
+	if (l->attached)
+		return;
+	b->doors[BD_DOOR_SHM].timed_out++;
+	b->refused_connections++;
+	snprintf(why, sizeof why,
+		 "(pid %u on %s) did not confirm its attach to ring %s within the handshake timeout (%" PRIu64 " ms): segment removed",
+		 l->pid, l->host, l->segment, b->opt.handshake_timeout_ms);
+	if (!bd_reader_release(rd, why)) {
+		bd_error(b, "Reader %u's data connection from %s %s, data path closed", rd->id,
+			 rd->address, why);
+		bd_reader_close(rd, BD_DATA_FAILED);
+	}
+	bd_after_frames(b);
 }
 
 static void bshm_on_sock(evutil_socket_t fd, short what, void *arg)
@@ -319,8 +362,13 @@ static void bshm_on_greeted(int fd, const struct ctl_hello *h, const char *peer,
 	l->sock = fd;
 	l->ev_sock = event_new(b->base, fd, EV_READ | EV_PERSIST, bshm_on_sock, l);
 	l->ev_data = event_new(b->base, l->data_efd, EV_READ | EV_PERSIST, bshm_on_data, l);
+	l->ev_attach = evtimer_new(b->base, bshm_on_attach_deadline, l);
+	uint64_t t = b->opt.handshake_timeout_ms;
+	struct timeval deadline = { .tv_sec = (time_t)(t / 1000),
+				    .tv_usec = (suseconds_t)(t % 1000) * 1000 };
 	event_add(l->ev_sock, NULL);
 	event_add(l->ev_data, NULL);
+	evtimer_add(l->ev_attach, &deadline);
 	if (!b->opt.quiet)
 		log_info("Reader %u data through shared-memory ring %s of %" PRIu64 " bytes (pid %u on %s)",
 			 rd->id, l->segment, l->ring.capacity_bytes, h->pid, h->host);
@@ -331,8 +379,35 @@ static void bshm_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	struct bd *b = arg;
-	greet_accept_all(b->base, fd, b->opt.handshake_timeout_ms, bshm_on_greeted, b,
-			 &b->refused_connections);
+	greet_accept_all(&b->doors[BD_DOOR_SHM], fd, bshm_on_greeted, b);
+}
+
+/* Segments of this NAME whose builder died before it could remove them
+ * (killed between creating a ring and its reader's attach): removed at
+ * start, whatever reader they were for, so none outlives the next run. */
+static void bshm_sweep(const struct bd *b)
+{
+	char prefix[96];
+	int n = snprintf(prefix, sizeof prefix, "es-%s-r", b->opt.shm_name);
+	DIR *dir = opendir("/dev/shm");
+	if (dir == NULL)
+		return;
+	struct dirent *e;
+	while ((e = readdir(dir)) != NULL) {
+		if (strncmp(e->d_name, prefix, (size_t)n) != 0 || e->d_name[n] == '\0' ||
+		    strspn(e->d_name + n, "0123456789") != strlen(e->d_name + n))
+			continue;
+		char segment[300];
+		snprintf(segment, sizeof segment, "/%s", e->d_name);
+		int32_t pid;
+		int rc = shr_remove_orphan(segment, &pid);
+		if (rc > 0)
+			log_warn("Removed shared-memory segment %s left by builder pid %d, which is gone",
+				 segment, (int)pid);
+		else if (rc < 0)
+			log_warn("Cannot look at shared-memory segment %s: %s", segment, strerror(-rc));
+	}
+	closedir(dir);
 }
 
 int bshm_start(struct bd *b)
@@ -356,6 +431,8 @@ int bshm_start(struct bd *b)
 	s->listen_fd = net_listen_unix(s->sock_name);
 	if (s->listen_fd < 0)
 		return s->listen_fd;
+	/* After the listen: holding the name, we are the only builder of it. */
+	bshm_sweep(b);
 	s->ev_accept = event_new(b->base, s->listen_fd, EV_READ | EV_PERSIST, bshm_on_accept, b);
 	event_add(s->ev_accept, NULL);
 	if (!b->opt.quiet)

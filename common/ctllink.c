@@ -14,12 +14,10 @@
 
 struct ctllink {
 	struct event_base *base;
-	struct net_dial *dial;
-	struct greet *greet;
+	struct greet_dial *dial;
 	struct msgconn *conn;
 	const struct ctllink_ops *ops;
 	void *arg;
-	uint64_t timeout_ms;
 	char what[64];
 	struct ctl_hello hello;
 	struct ctl_msg reply;
@@ -124,9 +122,11 @@ static const struct msgconn_ops ctllink_conn_ops = {
 static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 {
 	struct ctllink *l = arg;
-	l->greet = NULL;
+	l->dial = NULL;
 	if (fd < 0) {
-		l->ops->on_lost(reply != NULL ? reply->u.error.reason : "greeting failed", l->arg);
+		char why[CTL_MAX_TEXT + 64];
+		snprintf(why, sizeof why, "%s (%s)", reply->u.error.reason, reply->u.error.code);
+		l->ops->on_lost(why, l->arg);
 		return;
 	}
 	l->conn = msgconn_new(l->base, fd, l->what, &ctllink_conn_ops, l);
@@ -137,19 +137,6 @@ static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 	if (l->conn != NULL)
 		msgconn_send(l->conn, &l->report);
 	l->ops->on_ready(l->arg);
-}
-
-static void ctllink_on_dialed(int fd, void *arg)
-{
-	struct ctllink *l = arg;
-	l->dial = NULL;
-	if (fd < 0) {
-		l->ops->on_lost("builder control port unreachable", l->arg);
-		return;
-	}
-	net_tune(fd, 0);
-	l->greet = greet_connect(l->base, fd, l->what, &l->hello, l->timeout_ms,
-				 ctllink_on_greeted, l);
 }
 
 struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_t port,
@@ -164,11 +151,14 @@ struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_
 	l->arg = arg;
 	l->hello = *hello;
 	l->hello.channel = CTL_CHANNEL_CONTROL;
-	l->timeout_ms = connect_timeout_ms;
 	snprintf(l->what, sizeof l->what, "builder control %s:%u", host, (unsigned)port);
 	ctllink_read_chrony(l, "start");
-	l->dial = net_dial_start(base, "the builder's control port", host, port,
-				 connect_timeout_ms, ctllink_on_dialed, l);
+	l->dial = greet_dial_start(base, "the builder's control port", host, port, false, &l->hello, connect_timeout_ms,
+				   0, ctllink_on_greeted, l);
+	if (l->dial == NULL) {
+		free(l);
+		return NULL;
+	}
 	return l;
 }
 
@@ -190,8 +180,7 @@ void ctllink_free(struct ctllink *l)
 {
 	if (l == NULL)
 		return;
-	net_dial_cancel(l->dial);
-	greet_cancel(l->greet);
+	greet_dial_cancel(l->dial);
 	msgconn_free(l->conn);
 	free(l);
 }

@@ -383,6 +383,37 @@ int shr_unlink(const char *name)
 	return 0;
 }
 
+int shr_remove_orphan(const char *name, int32_t *creator_pid)
+{
+	int rc = 0;
+	struct stat st;
+	*creator_pid = 0;
+	if (!name_valid(name))
+		return -EINVAL;
+	int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < SHR_HEADER_BYTES) {
+		/* Too short to say whose it is (or a creator between
+		 * shm_open() and ftruncate()): not ours to judge. */
+		close(fd);
+		return 0;
+	}
+	void *map = mmap(NULL, SHR_HEADER_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return -errno;
+	const struct shr_header *h = map;
+	int32_t pid = atomic_load_explicit(&h->consumer_pid, memory_order_acquire);
+	uint64_t start = atomic_load_explicit(&h->consumer_start, memory_order_relaxed);
+	if (h->magic == SHR_MAGIC && !process_alive(pid, start)) {
+		*creator_pid = pid;
+		rc = shm_unlink(name) == 0 || errno == ENOENT ? 1 : -errno;
+	}
+	munmap(map, SHR_HEADER_BYTES);
+	return rc;
+}
+
 uint32_t shr_max_payload(const struct shr_ring *r)
 {
 	return (uint32_t)(r->capacity_bytes / 2 - SHR_RECORD_PREFIX_BYTES);

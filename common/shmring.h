@@ -129,6 +129,13 @@ void shr_close(struct shr_ring *r, int peer_efd);
  * producer has attached, or at exit. 0 also when the name is already gone. */
 int shr_unlink(const char *name);
 
+/* Removes segment name if it is a ring whose creator is no longer running
+ * (a builder killed before it could remove the name), telling the creator's
+ * pid: 1 when removed, 0 when the name is absent, not a ring or its creator
+ * lives, -errno when it cannot be looked at. The ring is only looked at,
+ * never written to. */
+int shr_remove_orphan(const char *name, int32_t *creator_pid);
+
 /* Largest payload a record may carry: half the capacity minus the prefix,
  * which guarantees a reservation fits once the consumer catches up. */
 uint32_t shr_max_payload(const struct shr_ring *r);

@@ -75,10 +75,10 @@ struct rdr {
 	int status;
 	int listen_fd;
 	struct event *ev_accept;
+	struct greet_door door;          /* the sources' greetings on listen_fd */
 	struct ctllink *ctl;
 	bool ctl_ready;
-	struct net_dial *dial;
-	struct greet *greet;
+	struct greet_dial *dial;         /* the data path to the builder, until welcomed */
 	int builder_fd;
 	struct event *ev_builder_write;
 	bool builder_blocked;        /* TCP: socket full; shm: ring full */
@@ -324,6 +324,17 @@ static void rdr_on_source_readable(evutil_socket_t fd, short what, void *arg)
 		rdr_source_fail(s, what, NULL);
 		rdr_flush(r);
 		rdr_maybe_finish(r);
+		return;
+	}
+	if (n == 0 && s->c.bytes_received == 0) {
+		/* Not a byte came: a peer that took the source's slot and left
+		 * took nothing from the run, and the source may still come. */
+		log_warn("Reader %u: source %u's connection from %s closed; it carried nothing, so the slot is free for source %u again",
+			 r->opt.id, s->id, s->peer, s->id);
+		rdr_source_close(s, RS_WAITING);
+		event_free(s->ev_read);
+		s->ev_read = NULL;
+		s->peer[0] = '\0';
 		return;
 	}
 	if (n == 0) {
@@ -655,6 +666,8 @@ static void rdr_send_report(struct rdr *r)
 	}
 	ctl_group_set(g, "credits_received", r->credits_received);
 	ctl_group_set(g, "refused_connections", r->refused_connections);
+	ctl_group_set(g, "greetings_busy", r->door.busy);
+	ctl_group_set(g, "greetings_timed_out", r->door.timed_out);
 	ctl_group_set(g, "buffer_bytes", rdr_buffer_bytes(&r->opt));
 	procstat_report(&m->u.report);
 	if (ctllink_send(r->ctl, m) < 0) {
@@ -787,10 +800,19 @@ static void rdr_on_source_greeted(int fd, const struct ctl_hello *hello, const c
 		greet_reply_error(fd, peer, "unknown_source",
 				  "reader %u does not serve source %u; check the topology",
 				  r->opt.id, hello->id);
-	} else if (s->state != RS_WAITING) {
+	} else if (s->state == RS_STREAMING) {
 		greet_reply_error(fd, peer, "duplicate_id",
 				  "source %u is already connected to reader %u from %s", hello->id,
 				  r->opt.id, s->peer);
+		s = NULL;
+	} else if (s->state != RS_WAITING) {
+		/* What it sent is in the books: a second stream would be
+		 * counted twice. */
+		greet_reply_error(fd, peer, "stream_over",
+				  "source %u's connection to reader %u from %s has %s after %" PRIu64
+				  " verified frames; a source streams once per run",
+				  hello->id, r->opt.id, s->peer, s->state == RS_ENDED ? "ended" : "failed",
+				  s->c.frames_verified);
 		s = NULL;
 	} else if (greet_reply_welcome(fd, r->opt.run_id, CTL_ROLE_READER, r->opt.id) < 0) {
 		log_warn("Reader %u: source %u (%s) left during the greeting", r->opt.id, hello->id,
@@ -816,8 +838,7 @@ static void rdr_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	struct rdr *r = arg;
-	greet_accept_all(r->base, fd, r->opt.handshake_timeout_ms, rdr_on_source_greeted, r,
-			 &r->refused_connections);
+	greet_accept_all(&r->door, fd, rdr_on_source_greeted, r);
 }
 
 static void rdr_on_credit(uint64_t limit, void *arg)
@@ -841,10 +862,10 @@ static void rdr_on_credit(uint64_t limit, void *arg)
 static void rdr_on_builder_greeted(int fd, const struct ctl_msg *reply, void *arg)
 {
 	struct rdr *r = arg;
-	r->greet = NULL;
+	r->dial = NULL;
 	if (fd < 0) {
-		(void)reply;
-		log_error("Reader %u: the builder did not accept our data connection", r->opt.id);
+		log_error("Reader %u: the builder did not accept our data connection: %s (%s)",
+			  r->opt.id, reply->u.error.reason, reply->u.error.code);
 		r->status = 1;
 		event_base_loopexit(r->base, NULL);
 		return;
@@ -867,22 +888,6 @@ static void rdr_data_hello(const struct rdr *r, struct ctl_hello *hello)
 	hello->source_count = (uint32_t)r->opt.source_count;
 	memcpy(hello->sources, r->opt.sources, r->opt.source_count * sizeof r->opt.sources[0]);
 	net_host_name(hello->host, sizeof hello->host);
-}
-
-static void rdr_on_builder_dialed(int fd, void *arg)
-{
-	struct rdr *r = arg;
-	r->dial = NULL;
-	if (fd < 0) {
-		r->status = 1;
-		event_base_loopexit(r->base, NULL);
-		return;
-	}
-	net_tune(fd, (int)r->opt.socket_buffer_bytes);
-	struct ctl_hello hello;
-	rdr_data_hello(r, &hello);
-	r->greet = greet_connect(r->base, fd, r->builder_peer, &hello, r->opt.connect_timeout_ms,
-				 rdr_on_builder_greeted, r);
 }
 
 /* ---- shared-memory path ------------------------------------------------ */
@@ -924,6 +929,12 @@ static void rdr_on_shm_sock(evutil_socket_t fd, short what, void *arg)
 	else
 		log_error("Reader %u: the builder (%s) closed the shared-memory link of ring %s before our data ended",
 			  r->opt.id, r->builder_peer, r->segment);
+	int32_t pid;
+	/* A builder killed before it read our "attached" never removed the
+	 * name; we are the last to know of it. */
+	if (n == 0 && shr_remove_orphan(r->segment, &pid) > 0)
+		log_warn("Reader %u removed segment %s: the builder that created it (pid %d) is gone",
+			 r->opt.id, r->segment, (int)pid);
 	rdr_ring_lost(r);
 }
 
@@ -933,6 +944,12 @@ static void rdr_shm_attach(struct rdr *r)
 	if (rc < 0) {
 		log_error("Reader %u cannot attach to the builder's ring %s: %s", r->opt.id,
 			  r->segment, shr_strerror(rc));
+		int32_t pid;
+		/* Nobody else knows of it: left here, it would stay in /dev/shm
+		 * until the next builder of this name. */
+		if (rc == -EOWNERDEAD && shr_remove_orphan(r->segment, &pid) > 0)
+			log_warn("Reader %u removed segment %s: the builder that created it (pid %d) is gone",
+				 r->opt.id, r->segment, (int)pid);
 		rdr_shm_abort(r);
 		return;
 	}
@@ -990,11 +1007,11 @@ static void rdr_on_shm_fds(evutil_socket_t fd, short what, void *arg)
 
 static void rdr_on_shm_greeted(int fd, const struct ctl_msg *reply, void *arg)
 {
-	(void)reply;
 	struct rdr *r = arg;
-	r->greet = NULL;
+	r->dial = NULL;
 	if (fd < 0) {
-		log_error("Reader %u: the builder did not accept our shared-memory data path", r->opt.id);
+		log_error("Reader %u: the builder did not accept our shared-memory data path: %s (%s)",
+			  r->opt.id, reply->u.error.reason, reply->u.error.code);
 		rdr_shm_abort(r);
 		return;
 	}
@@ -1005,20 +1022,6 @@ static void rdr_on_shm_greeted(int fd, const struct ctl_msg *reply, void *arg)
 	event_add(r->ev_shm_sock, &tv);
 	/* Usually there already: no need to wait for the loop. */
 	event_active(r->ev_shm_sock, EV_READ, 0);
-}
-
-static void rdr_on_shm_dialed(int fd, void *arg)
-{
-	struct rdr *r = arg;
-	r->dial = NULL;
-	if (fd < 0) {
-		rdr_shm_abort(r);
-		return;
-	}
-	struct ctl_hello hello;
-	rdr_data_hello(r, &hello);
-	r->greet = greet_connect(r->base, fd, r->builder_peer, &hello, r->opt.connect_timeout_ms,
-				 rdr_on_shm_greeted, r);
 }
 
 /* Once a second the builder hears how much this reader holds back, for its
@@ -1200,6 +1203,11 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	r->opt = *opt;
 	r->listen_fd = -1;
 	r->builder_fd = -1;
+	char name[64], self[32];
+	snprintf(name, sizeof name, "reader %u's data port", opt->id);
+	snprintf(self, sizeof self, "reader %u", opt->id);
+	greet_door_init(&r->door, base, name, self, opt->handshake_timeout_ms,
+			&r->refused_connections);
 	r->shm_sock = r->data_efd = r->space_efd = -1;
 	r->partial_source = -1;
 	/* Hold everything until the builder's first CREDIT says how far to go. */
@@ -1279,13 +1287,19 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	net_host_name(hello.host, sizeof hello.host);
 	r->ctl = ctllink_start(base, opt->control_host, opt->control_port, &hello,
 			       opt->connect_timeout_ms, &rdr_ctl_ops, r);
+	struct ctl_hello data_hello;
+	rdr_data_hello(r, &data_hello);
 	if (r->shm)
-		r->dial = net_dial_unix_start(base, "the builder's shared-memory socket", sock_name,
-					      opt->connect_timeout_ms, rdr_on_shm_dialed, r);
+		r->dial = greet_dial_start(base, "the builder's shared-memory socket", sock_name, 0,
+					   true, &data_hello, opt->connect_timeout_ms, -1,
+					   rdr_on_shm_greeted, r);
 	else
-		r->dial = net_dial_start(base, "the builder's data port", opt->builder_host,
-					 opt->builder_port, opt->connect_timeout_ms,
-					 rdr_on_builder_dialed, r);
+		r->dial = greet_dial_start(base, "the builder's data port", opt->builder_host,
+					   opt->builder_port, false, &data_hello,
+					   opt->connect_timeout_ms, (int)opt->socket_buffer_bytes,
+					   rdr_on_builder_greeted, r);
+	if (r->ctl == NULL || r->dial == NULL)
+		goto fail;
 	return r;
 fail:
 	rdr_destroy(r);
@@ -1324,12 +1338,12 @@ void rdr_destroy(struct rdr *r)
 	if (r->ev_idle)
 		event_free(r->ev_idle);
 	ctllink_free(r->ctl);
-	net_dial_cancel(r->dial);
-	greet_cancel(r->greet);
+	greet_dial_cancel(r->dial);
 	if (r->ev_accept)
 		event_free(r->ev_accept);
 	if (r->listen_fd >= 0)
 		close(r->listen_fd);
+	greet_door_close(&r->door);
 	if (r->ev_builder_write)
 		event_free(r->ev_builder_write);
 	if (r->builder_fd >= 0)

@@ -49,8 +49,7 @@ struct src {
 	int status;
 	struct ctllink *ctl;
 	bool ctl_ready;
-	struct net_dial *dial;
-	struct greet *greet;
+	struct greet_dial *dial;       /* the data connection, until welcomed */
 	int fd;
 	char peer[272];
 	struct event *ev_write;
@@ -588,10 +587,10 @@ static void src_begin(struct src *s)
 static void src_on_data_greeted(int fd, const struct ctl_msg *reply, void *arg)
 {
 	struct src *s = arg;
-	s->greet = NULL;
+	s->dial = NULL;
 	if (fd < 0) {
-		log_error("Source %u: the reader at %s did not accept us%s%s", s->opt.id, s->peer,
-			  reply ? ": " : "", reply ? reply->u.error.reason : "");
+		log_error("Source %u: the reader at %s did not accept us: %s (%s)", s->opt.id, s->peer,
+			  reply->u.error.reason, reply->u.error.code);
 		s->status = 1;
 		s->state = SRC_REPORTING;
 		if (s->ctl_ready)
@@ -603,33 +602,6 @@ static void src_on_data_greeted(int fd, const struct ctl_msg *reply, void *arg)
 	s->fd = fd;
 	s->ev_write = event_new(s->base, fd, EV_WRITE, src_on_writable, s);
 	src_maybe_start(s);
-}
-
-static void src_on_dialed(int fd, void *arg)
-{
-	struct src *s = arg;
-	s->dial = NULL;
-	if (fd < 0) {
-		s->status = 1;
-		s->state = SRC_REPORTING;
-		if (s->ctl_ready)
-			src_send_report(s);
-		else
-			event_base_loopexit(s->base, NULL);
-		return;
-	}
-	net_tune(fd, 0);
-	struct ctl_hello hello = {
-		.role = CTL_ROLE_SOURCE,
-		.id = s->opt.id,
-		.channel = CTL_CHANNEL_DATA,
-		.run_id = s->opt.run_id,
-		.protocol = CTL_PROTOCOL_VERSION,
-		.pid = (uint32_t)getpid(),
-	};
-	net_host_name(hello.host, sizeof hello.host);
-	s->greet = greet_connect(s->base, fd, s->peer, &hello, s->opt.connect_timeout_ms,
-				 src_on_data_greeted, s);
 }
 
 static void src_on_ctl_ready(void *arg)
@@ -780,8 +752,13 @@ struct src *src_create(struct event_base *base, const struct src_options *opt)
 	net_host_name(hello.host, sizeof hello.host);
 	s->ctl = ctllink_start(base, opt->control_host, opt->control_port, &hello,
 			       opt->connect_timeout_ms, &src_ctl_ops, s);
-	s->dial = net_dial_start(base, "the reader's data port", opt->data_host, opt->data_port,
-				 opt->connect_timeout_ms, src_on_dialed, s);
+	hello.channel = CTL_CHANNEL_DATA;
+	s->dial = greet_dial_start(base, "the reader's data port", opt->data_host, opt->data_port,
+				   false, &hello, opt->connect_timeout_ms, 0, src_on_data_greeted, s);
+	if (s->ctl == NULL || s->dial == NULL) {
+		src_destroy(s);
+		return NULL;
+	}
 	return s;
 }
 
@@ -808,8 +785,7 @@ void src_destroy(struct src *s)
 		return;
 	prom_server_stop(s->prom);
 	ctllink_free(s->ctl);
-	net_dial_cancel(s->dial);
-	greet_cancel(s->greet);
+	greet_dial_cancel(s->dial);
 	if (s->ev_write)
 		event_free(s->ev_write);
 	if (s->ev_pace)

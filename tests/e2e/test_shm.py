@@ -332,19 +332,34 @@ class ShmFailureTest(ShmMixin, E2ETestCase):
         self.h.assert_clean()
 
     def test_reader_leaves_before_attaching(self) -> None:
+        """A peer that greets as reader 0, takes its eventfds and leaves
+        before attaching carried nothing: its ring is removed and the slot is
+        free for the real reader 0, whose run completes."""
         name = unique_name()
-        builder, _ = self.start_builder(name, 1, 1, peer_timeout_ms=1500)
+        builder, ports = self.start_builder(name, 1, 1, events=2000)
         s, reply = greet_shm(name, hello())
         self.assertIn(b"welcome", reply)
         _, fds, _, _ = socket.recv_fds(s, 1, 2)
         s.close()
         for fd in fds:
             os.close(fd)
-        self.assertEqual(self.h.wait(builder, 30), 1, builder.tail())
+        words = (f"Reader 0's data connection from unix:pid {os.getpid()} (pid {os.getpid()} on "
+                 f"e2e-test) left ring /es-{name}-r0 before confirming its attach (its socket "
+                 f"closed); it carried nothing, so the slot is free for reader 0 again")
+        deadline = time.monotonic() + 15
+        while words not in builder.log():
+            self.assertLess(time.monotonic(), deadline, builder.tail())
+            time.sleep(0.05)
+        self.assertNoSegments(name)
+        reader, rport = self.start_reader(name, 0, (0,), ports)
+        sources = self.start_sources(ports, rport, (0,), 2000)
+        self.assertEqual(self.h.wait(builder, 60), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(self.h.wait(p, 30), 0, p.tail())
         m = read_metrics(self.h.dir / "run")
-        self.assertIn(f"Reader 0 (pid {os.getpid()} on e2e-test) left shared-memory ring "
-                      f"/es-{name}-r0 before confirming its attach (its socket closed)",
-                      errors(m))
+        self.assertTrue(m["balanced"], m["equations"])
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], 2000)
+        self.assertEqual(errors(m), "")
         self.assertNoSegments(name)
         self.h.assert_clean()
 
@@ -516,7 +531,7 @@ class ShmAttachTest(ShmMixin, E2ETestCase):
     its header, bad magic, another layout version or run, a size that does
     not match its capacity, impossible counters, a closed ring, a builder
     that is gone) names the cause, maps nothing, leaves the segment as it
-    found it and exits 1 -- no SIGBUS, no wild read. A well-formed segment
+    found it (removes it when its builder is gone) and exits 1 -- no SIGBUS, no wild read. A well-formed segment
     from the same fake builder is attached, so each refusal is the one
     defect's doing."""
     needs_daemons = True
@@ -576,7 +591,14 @@ class ShmAttachTest(ShmMixin, E2ETestCase):
                 self.assertIn("Reader 0 cannot attach to the builder's ring "
                               f"/{builder.path.name}: {cause}", log)
                 self.assertNotEqual(builder.answer, b"A")
-                self.assertEqual(left, segment, "the refused segment was written to")
+                if label == "builder gone":
+                    # Its creator is dead and nobody else knows of it: the
+                    # reader removes it, unwritten.
+                    self.assertIsNone(left, "a dead builder's segment was left in /dev/shm")
+                    self.assertIn(f"Reader 0 removed segment /{builder.path.name}: the builder "
+                                  "that created it (pid ", log)
+                else:
+                    self.assertEqual(left, segment, "the refused segment was written to")
         self.h.assert_clean()
 
 
@@ -633,4 +655,93 @@ class ShmUsageTest(E2ETestCase):
         self.assertEqual(r.returncode, 2, r.describe())
         self.assertIn("[builder] shm_capacity: expected an integer in 4096..1073741824",
                       r.output)
+        self.h.assert_clean()
+
+
+class ShmAttachWindowTest(ShmMixin, E2ETestCase):
+    """The window between the builder's WELCOME with the eventfds and the
+    reader's "attached": held open by a local process it ends at the
+    handshake timeout, the segment removed and the slot free for the real
+    reader; a builder killed -9 inside it leaves a segment that the next
+    builder of the name removes at start."""
+    needs_daemons = True
+
+    def hold_window(self, name: str) -> tuple[socket.socket, list[int]]:
+        s, reply = greet_shm(name, hello())
+        self.assertIn(b"welcome", reply)
+        _, fds, _, _ = socket.recv_fds(s, 1, 2)
+        self.assertEqual(len(fds), 2)
+        self.assertEqual(segments(name), [f"es-{name}-r0"])
+        return s, fds
+
+    def real_run(self, name: str, builder, ports: dict, events: int) -> dict:
+        reader, rport = self.start_reader(name, 0, (0, 1), ports)
+        sources = self.start_sources(ports, rport, (0, 1), events)
+        self.assertEqual(self.h.wait(builder, 60), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(self.h.wait(p, 30), 0, p.tail())
+        m = read_metrics(self.h.dir / "run")
+        self.assertTrue(m["balanced"], m["equations"])
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], events)
+        self.assertTrue(link(m, 0)["attached"])
+        return m
+
+    def test_attach_has_a_deadline(self) -> None:
+        name = unique_name()
+        builder, ports = self.start_builder(name, 2, 1, events=3000, handshake_timeout_ms=500)
+        s, fds = self.hold_window(name)
+        t0 = time.monotonic()
+        while segments(name):
+            self.assertLess(time.monotonic() - t0, 5, builder.tail())
+            time.sleep(0.02)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.3)
+        self.assertEqual(s.recv(10), b"", "the link is closed with the segment")
+        s.close()
+        for fd in fds:
+            os.close(fd)
+        self.assertIn(f"Reader 0's data connection from unix:pid {os.getpid()} (pid {os.getpid()} "
+                      f"on e2e-test) did not confirm its attach to ring /es-{name}-r0 within the "
+                      f"handshake timeout (500 ms): segment removed; it carried nothing, so the "
+                      f"slot is free for reader 0 again", builder.log())
+        m = self.real_run(name, builder, ports, 3000)
+        self.assertEqual(m["counters"]["builder"]["greetings_timed_out"], 1)
+        self.assertEqual(m["counters"]["builder"]["refused_connections"], 1)
+        self.assertEqual(errors(m), "")
+        self.assertNoSegments(name)
+        self.h.assert_clean()
+
+    def test_builder_killed_in_the_window_leaves_nothing_behind(self) -> None:
+        name = unique_name()
+        try:
+            builder, _ = self.start_builder(name, 2, 1, events=3000)
+            s, fds = self.hold_window(name)
+            os.kill(builder.pid, signal.SIGKILL)
+            self.h.wait(builder, 10)
+            s.close()
+            for fd in fds:
+                os.close(fd)
+            # Nobody alive created it, and its builder could not remove it.
+            self.assertEqual(segments(name), [f"es-{name}-r0"])
+            # The next builder of the name sweeps it at start, whatever
+            # reader it was for.
+            os.rename(SHM_DIR / f"es-{name}-r0", SHM_DIR / f"es-{name}-r7")
+            out = self.h.dir / "run2"
+            self.h.path("ports", "builder-0.port").unlink()
+            builder2, ports = self.h.start_builder(run=1, sources=2, readers=1, shm_listen=name,
+                                                   events=3000, out=out)
+            self.assertIn(f"Removed shared-memory segment /es-{name}-r7 left by builder pid "
+                          f"{builder.pid}, which is gone", builder2.log())
+            self.assertEqual(segments(name), [])
+            reader, rport = self.start_reader(name, 0, (0, 1), ports)
+            sources = self.start_sources(ports, rport, (0, 1), 3000)
+            self.assertEqual(self.h.wait(builder2, 60), 0, builder2.tail())
+            for p in [reader] + sources:
+                self.assertEqual(self.h.wait(p, 30), 0, p.tail())
+            m = read_metrics(out)
+            self.assertTrue(m["balanced"], m["equations"])
+            self.assertEqual(m["counters"]["builder"]["events_accepted"], 3000)
+        finally:
+            for p in SHM_DIR.glob(f"es-{name}-r*"):
+                p.unlink(missing_ok=True)
+        self.assertNoSegments(name)
         self.h.assert_clean()

@@ -134,6 +134,8 @@ struct server {
 	int failed;
 	struct ctl_hello last;
 	int conn_fd;
+	int busy_first;     /* refuse this many greetings "busy" first */
+	int busy_sent;
 };
 
 static void server_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
@@ -144,6 +146,10 @@ static void server_on_greeted(int fd, const struct ctl_hello *h, const char *pee
 		return;
 	}
 	s->last = *h;
+	if (s->busy_sent < s->busy_first) {
+		greet_reply_error(fd, peer, GREET_BUSY_CODE, "too busy, attempt %d", ++s->busy_sent);
+		return;
+	}
 	if (h->run_id != 1) {
 		greet_reply_error(fd, peer, "wrong_run", "run %u, expected run 1", h->run_id);
 		s->refused++;
@@ -240,6 +246,54 @@ START_TEST(test_greeting_welcome_and_refusal)
 	ck_assert_int_eq(c.reply.type, CTL_ERROR);
 	ck_assert_str_eq(c.reply.u.error.code, "wrong_run");
 	ck_assert_str_eq(c.reply.u.error.reason, "run 2, expected run 1");
+	ck_assert_int_eq(s.refused, 1);
+	server_stop(&s);
+}
+END_TEST
+
+/* One retry policy for every client: "busy" is tried again with backoff,
+ * anything else is final, and the give-up hands back the last words. */
+START_TEST(test_dial_retries_a_busy_greeting)
+{
+	struct server s;
+	server_start(&s);
+	s.busy_first = 3;
+	struct ctl_hello h = hello_of(1);
+	static struct client c;
+	memset(&c, 0, sizeof c);
+	ck_assert_ptr_nonnull(greet_dial_start(base, "server", "127.0.0.1", s.port, false, &h, 3000,
+					       0, client_on_greeted, &c));
+	run_until(&c.done, 4000);
+	ck_assert_int_ge(c.fd, 0);
+	ck_assert_int_eq(c.reply.type, CTL_WELCOME);
+	ck_assert_int_eq(s.busy_sent, 3);
+	ck_assert_int_eq(s.accepted, 1);
+	close(c.fd);
+
+	/* Busy for longer than the connect timeout: fails with what it was told. */
+	s.busy_first = 1000;
+	s.busy_sent = 0;
+	memset(&c, 0, sizeof c);
+	greet_dial_start(base, "server", "127.0.0.1", s.port, false, &h, 300, 0, client_on_greeted,
+			 &c);
+	run_until(&c.done, 2000);
+	ck_assert_int_lt(c.fd, 0);
+	ck_assert(c.got_reply);
+	ck_assert_str_eq(c.reply.u.error.code, GREET_BUSY_CODE);
+	ck_assert_int_gt(s.busy_sent, 2);
+	ck_assert_int_lt(s.busy_sent, 12);   /* backoff, not a busy loop */
+
+	/* Any other refusal is final at once. */
+	s.busy_first = 0;
+	s.busy_sent = 0;
+	s.refused = 0;
+	h = hello_of(2);
+	memset(&c, 0, sizeof c);
+	greet_dial_start(base, "server", "127.0.0.1", s.port, false, &h, 3000, 0, client_on_greeted,
+			 &c);
+	run_until(&c.done, 2000);
+	ck_assert_int_lt(c.fd, 0);
+	ck_assert_str_eq(c.reply.u.error.code, "wrong_run");
 	ck_assert_int_eq(s.refused, 1);
 	server_stop(&s);
 }
@@ -411,6 +465,7 @@ int main(void)
 	tcase_add_test(tc, test_dial_gives_up);
 	tcase_add_test(tc, test_greeting_welcome_and_refusal);
 	tcase_add_test(tc, test_greeting_silent_and_garbled_peers);
+	tcase_add_test(tc, test_dial_retries_a_busy_greeting);
 	tcase_add_test(tc, test_ctllink_round_trip);
 	tcase_add_test(tc, test_malformed_control_message_closes);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,266 @@
+"""Hostile and broken peers at the door (docs/PROTOCOL.md, "Greeting"):
+idle connections piled on the builder's data port, a HELLO dribbled a byte
+at a time, a flood of refused greetings, a source HELLO of another protocol
+version at a reader, a peer that takes a reader's slot and leaves. Each
+attack runs against real daemons; each checks the clear error, its counter,
+and that the legitimate run started after (or during) it completes with
+balanced books."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import socket
+import sys
+import time
+import urllib.request
+
+from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced
+from wire import greet, greet_tcp, hello, read_message
+
+EVENTS = 3000
+CAP = 64          # greetings a listener holds at once (common/greet.h)
+SHARE = CAP // 4  # of them, from one address
+
+
+def wait_for_line(proc: Proc, words: str, timeout_s: float = 15) -> None:
+    deadline = time.monotonic() + timeout_s
+    while words not in proc.log():
+        if proc.returncode is not None or time.monotonic() > deadline:
+            raise HarnessError(f"{proc.name} never said {words!r}:\n{proc.tail()}")
+        time.sleep(0.05)
+
+
+class GreetTest(E2ETestCase):
+    needs_daemons = True
+
+    def legit_run(self, builder: Proc, ports: dict, **flags) -> dict:
+        """One reader and two sources of EVENTS events (flags to all three):
+        all exit 0, the books balance and every event is accepted. Returns
+        metrics.json."""
+        h = self.h
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports, **flags)
+        sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS, payload=32, rate=5000,
+                                  reader_port=rport, builder=ports, **flags) for s in (0, 1)]
+        self.assertEqual(h.wait(builder, 90), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 20), 0, p.tail())
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], EVENTS)
+        self.reader = reader
+        return m
+
+    def test_idle_crowd_on_the_data_port(self) -> None:
+        """64 silent connections to the builder's data port, held open for the
+        whole run: one address gets its share of that port's door and a
+        "busy" refusal past it; the control port is not touched, the
+        reader's data greeting is retried until the idle ones are dropped at
+        their deadline, and the run completes."""
+        self.idle_crowd({})
+
+    def test_idle_crowd_against_a_keyed_run(self) -> None:
+        """The same with a run key: the door holds before any proof is
+        checked."""
+        key = self.h.path("run.key")
+        key.write_text(os.urandom(32).hex() + "\n")
+        key.chmod(0o600)
+        self.idle_crowd({"run_key_file": key})
+
+    def idle_crowd(self, flags: dict) -> None:
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS,
+                                         handshake_timeout_ms=1500, **flags)
+        crowd = [socket.create_connection(("127.0.0.1", ports["data"]), timeout=10)
+                 for _ in range(CAP)]
+        try:
+            replies = [read_message(s) for s in crowd]
+            challenged = sum(b"challenge" in r for r in replies)
+            busy = [r for r in replies if b"busy" in r]
+            self.assertEqual(challenged, SHARE)
+            self.assertEqual(len(busy), CAP - SHARE)
+            self.assertIn(b"the builder's data port has 16 connections from 127.0.0.1 greeting "
+                          b"at once, the most one address may hold; retry later", busy[0])
+            m = self.legit_run(builder, ports, **flags)
+        finally:
+            for s in crowd:
+                s.close()
+        c = m["counters"]["builder"]
+        # The crowd's refusals, and any of the reader's attempts while the
+        # crowd's share was still held.
+        self.assertGreaterEqual(c["greetings_busy"], CAP - SHARE)
+        self.assertEqual(c["greetings_timed_out"], SHARE)
+        self.assertGreaterEqual(c["refused_connections"], CAP)
+        log = self.reader.log()
+        self.assertRegex(log, r"Greeting with the builder's data port at 127\.0\.0\.1:\d+ cut "
+                              r"\(busy: the builder's data port has 16 connections from "
+                              r"127\.0\.0\.1 greeting at once")
+        blog = builder.log()
+        self.assertNotIn("the builder's control port has", blog)
+        self.assertIn("no complete greeting within the handshake timeout (1500 ms)", blog)
+        h.assert_clean()
+
+    def test_a_peer_that_gives_up_says_what_it_was_told(self) -> None:
+        """A reader kept out longer than its connect timeout ends with the
+        listener's last words, not "greeting failed"."""
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=1, readers=1, events=10,
+                                         handshake_timeout_ms=30000)
+        crowd = [socket.create_connection(("127.0.0.1", ports["data"]), timeout=10)
+                 for _ in range(SHARE)]
+        try:
+            for s in crowd:
+                self.assertIn(b"challenge", read_message(s))
+            reader, _ = h.start_reader(id=0, run=1, sources=(0,), builder=ports,
+                                       connect_timeout_ms=1500)
+            self.assertEqual(h.wait(reader, 20), 1, reader.tail())
+        finally:
+            for s in crowd:
+                s.close()
+        self.assertRegex(reader.log(),
+                         r"Gave up greeting the builder's data port at 127\.0\.0\.1:\d+ after "
+                         r"\d+ attempts in 1\.\d s; it said last: the builder's data port has 16 "
+                         r"connections from 127\.0\.0\.1 greeting at once, the most one address "
+                         r"may hold; retry later \(busy\)")
+        attempts = int(re.search(r"after (\d+) attempts", reader.log()).group(1))
+        self.assertGreater(attempts, 3, "retried with backoff")
+        self.assertLess(attempts, 20, "backoff, not a busy loop")
+        h.stop(builder)
+        h.assert_clean()
+
+    def test_dribbled_hello_is_dropped_at_the_deadline(self) -> None:
+        """A HELLO sent a byte per 10 ms is cut at the handshake timeout from
+        the accept, however steadily its bytes come."""
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS,
+                                         handshake_timeout_ms=1000,
+                                         metrics_listen="127.0.0.1:0")
+        ports = h.wait_port_file(h.path("ports", "builder-0.port"), ("metrics",), 15, builder)
+        greeting = hello("source", 0, channel="control", sources=(), host="d" * 200)
+        s = socket.create_connection(("127.0.0.1", ports["control"]), timeout=10)
+        t0 = time.monotonic()
+        self.assertIn(b"challenge", read_message(s))
+        closed_after = None
+        for i, byte in enumerate(greeting):
+            try:
+                s.send(bytes([byte]))
+            except OSError:
+                closed_after = time.monotonic() - t0
+                break
+            if select.select([s], [], [], 0.01)[0]:
+                if s.recv(100) == b"":
+                    closed_after = time.monotonic() - t0
+                    break
+        s.close()
+        self.assertIsNotNone(closed_after, f"all {len(greeting)} bytes were taken")
+        self.assertLess(i, len(greeting) - 1)
+        print(f"\n  dribbled HELLO closed after {closed_after:.3f} s and {i} of "
+              f"{len(greeting)} bytes", file=sys.stderr)
+        self.assertGreaterEqual(closed_after, 0.9)
+        self.assertLess(closed_after, 2.0)
+        wait_for_line(builder, "failed: no complete greeting within the handshake timeout "
+                               "(1000 ms)")
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics",
+                                    timeout=5) as r:
+            scrape = r.read().decode()
+        self.assertIn("\nes_builder_greetings_timed_out_total 1\n", scrape)
+        self.assertIn("\nes_builder_greetings_busy_total 0\n", scrape)
+        m = self.legit_run(builder, ports)
+        self.assertEqual(m["counters"]["builder"]["greetings_timed_out"], 1)
+        self.assertEqual(m["counters"]["builder"]["refused_connections"], 1)
+        h.assert_clean()
+
+    def test_a_flood_of_refusals_is_counted_not_logged(self) -> None:
+        """1,000 greetings refused (another run's) in a second or two: every
+        one counted, a few lines logged, the rest summed up in a line."""
+        h = self.h
+        flood = 1000
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS)
+        t0 = time.monotonic()
+        for _ in range(flood):
+            reply = greet_tcp(ports["control"], hello("source", 0, run=2, channel="control",
+                                                      sources=()))
+            self.assertIn(b"wrong_run", reply)
+        elapsed = time.monotonic() - t0
+        wait_for_line(builder, "more in the last second, not logged one by one")
+        m = self.legit_run(builder, ports)
+        self.assertEqual(m["counters"]["builder"]["refused_connections"], flood)
+        log = builder.log()
+        lines = log.count("source 0 is in run 2 but the builder is in run 1")
+        summed = sum(int(n) for n in re.findall(
+            r"Greetings refused or failed on the builder's control port: (\d+) more in the "
+            r"last second", log))
+        print(f"\n  {flood} refusals in {elapsed:.2f} s: {lines} lines logged, {summed} summed up",
+              file=sys.stderr)
+        self.assertEqual(lines + summed, flood, "every refusal is logged or summed up")
+        # At most 5 lines a second, plus the second under way at each end.
+        self.assertLessEqual(lines, 5 * (int(elapsed) + 2))
+        h.assert_clean()
+
+    def test_wrong_protocol_at_the_reader(self) -> None:
+        """readoutd refuses a source HELLO of another protocol version with
+        the builder's words (one check for every listener)."""
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS)
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports)
+        reply = greet_tcp(rport, hello("source", 0, sources=(), protocol=999))
+        self.assertIn(b"wrong_protocol", reply)
+        self.assertIn(b"source 0 speaks protocol 999, reader 0 speaks 2", reply)
+        reply = greet_tcp(ports["data"], hello("reader", 0, sources=(0, 1), protocol=999))
+        self.assertIn(b"reader 0 speaks protocol 999, the builder speaks 2", reply)
+        sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS, payload=32, rate=5000,
+                                  reader_port=rport, builder=ports) for s in (0, 1)]
+        self.assertEqual(h.wait(builder, 90), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 20), 0, p.tail())
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], EVENTS)
+        self.assertEqual(m["counters"]["reader.0"]["refused_connections"], 1)
+        self.assertEqual(m["counters"]["builder"]["refused_connections"], 1)
+        self.assertIn("Refused 127.0.0.1:", reader.log())
+        self.assertIn("source 0 speaks protocol 999, reader 0 speaks 2", reader.log())
+        h.assert_clean()
+
+    def test_slot_of_a_peer_that_left_is_free_again(self) -> None:
+        """A peer greets the builder's data port as reader 0, or the reader's
+        as source 0, and leaves without a byte: the slot is free for the real
+        one, and a later claim while the real one streams names the real
+        one's address, not the one gone."""
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS * 4)
+        with socket.create_connection(("127.0.0.1", ports["data"]), timeout=10) as s:
+            gone = "%s:%d" % s.getsockname()
+            self.assertIn(b"welcome", greet(s, hello("reader", 0, sources=(0, 1))))
+        wait_for_line(builder, f"Reader 0's data connection from {gone} closed; it carried "
+                               "nothing, so the slot is free for reader 0 again")
+        reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports)
+        # The same at the reader's door, as source 0.
+        with socket.create_connection(("127.0.0.1", rport), timeout=10) as s:
+            gone_source = "%s:%d" % s.getsockname()
+            self.assertIn(b"welcome", greet(s, hello("source", 0, sources=())))
+        wait_for_line(reader, f"Reader 0: source 0's connection from {gone_source} closed; it "
+                              "carried nothing, so the slot is free for source 0 again")
+        sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS * 4, payload=32, rate=4000,
+                                  reader_port=rport, builder=ports) for s in (0, 1)]
+        deadline = time.monotonic() + 15
+        while len(re.findall(r"Reader 0 data connected from", builder.log())) < 2:
+            self.assertLess(time.monotonic(), deadline, builder.tail())
+            time.sleep(0.05)
+        held = re.findall(r"Reader 0 data connected from (\S+) ", builder.log())[-1]
+        self.assertNotEqual(held, gone)
+        reply = greet_tcp(ports["data"], hello("reader", 0, sources=(0, 1)))
+        self.assertIn(b"duplicate_id", reply)
+        self.assertIn(f"reader 0 already has a data connection from {held}".encode(), reply)
+        self.assertNotIn(gone.encode(), reply)
+        self.assertEqual(h.wait(builder, 90), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 20), 0, p.tail())
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], EVENTS * 4)
+        self.assertEqual(m["counters"]["builder"]["refused_connections"], 1)
+        self.assertEqual(m["counters"]["reader.0"]["refused_connections"], 0)
+        self.assertEqual(m["counters"]["reader.0"]["err_no_end"], 0)
+        h.assert_clean()
