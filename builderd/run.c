@@ -479,6 +479,9 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 		if (r >= 0 && b->reader_peers[r].conn != NULL)
 			msgconn_send(b->reader_peers[r].conn, &stop);
 	}
+	/* Lost before the start (its greeting was kept waiting at a busy
+	 * door, say): the others start without it rather than wait for ever. */
+	bd_maybe_start(b);
 	bd_maybe_finish(b);
 }
 
@@ -621,6 +624,27 @@ static void bd_maybe_start(struct bd *b)
 			 b->opt.sources, b->opt.readers);
 }
 
+/* A reader's control HELLO names its sources as its data HELLO will: known
+ * from the first, a reader lost before its data path opened (kept waiting
+ * at a busy door, say) still has its sources stopped and its share of the
+ * books closed. The data HELLO is checked against it (bad_sources). */
+static void bd_reader_claims(struct bd *b, const struct ctl_hello *h)
+{
+	struct bd_reader *rd = &b->readers[h->id];
+	if (rd->state != BD_DATA_WAITING || rd->source_count != 0)
+		return;
+	for (uint32_t i = 0; i < h->source_count; i++) {
+		uint16_t s = h->sources[i];
+		if (s >= b->opt.sources || (b->reader_of_source[s] >= 0 &&
+					    b->reader_of_source[s] != (int32_t)h->id))
+			return;
+	}
+	for (uint32_t i = 0; i < h->source_count; i++)
+		b->reader_of_source[h->sources[i]] = (int32_t)h->id;
+	rd->source_count = h->source_count;
+	memcpy(rd->sources, h->sources, h->source_count * sizeof h->sources[0]);
+}
+
 static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
 {
 	struct bd *b = arg;
@@ -655,6 +679,8 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	p->pid = h->pid;
 	snprintf(p->host, sizeof p->host, "%s", h->host);
 	snprintf(p->address, sizeof p->address, "%s", peer);
+	if (p->role == CTL_ROLE_READER)
+		bd_reader_claims(b, h);
 	net_tune(fd, 0);
 	p->conn = msgconn_new(b->base, fd, peer, &bd_peer_ops, p);
 	p->last_heard_ns = clk_monotonic_ns();

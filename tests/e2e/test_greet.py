@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import signal
 import socket
 import sys
 import time
@@ -263,4 +264,46 @@ class GreetTest(E2ETestCase):
         self.assertEqual(m["counters"]["builder"]["refused_connections"], 1)
         self.assertEqual(m["counters"]["reader.0"]["refused_connections"], 0)
         self.assertEqual(m["counters"]["reader.0"]["err_no_end"], 0)
+        h.assert_clean()
+
+    def test_reader_lost_while_kept_at_the_door(self) -> None:
+        """A reader whose data greeting is kept out by a crowd, and that is
+        killed meanwhile, is lost before the run starts: the others start
+        without it, and the run ends with the loss named and the books
+        balanced."""
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=4, readers=2, events=EVENTS,
+                                         handshake_timeout_ms=30000)
+        reader0, rport0 = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports)
+        wait_for_line(builder, "Reader 0 data connected from")
+        crowd = [socket.create_connection(("127.0.0.1", ports["data"]), timeout=10)
+                 for _ in range(SHARE)]
+        try:
+            for s in crowd:
+                self.assertIn(b"challenge", read_message(s))
+            reader1, rport1 = h.start_reader(id=1, run=1, sources=(2, 3), builder=ports)
+            sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS, payload=32,
+                                      rate=5000, reader_port=rport0 if s < 2 else rport1,
+                                      builder=ports) for s in range(4)]
+            wait_for_line(builder, "Reader 1 joined run 1")
+            wait_for_line(reader1, "Greeting with the builder's data port")
+            for s in range(4):
+                wait_for_line(builder, f"Source {s} joined run 1")
+            self.assertNotIn("starting", builder.log())
+            os.killpg(reader1.pid, signal.SIGKILL)
+            self.assertEqual(h.wait(builder, 90), 1, builder.tail())
+        finally:
+            for s in crowd:
+                s.close()
+        for p in [reader0] + sources[:2]:
+            self.assertEqual(h.wait(p, 20), 0, p.tail())
+        for p in sources[2:]:
+            h.wait(p, 20)
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_complete"], 0)
+        errors = " | ".join(m["errors"])
+        self.assertRegex(errors, r"Reader 1 \(127\.0\.0\.1:\d+, pid \d+ on [^)]+\) lost its "
+                                 r"control connection before reporting")
+        self.assertIn("Run 1: all 4 sources and 2 readers connected; starting", builder.log())
         h.assert_clean()
