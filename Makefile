@@ -30,7 +30,10 @@ else
 Q := @
 endif
 
-COMMON_SRC := $(wildcard common/*.c)
+# common/ is layered: wire/ < core/ < sys/ < io/ (docs/CODE.md); each
+# layer includes only those below it (scripts/check_layers.py).
+COMMON_LAYERS := wire core sys io
+COMMON_SRC := $(foreach l,$(COMMON_LAYERS),$(wildcard common/$(l)/*.c))
 COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)
 DAEMONS := sourced readoutd builderd
 BINS := $(DAEMONS:%=$(BIN)/%)
@@ -39,11 +42,15 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRC := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)
 
-.PHONY: all deps run test unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
+.PHONY: all deps run test check-layers unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
 all: $(BINS)
 
 deps:
 	$(Q)scripts/deps.sh
+
+# The include rules of docs/CODE.md: layers point one way, no cycles.
+check-layers:
+	$(Q)$(PYTHON) scripts/check_layers.py
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -51,6 +58,7 @@ $(BUILD)/%.o: %.c
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
 $(BUILD)/libcommon.a: $(COMMON_OBJ)
+	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
 
 $(BIN)/%: $(BUILD)/%/main.o $(BUILD)/libcommon.a
@@ -84,6 +92,7 @@ e2e: $(BINS)
 	$(Q)ES_BIN=$(abspath $(BIN)) $(PYTHON) tests/e2e/run.py $(E2E_ARGS)
 
 test: deps
+	$(Q)$(PYTHON) scripts/check_layers.py
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory e2e
@@ -142,9 +151,9 @@ FUZZ_DIR ?= $(BUILD)/fuzz
 FUZZ_TARGETS := frame ctl ring
 FUZZ_CFLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Icommon $(DEP_CFLAGS)
-FUZZ_SRC_frame := tests/fuzz/harness_frame.c common/frame.c common/crc.c
-FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c common/ctl.c common/text.c
-FUZZ_SRC_ring := tests/fuzz/harness_ring.c common/shmring.c
+FUZZ_SRC_frame := tests/fuzz/harness_frame.c common/wire/frame.c common/wire/crc.c
+FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c common/wire/control.c common/wire/text.c
+FUZZ_SRC_ring := tests/fuzz/harness_ring.c common/io/shmring.c
 FUZZ_ARGS_frame := -max_len=20000
 FUZZ_ARGS_ctl = -dict=$(FUZZ_DIR)/corpus/ctl.dict
 FUZZ_ARGS_ring := -max_len=12288
@@ -157,7 +166,7 @@ $(BUILD)/tests/test_fuzz_regressions: $(BUILD)/tests/unit/test_fuzz_regressions.
 
 define fuzz_target
 $(FUZZ_DIR)/fuzz_$(1): tests/fuzz/fuzz_$(1).c tests/fuzz/harness.c tests/fuzz/harness.h \
-		$(FUZZ_SRC_$(1)) $(wildcard common/*.h)
+		$(FUZZ_SRC_$(1)) $(wildcard common/*/*.h)
 	@mkdir -p $$(dir $$@)
 	@$$(if $$(Q),echo "  FUZZ $$@")
 	$$(Q)$$(FUZZ_CC) $$(FUZZ_CFLAGS) -o $$@ $$(filter %.c,$$^) $$(DEP_LIBS) -lm

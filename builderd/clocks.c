@@ -1,16 +1,16 @@
 #include "clocks.h"
 
-#include "clk.h"
-#include "clocksync.h"
-#include "ctl.h"
-#include "hist.h"
-#include "log.h"
+#include "sys/clock.h"
+#include "core/clockoffset.h"
+#include "wire/control.h"
+#include "core/hist.h"
+#include "sys/log.h"
 #include "metrics.h"
-#include "msgconn.h"
-#include "net.h"
+#include "io/msgstream.h"
+#include "io/net.h"
 #include "output.h"
 #include "run_state.h"
-#include "text.h"
+#include "wire/text.h"
 
 #include <event2/event.h>
 #include <inttypes.h>

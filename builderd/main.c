@@ -1,16 +1,16 @@
 /* builderd: the event builder and the run's control hub. Parses options and
  * wires the run to the event loop; see run.c. */
-#include "builder.h"
-#include "clk.h"
-#include "daemon.h"
-#include "frame.h"
-#include "auth.h"
-#include "log.h"
-#include "net.h"
-#include "opt.h"
+#include "core/builder.h"
+#include "sys/clock.h"
+#include "io/daemon.h"
+#include "wire/frame.h"
+#include "sys/auth.h"
+#include "sys/log.h"
+#include "io/net.h"
+#include "sys/opt.h"
 #include "run.h"
-#include "shmlink.h"
-#include "shmring.h"
+#include "io/shmlink.h"
+#include "io/shmring.h"
 
 #include <event2/event.h>
 #include <getopt.h>

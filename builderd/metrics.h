@@ -3,7 +3,7 @@
 #ifndef ES_METRICS_H
 #define ES_METRICS_H
 
-#include "acct.h"
+#include "core/acct.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 #include "output.h"
 
-#include "clk.h"
-#include "log.h"
-#include "text.h"
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "wire/text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -243,7 +243,7 @@ void out_add_expired(struct out *o, const struct bld_expired *x)
 		out_flush(o);
 	char *p = o->expired_lines + o->expired_len;
 	/* Every string of the record files goes through the one JSON escaper
-	 * (text.h), whatever its origin; the numbers need none. */
+	 * (wire/text.h), whatever its origin; the numbers need none. */
 	char reason[32];
 	text_json_escape(reason, sizeof reason, bld_expiry_reason_name(x->reason));
 	int n = snprintf(p, OUT_EXPIRED_LINE_MAX,

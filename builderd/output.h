@@ -8,8 +8,8 @@
 #ifndef ES_OUTPUT_H
 #define ES_OUTPUT_H
 
-#include "builder.h"
-#include "hist.h"
+#include "core/builder.h"
+#include "core/hist.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,20 +1,20 @@
 #include "run.h"
 #include "run_state.h"
 
-#include "acct.h"
-#include "builder.h"
-#include "clk.h"
+#include "core/acct.h"
+#include "core/builder.h"
+#include "sys/clock.h"
 #include "clocks.h"
-#include "ctl.h"
-#include "frame.h"
-#include "greet.h"
-#include "log.h"
+#include "wire/control.h"
+#include "wire/frame.h"
+#include "io/handshake.h"
+#include "sys/log.h"
 #include "metrics.h"
-#include "msgconn.h"
-#include "net.h"
+#include "io/msgstream.h"
+#include "io/net.h"
 #include "output.h"
-#include "procstat.h"
-#include "prom.h"
+#include "sys/procstat.h"
+#include "io/prom.h"
 #include "shm.h"
 
 #include <errno.h>
@@ -259,7 +259,7 @@ static struct bd_peer *bd_peer_of(struct bd *b, const struct ctl_hello *h)
 static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, const char *peer,
 			   enum ctl_channel channel)
 {
-	/* The protocol version is checked with the greeting (common/greet.c),
+	/* The protocol version is checked with the greeting (common/io/handshake.c),
 	 * by every listener alike. */
 	if (h->run_id != b->opt.run_id) {
 		greet_reply_error(fd, peer, "wrong_run", "%s %u is in run %u but the builder is in run %u",

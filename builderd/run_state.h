@@ -5,10 +5,10 @@
 
 #include "run.h"
 
-#include "builder.h"
-#include "ctl.h"
-#include "frame.h"
-#include "greet.h"
+#include "core/builder.h"
+#include "wire/control.h"
+#include "wire/frame.h"
+#include "io/handshake.h"
 
 #include <stdbool.h>
 #include <stdint.h>

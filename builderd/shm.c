@@ -2,12 +2,12 @@
 
 #include "run_state.h"
 
-#include "clk.h"
-#include "greet.h"
-#include "log.h"
-#include "net.h"
-#include "shmlink.h"
-#include "shmring.h"
+#include "sys/clock.h"
+#include "io/handshake.h"
+#include "sys/log.h"
+#include "io/net.h"
+#include "io/shmlink.h"
+#include "io/shmring.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,14 +1,14 @@
 /* readoutd: a reader of the event builder. Parses options and wires the
  * reader to the event loop; see reader.c. */
-#include "clk.h"
-#include "daemon.h"
-#include "frame.h"
-#include "auth.h"
-#include "log.h"
-#include "net.h"
-#include "opt.h"
+#include "sys/clock.h"
+#include "io/daemon.h"
+#include "wire/frame.h"
+#include "sys/auth.h"
+#include "sys/log.h"
+#include "io/net.h"
+#include "sys/opt.h"
 #include "reader.h"
-#include "shmlink.h"
+#include "io/shmlink.h"
 
 #include <event2/event.h>
 #include <getopt.h>

@@ -1,16 +1,16 @@
 #include "reader.h"
 
-#include "clk.h"
-#include "ctl.h"
-#include "ctllink.h"
-#include "frame.h"
-#include "greet.h"
-#include "log.h"
-#include "net.h"
-#include "procstat.h"
-#include "prom.h"
-#include "shmlink.h"
-#include "shmring.h"
+#include "sys/clock.h"
+#include "wire/control.h"
+#include "io/ctlclient.h"
+#include "wire/frame.h"
+#include "io/handshake.h"
+#include "sys/log.h"
+#include "io/net.h"
+#include "sys/procstat.h"
+#include "io/prom.h"
+#include "io/shmlink.h"
+#include "io/shmring.h"
 
 #include <errno.h>
 #include <stdatomic.h>

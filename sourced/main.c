@@ -1,11 +1,11 @@
 /* sourced: one readout sector of the event builder. Parses options and
  * wires the source to the event loop; see source.c. */
-#include "clk.h"
-#include "daemon.h"
-#include "auth.h"
-#include "log.h"
-#include "net.h"
-#include "opt.h"
+#include "sys/clock.h"
+#include "io/daemon.h"
+#include "sys/auth.h"
+#include "sys/log.h"
+#include "io/net.h"
+#include "sys/opt.h"
 #include "source.h"
 
 #include <event2/event.h>

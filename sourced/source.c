@@ -1,14 +1,14 @@
 #include "source.h"
 
-#include "clk.h"
-#include "ctl.h"
-#include "ctllink.h"
-#include "frame.h"
-#include "greet.h"
-#include "log.h"
-#include "net.h"
-#include "procstat.h"
-#include "prom.h"
+#include "sys/clock.h"
+#include "wire/control.h"
+#include "io/ctlclient.h"
+#include "wire/frame.h"
+#include "io/handshake.h"
+#include "sys/log.h"
+#include "io/net.h"
+#include "sys/procstat.h"
+#include "io/prom.h"
 
 #include <errno.h>
 #include <event2/buffer.h>

@@ -4,7 +4,7 @@
 #ifndef ES_SOURCE_H
 #define ES_SOURCE_H
 
-#include "gen.h"
+#include "core/gen.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -19,11 +19,11 @@
  * MB/s (frame bytes, 10^6), and CPU microseconds per fragment of producer,
  * consumer and both (getrusage of each process over its transfer). Writes
  * DIR/results.md and DIR/results.json. */
-#include "crc.h"
-#include "frame.h"
-#include "gen.h"
-#include "net.h"
-#include "shmring.h"
+#include "wire/crc.h"
+#include "wire/frame.h"
+#include "core/gen.h"
+#include "io/net.h"
+#include "io/shmring.h"
 
 #include <errno.h>
 #include <getopt.h>

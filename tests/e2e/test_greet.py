@@ -21,7 +21,7 @@ from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced
 from wire import greet, greet_tcp, hello, read_message
 
 EVENTS = 3000
-CAP = 64          # greetings a listener holds at once (common/greet.h)
+CAP = 64          # greetings a listener holds at once (common/io/handshake.h)
 SHARE = CAP // 4  # of them, from one address
 
 

@@ -448,7 +448,7 @@ class ShmFailureTest(ShmMixin, E2ETestCase):
         self.h.assert_clean()
 
 
-# The segment header of common/shmring.h, as a builder lays it out.
+# The segment header of common/io/shmring.h, as a builder lays it out.
 RING_MAGIC = 0x4553534852494e47
 RING_HEADER_BYTES = 192
 RING_READY, RING_CLOSED = 1, 4

@@ -1,4 +1,4 @@
-/* libFuzzer target: the frame decoder (common/frame.c).
+/* libFuzzer target: the frame decoder (common/wire/frame.c).
  * The body is fuzz_frame_input() in harness_frame.c, shared with the regression
  * test; `make fuzz` builds and runs it (docs/FUZZING.md). */
 #include <stddef.h>

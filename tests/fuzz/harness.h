@@ -17,21 +17,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Frame decoder (common/frame.c). Input: run_id (4 bytes, big-endian), the
+/* Frame decoder (common/wire/frame.c). Input: run_id (4 bytes, big-endian), the
  * configured max payload (4 bytes, may exceed 1 MiB: the decoder clamps),
  * a seed for piece sizes (4 bytes), then the byte stream of a connection.
  * The stream is decoded whole, one byte at a time and in random-sized
  * pieces; all three must agree. */
 void fuzz_frame_input(const uint8_t *data, size_t size);
 
-/* Control-message decoder (common/ctl.c). Input: a mode byte, then (bit 0
+/* Control-message decoder (common/wire/control.c). Input: a mode byte, then (bit 0
  * clear) a byte stream of length-prefixed messages or (bit 0 set) one
  * message body, to which the harness adds the length prefix. The stream is
  * decoded whole and byte by byte; every message accepted must re-encode to
  * a canonical form that decodes to itself. */
 void fuzz_ctl_input(const uint8_t *data, size_t size);
 
-/* Shared-memory ring (common/shmring.c), consumer first. Input: a config
+/* Shared-memory ring (common/io/shmring.c), consumer first. Input: a config
  * byte (bit 0: capacity 4096 or 8192 bytes), then operations that write
  * the segment's header or data area as a hostile producer would, produce
  * through the real producer side, or consume. See harness_ring.c. */

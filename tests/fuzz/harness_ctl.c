@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl.h"
+#include "wire/control.h"
 
 #define T "ctl"
 #define CHECK(cond, ...) FUZZ_CHECK(T, cond, __VA_ARGS__)

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "frame.h"
+#include "wire/frame.h"
 
 #define T "frame"
 #define CHECK(cond, ...) FUZZ_CHECK(T, cond, __VA_ARGS__)

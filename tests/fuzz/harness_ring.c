@@ -33,7 +33,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "shmring.h"
+#include "io/shmring.h"
 
 #define T "ring"
 #define CHECK(cond, ...) FUZZ_CHECK(T, cond, __VA_ARGS__)

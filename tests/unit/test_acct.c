@@ -1,4 +1,4 @@
-/* Unit tests of common/acct.c: every equation of a run computed from
+/* Unit tests of common/core/acct.c: every equation of a run computed from
  * reports as the daemons send them; a missing report fails its equations by
  * name; a lost frame anywhere unbalances the right one. */
 #include <check.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "acct.h"
+#include "core/acct.h"
 
 enum { S = 4, N = 2, EVENTS = 1000 };
 

@@ -1,4 +1,4 @@
-/* Unit tests of common/auth.c: loading run keys, and proofs that hold only
+/* Unit tests of common/sys/auth.c: loading run keys, and proofs that hold only
  * for the same key, nonce and identity. */
 #include <check.h>
 #include <errno.h>
@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "log.h"
+#include "sys/auth.h"
+#include "sys/log.h"
 
 static char key_path[] = "/tmp/es-test-key-XXXXXX";
 

@@ -1,4 +1,4 @@
-/* Unit tests of common/builder.c, driven with a fake clock: correlation,
+/* Unit tests of common/core/builder.c, driven with a fake clock: correlation,
  * dedup, timeouts, the window, the admission limit, the filter and the
  * conservation equations, plus the spec's run vector through the real core.
  * Randomised tests log their seed; ES_TEST_SEED repeats a run. */
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "builder.h"
-#include "crc.h"
-#include "gen.h"
+#include "core/builder.h"
+#include "wire/crc.h"
+#include "core/gen.h"
 
 static uint64_t test_seed;
 

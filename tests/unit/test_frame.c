@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "crc.h"
-#include "frame.h"
-#include "gen.h"
+#include "wire/crc.h"
+#include "wire/frame.h"
+#include "core/gen.h"
 #include "vectors.h"
 
 #define BASE_RUN 42u

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crc.h"
-#include "gen.h"
+#include "wire/crc.h"
+#include "core/gen.h"
 #include "vectors.h"
 
 typedef bool (*gen_predicate)(const struct gen_faults *f, uint64_t seed, uint32_t run,

@@ -1,4 +1,4 @@
-/* Unit tests of common/hist.c: bucket edges, exact small values, quantiles
+/* Unit tests of common/core/hist.c: bucket edges, exact small values, quantiles
  * against a sorted reference, exact max and min, merge. */
 #include <check.h>
 #include <inttypes.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "hist.h"
+#include "core/hist.h"
 
 static uint64_t test_seed;
 

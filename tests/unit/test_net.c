@@ -1,8 +1,8 @@
 /* Unit tests of the connection plumbing over real loopback sockets and a
- * real libevent loop: common/net.c (listen, port files, dialing with retry),
- * common/greet.c (the greeting both ways, refusals, silent and garbled
- * peers), common/msgconn.c (control messages, a malformed one closes) and
- * common/ctllink.c (a peer's link answering PING, delivering CREDIT, START
+ * real libevent loop: common/io/net.c (listen, port files, dialing with retry),
+ * common/io/handshake.c (the greeting both ways, refusals, silent and garbled
+ * peers), common/io/msgstream.c (control messages, a malformed one closes) and
+ * common/io/ctlclient.c (a peer's link answering PING, delivering CREDIT, START
  * and BYE). */
 #include <check.h>
 #include <errno.h>
@@ -13,11 +13,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "ctllink.h"
-#include "greet.h"
-#include "log.h"
-#include "msgconn.h"
-#include "net.h"
+#include "io/ctlclient.h"
+#include "io/handshake.h"
+#include "sys/log.h"
+#include "io/msgstream.h"
+#include "io/net.h"
 
 static struct event_base *base;
 

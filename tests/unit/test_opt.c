@@ -1,4 +1,4 @@
-/* Unit tests of common/opt.c: each parser accepts what --help promises and
+/* Unit tests of common/sys/opt.c: each parser accepts what --help promises and
  * refuses the rest, naming the flag. */
 #include <check.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "opt.h"
+#include "sys/opt.h"
 
 /* The last message opt_error() printed, captured from stderr. */
 static char captured[512];

@@ -1,15 +1,15 @@
-/* Unit tests of the small process-level modules: common/clk.c (injected
- * clock offsets, the filter's CPU burn), common/procstat.c (peak memory of
- * this image, the report group) and common/log.c (level filtering). */
+/* Unit tests of the small process-level modules: common/sys/clock.c (injected
+ * clock offsets, the filter's CPU burn), common/sys/procstat.c (peak memory of
+ * this image, the report group) and common/sys/log.c (level filtering). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
-#include "clk.h"
-#include "log.h"
-#include "procstat.h"
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "sys/procstat.h"
 
 START_TEST(test_clock_offset_injection)
 {

@@ -1,4 +1,4 @@
-/* Unit tests of common/shmlink.c: what builderd and readoutd agree on for a
+/* Unit tests of common/io/shmlink.c: what builderd and readoutd agree on for a
  * shared-memory data path (names and the ring capacity rule), checked
  * against the ring itself: a ring of the computed capacity holds a largest
  * frame, and one of half that does not. */
@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "frame.h"
-#include "shmlink.h"
-#include "shmring.h"
+#include "wire/frame.h"
+#include "io/shmlink.h"
+#include "io/shmring.h"
 
 START_TEST(test_names)
 {

@@ -30,8 +30,8 @@
 #define RUNNING_ON_VALGRIND 0
 #endif
 
-#include "crc.h"
-#include "shmring.h"
+#include "wire/crc.h"
+#include "io/shmring.h"
 
 #define WAIT_MS 10000 /* any single wait longer than this is a failure */
 #define RUN_ID 42u

@@ -1,4 +1,4 @@
-/* Unit tests of common/text.c: the name sets, the UTF-8 check, and each
+/* Unit tests of common/wire/text.c: the name sets, the UTF-8 check, and each
  * escaper with the bytes of a hostile peer (quote, backslash, newline,
  * bytes >= 0x80 that are not UTF-8), including truncation, which must never
  * cut an escape or a character in half. Random bytes: every escaper's output
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "prom.h"
-#include "text.h"
+#include "io/prom.h"
+#include "wire/text.h"
 
 static uint64_t test_seed;
 

@@ -1,0 +1,88 @@
+/* The conservation equations of a distributed run (the EventStream note's
+ * six, plus one per hop), computed from every daemon's final counters. A
+ * run is balanced when every equation holds and no counter is impossible; a
+ * daemon whose counters never arrived makes its equations fail by name
+ * rather than vanish. Counters come from peers, so every sum is checked for
+ * overflow (a wrapped sum could balance an equation by accident) and every
+ * counter against what the counters it derives from allow (a source cannot
+ * send more fragments than it generated, a reader cannot receive more frames
+ * than its source put on the wire, ...). */
+#ifndef ES_CORE_ACCT_H
+#define ES_CORE_ACCT_H
+
+#include "core/builder.h"
+#include "wire/control.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct acct_equation {
+	char name[128];
+	uint64_t lhs;
+	uint64_t rhs;
+	bool ok;
+	char note[128];          /* why it fails when a side is unknown or overflows */
+};
+
+#define ACCT_VIOLATION_TEXT 256u
+
+/* An impossible counter or a sum of counters beyond 2^64: which peer, which
+ * counter, which relation, as one sentence. */
+struct acct_violation {
+	char text[ACCT_VIOLATION_TEXT];
+};
+
+struct acct {
+	struct acct_equation *equations;
+	size_t count;
+	size_t cap;
+	/* Named buckets for peers that died or stalled before reporting: what
+	 * they held, so the books still close. */
+	uint64_t lost_with_sources;
+	uint64_t lost_with_readers;
+	struct acct_violation *violations;
+	size_t violation_count;
+	size_t violation_cap;
+};
+
+/* What the builder knows of one reader: its final report (NULL when none
+ * arrived) and what arrived from it on the data path. */
+struct acct_reader {
+	uint32_t id;
+	const struct ctl_report *report;
+	uint64_t frames_received_by_builder;
+	size_t source_count;
+	const uint16_t *sources;
+	bool gone;                 /* died or stalled: a missing report is expected */
+};
+
+struct acct_run {
+	uint16_t sources;
+	const struct ctl_report *const *source_reports;   /* [sources], NULL when absent */
+	const bool *source_gone;                           /* [sources]: died or stalled; may be NULL */
+	const uint64_t *unique_from;                       /* [sources]: unique fragments the builder got */
+	size_t reader_count;
+	const struct acct_reader *readers;
+	const struct bld_counters *builder;
+	uint64_t builder_frames_received;                   /* from all readers */
+};
+
+/* Computes every equation of the run into a (allocated here; free with
+ * acct_free). Returns 0 or -ENOMEM. */
+int acct_compute(const struct acct_run *run, struct acct *a);
+
+/* Every equation holds and no counter is impossible. */
+bool acct_balanced(const struct acct *a);
+
+void acct_free(struct acct *a);
+
+/* Value of a counter in a report's group, 0 when absent; *found tells. */
+uint64_t acct_value(const struct ctl_report *r, const char *group, const char *name, bool *found);
+
+/* The number of event IDs the sources generated: the value the reports
+ * that arrived agree on; *agree is false when none arrived, when they
+ * disagree, or when one is missing from a source that is not known gone. */
+uint64_t acct_events_generated(const struct acct_run *run, bool *agree);
+
+#endif

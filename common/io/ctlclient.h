@@ -1,0 +1,40 @@
+/* A peer daemon's control link to builderd: connects with retry, greets,
+ * answers clock PINGs by itself, reports the host's clock state (chrony at
+ * start and end, the injected offset) and hands CREDIT, BYE and ERROR to
+ * the daemon. One per sourced and readoutd. docs/CLOCKS.md. */
+#ifndef ES_IO_CTLCLIENT_H
+#define ES_IO_CTLCLIENT_H
+
+#include "wire/control.h"
+
+#include <stdint.h>
+
+struct event_base;
+struct ctllink;
+
+struct ctllink_ops {
+	void (*on_ready)(void *arg);                        /* welcomed */
+	void (*on_credit)(uint64_t limit, void *arg);       /* may be NULL */
+	/* The run starts at start_mono_ns on the monotonic clock; may be NULL. */
+	void (*on_start)(uint64_t start_mono_ns, void *arg);
+	void (*on_bye)(int32_t status, void *arg);
+	/* The builder says stop (source == CTL_STOP_ALL) or drop a source. */
+	void (*on_stop)(uint32_t source, const char *reason, void *arg);
+	/* Refused, unreachable, or lost before BYE: the daemon cannot finish
+	 * its run properly. */
+	void (*on_lost)(const char *reason, void *arg);
+};
+
+struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_t port,
+			      const struct ctl_hello *hello, uint64_t connect_timeout_ms,
+			      const struct ctllink_ops *ops, void *arg);
+
+/* Sends a message (STATS or END); -ENOTCONN before the link is ready. An
+ * END gets two more report groups, "chrony" (this host's chrony state, read
+ * now) and "clock" (the injected --clock-offset-ns); the first STATS, sent
+ * by the link itself once welcomed, carries the same read at start. */
+int ctllink_send(struct ctllink *l, const struct ctl_msg *msg);
+
+void ctllink_free(struct ctllink *l);
+
+#endif

@@ -1,0 +1,77 @@
+/* Socket plumbing shared by the daemons: listeners, connecting with retry,
+ * port files, peer names. Sockets are non-blocking throughout. */
+#ifndef ES_IO_NET_H
+#define ES_IO_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+/* Listens on host:port (port 0 picks a free one, reported in *bound_port).
+ * Returns the fd or -errno; the error is logged with the address. */
+int net_listen(const char *host, uint16_t port, uint16_t *bound_port);
+
+/* Accepts one connection as a non-blocking fd, or -errno (-EAGAIN when none
+ * waits). peer receives "host:port" of the other side. */
+int net_accept(int listen_fd, char *peer, size_t peer_len);
+
+/* Writes text to path atomically (a temporary file renamed over it), so a
+ * reader polling for the file never sees half of it. */
+int net_write_port_file(const char *path, const char *text);
+
+/* Whether the peer of fd is on this host: a Unix socket, 127.0.0.0/8 or
+ * ::1 (also as a v4-mapped address). */
+bool net_fd_is_loopback(int fd);
+
+/* Whether the peer of fd is in this network stack, from the connection's
+ * addresses alone (nothing the peer says): a Unix socket, a loopback
+ * address, or an address of one of this host's interfaces (getifaddrs; in
+ * a network namespace, the namespace's). A remote host cannot complete a
+ * TCP handshake from one of our own addresses: the answer to its SYN is
+ * delivered here, not to it, and Linux drops arriving packets whose source
+ * is a local address. */
+bool net_fd_is_local(int fd);
+
+/* Whether every address host resolves to is a loopback one. */
+bool net_host_is_loopback(const char *host);
+
+/* Sets TCP_NODELAY and, when bytes > 0, both kernel buffer sizes. */
+void net_tune(int fd, int buffer_bytes);
+
+/* "host:port" of the remote end of fd. */
+void net_peer_name(int fd, char *buf, size_t len);
+
+/* Host name of this machine for HELLO messages: bytes outside the HELLO's
+ * host name set become '-', and it is cut at TEXT_HOST_MAX bytes. */
+void net_host_name(char *buf, size_t len);
+
+/* Called once with a connected fd (>= 0), or with -errno when no
+ * connection could be made before the deadline. */
+typedef void (*net_dial_cb)(int fd, void *arg);
+
+struct net_dial;
+
+/* Connects to host:port, retrying refused or unreachable attempts with
+ * backoff (10 ms doubling to 500 ms) until timeout_ms has passed, so daemons
+ * may start in any order. Logs the first failure and the final give-up. */
+struct net_dial *net_dial_start(struct event_base *base, const char *what, const char *host,
+				uint16_t port, uint64_t timeout_ms, net_dial_cb cb, void *arg);
+
+/* Stops a dial in progress (no callback); NULL is allowed. */
+void net_dial_cancel(struct net_dial *d);
+
+/* Listens on the abstract Unix-domain socket "\0name" (Linux): nothing in
+ * the file system to clean up after a crash, and gone with the process.
+ * Returns the fd or -errno (-EADDRINUSE: another process has the name); the
+ * error is logged with the name. name: at most NET_UNIX_NAME_MAX bytes. */
+#define NET_UNIX_NAME_MAX 100u
+int net_listen_unix(const char *name);
+
+/* As net_dial_start(), to the abstract Unix-domain socket "\0name": a
+ * refused attempt (nobody listening yet) is retried with the same backoff. */
+struct net_dial *net_dial_unix_start(struct event_base *base, const char *what, const char *name,
+				     uint64_t timeout_ms, net_dial_cb cb, void *arg);
+
+#endif

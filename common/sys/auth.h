@@ -1,0 +1,37 @@
+/* Peer authentication with a run key: the same secret file on every host of
+ * a run. A listener greets every connection with a random nonce; the client
+ * answers with HELLO carrying HMAC-SHA256(key, nonce and the HELLO's
+ * identity), compared in constant time. Without a key a daemon accepts
+ * loopback peers only. HMAC, randomness and the comparison are libsodium's. */
+#ifndef ES_SYS_AUTH_H
+#define ES_SYS_AUTH_H
+
+#include "wire/control.h"
+
+#include <stdbool.h>
+
+#define AUTH_MIN_KEY_BYTES 16u
+#define AUTH_MAX_KEY_BYTES 4096u
+
+/* Reads the run key from path (raw bytes; a final newline is ignored).
+ * 0, or -errno / -EINVAL with the reason logged (unreadable, shorter than
+ * AUTH_MIN_KEY_BYTES, longer than AUTH_MAX_KEY_BYTES). Warns when other
+ * users may read it. */
+int auth_load_key_file(const char *path);
+
+/* Whether a run key was loaded. */
+bool auth_have_key(void);
+
+/* A fresh random nonce as 64 hex digits. */
+void auth_new_nonce(char nonce[CTL_NONCE_TEXT]);
+
+/* Fills hello->proof for nonce ("" without a key). */
+void auth_sign_hello(const char *nonce, struct ctl_hello *hello);
+
+/* True when hello->proof is the proof for nonce under our key. */
+bool auth_check_hello(const char *nonce, const struct ctl_hello *hello);
+
+/* Drops the key (tests). */
+void auth_forget_key(void);
+
+#endif
