@@ -136,6 +136,15 @@ def read_jsonl(path: Path) -> list[dict]:
     return out
 
 
+def wait_for_line(proc: Proc, words: str, timeout_s: float = 15) -> None:
+    """Waits until proc's log contains words; fails if it exits or the time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while words not in proc.log():
+        if proc.returncode is not None or time.monotonic() > deadline:
+            raise HarnessError(f"{proc.name} never said {words!r}:\n{proc.tail()}")
+        time.sleep(0.05)
+
+
 def read_metrics(run_dir: Path) -> dict:
     """metrics.json of a run, checked for the fields the spec requires."""
     m = read_json(Path(run_dir) / "metrics.json")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced
+from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced, wait_for_line
 from wire import greet_tcp, hello, read_message
 
 EVENTS = 3000
@@ -87,14 +87,6 @@ class AuthTest(E2ETestCase):
             h.wait(p, 15)
             self.assertIn("No run key: accepting peers on this host only", p.log())
         h.assert_clean()
-
-
-def wait_for_line(proc: Proc, words: str, timeout_s: float = 15) -> None:
-    deadline = time.monotonic() + timeout_s
-    while words not in proc.log():
-        if proc.returncode is not None or time.monotonic() > deadline:
-            raise HarnessError(f"{proc.name} never said {words!r}:\n{proc.tail()}")
-        time.sleep(0.05)
 
 
 class DuplicateIdTest(E2ETestCase):

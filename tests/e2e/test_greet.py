@@ -17,20 +17,12 @@ import sys
 import time
 import urllib.request
 
-from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced
+from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced, wait_for_line
 from wire import greet, greet_tcp, hello, read_message
 
 EVENTS = 3000
 CAP = 64          # greetings a listener holds at once (common/io/handshake.h)
 SHARE = CAP // 4  # of them, from one address
-
-
-def wait_for_line(proc: Proc, words: str, timeout_s: float = 15) -> None:
-    deadline = time.monotonic() + timeout_s
-    while words not in proc.log():
-        if proc.returncode is not None or time.monotonic() > deadline:
-            raise HarnessError(f"{proc.name} never said {words!r}:\n{proc.tail()}")
-        time.sleep(0.05)
 
 
 class GreetTest(E2ETestCase):

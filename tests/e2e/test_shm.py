@@ -18,7 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
-from harness import DAQRUN, E2ETestCase, HarnessError, read_json, read_metrics, topology
+from harness import (DAQRUN, E2ETestCase, HarnessError, read_json, read_metrics, topology,
+                     wait_for_line)
 from wire import challenge, greet, hello, read_message, welcome
 
 SHM_DIR = Path("/dev/shm")
@@ -557,8 +558,9 @@ class ShmAttachTest(ShmMixin, E2ETestCase):
         builder.thread.join(20)
         self.assertEqual(builder.answer, b"A", reader.tail())
         self.assertIn(b"reader", builder.hello)
-        self.assertIn(f"forwards through shared-memory ring /es-{name}-r0 (4096 bytes)",
-                      reader.log())
+        # The reader logs the ring once it has confirmed the attach, a moment
+        # after the fake builder has read its answer.
+        wait_for_line(reader, f"forwards through shared-memory ring /es-{name}-r0 (4096 bytes)")
         self.h.stop(reader)
         left = builder.close()
         state, = struct.unpack_from("<I", left, 28)

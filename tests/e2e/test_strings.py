@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import REPO, E2ETestCase, HarnessError, Proc, read_metrics, unbalanced
+from harness import REPO, E2ETestCase, HarnessError, Proc, read_metrics, unbalanced, wait_for_line
 from wire import greet, greet_tcp, hello, message, read_message
 
 FORGED = b"12:00:00.000 builderd ERROR FORGED"
@@ -34,14 +34,6 @@ BAD_HOSTS = {
     "newline": (b"ok\n" + FORGED, b"key 'host' in hello has byte 0x0a at offset 2 ('ok\\x0a12:00"),
 }
 BAD_GROUP = b'g"\xff\n' + b"00:00:00.000 builderd FORGED"[:27]
-
-
-def wait_for_line(proc: Proc, words: str, timeout_s: float = 15) -> None:
-    deadline = time.monotonic() + timeout_s
-    while words not in proc.log():
-        if proc.returncode is not None or time.monotonic() > deadline:
-            raise HarnessError(f"{proc.name} never said {words!r}:\n{proc.tail()}")
-        time.sleep(0.05)
 
 
 class PeerStringTest(E2ETestCase):
