@@ -116,7 +116,8 @@ SOURCES_KEYS = {                 # [sources]: defaults for every source
 }
 SOURCE_KEYS = {                  # [[source]]: one source's overrides
     "id": Key("int", None, 0, U16, "the source ID", shown="required"),
-    "host": Key("str", None, doc="where this source runs", shown="`[sources] host`"),
+    "host": Key("str", None, doc="where this source runs",
+                shown="`[sources] host`, else the reader's host"),
     "rate": Key("number", None, 0, 10**9, "this source's pace", shown="`[run] rate`"),
     "extra": Key("strlist", [], doc="further sourced arguments, after `[sources] extra`"),
 }

@@ -151,6 +151,7 @@ class Backend(abc.ABC):
     poll_s = 0.02                # how often the launcher looks at port files
     # What the backend adds to a topology (docs/TOPOLOGY.md is made from it):
     options: dict[str, Key] = {}     # its table [NAME]; the instance gets it resolved
+    options_title = ""               # what [NAME] is, for the docs
     host_keys: dict[str, Key] = {}   # keys of [hosts.NAME] it reads (HostSpec attributes)
     needs_hosts = True               # needs the hosts named in [hosts.NAME]
     # Whether the builder's metrics listener on 127.0.0.1 is the launcher's

@@ -90,7 +90,8 @@ class NetnsBackend(LocalBackend):
 
     needs_hosts = True
     status_on_loopback = False
-    options = {                      # [netns]: the virtual cluster
+    options_title = "the virtual cluster"
+    options = {
         "shaping": Key("str", "none", doc="tbf rate on both ends of every host's link, e.g. "
                                           "`\"1gbit\"` (gigabit Ethernet); `\"none\"` = off"),
         "shaping_burst": Key("str", "16kb", doc="tbf burst"),

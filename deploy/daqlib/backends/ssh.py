@@ -91,10 +91,11 @@ class SshBackend(Backend):
     """Daemons on real hosts, each started with `ssh host ...`."""
 
     poll_s = 0.2
-    options = {                      # [ssh]: defaults for every host reached over ssh
+    options_title = "defaults for hosts reached over ssh"
+    options = {
         "user": Key("str", None, doc="login user, unless a host's `ssh` names one",
                     shown="ssh's default"),
-        "port": Key("int", None, 1, U16, "", shown="ssh's default"),
+        "port": Key("int", None, 1, U16, "the hosts' ssh port", shown="ssh's default"),
         "options": Key("strlist", [], doc="further ssh arguments, e.g. `[\"-i\", \"KEY\", "
                                           "\"-o\", \"StrictHostKeyChecking=accept-new\"]`"),
         "workdir": Key("str", "/tmp/daqrun", doc="remote directory of runs and copied "
@@ -106,7 +107,7 @@ class SshBackend(Backend):
         "ssh_options": Key("strlist", [], doc="further ssh arguments (appended to "
                                               "`[ssh] options`)"),
         "workdir": Key("str", None, doc="remote directory; the run goes to "
-                                        "WORKDIR/NAME/&lt;run name&gt;",
+                                        "WORKDIR/NAME/<run name>",
                        shown="`[ssh] workdir`"),
     }
 
