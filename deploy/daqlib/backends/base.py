@@ -175,6 +175,9 @@ class Backend(abc.ABC):
         self.bin_dir = bin_dir
         self.options = options or {}
         self.say = say
+        # The name of everything the backend creates on this machine
+        # (esdq<pid>-...), which --cleanup recognises.
+        self.tag = f"{PREFIX}{os.getpid()}"
 
     # -- hosts -----------------------------------------------------------
     def prepare(self, builder_host: str) -> None:

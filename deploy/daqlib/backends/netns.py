@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from ..schema import Key, TopologyError
-from .base import PREFIX, LaunchError, die_with_parent_fn, register, run_cmd, stop_processes, text
+from .base import LaunchError, die_with_parent_fn, register, run_cmd, stop_processes, text
 from .local import LocalBackend
 
 SUBNET = ipaddress.ip_network("198.18.0.0/24")
@@ -129,7 +129,6 @@ class NetnsBackend(LocalBackend):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.tag = f"{PREFIX}{os.getpid()}"
         self.switch = f"{self.tag}-sw"
         self.ns = {h: f"{self.tag}-{h}" for h in self.hosts}
         self.addr: dict[str, str] = {}

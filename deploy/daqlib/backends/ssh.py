@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from ..schema import U16, Key, TopologyError
-from .base import DAEMONS, PREFIX, Backend, Handle, LaunchError, register, run_cmd, text
+from .base import DAEMONS, Backend, Handle, LaunchError, register, run_cmd, text
 
 WRAPPER = r'''
 cd "$1" || exit 126
@@ -127,7 +127,6 @@ class SshBackend(Backend):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.tag = f"{PREFIX}{os.getpid()}"
         self.control_dir = Path(f"/tmp/{self.tag}-ssh")
         self.procs: list[subprocess.Popen] = []
         self.masters: set[tuple[str, ...]] = set()
