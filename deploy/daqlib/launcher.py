@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .backends import Backend, Handle, LaunchError
-from .daemons import addr, builder_argv, reader_argv, refbuild_policy, shm_name, source_argv, uses_shm
+from .daemons import (addr, builder_argv, reader_argv, refbuild_policy, shm_name, source_argv,
+                      uses_shm)
 from .topology import Topology
 
 REPO = Path(__file__).resolve().parent.parent.parent

@@ -10,8 +10,8 @@ from typing import Any
 
 from .backends import BACKENDS, HostSpec, host_keys, option_tables
 from .backends.base import NAME_RE
-from .schema import (ARRAYS, CORE_TABLES, TRANSPORTS, U64, TopologyError,  # noqa: F401
-                     default_of, resolve_table)
+from .schema import (ARRAYS, CORE_TABLES, TRANSPORTS, U64, TopologyError, default_of,
+                     resolve_table)
 
 
 def tables() -> dict[str, dict]:
