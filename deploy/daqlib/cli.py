@@ -147,7 +147,6 @@ def parse_fault(text: str) -> dict:
     return fault
 
 
-
 class Teardown:
     """Removes the backend's hosts exactly once: at the end of main, or at
     exit if something unexpected escapes it."""
