@@ -219,10 +219,14 @@ INSTALL_DOCDIR ?= $(PREFIX)/share/doc/eventbuilder
 INSTALL_MANDIR ?= $(PREFIX)/share/man/man1
 UNIT_TEMPLATES := $(wildcard deploy/systemd/*@.service)
 
-.PHONY: install compare man
+.PHONY: install compare man launcher-docs
 # man/*.1 are written from each daemon's --help, so the two agree.
 man: all
 	$(Q)for d in $(DAEMONS); do $(PYTHON) scripts/mkman.py $(BIN)/$$d man/$$d.1 || exit 1; done
+# The launcher's tables in docs/TOPOLOGY.md are written from its declarations
+# (deploy/daqlib); tests/e2e/test_launcher.py fails when they differ.
+launcher-docs:
+	$(Q)PYTHONPATH=deploy $(PYTHON) -m daqlib.doctables --write
 install: all
 	$(Q)$(INSTALL) -d $(DESTDIR)$(INSTALL_BINDIR) $(DESTDIR)$(INSTALL_UNITDIR) \
 		$(DESTDIR)$(INSTALL_SYSUSERSDIR) $(DESTDIR)$(INSTALL_DATADIR)/env \

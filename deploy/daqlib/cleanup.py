@@ -22,7 +22,7 @@ import signal
 import time
 from pathlib import Path
 
-from .core import PREFIX, launcher_alive
+from .backends.base import PREFIX, launcher_alive
 
 NS_RE = re.compile(rf"^{PREFIX}(\d+)-")
 TMP_RE = re.compile(rf"^{PREFIX}(\d+)-")
@@ -62,7 +62,7 @@ def cleanup(say=print, include_live: bool = False) -> tuple[list[str], list[str]
         return include_live or (pid != os.getpid() and not launcher_alive(pid))
 
     if shutil.which("ip") is not None and os.geteuid() == 0:
-        from .netns import delete_netns, netns_names
+        from .backends.netns import delete_netns, netns_names
         for ns in netns_names():
             m = NS_RE.match(ns)
             if m and stale(int(m.group(1))):

@@ -31,6 +31,8 @@ from typing import Any, Iterable
 
 REPO = Path(__file__).resolve().parents[2]
 DAQRUN = REPO / "deploy" / "daqrun"
+# The launcher's package (deploy/daqlib), for tests that use its parts.
+sys.path.insert(0, str(REPO / "deploy"))
 REFBUILD = REPO / "analysis" / "refbuild.py"
 VECTORS = REPO / "tests" / "data" / "vectors.json"
 DAEMONS = ("builderd", "readoutd", "sourced")

@@ -11,7 +11,6 @@ launcher creates for the test and removes afterwards.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -20,10 +19,11 @@ import signal
 import subprocess
 import sys
 import time
-from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
 from harness import DAQRUN, REPO, E2ETestCase, HarnessError, read_json
+
+from daqlib import topology as daqrun
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake"
 TOPOLOGIES = REPO / "deploy" / "topologies"
@@ -31,16 +31,6 @@ COMPARE = REPO / "analysis" / "compare.py"
 SYSTEM_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 
 
-def load_daqrun():
-    loader = SourceFileLoader("daqrun_under_test", str(DAQRUN))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = module       # dataclasses look their module up
-    loader.exec_module(module)
-    return module
-
-
-daqrun = load_daqrun()
 
 
 def sh(*argv: str, check: bool = False) -> subprocess.CompletedProcess:

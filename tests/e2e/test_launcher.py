@@ -14,6 +14,11 @@ from pathlib import Path
 
 from harness import DAQRUN, E2ETestCase, HarnessError, read_json, topology
 
+from daqlib import cli, doctables
+from daqlib.backends import BACKENDS, register
+from daqlib.backends.local import LocalBackend
+from daqlib.schema import Key
+
 FAKE_BIN = Path(__file__).resolve().parent / "fake"
 
 
@@ -138,6 +143,115 @@ class LauncherTest(E2ETestCase):
         r = self.h.run("daqrun-help", [sys.executable, DAQRUN, "--help"], 30)
         self.assertEqual(r.returncode, 0)
         self.assertIn("--set KEY=VALUE", r.output)
+
+
+DEMO_BACKEND = '''
+import sys
+sys.path.insert(0, sys.argv.pop(1))
+from daqlib.backends import register
+from daqlib.backends.local import LocalBackend
+from daqlib.schema import Key, TopologyError
+
+
+@register("demo")
+class DemoBackend(LocalBackend):
+    """A backend with an option, a host key and a check, declared here only."""
+    needs_hosts = True
+    status_on_loopback = False
+    options_title = "a backend of the tests"
+    options = {"label": Key("str", "plain", doc="a label for params.json")}
+    host_keys = {"demo_slot": Key("int", None, 0, 7, "a slot")}
+
+    @classmethod
+    def validate(cls, where, hosts, options):
+        for name, h in hosts.items():
+            if h["demo_slot"] is None:
+                raise TopologyError(f"{where} [hosts.{name}] demo_slot: the demo backend "
+                                    f"needs one")
+
+    def describe(self):
+        return dict(super().describe(), label=self.options["label"],
+                    slots={h: s.demo_slot for h, s in self.hosts.items()})
+
+
+from daqlib.cli import main
+sys.exit(main())
+'''
+
+
+class DeclarationsTest(E2ETestCase):
+    """Each launcher option and topology key declared once: the docs'
+    tables and --help come from the declarations, and a backend brings
+    its own keys and checks without any other change."""
+
+    def test_docs_tables_match_declarations(self) -> None:
+        self.assertEqual(doctables.differences(), [])
+        # The comparison sees a table edited by hand.
+        text = (doctables.DOCS / "TOPOLOGY.md").read_text()
+        row = "| `grace_s` | number 0 … 3600 | `15` |"
+        self.assertIn(row, text)
+        edited = text.replace(row, "| `grace_s` | number 0 … 3600 | `20` |")
+        self.assertNotEqual(doctables.render(edited, doctables.tables()), edited)
+
+    def test_help_lists_every_declared_option(self) -> None:
+        r = self.h.run("daqrun-help", [sys.executable, DAQRUN, "--help"], 30)
+        self.assertEqual(r.returncode, 0)
+        for o in cli.OPTIONS:
+            with self.subTest(option=o.flag):
+                shown = o.metavar if not o.flag.startswith("-") else \
+                    f"{o.flag} {{{','.join(o.choices)}}}" if o.choices else \
+                    f"{o.flag} {o.metavar}" if o.metavar else o.flag
+                self.assertIn(shown, r.output)
+        flags = {a for act in cli.build_parser()._actions for a in act.option_strings}
+        self.assertEqual(flags - {"-h", "--help"}, {o.flag for o in cli.OPTIONS[1:]})
+
+    def demo(self, *sets: str) -> tuple:
+        script = self.h.path("daqrun-demo.py")
+        script.write_text(DEMO_BACKEND)
+        topo = topology(events=2000, payload=64, rate=0)
+        topo["builder"]["host"] = "node"
+        for r in topo["reader"]:
+            r["host"] = "node"
+        path = self.h.write_topology(topo, "demo.toml")
+        path.write_text(path.read_text() + '\n[hosts.node]\naddress = "127.0.0.1"\n')
+        out = self.h.dir / f"demo-{len(sets)}"
+        argv = [sys.executable, script, str(Path(DAQRUN).parent), path, "--out", out,
+                "--bin", FAKE_BIN, "--timeout", "40", "--backend", "demo"]
+        for s in sets:
+            argv += ["--set", s]
+        return self.h.run(f"daqrun-demo-{len(sets)}", argv, 60), out
+
+    def test_a_backend_declares_its_own_keys(self) -> None:
+        r, out = self.demo("hosts.node.demo_slot=3", "demo.label=\"blue\"")
+        self.assertEqual(r.returncode, 0, r.describe())
+        params = read_json(out / "params.json")
+        self.assertEqual(params["backend"], "demo")
+        self.assertEqual(params["backend_info"]["label"], "blue")
+        self.assertEqual(params["backend_info"]["slots"], {"node": 3})
+        self.assertEqual(params["topology"]["demo"], {"label": "blue"})
+        for sets, message in (((), "[hosts.node] demo_slot: the demo backend needs one"),
+                              (("hosts.node.demo_slot=9",), "demo_slot: expected an integer "
+                                                            "in 0..7, got 9"),
+                              (("hosts.node.demo_slot=1", "demo.colour=1"),
+                               "unknown key 'colour' in [demo] (known: label)")):
+            with self.subTest(sets=sets):
+                r, _ = self.demo(*sets)
+                self.assertEqual(r.returncode, 2, r.describe())
+                self.assertIn(message, r.output)
+
+    def test_a_registered_backend_gets_its_docs_table(self) -> None:
+        @register("demo")
+        class Demo(LocalBackend):
+            options_title = "a backend of the tests"
+            options = {"label": Key("str", "plain", doc="a label")}
+        try:
+            made = doctables.tables()["backends"]
+            self.assertIn("### `[demo]` (optional): a backend of the tests", made)
+            self.assertIn("| `label` | string | `\"plain\"` | a label |", made)
+            self.assertNotEqual(doctables.differences(), [])
+        finally:
+            del BACKENDS["demo"]
+        self.assertEqual(doctables.differences(), [])
 
 
 class HarnessSelfTest(E2ETestCase):

@@ -39,7 +39,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from .core import PREFIX, Backend, Handle, LaunchError, register, run_cmd, text
+from ..schema import U16, Key, TopologyError
+from .base import DAEMONS, Backend, Handle, LaunchError, register, run_cmd, text
 
 WRAPPER = r'''
 cd "$1" || exit 126
@@ -69,7 +70,6 @@ exit "$rc"
 '''
 
 OUTPUTS = ("events.jsonl", "expired.jsonl", "metrics.json")
-DAEMONS = ("builderd", "readoutd", "sourced")
 SIGNAL_NAMES = {signal.SIGTERM: "TERM", signal.SIGKILL: "KILL", signal.SIGINT: "INT",
                 signal.SIGHUP: "HUP"}
 
@@ -91,10 +91,42 @@ class SshBackend(Backend):
     """Daemons on real hosts, each started with `ssh host ...`."""
 
     poll_s = 0.2
+    options_title = "defaults for hosts reached over ssh"
+    options = {
+        "user": Key("str", None, doc="login user, unless a host's `ssh` names one",
+                    shown="ssh's default"),
+        "port": Key("int", None, 1, U16, "the hosts' ssh port", shown="ssh's default"),
+        "options": Key("strlist", [], doc="further ssh arguments, e.g. `[\"-i\", \"KEY\", "
+                                          "\"-o\", \"StrictHostKeyChecking=accept-new\"]`"),
+        "workdir": Key("str", "/tmp/daqrun", doc="remote directory of runs and copied "
+                                                 "binaries"),
+    }
+    host_keys = {
+        "ssh": Key("str", None, doc="destination `[user@]host`", shown="`address`"),
+        "ssh_port": Key("int", None, 1, U16, "its ssh port", shown="`[ssh] port`"),
+        "ssh_options": Key("strlist", [], doc="further ssh arguments (appended to "
+                                              "`[ssh] options`)"),
+        "workdir": Key("str", None, doc="remote directory; the run goes to "
+                                        "WORKDIR/NAME/<run name>",
+                       shown="`[ssh] workdir`"),
+    }
+
+    @classmethod
+    def validate(cls, where, hosts, options):
+        for name, h in hosts.items():
+            if h["address"] is None and h["ssh"] is None:
+                raise TopologyError(f"{where} [hosts.{name}]: the ssh backend needs 'address' "
+                                    f"(where its daemons listen) or 'ssh' (where to log in)")
+            if h["address"] is None:
+                h["address"] = h["ssh"].rpartition("@")[2]
+
+    @classmethod
+    def needs_local_binaries(cls, hosts):
+        """The daemons are copied from --bin unless every host has its own."""
+        return not all(h.bin for h in hosts.values())
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.tag = f"{PREFIX}{os.getpid()}"
         self.control_dir = Path(f"/tmp/{self.tag}-ssh")
         self.procs: list[subprocess.Popen] = []
         self.masters: set[tuple[str, ...]] = set()

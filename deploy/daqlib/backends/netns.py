@@ -34,8 +34,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from .core import (PREFIX, LaunchError, LocalBackend, die_with_parent_fn, register, run_cmd,
-                   stop_processes, text)
+from ..schema import Key, TopologyError
+from .base import LaunchError, die_with_parent_fn, register, run_cmd, stop_processes, text
+from .local import LocalBackend
 
 SUBNET = ipaddress.ip_network("198.18.0.0/24")
 NTP_PORT = 123
@@ -87,9 +88,47 @@ class NetnsBackend(LocalBackend):
     """One network namespace per host on 198.18.0.0/24, joined by veth pairs
     to a bridge; optional tbf shaping per link; a chronyd per host."""
 
+    needs_hosts = True
+    status_on_loopback = False
+    options_title = "the virtual cluster"
+    options = {
+        "shaping": Key("str", "none", doc="tbf rate on both ends of every host's link, e.g. "
+                                          "`\"1gbit\"` (gigabit Ethernet); `\"none\"` = off"),
+        "shaping_burst": Key("str", "16kb", doc="tbf burst"),
+        "shaping_latency": Key("str", "10ms", doc="tbf queue length"),
+        "chrony": Key("bool", True, doc="a chronyd per host, the builder's host serving the "
+                                        "others"),
+        "chrony_timeout_s": Key("number", 30, 1, 3600, "how long every chronyd may take to "
+                                                       "synchronise (else the run fails)"),
+        "chrony_max_skew_ppm": Key("number", 5, 0, 10**6, "then wait until every skew is this "
+                                                          "low ..."),
+        "chrony_settle_s": Key("number", 10, 0, 3600, "... but at most this long"),
+    }
+    host_keys = {
+        "netns_address": Key("str", None, doc=f"its address in the virtual cluster (must be "
+                                              f"in {SUBNET})",
+                             shown="198.18.0.N, N = position in `[hosts]` + 1"),
+        "shaping": Key("str", None, doc="tbf rate of its link, e.g. `\"1gbit\"`; `\"none\"` "
+                                        "= off", shown="`[netns] shaping`"),
+    }
+
+    @classmethod
+    def validate(cls, where, hosts, options):
+        seen: dict[str, str] = {}
+        for name, h in hosts.items():
+            if h["netns_address"] is not None:
+                why = cls.check_address(f"[hosts.{name}] netns_address", h["netns_address"])
+                if why:
+                    raise TopologyError(f"{where} {why}")
+                if h["netns_address"] in seen:
+                    raise TopologyError(f"{where} [hosts.{name}] netns_address: "
+                                        f"{h['netns_address']} is also {seen[h['netns_address']]}'s")
+                seen[h["netns_address"]] = name
+        if len(hosts) > 250:
+            raise TopologyError(f"{where} [hosts]: at most 250 hosts fit in the virtual cluster")
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.tag = f"{PREFIX}{os.getpid()}"
         self.switch = f"{self.tag}-sw"
         self.ns = {h: f"{self.tag}-{h}" for h in self.hosts}
         self.addr: dict[str, str] = {}

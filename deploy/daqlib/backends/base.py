@@ -1,5 +1,5 @@
-"""The Backend interface, the host description every backend gets, and the
-local backend (every daemon a child process of the launcher).
+"""The Backend interface every backend implements, the host description it
+gets, the registry, and helpers the backends share.
 
 A backend knows the run's hosts (HostSpec) and answers, for each daemon the
 launcher wants to start on a host: which address it listens on and is
@@ -10,8 +10,14 @@ daemon. prepare() sets the hosts up before the first start (a virtual
 network, clocks, binaries) and teardown() removes everything prepare() or
 start() created, whatever happened in between; teardown() is idempotent.
 
-A new backend (Slurm's srun, Kubernetes) subclasses Backend, implements the
-abstract methods and registers itself with @register("name").
+A backend also declares what it adds to a topology: `options`, the keys of
+its own table [NAME]; `host_keys`, the keys it reads from [hosts.NAME]; and
+`validate()`, its checks of the resolved topology. The topology schema,
+--set, the launcher and the documentation tables take them from here.
+
+A new backend (Slurm's srun, Kubernetes) is one module in this folder: it
+subclasses Backend, implements the abstract methods, declares its keys and
+registers itself with @register("name").
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..schema import Key
+
 # Every object a backend creates on this machine carries this prefix and the
 # launcher's pid: network namespaces "esdq<pid>-<host>", directories
 # /tmp/esdq<pid>-*. deploy/daqrun --cleanup removes those of launchers that
 # are no longer running.
 PREFIX = "esdq"
 NAME_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?$")
+DAEMONS = ("builderd", "readoutd", "sourced")
 
 
 class LaunchError(Exception):
@@ -45,18 +54,20 @@ class TeardownError(Exception):
 
 @dataclass
 class HostSpec:
-    """One host of a topology ([hosts.NAME], docs/TOPOLOGY.md)."""
+    """One host of a topology ([hosts.NAME], docs/TOPOLOGY.md). The keys a
+    backend declares in host_keys are attributes too (spec.netns_address)."""
     name: str
     address: str = "127.0.0.1"         # local and ssh: where its daemons listen
-    netns_address: str | None = None   # netns: its address on 198.18.0.0/24
-    shaping: str | None = None         # netns: tbf rate of its link, overrides [netns]
-    ssh: str | None = None             # ssh destination, [user@]host (default: address)
-    ssh_port: int | None = None
-    ssh_options: list[str] = field(default_factory=list)
-    workdir: str | None = None         # ssh: remote directory for runs
     bin: str | None = None             # where the daemons are on that host
     chrony_socket: str | None = None   # ES_CHRONY_SOCKET for its daemons
     env: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)   # the backends' host keys
+
+    def __getattr__(self, key: str) -> Any:
+        extra = self.__dict__.get("extra")
+        if extra is None or key not in extra:
+            raise AttributeError(f"host {self.__dict__.get('name')!r} has no key {key!r}")
+        return extra[key]
 
 
 @dataclass
@@ -138,6 +149,24 @@ class Backend(abc.ABC):
 
     name = "abstract"
     poll_s = 0.02                # how often the launcher looks at port files
+    # What the backend adds to a topology (docs/TOPOLOGY.md is made from it):
+    options: dict[str, Key] = {}     # its table [NAME]; the instance gets it resolved
+    options_title = ""               # what [NAME] is, for the docs
+    host_keys: dict[str, Key] = {}   # keys of [hosts.NAME] it reads (HostSpec attributes)
+    needs_hosts = True               # needs the hosts named in [hosts.NAME]
+    # Whether the builder's metrics listener on 127.0.0.1 is the launcher's
+    # 127.0.0.1 (the progress line reads the builder's /status there).
+    status_on_loopback = False
+
+    @classmethod
+    def validate(cls, where: str, hosts: dict[str, dict], options: dict) -> None:
+        """Checks the resolved [hosts.NAME] tables and the backend's own
+        table (raising TopologyError naming the key); may fill in defaults."""
+
+    @classmethod
+    def needs_local_binaries(cls, hosts: dict[str, HostSpec]) -> bool:
+        """Whether the daemons must exist in the launcher's --bin."""
+        return True
 
     def __init__(self, hosts: dict[str, HostSpec], run_dir: Path, bin_dir: Path,
                  options: dict | None = None, say: Callable[[str], None] = print):
@@ -146,6 +175,9 @@ class Backend(abc.ABC):
         self.bin_dir = bin_dir
         self.options = options or {}
         self.say = say
+        # The name of everything the backend creates on this machine
+        # (esdq<pid>-...), which --cleanup recognises.
+        self.tag = f"{PREFIX}{os.getpid()}"
 
     # -- hosts -----------------------------------------------------------
     def prepare(self, builder_host: str) -> None:
@@ -257,72 +289,6 @@ def register(name: str):
         BACKENDS[name] = cls
         return cls
     return deco
-
-
-@register("local")
-class LocalBackend(Backend):
-    """Every daemon is a child process on this machine. A host's address is
-    where its daemons listen (127.0.0.1 unless [hosts.NAME] address says
-    otherwise); several hosts may share one address."""
-
-    def wrap(self, host: str, argv: list[str]) -> list[str]:
-        """The command line that runs argv on host (subclasses prefix it)."""
-        return argv
-
-    def preexec(self) -> Callable[[], None] | None:
-        return None
-
-    def start(self, name, argv, log_path, *, host, stdout_path=None):
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        err = open(log_path, "ab")
-        out = open(stdout_path, "ab") if stdout_path else err
-        extra = self.env(host)
-        env = dict(os.environ, **extra) if extra else None
-        try:
-            proc = subprocess.Popen(self.wrap(host, argv), stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err, start_new_session=True, close_fds=True,
-                                    env=env, preexec_fn=self.preexec())
-        except OSError as e:
-            raise LaunchError(f"cannot start {name} ({argv[0]}): {e.strerror}") from e
-        finally:
-            err.close()
-            if out is not err:
-                out.close()
-        return Handle(name=name, host=host, argv=list(argv), log_path=log_path,
-                      stdout_path=stdout_path, pid=proc.pid, started=time.monotonic(),
-                      impl=proc)
-
-    def wait(self, handle, timeout=0):
-        if handle.returncode is not None:
-            return handle.returncode
-        proc: subprocess.Popen = handle.impl
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        handle.returncode = rc
-        handle.ended = time.monotonic()
-        return rc
-
-    def kill(self, handle, sig=signal.SIGTERM):
-        # Once the leader is reaped its PID may be reused: signal only before.
-        if handle.returncode is not None or handle.impl.poll() is not None:
-            return
-        try:
-            os.killpg(handle.pid, sig)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            handle.impl.send_signal(sig)
-
-    def collect(self, handle, run_dir):
-        return [p for p in (handle.log_path, handle.stdout_path) if p is not None]
-
-    def read_file(self, host, path):
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
 
 
 def stop_processes(procs: Iterable[subprocess.Popen], grace_s: float = 3.0) -> None:

@@ -1,0 +1,317 @@
+"""A topology file (docs/TOPOLOGY.md): read, changed by --set, validated
+against the keys of daqlib.schema and of the backends, defaults filled in.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backends import BACKENDS, HostSpec, host_keys, option_tables
+from .backends.base import NAME_RE
+from .schema import (ARRAYS, CORE_TABLES, TRANSPORTS, U64, TopologyError, default_of,
+                     resolve_table)
+
+
+def tables() -> dict[str, dict]:
+    """Every single table of a topology: the launcher's, then each
+    backend's own ([netns], [ssh])."""
+    return {**CORE_TABLES, **option_tables()}
+
+
+@dataclass
+class Topology:
+    path: str
+    deploy: dict
+    run: dict
+    builder: dict
+    readers: list[dict]
+    sources_defaults: dict
+    source_overrides: dict[int, dict]
+    source_ids: list[int] = field(default_factory=list)
+    hosts: dict[str, dict] = field(default_factory=dict)   # [hosts.NAME], resolved
+    hosts_declared: bool = False    # False: every host string is an address (local)
+    backend_tables: dict[str, dict] = field(default_factory=dict)   # [netns], [ssh], resolved
+
+    def reader_of(self, source: int) -> dict:
+        return next(r for r in self.readers if source in r["sources"])
+
+    def source_host(self, source: int) -> str:
+        own = self.source_overrides.get(source, {}).get("host")
+        return own or self.sources_defaults["host"] or self.reader_of(source)["host"]
+
+    def used_hosts(self) -> list[str]:
+        """Hosts with at least one daemon, the builder's first."""
+        order = [self.builder["host"]] + [r["host"] for r in self.readers] + \
+            [self.source_host(s) for s in self.source_ids]
+        return list(dict.fromkeys(order))
+
+    def host_specs(self) -> dict[str, HostSpec]:
+        """The hosts the backend gets: every declared host (in file order),
+        or, without [hosts], one per host string, named by its address."""
+        names = list(self.hosts) if self.hosts_declared else self.used_hosts()
+        keys = host_keys()
+        out = {}
+        for name in names:
+            h = self.hosts.get(name) or {k: default_of(spec) for k, spec in keys.items()}
+            out[name] = HostSpec(name=name, address=h["address"] or name, bin=h["bin"],
+                                 chrony_socket=h["chrony_socket"],
+                                 extra={k: v for k, v in h.items()
+                                        if k not in ("address", "bin", "chrony_socket")})
+        return out
+
+    def backend_options(self) -> dict:
+        return self.backend_tables.get(self.deploy["backend"], {})
+
+    def as_dict(self) -> dict:
+        return {"deploy": self.deploy, "run": self.run, "builder": self.builder,
+                "reader": self.readers, "sources": self.sources_defaults,
+                "source": [dict(v) for _, v in sorted(self.source_overrides.items())],
+                "hosts": self.hosts, **self.backend_tables}
+
+
+def _resolve_hosts(where: str, doc: dict) -> dict[str, dict]:
+    raw = doc.get("hosts", {})
+    if not isinstance(raw, dict):
+        raise TopologyError(f"{where} [hosts] must be a table of tables: write [hosts.NAME]")
+    keys = host_keys()
+    hosts = {}
+    for name, table in raw.items():
+        if not NAME_RE.match(name):
+            raise TopologyError(f"{where} [hosts.{name}]: a host name is 1-32 letters, digits "
+                                f"and inner '-' (it names a namespace and a host)")
+        hosts[name] = resolve_table(f"{where} [hosts.{name}]", table, keys)
+    return hosts
+
+
+def _place(where: str, what: str, value: str | None, hosts: dict, declared: bool,
+           default: str | None) -> str | None:
+    """Checks a daemon's host key against [hosts]; fills in the default."""
+    if value is None:
+        if not declared:
+            return default
+        if default is not None:
+            return default
+        if len(hosts) == 1:
+            return next(iter(hosts))
+        raise TopologyError(f"{where} {what}: missing key 'host' (one of the [hosts]: "
+                            f"{', '.join(hosts)})")
+    if declared and value not in hosts:
+        raise TopologyError(f"{where} {what} host: {value!r} is not a host of [hosts] "
+                            f"(known: {', '.join(hosts)})")
+    return value
+
+
+def _check_backend(where: str, t: Topology) -> None:
+    backend = t.deploy["backend"]
+    if backend not in BACKENDS:
+        raise TopologyError(f"{where} [deploy] backend: {backend!r} is not implemented "
+                            f"(known: {', '.join(BACKENDS)})")
+    cls = BACKENDS[backend]
+    if cls.needs_hosts and not t.hosts_declared:
+        raise TopologyError(f"{where} [deploy] backend {backend!r} needs the hosts named in "
+                            f"[hosts.NAME] tables, and every host key naming one of them "
+                            f"(docs/TOPOLOGY.md)")
+    cls.validate(where, t.hosts, t.backend_options())
+
+
+def _resolve_readers(where: str, doc: dict, builder: dict, hosts: dict,
+                     declared: bool) -> list[dict]:
+    readers = []
+    for i, entry in enumerate(doc.get("reader", [])):
+        r = resolve_table(f"{where} [[reader]] #{i + 1}", entry, ARRAYS["reader"])
+        for req in ("id", "sources"):
+            if r[req] is None:
+                raise TopologyError(f"{where} [[reader]] #{i + 1}: missing key {req!r}")
+        r["host"] = _place(where, f"[[reader]] id {r['id']}", r["host"], hosts, declared,
+                           "127.0.0.1" if not declared else None)
+        readers.append(r)
+    if not readers:
+        raise TopologyError(f"{where} no [[reader]] section: at least one reader is needed")
+    for r in readers:
+        same_host = r["host"] == builder["host"]
+        if r["transport"] is None:
+            r["transport"] = "shm" if same_host else "tcp"
+        elif r["transport"] not in TRANSPORTS:
+            raise TopologyError(f"{where} [[reader]] id {r['id']} transport: expected "
+                                f"\"shm\" or \"tcp\", got {r['transport']!r}")
+        elif r["transport"] == "shm" and not same_host:
+            raise TopologyError(f"{where} [[reader]] id {r['id']} transport: \"shm\" needs the "
+                                f"builder's host, but reader host {r['host']!r} is not builder "
+                                f"host {builder['host']!r}")
+    ids = [r["id"] for r in readers]
+    if len(set(ids)) != len(ids):
+        raise TopologyError(f"{where} [[reader]] id: {ids} has duplicates")
+    return readers
+
+
+def _source_owners(where: str, readers: list[dict]) -> dict[int, int]:
+    """{source: its reader's id}; the sources must be 0..S-1, each listed once."""
+    owner: dict[int, int] = {}
+    for r in readers:
+        for s in r["sources"]:
+            if s in owner:
+                raise TopologyError(f"{where} [[reader]] sources: source {s} is listed by "
+                                    f"reader {owner[s]} and reader {r['id']}")
+            owner[s] = r["id"]
+    source_ids = sorted(owner)
+    if source_ids != list(range(len(source_ids))):
+        absent = sorted(set(range(max(source_ids) + 1)) - set(source_ids))
+        raise TopologyError(f"{where} [[reader]] sources: the readers' sources must be "
+                            f"0..S-1; missing {absent}")
+    return owner
+
+
+def _resolve_overrides(where: str, doc: dict, owner: dict[int, int]) -> dict[int, dict]:
+    overrides: dict[int, dict] = {}
+    for i, entry in enumerate(doc.get("source", [])):
+        s = resolve_table(f"{where} [[source]] #{i + 1}", entry, ARRAYS["source"])
+        if s["id"] is None:
+            raise TopologyError(f"{where} [[source]] #{i + 1}: missing key 'id'")
+        if s["id"] not in owner:
+            raise TopologyError(f"{where} [[source]] id: source {s['id']} is not listed by "
+                                f"any reader")
+        if s["id"] in overrides:
+            raise TopologyError(f"{where} [[source]] id: source {s['id']} appears twice")
+        overrides[s["id"]] = s
+    return overrides
+
+
+def _check_run(where: str, run: dict) -> None:
+    if run["delay_every"] and not run["delay_ms"]:
+        raise TopologyError(f"{where} [run] delay_ms: must be > 0 when delay_every is set")
+    if run["first_event"] + run["events"] > U64 + 1:
+        raise TopologyError(f"{where} [run] events: first_event + events exceeds 2^64")
+    if run["max_fragment"] is not None and run["max_fragment"] < run["payload"]:
+        raise TopologyError(f"{where} [run] max_fragment: {run['max_fragment']} is smaller "
+                            f"than payload {run['payload']}")
+
+
+def _check_sections(where: str, doc: dict, known_tables: dict) -> None:
+    unknown = sorted(set(doc) - set(known_tables) - set(ARRAYS) - {"hosts"})
+    if unknown:
+        raise TopologyError(f"{where} unknown section [{unknown[0]}] (known: "
+                            f"{', '.join(list(known_tables) + ['[reader]', '[source]', 'hosts.NAME'])})")
+    for name in ARRAYS:
+        if name in doc and not isinstance(doc[name], list):
+            raise TopologyError(f"{where} [{name}] must be an array of tables: write [[{name}]]")
+
+
+def resolve_topology(doc: dict, path: str) -> Topology:
+    """Validates a parsed topology and fills in defaults."""
+    where = f"topology {path}:"
+    known = tables()
+    _check_sections(where, doc, known)
+    resolved = {name: resolve_table(f"{where} [{name}]", doc.get(name, {}), keys)
+                for name, keys in known.items()}
+    run = resolved["run"]
+    hosts = _resolve_hosts(where, doc)
+    declared = "hosts" in doc
+    if declared and not hosts:
+        raise TopologyError(f"{where} [hosts] is empty: name at least one host")
+    builder = resolved["builder"]
+    builder["host"] = _place(where, "[builder]", builder["host"], hosts, declared, "127.0.0.1"
+                             if not declared else None)
+    readers = _resolve_readers(where, doc, builder, hosts, declared)
+    owner = _source_owners(where, readers)
+    overrides = _resolve_overrides(where, doc, owner)
+    _check_run(where, run)
+    sd = resolved["sources"]
+    sd["host"] = _place(where, "[sources]", sd["host"], hosts, declared, None) \
+        if sd["host"] is not None else None
+    for s_id, s in overrides.items():
+        if s["host"] is not None:
+            _place(where, f"[[source]] id {s_id}", s["host"], hosts, declared, None)
+    t = Topology(path=path, deploy=resolved["deploy"], run=run, builder=builder,
+                 readers=readers, sources_defaults=sd, source_overrides=overrides,
+                 source_ids=sorted(owner), hosts=hosts, hosts_declared=declared,
+                 backend_tables={n: resolved[n] for n in known if n not in CORE_TABLES})
+    _check_backend(where, t)
+    return t
+
+
+def parse_set_value(text: str) -> Any:
+    """A --set value is a TOML value (10, true, [0, 1], "x"); anything that is
+    not valid TOML is taken as a string (127.0.0.1)."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _set_in_array(doc: dict, dotted: str, parts: list[str], value: Any) -> None:
+    section, keys = parts[0], ARRAYS[parts[0]]
+    try:
+        ident = int(parts[1])
+    except ValueError:
+        raise TopologyError(f"--set {dotted}: {parts[1]!r} is not a {section} id") from None
+    if parts[2] not in keys or parts[2] == "id":
+        raise TopologyError(f"--set {dotted}: unknown key {parts[2]!r} in [[{section}]] "
+                            f"(known: {', '.join(k for k in keys if k != 'id')})")
+    entries = doc.setdefault(section, [])
+    match = [e for e in entries if isinstance(e, dict) and e.get("id") == ident]
+    if match:
+        match[0][parts[2]] = value
+    elif section == "source":
+        entries.append({"id": ident, parts[2]: value})
+    else:
+        raise TopologyError(f"--set {dotted}: no [[{section}]] with id {ident}")
+
+
+def _set_in_hosts(doc: dict, dotted: str, parts: list[str], value: Any) -> None:
+    table = doc.setdefault("hosts", {})
+    if not isinstance(table, dict):
+        raise TopologyError(f"--set {dotted}: [hosts] is not a table")
+    keys = host_keys()
+    if parts[2] not in keys:
+        raise TopologyError(f"--set {dotted}: unknown key {parts[2]!r} in [hosts.NAME] "
+                            f"(known: {', '.join(keys)})")
+    entry = table.setdefault(parts[1], {})
+    if not isinstance(entry, dict):
+        raise TopologyError(f"--set {dotted}: [hosts.{parts[1]}] is not a table")
+    entry[parts[2]] = value
+
+
+def apply_set(doc: dict, assignment: str) -> None:
+    """Applies one --set to the parsed topology. Keys: `run.events`,
+    `builder.host`, `netns.shaping`, `reader.<id>.host`, `source.<id>.extra`,
+    `hosts.<name>.ssh`, or a bare run key (`events`)."""
+    if "=" not in assignment:
+        raise TopologyError(f"--set {assignment!r}: expected key=value")
+    dotted, text = assignment.split("=", 1)
+    parts = dotted.strip().split(".")
+    value = parse_set_value(text.strip())
+    if len(parts) == 1:
+        parts = ["run"] + parts
+    section, known = parts[0], tables()
+    if section in known and len(parts) == 2:
+        table = doc.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise TopologyError(f"--set {dotted}: [{section}] is not a table")
+        if parts[1] not in known[section]:
+            raise TopologyError(f"--set {dotted}: unknown key {parts[1]!r} in [{section}] "
+                                f"(known: {', '.join(known[section])})")
+        table[parts[1]] = value
+    elif section in ARRAYS and len(parts) == 3:
+        _set_in_array(doc, dotted, parts, value)
+    elif section == "hosts" and len(parts) == 3:
+        _set_in_hosts(doc, dotted, parts, value)
+    else:
+        single = ["run", "builder", "deploy", "sources"] + list(option_tables())
+        raise TopologyError(f"--set {dotted}: unknown key (use "
+                            + ", ".join(f"{n}.KEY" for n in single)
+                            + ", reader.ID.KEY, source.ID.KEY, hosts.NAME.KEY, or a bare run key)")
+
+
+def load_topology(path: str, sets: list[str]) -> Topology:
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as e:
+        raise TopologyError(f"cannot read topology {path}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise TopologyError(f"topology {path}: not valid TOML: {e}") from e
+    for assignment in sets:
+        apply_set(doc, assignment)
+    return resolve_topology(doc, path)
