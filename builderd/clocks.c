@@ -8,6 +8,7 @@
 #include "msgconn.h"
 #include "net.h"
 #include "output.h"
+#include "probe.h"
 #include "run_state.h"
 
 #include <event2/event.h>
@@ -28,7 +29,12 @@ struct bdc_snapshot {
 };
 
 struct bdc_peer {
+	struct bdc *owner;
+	uint32_t index;
 	struct cks_estimator est;
+	bool stats_seen;           /* its first STATS arrived: probe port known */
+	struct prb_prober *prober; /* UDP probes; NULL: PINGs on the control link */
+	uint64_t stamps[4][3];     /* accepted exchanges by stamp origin, t1..t4 */
 	uint64_t next_ping_ns;     /* monotonic; 0 when none is planned */
 	unsigned burst_left;       /* pings of the current burst still to send */
 	uint64_t sequence;         /* of the last PING sent */
@@ -188,6 +194,8 @@ struct bdc *bdc_create(struct bd *b)
 	c->injected_ns = clk_offset_ns();
 	net_host_name(c->host, sizeof c->host);
 	for (uint32_t i = 0; i < c->count; i++) {
+		c->peers[i].owner = c;
+		c->peers[i].index = i;
 		cks_reset(&c->peers[i].est);
 		cks_chrony_parse(&c->peers[i].chrony[BDC_START], NULL);
 		cks_chrony_parse(&c->peers[i].chrony[BDC_END], NULL);
@@ -208,6 +216,8 @@ void bdc_destroy(struct bdc *c)
 		return;
 	if (c->ev_timer != NULL)
 		event_free(c->ev_timer);
+	for (uint32_t i = 0; c->peers != NULL && i < c->count; i++)
+		prb_prober_free(c->peers[i].prober);
 	free(c->peers);
 	free(c);
 }
@@ -233,6 +243,13 @@ static void bdc_ping(struct bdc *c, uint32_t i, struct bd_peer *bp)
 {
 	struct bdc_peer *p = &c->peers[i];
 	struct ctl_msg *m = &c->ping;
+	if (p->prober != NULL) {
+		if (prb_prober_send(p->prober, p->sequence + 1) == 0) {
+			p->sequence++;
+			p->pings++;
+		}
+		return;
+	}
 	m->type = CTL_PING;
 	m->u.ping.sequence = p->sequence + 1;
 	/* t1 as late as possible: the time until the bytes leave adds to the
@@ -251,7 +268,8 @@ static void bdc_pump(struct bdc *c)
 	for (uint32_t i = 0; i < c->count; i++) {
 		struct bdc_peer *p = &c->peers[i];
 		struct bd_peer *bp = bdc_bd_peer(c, i);
-		if (bp->conn == NULL || p->next_ping_ns == 0)
+		/* Until its first STATS says where its probe socket is. */
+		if (bp->conn == NULL || p->next_ping_ns == 0 || !p->stats_seen)
 			continue;
 		if (p->next_ping_ns <= now) {
 			bdc_ping(c, i, bp);
@@ -260,7 +278,9 @@ static void bdc_pump(struct bdc *c)
 			if (p->burst_left > 0)
 				p->next_ping_ns = now + BDC_BURST_GAP_NS;
 			else
-				p->next_ping_ns = c->closing ? 0 : now + BDC_PERIOD_NS;
+				p->next_ping_ns = c->closing ? 0
+						  : now + (p->prober != NULL ? BDC_PROBE_PERIOD_NS
+									     : BDC_PERIOD_NS);
 		}
 		if (p->next_ping_ns != 0 && p->next_ping_ns < next)
 			next = p->next_ping_ns;
@@ -300,6 +320,29 @@ void bdc_peer_joined(struct bdc *c, struct bd_peer *bp)
 	bdc_pump(c);
 }
 
+/* One answered exchange, from a PONG or a UDP probe. */
+static void bdc_exchange(struct bdc *c, uint32_t i, const struct prb_exchange *x)
+{
+	struct bdc_peer *p = &c->peers[i];
+	const struct bd_peer *bp = bdc_bd_peer(c, i);
+	if (x->sequence > p->last_pong_sequence)
+		p->last_pong_sequence = x->sequence;
+	p->pongs++;
+	int rc = cks_add_sample(&p->est, x->t1_ns, x->t2_ns, x->t3_ns, x->t4_ns);
+	if (rc == 0) {
+		for (int k = 0; k < 4; k++)
+			p->stamps[k][x->stamp[k]]++;
+		bdc_apply(c, i);
+	} else {
+		log_debug("%s %u: clock exchange %" PRIu64 " refused (%s)", bdc_title(bp), bp->id,
+			  x->sequence, strerror(-rc));
+	}
+	if (!p->snap[BDC_START].valid && p->pongs >= BDC_BURST)
+		bdc_snapshot(c, i, BDC_START);
+	if (c->closing && bdc_closed(c))
+		bdc_close_done(c);
+}
+
 void bdc_on_pong(struct bdc *c, struct bd_peer *bp, const struct ctl_pong *pong, uint64_t rx_ns)
 {
 	if (c->finished)
@@ -311,20 +354,41 @@ void bdc_on_pong(struct bdc *c, struct bd_peer *bp, const struct ctl_pong *pong,
 		p->pongs_unmatched++;
 		return;
 	}
-	p->last_pong_sequence = pong->sequence;
-	p->pongs++;
-	/* Clock readings above INT64_MAX come out negative and are refused. */
-	int rc = cks_add_sample(&p->est, (int64_t)pong->t1_ns, (int64_t)pong->t2_ns,
-				(int64_t)pong->t3_ns, (int64_t)rx_ns);
-	if (rc == 0)
-		bdc_apply(c, i);
-	else
-		log_debug("%s %u: clock exchange %" PRIu64 " refused (%s)", bdc_title(bp), bp->id,
-			  pong->sequence, strerror(-rc));
-	if (!p->snap[BDC_START].valid && p->pongs >= BDC_BURST)
-		bdc_snapshot(c, i, BDC_START);
-	if (c->closing && bdc_closed(c))
-		bdc_close_done(c);
+	struct prb_exchange x = { .sequence = pong->sequence,
+				  /* Clock readings above INT64_MAX come out
+				   * negative and are refused. */
+				  .t1_ns = (int64_t)pong->t1_ns, .t2_ns = (int64_t)pong->t2_ns,
+				  .t3_ns = (int64_t)pong->t3_ns, .t4_ns = (int64_t)rx_ns };
+	bdc_exchange(c, i, &x);
+}
+
+/* A UDP probe exchange of one peer completed. */
+static void bdc_on_probe(const struct prb_exchange *x, void *arg)
+{
+	struct bdc_peer *p = arg;
+	if (p->owner->finished)
+		return;
+	/* An answer from the peer's event loop: it is not stopped or hung,
+	 * which the PONGs on the control connection used to show. */
+	bdc_bd_peer(p->owner, p->index)->last_heard_ns = clk_monotonic_ns();
+	bdc_exchange(p->owner, p->index, x);
+}
+
+/* The peer's first STATS says where its probe socket is; without one, or
+ * when no socket of ours can reach it, the PINGs go on the control
+ * connection. */
+static void bdc_start_prober(struct bdc *c, uint32_t i, struct bd_peer *bp,
+			     const struct ctl_group *g)
+{
+	struct bdc_peer *p = &c->peers[i];
+	uint64_t port = 0, token = 0;
+	if (p->prober != NULL || bp->conn == NULL || !ctl_group_get(g, "udp_port", &port) ||
+	    !ctl_group_get(g, "token", &token) || port == 0 || port > 65535)
+		return;
+	char what[48];
+	snprintf(what, sizeof what, "%s %u", bdc_title(bp), bp->id);
+	p->prober = prb_prober_start(c->run->base, msgconn_fd(bp->conn), (uint16_t)port, token,
+				     what, bdc_on_probe, p);
 }
 
 void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r, bool final)
@@ -340,6 +404,11 @@ void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r
 		ctl_group_get(g, "injected_offset_negative", &negative);
 		p->injected_ns = negative ? (int64_t)(0 - mag) : (int64_t)mag;
 		p->clock_seen = true;
+	}
+	if (!p->stats_seen) {
+		bdc_start_prober(c, i, bp, ctl_report_find(r, PRB_GROUP));
+		p->stats_seen = true;
+		bdc_pump(c);
 	}
 	g = ctl_report_find(r, CKS_CHRONY_GROUP);
 	if (g != NULL && !p->chrony_seen[phase]) {
@@ -393,6 +462,10 @@ void bdc_finish(struct bdc *c)
 	c->closing = false;
 	c->done = NULL;
 	evtimer_del(c->ev_timer);
+	/* Exchanges whose FOLLOWUP never came still count, with the peer's
+	 * user-space t3. */
+	for (uint32_t i = 0; i < c->count; i++)
+		prb_prober_flush(c->peers[i].prober);
 	bdc_read_chrony(c, BDC_END);
 	for (uint32_t i = 0; i < c->count; i++) {
 		bdc_update_drift(c, i);
@@ -512,6 +585,38 @@ static int64_t bdc_best_delay(const struct cks_estimator *e)
 	return best;
 }
 
+/* How the accepted exchanges of p were stamped: "kernel" when every one
+ * of the four stamps of every exchange came from the kernel, "user space"
+ * when none did, "mixed" otherwise; "none" before any exchange. */
+static const char *bdc_stamps_summary(const struct bdc_peer *p)
+{
+	uint64_t user = 0, all = 0;
+	for (int k = 0; k < 4; k++)
+		for (int o = 0; o < 3; o++) {
+			all += p->stamps[k][o];
+			user += o == PRB_STAMP_USER ? p->stamps[k][o] : 0;
+		}
+	return all == 0 ? "none" : user == 0 ? "kernel" : user == all ? "user space" : "mixed";
+}
+
+static void bdc_json_stamps(FILE *f, const struct bdc_peer *p)
+{
+	static const char *const name[4] = { "t1", "t2", "t3", "t4" };
+	struct prb_prober_stats st = { 0 };
+	if (p->prober != NULL)
+		prb_prober_stats(p->prober, &st);
+	fprintf(f, "{\"transport\": \"%s\", \"summary\": \"%s\"",
+		p->prober != NULL ? "udp" : "control connection", bdc_stamps_summary(p));
+	for (int k = 0; k < 4; k++)
+		fprintf(f, ", \"%s\": {\"kernel software\": %" PRIu64 ", \"hardware\": %" PRIu64
+			   ", \"user space\": %" PRIu64 "}",
+			name[k], p->stamps[k][PRB_STAMP_SOFTWARE], p->stamps[k][PRB_STAMP_HARDWARE],
+			p->stamps[k][PRB_STAMP_USER]);
+	fprintf(f, ", \"followups\": %" PRIu64 ", \"no_followup\": %" PRIu64 ", \"lost\": %" PRIu64
+		   ", \"refused\": %" PRIu64 "}",
+		st.followups, st.no_followup, st.lost, st.refused);
+}
+
 static bool bdc_all_sources_same_clock(const struct bdc *c)
 {
 	for (uint32_t s = 0; s < c->run->opt.sources; s++)
@@ -558,7 +663,9 @@ static void bdc_json_peer(const struct bdc *c, FILE *f, uint32_t i)
 	fprintf(f, ", \"drift_ppm\": %.3f, \"drift_from\": \"%s\", \"best_delay_ns\": ",
 		p->est.drift_ppm, p->drift_from_chrony ? "chrony" : "default");
 	bdc_json_bound(f, bdc_best_delay(&p->est));
-	fputs(", \"start\": ", f);
+	fputs(",\n                  \"stamps\": ", f);
+	bdc_json_stamps(f, p);
+	fputs(",\n                  \"start\": ", f);
 	bdc_json_snapshot(f, &p->snap[BDC_START]);
 	fputs(", \"end\": ", f);
 	bdc_json_snapshot(f, &p->snap[BDC_END]);
@@ -732,7 +839,8 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 			bdc_print_duration(f, best->offset_ns);
 			fputs(" +/- ", f);
 			bdc_print_duration(f, best->bound_ns);
-			fprintf(f, " (in band, %" PRIu64 " exchanges)", p->est.accepted);
+			fprintf(f, " (in band, %" PRIu64 " exchanges, %s stamps)", p->est.accepted,
+				bdc_stamps_summary(p));
 		}
 		int64_t pb = cks_chrony_bound_ns(&p->chrony[BDC_END]);
 		if (pb >= 0) {

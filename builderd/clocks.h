@@ -26,6 +26,11 @@ struct ctl_report;
 /* Between bursts, one exchange per peer this often: with the default drift
  * bound of 100 ppm the newest sample has aged by at most 20 us. */
 #define BDC_PERIOD_NS 200000000u
+/* The same over a peer's UDP probe socket, whose exchanges cost the peer a
+ * datagram in and two out: at 100 ppm the newest sample has aged by at most
+ * 2 us, which keeps drift from outgrowing a kernel-stamped bound of a few
+ * microseconds. */
+#define BDC_PROBE_PERIOD_NS 20000000u
 /* The final burst is abandoned after this long: a peer that does not answer
  * keeps the estimate it has. */
 #define BDC_CLOSE_TIMEOUT_NS 300000000u

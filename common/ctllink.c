@@ -6,6 +6,7 @@
 #include "log.h"
 #include "msgconn.h"
 #include "net.h"
+#include "probe.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@ struct ctllink {
 	struct ctl_msg reply;
 	struct ctl_msg report;      /* STATS at start, END with the clock groups */
 	struct cks_chrony chrony;   /* this host's, as last read */
+	struct prb_responder *probe; /* answers the builder's clock probes */
 };
 
 /* Reads this host's chrony state. Runs chronyc (milliseconds, at most
@@ -129,11 +131,24 @@ static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 		l->ops->on_lost(reply != NULL ? reply->u.error.reason : "greeting failed", l->arg);
 		return;
 	}
+	/* The probe socket sits on the control connection's local address,
+	 * which reaches the builder; without one the builder probes over the
+	 * control connection (docs/CLOCKS.md). */
+	prb_responder_free(l->probe);
+	l->probe = prb_responder_start(l->base, fd, l->what);
 	l->conn = msgconn_new(l->base, fd, l->what, &ctllink_conn_ops, l);
-	/* First message: the clock state read at start, before any data. */
+	/* First message: the clock state read at start, before any data, and
+	 * where to send clock probes. */
 	memset(&l->report, 0, sizeof l->report);
 	l->report.type = CTL_STATS;
 	ctllink_add_clock_groups(l, &l->report.u.report);
+	if (l->probe != NULL) {
+		struct ctl_group *g = ctl_report_group(&l->report.u.report, PRB_GROUP);
+		if (!ctl_group_set(g, "udp_port", prb_responder_port(l->probe)) ||
+		    !ctl_group_set(g, "token", prb_responder_token(l->probe)))
+			log_warn("%s %u: no room for the probe group in its report; clock probes go over the control connection",
+				 l->hello.role == CTL_ROLE_SOURCE ? "Source" : "Reader", l->hello.id);
+	}
 	if (l->conn != NULL)
 		msgconn_send(l->conn, &l->report);
 	l->ops->on_ready(l->arg);
@@ -193,5 +208,6 @@ void ctllink_free(struct ctllink *l)
 	net_dial_cancel(l->dial);
 	greet_cancel(l->greet);
 	msgconn_free(l->conn);
+	prb_responder_free(l->probe);
 	free(l);
 }

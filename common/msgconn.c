@@ -148,3 +148,8 @@ const char *msgconn_peer(const struct msgconn *c)
 {
 	return c->peer;
 }
+
+int msgconn_fd(const struct msgconn *c)
+{
+	return bufferevent_getfd(c->bev);
+}

@@ -40,4 +40,8 @@ void msgconn_free(struct msgconn *c);
 
 const char *msgconn_peer(const struct msgconn *c);
 
+/* The connection's socket, for its addresses (getsockname, getpeername);
+ * reading or writing it is the connection's business. */
+int msgconn_fd(const struct msgconn *c);
+
 #endif
