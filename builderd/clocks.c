@@ -4,6 +4,7 @@
 #include "clocksync.h"
 #include "ctl.h"
 #include "hist.h"
+#include "interval.h"
 #include "log.h"
 #include "msgconn.h"
 #include "net.h"
@@ -13,6 +14,7 @@
 
 #include <event2/event.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +22,28 @@ enum { BDC_START, BDC_END, BDC_PHASES };
 
 static const char *const bdc_phase_name[BDC_PHASES] = { "start", "end" };
 
-/* The in-band estimate at one moment. */
+/* The in-band estimate at one moment, and what was made of it with
+ * chrony's interval. */
 struct bdc_snapshot {
 	bool valid;
 	int64_t offset_ns;
 	int64_t bound_ns;
 	int64_t at_ns;             /* builder clock */
+	bool chrony_valid;
+	struct ivl chrony;         /* chrony's interval for the offset then */
+	struct ivl_estimate applied;
+};
+
+/* Estimates kept per peer for metrics.json: at the exchange period of
+ * 20 ms, 40 s of a run; later ones are only counted (and still checked
+ * against the injected offsets). */
+#define BDC_HISTORY 2048u
+
+struct bdc_record {
+	int64_t at_ns;             /* builder clock */
+	int64_t offset_ns;
+	int64_t bound_ns;
+	uint8_t basis;             /* enum ivl_basis */
 };
 
 struct bdc_peer {
@@ -49,6 +67,17 @@ struct bdc_peer {
 	struct cks_chrony chrony[BDC_PHASES];
 	bool drift_from_chrony;
 	struct bdc_snapshot snap[BDC_PHASES];
+	int64_t chrony_at_ns[BDC_PHASES]; /* builder clock from which its bound holds */
+	struct bdc_record *history;       /* [BDC_HISTORY] */
+	uint32_t recorded;
+	uint64_t estimates;               /* estimates made, recorded or not */
+	uint64_t by_basis[IVL_BASIS_UNION + 1];
+	/* Each estimate against the injected offsets, the true offset where
+	 * both daemons share a kernel clock (the virtual cluster). */
+	uint64_t inside_injected;
+	int64_t worst_margin_ns;          /* min of bound - |offset - injected| */
+	bool last_valid;
+	struct ivl_estimate last;         /* the latest estimate */
 };
 
 struct bdc {
@@ -59,6 +88,7 @@ struct bdc {
 	char host[CTL_MAX_TEXT];
 	int64_t injected_ns;
 	struct cks_chrony chrony[BDC_PHASES];
+	int64_t chrony_at_ns[BDC_PHASES];
 	bool correction;
 	bool closing;
 	bool finished;
@@ -113,7 +143,10 @@ static bool bdc_same_clock(const struct bdc *c, uint32_t i)
 static void bdc_read_chrony(struct bdc *c, int phase)
 {
 	struct cks_chrony *ch = &c->chrony[phase];
-	if (cks_chrony_read(ch, cks_chrony_socket()) < 0)
+	int rc = cks_chrony_read(ch, cks_chrony_socket());
+	c->chrony_at_ns[phase] = (int64_t)clk_realtime_ns() -
+				 (int64_t)(clk_monotonic_ns() - ch->read_mono_ns);
+	if (rc < 0)
 		log_info("Builder: no chrony state at %s of run %u (%s); no chrony bound for this host",
 			 bdc_phase_name[phase], c->run->opt.run_id, ch->reason);
 	else if (!ch->synchronised)
@@ -145,26 +178,108 @@ static void bdc_update_drift(struct bdc *c, uint32_t i)
 		cks_set_drift_ppm(&p->est, CKS_DEFAULT_DRIFT_PPM);
 }
 
-/* Tells the output module how to correct source i's timestamps now. */
+/* The latest phase whose chrony read of this host gave a bound. */
+static int bdc_chrony_phase(const struct cks_chrony *ch, const bool *seen)
+{
+	for (int k = BDC_PHASES - 1; k >= 0; k--)
+		if ((seen == NULL || seen[k]) && cks_chrony_bound_ns(&ch[k]) >= 0)
+			return k;
+	return -1;
+}
+
+/* Drift since a chrony read: its bound held then. */
+static int64_t bdc_widen(double drift_ppm, int64_t now, int64_t at)
+{
+	double w = ceil(drift_ppm * (double)bdc_abs(now - at) / 1e6);
+	return w < 9.2e18 ? (int64_t)w : INT64_MAX;
+}
+
+/* chrony's interval for peer i's offset at now: each host within its
+ * chrony bound (|System time| + root dispersion + root delay / 2) of the
+ * common reference when it was read, widened by drift since; centred on
+ * the difference of the declared injected offsets, the part of the two
+ * clocks that chrony does not discipline. false when either host has no
+ * bound or the peer's injected offset is not known yet. */
+static bool bdc_chrony_interval(const struct bdc *c, uint32_t i, int64_t now, struct ivl *out)
+{
+	const struct bdc_peer *p = &c->peers[i];
+	int kp = bdc_chrony_phase(p->chrony, p->chrony_seen);
+	int kb = bdc_chrony_phase(c->chrony, NULL);
+	if (kp < 0 || kb < 0 || !p->clock_seen)
+		return false;
+	double drift = p->est.drift_ppm;
+	int64_t half = bdc_sat_add((uint64_t)cks_chrony_bound_ns(&p->chrony[kp]),
+				   (uint64_t)cks_chrony_bound_ns(&c->chrony[kb]));
+	half = bdc_sat_add((uint64_t)half, (uint64_t)bdc_widen(drift, now, p->chrony_at_ns[kp]));
+	half = bdc_sat_add((uint64_t)half, (uint64_t)bdc_widen(drift, now, c->chrony_at_ns[kb]));
+	*out = ivl_around(p->injected_ns - c->injected_ns, half);
+	return true;
+}
+
+/* In band and chrony combined at now (interval.h); basis NONE when
+ * neither is known. */
+static struct ivl_estimate bdc_combined(const struct bdc *c, uint32_t i, int64_t now,
+					struct bdc_snapshot *s)
+{
+	struct bdc_snapshot local;
+	if (s == NULL)
+		s = &local;
+	s->at_ns = now;
+	s->valid = cks_estimate(&c->peers[i].est, now, &s->offset_ns, &s->bound_ns) == 0;
+	s->chrony_valid = bdc_chrony_interval(c, i, now, &s->chrony);
+	s->applied = ivl_combine(s->valid, ivl_around(s->offset_ns, s->bound_ns), s->chrony_valid,
+				 s->chrony);
+	return s->applied;
+}
+
+/* Keeps estimate e of peer i for metrics.json and checks it against the
+ * injected offsets. */
+static void bdc_record(struct bdc *c, uint32_t i, int64_t now, const struct ivl_estimate *e)
+{
+	struct bdc_peer *p = &c->peers[i];
+	if (e->basis == IVL_BASIS_NONE)
+		return;
+	p->last = *e;
+	p->last_valid = true;
+	p->estimates++;
+	p->by_basis[e->basis]++;
+	if (p->history != NULL && p->recorded < BDC_HISTORY)
+		p->history[p->recorded++] = (struct bdc_record){ now, e->offset_ns, e->bound_ns,
+								 (uint8_t)e->basis };
+	if (p->clock_seen) {
+		int64_t truth = p->injected_ns - c->injected_ns;
+		int64_t margin = e->bound_ns - (int64_t)bdc_abs(e->offset_ns - truth);
+		if (p->estimates == 1 || margin < p->worst_margin_ns)
+			p->worst_margin_ns = margin;
+		p->inside_injected += margin >= 0;
+	}
+}
+
+/* Works out peer i's estimate now, records it, and tells the output
+ * module how to correct source i's timestamps. */
 static void bdc_apply(struct bdc *c, uint32_t i)
 {
 	struct bd *b = c->run;
-	if (i >= b->opt.sources || b->out == NULL || c->finished)
+	if (c->finished)
 		return;
 	struct bdc_peer *p = &c->peers[i];
 	struct out_clock oc = { .bound_ns = OUT_UNBOUNDED };
-	int64_t now = (int64_t)clk_realtime_ns(), offset, bound;
+	int64_t now = (int64_t)clk_realtime_ns();
+	struct ivl_estimate e = bdc_combined(c, i, now, NULL);
+	bdc_record(c, i, now, &e);
+	if (i >= b->opt.sources || b->out == NULL)
+		return;
 	if (bdc_same_clock(c, i)) {
 		oc.bound_ns = 0;
-	} else if (cks_estimate(&p->est, now, &offset, &bound) == 0) {
+	} else if (e.basis != IVL_BASIS_NONE) {
 		oc.at_ns = now;
 		oc.drift_ppm = p->est.drift_ppm;
 		if (c->correction) {
-			oc.offset_ns = offset;
-			oc.bound_ns = bound;
+			oc.offset_ns = e.offset_ns;
+			oc.bound_ns = e.bound_ns;
 		} else {
 			/* Left uncorrected, a latency is off by the whole offset. */
-			oc.bound_ns = bdc_sat_add(bdc_abs(offset), (uint64_t)bound);
+			oc.bound_ns = bdc_sat_add(bdc_abs(e.offset_ns), (uint64_t)e.bound_ns);
 		}
 	}
 	out_set_clock(b->out, (uint16_t)i, &oc);
@@ -174,9 +289,7 @@ static void bdc_on_timer(evutil_socket_t fd, short what, void *arg);
 
 static void bdc_snapshot(struct bdc *c, uint32_t i, int phase)
 {
-	struct bdc_snapshot *s = &c->peers[i].snap[phase];
-	s->at_ns = (int64_t)clk_realtime_ns();
-	s->valid = cks_estimate(&c->peers[i].est, s->at_ns, &s->offset_ns, &s->bound_ns) == 0;
+	bdc_combined(c, i, (int64_t)clk_realtime_ns(), &c->peers[i].snap[phase]);
 }
 
 struct bdc *bdc_create(struct bd *b)
@@ -196,6 +309,9 @@ struct bdc *bdc_create(struct bd *b)
 	for (uint32_t i = 0; i < c->count; i++) {
 		c->peers[i].owner = c;
 		c->peers[i].index = i;
+		c->peers[i].history = calloc(BDC_HISTORY, sizeof *c->peers[i].history);
+		if (c->peers[i].history == NULL)
+			goto fail;
 		cks_reset(&c->peers[i].est);
 		cks_chrony_parse(&c->peers[i].chrony[BDC_START], NULL);
 		cks_chrony_parse(&c->peers[i].chrony[BDC_END], NULL);
@@ -216,8 +332,10 @@ void bdc_destroy(struct bdc *c)
 		return;
 	if (c->ev_timer != NULL)
 		event_free(c->ev_timer);
-	for (uint32_t i = 0; c->peers != NULL && i < c->count; i++)
+	for (uint32_t i = 0; c->peers != NULL && i < c->count; i++) {
 		prb_prober_free(c->peers[i].prober);
+		free(c->peers[i].history);
+	}
 	free(c->peers);
 	free(c);
 }
@@ -414,6 +532,10 @@ void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r
 	if (g != NULL && !p->chrony_seen[phase]) {
 		cks_chrony_decode(&p->chrony[phase], g);
 		p->chrony_seen[phase] = true;
+		/* The bound held when the peer read it, read_age_ns before it
+		 * sent this (the one-way transit, microseconds, is left out:
+		 * times the drift bound it is below a nanosecond). */
+		p->chrony_at_ns[phase] = (int64_t)clk_realtime_ns() - (int64_t)p->chrony[phase].read_age_ns;
 	}
 	bdc_update_drift(c, i);
 	bdc_apply(c, i);
@@ -513,6 +635,9 @@ static enum cks_verdict bdc_verdict(const struct bdc *c, uint32_t i, int phase)
 static enum cks_verdict bdc_overall(const struct bdc *c, uint32_t i)
 {
 	enum cks_verdict v = CKS_UNKNOWN;
+	/* Any estimate made of disjoint intervals. */
+	if (c->peers[i].by_basis[IVL_BASIS_UNION] > 0)
+		return CKS_INCONSISTENT;
 	for (int k = 0; k < BDC_PHASES; k++) {
 		enum cks_verdict vk = bdc_verdict(c, i, k);
 		if (vk == CKS_INCONSISTENT)
@@ -625,6 +750,58 @@ static bool bdc_all_sources_same_clock(const struct bdc *c)
 	return true;
 }
 
+static void bdc_json_ivl(FILE *f, bool valid, struct ivl v)
+{
+	if (valid)
+		fprintf(f, "{\"lo_ns\": %" PRId64 ", \"hi_ns\": %" PRId64 "}", v.lo, v.hi);
+	else
+		fputs("null", f);
+}
+
+/* The estimate applied at the end of the run (else after the first
+ * burst), its two intervals, and every estimate made during the run. */
+static void bdc_json_applied(const struct bdc *c, FILE *f, uint32_t i)
+{
+	const struct bdc_peer *p = &c->peers[i];
+	const struct bdc_snapshot *s = p->snap[BDC_END].applied.basis != IVL_BASIS_NONE
+					       ? &p->snap[BDC_END]
+					       : &p->snap[BDC_START];
+	fputs(",\n       \"applied\": ", f);
+	if (s->applied.basis == IVL_BASIS_NONE) {
+		fputs("null", f);
+	} else {
+		fprintf(f, "{\"offset_ns\": %" PRId64 ", \"bound_ns\": %" PRId64 ", \"basis\": ",
+			s->applied.offset_ns, s->applied.bound_ns);
+		bdc_json_string(f, ivl_basis_name(s->applied.basis));
+		fprintf(f, ", \"at\": \"%s\", \"inband\": ", s == &p->snap[BDC_END] ? "end" : "start");
+		bdc_json_ivl(f, s->valid, ivl_around(s->offset_ns, s->bound_ns));
+		fputs(", \"chrony\": ", f);
+		bdc_json_ivl(f, s->chrony_valid, s->chrony);
+		fputc('}', f);
+	}
+	fprintf(f, ",\n       \"estimates\": {\"count\": %" PRIu64 ", \"recorded\": %u, \"by_basis\": {",
+		p->estimates, p->recorded);
+	for (int k = IVL_BASIS_INBAND; k <= IVL_BASIS_UNION; k++)
+		fprintf(f, "%s\"%s\": %" PRIu64, k == IVL_BASIS_INBAND ? "" : ", ",
+			ivl_basis_name((enum ivl_basis)k), p->by_basis[k]);
+	fputs("}, \"against_injected\": ", f);
+	if (p->clock_seen && p->estimates > 0)
+		fprintf(f, "{\"expected_offset_ns\": %" PRId64 ", \"inside\": %" PRIu64
+			   ", \"outside\": %" PRIu64 ", \"worst_margin_ns\": %" PRId64 "}",
+			p->injected_ns - c->injected_ns, p->inside_injected,
+			p->estimates - p->inside_injected, p->worst_margin_ns);
+	else
+		fputs("null", f);
+	fputs(",\n         \"history_fields\": [\"at_ns\", \"offset_ns\", \"bound_ns\", \"basis\"], \"history\": [", f);
+	for (uint32_t k = 0; k < p->recorded; k++) {
+		const struct bdc_record *r = &p->history[k];
+		fprintf(f, "%s[%" PRId64 ", %" PRId64 ", %" PRId64 ", \"%s\"]",
+			k == 0 ? "" : k % 4 == 0 ? ",\n           " : ", ", r->at_ns, r->offset_ns,
+			r->bound_ns, ivl_basis_name((enum ivl_basis)r->basis));
+	}
+	fputs("]}", f);
+}
+
 static void bdc_json_peer(const struct bdc *c, FILE *f, uint32_t i)
 {
 	const struct bdc_peer *p = &c->peers[i];
@@ -655,6 +832,7 @@ static void bdc_json_peer(const struct bdc *c, FILE *f, uint32_t i)
 		fputs("null", f);
 	}
 
+	bdc_json_applied(c, f, i);
 	fputs(",\n       \"inband\": {\"offset_ns\": ", f);
 	if (best != NULL)
 		fprintf(f, "%" PRId64 ", \"bound_ns\": %" PRId64, best->offset_ns, best->bound_ns);
@@ -692,14 +870,14 @@ static void bdc_json_peer(const struct bdc *c, FILE *f, uint32_t i)
 	if (i < c->run->opt.sources && c->run->out != NULL) {
 		struct out_uncertainty u = out_source_uncertainty(c->run->out, (uint16_t)i);
 		const char *how = bdc_same_clock(c, i) ? "same clock: offset 0, uncertainty 0"
-				  : c->correction ? "in-band offset subtracted"
+				  : c->correction ? "estimated offset subtracted"
 						  : "not corrected (--no-clock-correction)";
 		fputs(",\n       \"latency\": {\"correction\": ", f);
 		bdc_json_string(f, how);
 		fprintf(f, ", \"applied_offset_ns\": %" PRId64 ", \"would_correct_ns\": %" PRId64
 			   ", \"earliest_in_events\": %" PRIu64 ", \"max_uncertainty_ns\": ",
-			bdc_same_clock(c, i) || !c->correction || best == NULL ? 0 : best->offset_ns,
-			bdc_same_clock(c, i) || best == NULL ? 0 : best->offset_ns,
+			bdc_same_clock(c, i) || !c->correction || !p->last_valid ? 0 : p->last.offset_ns,
+			bdc_same_clock(c, i) || !p->last_valid ? 0 : p->last.offset_ns,
 			u.bounded + u.unbounded);
 		bdc_json_bound(f, u.unbounded ? -1 : u.max_ns);
 		fprintf(f, ", \"unbounded_events\": %" PRIu64 "}", u.unbounded);
@@ -744,7 +922,7 @@ static const char *bdc_latency_basis(const struct bdc *c, const struct out_uncer
 		return "unknown: some events came from sources with no clock estimate yet";
 	if (bdc_all_sources_same_clock(c))
 		return "same clock";
-	return c->correction ? "in-band clock offsets applied"
+	return c->correction ? "clock offsets applied (in band, intersected with chrony's bound where both are known)"
 			     : "not corrected (--no-clock-correction): includes the offsets left in";
 }
 
@@ -849,7 +1027,19 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 		} else {
 			fputs(", no chrony bound", f);
 		}
-		if (v == CKS_INCONSISTENT)
+		if (p->last_valid) {
+			fputs("; applied ", f);
+			fputs(p->last.offset_ns < 0 ? "" : "+", f);
+			bdc_print_duration(f, p->last.offset_ns);
+			fputs(" +/- ", f);
+			bdc_print_duration(f, p->last.bound_ns);
+			fprintf(f, " (%s)", ivl_basis_name(p->last.basis));
+		}
+		if (p->by_basis[IVL_BASIS_UNION] > 0)
+			fprintf(f, "; INCONSISTENT: in band and chrony disjoint in %" PRIu64 " of %" PRIu64
+				   " estimates, their union applied", p->by_basis[IVL_BASIS_UNION],
+				p->estimates);
+		else if (v == CKS_INCONSISTENT)
 			fputs("; DISAGREES with chrony beyond both bounds", f);
 		if (!c->correction && i < c->run->opt.sources && best != NULL && !bdc_same_clock(c, i)) {
 			fputs("; not corrected: its latencies are off by ", f);

@@ -115,6 +115,8 @@ struct cks_chrony {
 	double update_interval_s; /* 13 */
 	char leap[32];           /* 14: Normal, Insert second, Delete second,
 				  *     Not synchronised */
+	uint64_t read_mono_ns;   /* CLOCK_MONOTONIC when chronyc was run */
+	uint64_t read_age_ns;    /* decoded: how old the read was when sent */
 };
 
 /* Parses one line of `chronyc -c tracking` (trailing newline allowed) into
@@ -169,6 +171,10 @@ double cks_drift_ppm_from_chrony(const struct cks_chrony *peer, const struct cks
  * state is sent as available = 0 alone: its reason is text, which counters
  * cannot carry. false when g is NULL or full. */
 bool cks_chrony_encode(const struct cks_chrony *c, struct ctl_group *g);
+
+/* cks_chrony_encode() also sends "read_age_ns": how long before the
+ * encoding chronyc was run, so that the receiver knows from when the bound
+ * holds and widens it by drift from then. */
 
 /* Reads a group written by cks_chrony_encode(). false, with available =
  * false and a reason, when g is NULL or lacks "available"; true otherwise,

@@ -54,6 +54,13 @@ static void ctllink_read_chrony(struct ctllink *l, const char *when)
 static void ctllink_add_clock_groups(struct ctllink *l, struct ctl_report *r)
 {
 	int64_t injected = clk_offset_ns();
+	/* Fault injection: a clock off by --clock-offset-ns that the daemon
+	 * does not own up to, as a host steered by chrony to a wrong reference
+	 * would be (docs/CLOCKS.md); the builder's chrony interval is then
+	 * wrong and its in-band one right. */
+	const char *undeclared = getenv(CTLLINK_UNDECLARED_OFFSET_ENV);
+	if (undeclared != NULL && strcmp(undeclared, "1") == 0)
+		injected = 0;
 	struct ctl_group *g = ctl_report_group(r, "clock");
 	bool ok = ctl_group_set(g, "injected_offset_ns",
 				injected < 0 ? 0 - (uint64_t)injected : (uint64_t)injected) &&

@@ -119,7 +119,7 @@ class InjectedOffsetTest(E2ETestCase):
             lat = inj["latency"]
             bound = lat["uncertainty_ns"]
             self.assertIsInstance(bound, int, lat)
-            self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+            self.assertEqual(lat["uncertainty_basis"], "clock offsets applied (in band, intersected with chrony's bound where both are known)", lat)
             self.assertGreater(bound, 0, lat)
             self.assertLess(bound, 1_000_000, f"uncertainty beyond 1 ms on loopback: {lat}")
             for e in read_jsonl(inj_run.run_dir / "events.jsonl")[:500]:
@@ -368,7 +368,7 @@ class ChronyNamespaceTest(E2ETestCase):
                            f"drift {p['inband']['drift_ppm']} ppm")
         self.assertEqual(clocks["inconsistent_peers"], [])
         lat = m["latency"]
-        self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+        self.assertEqual(lat["uncertainty_basis"], "clock offsets applied (in band, intersected with chrony's bound where both are known)", lat)
         self.assertIsInstance(lat["uncertainty_ns"], int, lat)
         self.assertIn("chrony bound", builder.log())
         print("  " + "\n  ".join(summary), flush=True)
