@@ -937,9 +937,21 @@ void bdc_write_latency_json(const struct bdc *c, FILE *f)
 		double q;
 	} pct[] = { { "p50", 0.5 }, { "p90", 0.9 }, { "p99", 0.99 } };
 
+	const struct hist *uh = out_uncertainty_hist(o);
 	fputs("    \"uncertainty_ns\": ", f);
 	bdc_json_bound(f, unc);
-	fputs(", \"uncertainty_basis\": ", f);
+	/* What is typical besides the bound that holds for every percentile:
+	 * the per-record uncertainty's own percentiles (histogram upper edges,
+	 * within 6.25 %), over the records whose uncertainty is known. */
+	fputs(",\n    \"uncertainty_distribution\": ", f);
+	if (uh->samples == 0)
+		fputs("null", f);
+	else
+		fprintf(f, "{\"p50_ns\": %" PRIu64 ", \"p90_ns\": %" PRIu64 ", \"p99_ns\": %" PRIu64
+			   ", \"max_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64 ", \"records\": %" PRIu64 "}",
+			hist_quantile(uh, 0.5), hist_quantile(uh, 0.9), hist_quantile(uh, 0.99), uh->max,
+			uh->min, uh->samples);
+	fputs(",\n    \"uncertainty_basis\": ", f);
 	bdc_json_string(f, bdc_latency_basis(c, &u));
 	fprintf(f, ", \"clock_corrected\": %s, \"unbounded_samples\": %" PRIu64 ",\n    \"with_uncertainty\": {",
 		c->correction ? "true" : "false", u.unbounded);
@@ -977,6 +989,13 @@ void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f)
 	}
 	fputs(" (+/- ", f);
 	bdc_print_duration(f, u.max_ns);
+	const struct hist *uh = out_uncertainty_hist(c->run->out);
+	if (u.max_ns > 0 && uh->samples > 0) {
+		fputs(" max, median ", f);
+		bdc_print_duration(f, (int64_t)hist_quantile(uh, 0.5));
+		fputs(", p99 ", f);
+		bdc_print_duration(f, (int64_t)hist_quantile(uh, 0.99));
+	}
 	if (bdc_all_sources_same_clock(c))
 		fputs(", same clock)", f);
 	else if (c->correction)
