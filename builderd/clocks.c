@@ -227,8 +227,11 @@ static struct ivl_estimate bdc_combined(const struct bdc *c, uint32_t i, int64_t
 	s->at_ns = now;
 	s->valid = cks_estimate(&c->peers[i].est, now, &s->offset_ns, &s->bound_ns) == 0;
 	s->chrony_valid = bdc_chrony_interval(c, i, now, &s->chrony);
-	s->applied = ivl_combine(s->valid, ivl_around(s->offset_ns, s->bound_ns), s->chrony_valid,
-				 s->chrony);
+	/* chrony narrows an in-band interval but is not applied alone: it is
+	 * not measured on the builder's own path, and a host steered to a
+	 * wrong reference would pass unnoticed until the first exchange. */
+	s->applied = ivl_combine(s->valid, ivl_around(s->offset_ns, s->bound_ns),
+				 s->valid && s->chrony_valid, s->chrony);
 	return s->applied;
 }
 
@@ -386,8 +389,10 @@ static void bdc_pump(struct bdc *c)
 	for (uint32_t i = 0; i < c->count; i++) {
 		struct bdc_peer *p = &c->peers[i];
 		struct bd_peer *bp = bdc_bd_peer(c, i);
-		/* Until its first STATS says where its probe socket is. */
-		if (bp->conn == NULL || p->next_ping_ns == 0 || !p->stats_seen)
+		/* Until its first STATS says where its probe socket is, the
+		 * PINGs go on the control connection: the first burst must not
+		 * wait, the sources start 2 ms after the last peer joins. */
+		if (bp->conn == NULL || p->next_ping_ns == 0)
 			continue;
 		if (p->next_ping_ns <= now) {
 			bdc_ping(c, i, bp);
@@ -624,9 +629,12 @@ static enum cks_verdict bdc_verdict(const struct bdc *c, uint32_t i, int phase)
 {
 	const struct bdc_peer *p = &c->peers[i];
 	const struct bdc_snapshot *s = &p->snap[phase];
-	if (!s->valid)
+	if (!s->valid || !p->clock_seen)
 		return CKS_UNKNOWN;
-	return cks_check_consistent(s->offset_ns, s->bound_ns, cks_chrony_bound_ns(&p->chrony[phase]),
+	/* chrony disciplines the hosts' clocks; the declared injections are
+	 * on top of them. */
+	return cks_check_consistent(s->offset_ns - (p->injected_ns - c->injected_ns), s->bound_ns,
+				    cks_chrony_bound_ns(&p->chrony[phase]),
 				    cks_chrony_bound_ns(&c->chrony[phase]));
 }
 
