@@ -51,6 +51,11 @@ struct bdc_peer {
 	uint32_t index;
 	struct cks_estimator est;
 	bool stats_seen;           /* its first STATS arrived: probe port known */
+	bool ready;                /* first burst answered, or given up on */
+	uint64_t joined_ns;        /* monotonic */
+	uint64_t probe_answers;    /* exchanges completed over the probe socket */
+	unsigned retries;          /* early exchanges since the last quiet one */
+	uint64_t retried;          /* early exchanges in all */
 	struct prb_prober *prober; /* UDP probes; NULL: PINGs on the control link */
 	uint64_t stamps[4][3];     /* accepted exchanges by stamp origin, t1..t4 */
 	uint64_t next_ping_ns;     /* monotonic; 0 when none is planned */
@@ -94,6 +99,7 @@ struct bdc {
 	bool finished;
 	void (*done)(struct bd *b);
 	uint64_t close_deadline_ns;
+	uint64_t timer_at_ns;      /* monotonic; when the pump wakes next */
 	struct ctl_msg ping;       /* a control message is large: one, reused */
 };
 
@@ -346,6 +352,8 @@ void bdc_destroy(struct bdc *c)
 /* ---- exchanges ------------------------------------------------------- */
 
 static void bdc_close_done(struct bdc *c);
+static int64_t bdc_best_delay(const struct cks_estimator *e);
+static void bdc_set_ready(struct bdc *c, uint32_t i);
 static enum cks_verdict bdc_overall(const struct bdc *c, uint32_t i);
 
 /* True when every connected peer answered the last PING of its final
@@ -382,6 +390,19 @@ static void bdc_ping(struct bdc *c, uint32_t i, struct bd_peer *bp)
 	}
 }
 
+/* Wakes the pump at `at` (monotonic) unless it wakes earlier already. */
+static void bdc_arm(struct bdc *c, uint64_t at)
+{
+	if (c->timer_at_ns != 0 && c->timer_at_ns <= at && evtimer_pending(c->ev_timer, NULL))
+		return;
+	uint64_t now = clk_monotonic_ns();
+	uint64_t wait = at > now ? at - now : 0;
+	struct timeval tv = { .tv_sec = (time_t)(wait / 1000000000u),
+			      .tv_usec = (suseconds_t)(wait % 1000000000u / 1000u) };
+	c->timer_at_ns = at;
+	evtimer_add(c->ev_timer, &tv);
+}
+
 /* Sends every PING that is due and sleeps until the next one. */
 static void bdc_pump(struct bdc *c)
 {
@@ -389,6 +410,13 @@ static void bdc_pump(struct bdc *c)
 	for (uint32_t i = 0; i < c->count; i++) {
 		struct bdc_peer *p = &c->peers[i];
 		struct bd_peer *bp = bdc_bd_peer(c, i);
+		if (!p->ready && p->joined_ns != 0 && now - p->joined_ns >= BDC_READY_TIMEOUT_NS) {
+			log_warn("%s %u: first clock exchanges not answered within %u ms; starting without",
+				 bdc_title(bp), bp->id, BDC_READY_TIMEOUT_NS / 1000000u);
+			bdc_set_ready(c, i);
+		}
+		if (!p->ready && p->joined_ns != 0 && p->joined_ns + BDC_READY_TIMEOUT_NS < next)
+			next = p->joined_ns + BDC_READY_TIMEOUT_NS;
 		/* Until its first STATS says where its probe socket is, the
 		 * PINGs go on the control connection: the first burst must not
 		 * wait, the sources start 2 ms after the last peer joins. */
@@ -420,10 +448,8 @@ static void bdc_pump(struct bdc *c)
 	}
 	if (next == UINT64_MAX)
 		return;
-	uint64_t wait = next > now ? next - now : 0;
-	struct timeval tv = { .tv_sec = (time_t)(wait / 1000000000u),
-			      .tv_usec = (suseconds_t)(wait % 1000000000u / 1000u) };
-	evtimer_add(c->ev_timer, &tv);
+	c->timer_at_ns = 0;
+	bdc_arm(c, next);
 }
 
 static void bdc_on_timer(evutil_socket_t fd, short what, void *arg)
@@ -440,7 +466,28 @@ void bdc_peer_joined(struct bdc *c, struct bd_peer *bp)
 	struct bdc_peer *p = &c->peers[bdc_index(c, bp)];
 	p->burst_left = BDC_BURST;
 	p->next_ping_ns = clk_monotonic_ns();
+	p->joined_ns = p->next_ping_ns;
 	bdc_pump(c);
+}
+
+bool bdc_ready(const struct bdc *c)
+{
+	if (c == NULL)
+		return true;
+	for (uint32_t s = 0; s < c->run->opt.sources; s++)
+		if (bdc_bd_peer(c, s)->conn != NULL && !c->peers[s].ready)
+			return false;
+	return true;
+}
+
+/* Marks peer i ready, and starts the run if it was the last. */
+static void bdc_set_ready(struct bdc *c, uint32_t i)
+{
+	if (c->peers[i].ready)
+		return;
+	c->peers[i].ready = true;
+	if (i < c->run->opt.sources && bdc_ready(c))
+		bd_maybe_start(c->run);
 }
 
 /* One answered exchange, from a PONG or a UDP probe. */
@@ -451,7 +498,25 @@ static void bdc_exchange(struct bdc *c, uint32_t i, const struct prb_exchange *x
 	if (x->sequence > p->last_pong_sequence)
 		p->last_pong_sequence = x->sequence;
 	p->pongs++;
+	int64_t quiet = bdc_best_delay(&p->est);
 	int rc = cks_add_sample(&p->est, x->t1_ns, x->t2_ns, x->t3_ns, x->t4_ns);
+	if (rc == 0 && p->prober != NULL && p->burst_left == 0 && !c->closing) {
+		/* A delay well above the window's best means a busy moment on
+		 * the path: try again soon rather than a period later, a few
+		 * times, so a quiet exchange is found while the load lasts. */
+		int64_t d = p->est.samples[(p->est.next + CKS_WINDOW - 1) % CKS_WINDOW].delay_ns;
+		if (quiet >= 0 && d > 2 * quiet && p->retries < BDC_RETRIES) {
+			uint64_t soon = clk_monotonic_ns() + BDC_BURST_GAP_NS;
+			p->retries++;
+			p->retried++;
+			if (p->next_ping_ns == 0 || soon < p->next_ping_ns) {
+				p->next_ping_ns = soon;
+				bdc_arm(c, soon);
+			}
+		} else if (quiet < 0 || d <= 2 * quiet) {
+			p->retries = 0;
+		}
+	}
 	if (rc == 0) {
 		for (int k = 0; k < 4; k++)
 			p->stamps[k][x->stamp[k]]++;
@@ -462,6 +527,8 @@ static void bdc_exchange(struct bdc *c, uint32_t i, const struct prb_exchange *x
 	}
 	if (!p->snap[BDC_START].valid && p->pongs >= BDC_BURST)
 		bdc_snapshot(c, i, BDC_START);
+	if (p->prober != NULL ? p->probe_answers >= BDC_BURST : p->pongs >= BDC_BURST)
+		bdc_set_ready(c, i);
 	if (c->closing && bdc_closed(c))
 		bdc_close_done(c);
 }
@@ -494,6 +561,7 @@ static void bdc_on_probe(const struct prb_exchange *x, void *arg)
 	/* An answer from the peer's event loop: it is not stopped or hung,
 	 * which the PONGs on the control connection used to show. */
 	bdc_bd_peer(p->owner, p->index)->last_heard_ns = clk_monotonic_ns();
+	p->probe_answers++;
 	bdc_exchange(p->owner, p->index, x);
 }
 
@@ -512,6 +580,12 @@ static void bdc_start_prober(struct bdc *c, uint32_t i, struct bd_peer *bp,
 	snprintf(what, sizeof what, "%s %u", bdc_title(bp), bp->id);
 	p->prober = prb_prober_start(c->run->base, msgconn_fd(bp->conn), (uint16_t)port, token,
 				     what, bdc_on_probe, p);
+	/* The first burst again, kernel-stamped: the PINGs so far were only
+	 * to have some estimate without waiting. */
+	if (p->prober != NULL && !c->closing) {
+		p->burst_left = BDC_BURST;
+		p->next_ping_ns = clk_monotonic_ns();
+	}
 }
 
 void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r, bool final)
@@ -857,9 +931,9 @@ static void bdc_json_peer(const struct bdc *c, FILE *f, uint32_t i)
 	bdc_json_snapshot(f, &p->snap[BDC_END]);
 	fprintf(f, ",\n                  \"pings\": %" PRIu64 ", \"pongs\": %" PRIu64
 		   ", \"accepted\": %" PRIu64 ", \"rejected\": %" PRIu64 ", \"evicted\": %" PRIu64
-		   ", \"unmatched\": %" PRIu64 "}",
+		   ", \"unmatched\": %" PRIu64 ", \"retried\": %" PRIu64 "}",
 		p->pings, p->pongs, p->est.accepted, p->est.rejected, p->est.evicted,
-		p->pongs_unmatched);
+		p->pongs_unmatched, p->retried);
 
 	for (int k = 0; k < BDC_PHASES; k++) {
 		fprintf(f, ",\n       \"chrony_%s\": ", bdc_phase_name[k]);

@@ -24,7 +24,7 @@ struct ctl_group;
  * history (two bursts of 8 while a run starts), enough to ride out a burst
  * of queueing without letting old samples linger: at 100 ppm a 3 s old
  * sample has widened by 300 us and long lost to any fresh one. */
-#define CKS_WINDOW 16
+#define CKS_WINDOW 32
 
 /* Relative drift assumed between two clocks when chrony cannot tell us
  * better, in ppm. Commodity crystals are specified to a few tens of ppm
