@@ -259,10 +259,15 @@ def host_clocks(run: dict) -> list[dict]:
         e["chrony_start"] = e["chrony_start"] or p.get("chrony_start")
         e["chrony_end"] = e["chrony_end"] or p.get("chrony_end")
         inband = p.get("inband") or {}
-        if isinstance(inband.get("offset_ns"), (int, float)):
-            e["offsets"].append(inband["offset_ns"])
-        if isinstance(inband.get("bound_ns"), (int, float)):
-            e["bounds"].append(inband["bound_ns"])
+        # The estimate applied (in band intersected with chrony) where the
+        # builder reports one; the in-band one from older builds.
+        est = p.get("applied") or inband
+        if isinstance(est.get("offset_ns"), (int, float)):
+            e["offsets"].append(est["offset_ns"])
+        if isinstance(est.get("bound_ns"), (int, float)):
+            e["bounds"].append(est["bound_ns"])
+        if est.get("basis"):
+            e.setdefault("basis", set()).add(est["basis"])
         if inband.get("drift_from"):
             e["drift"].add((inband["drift_from"], inband.get("drift_ppm") or 0.0))
         e["consistent"].append(p.get("consistent"))
@@ -289,7 +294,8 @@ def offsets_text(h: dict) -> str:
         return NA
     lo, hi = min(h["offsets"]), max(h["offsets"])
     rng = fmt_signed(lo) if lo == hi else f"{fmt_signed(lo)} … {fmt_signed(hi)}"
-    return f"{rng} ± ≤{fmt_ns(max(h['bounds']))}" if h["bounds"] else rng
+    basis = f" ({', '.join(sorted(h['basis']))})" if h.get("basis") else ""
+    return (f"{rng} ± ≤{fmt_ns(max(h['bounds']))}" if h["bounds"] else rng) + basis
 
 
 def drift_text(drift: set) -> str:
@@ -407,7 +413,7 @@ def runs_table(columns: list[tuple[str, list[dict]]]) -> str:
 
 def clocks_table(runs: list[dict]) -> str:
     header = ["run", "host", "daemons", "chrony bound start", "chrony bound end",
-              "in-band offset to builder (± bound)", "drift bound", "agrees with chrony"]
+              "offset to builder (± bound, basis)", "drift bound", "agrees with chrony"]
     rows = []
     for run in runs:
         for h in host_clocks(run):
@@ -591,8 +597,9 @@ def main(argv: list[str]) -> int:
             + "; n/a: not in that run's metrics.json.\n\n## Clocks per host\n\n"
             + clocks_table(runs) + "\n\n"
             "chrony bound: |offset| + root dispersion + root delay / 2 of that host's chronyd "
-            "against its reference; in-band offset: peer clock − builder clock from PING/PONG "
-            "on the control connection, range over the host's daemons, ± the largest bound.\n")
+            "against its reference; offset: peer clock − builder clock applied at the end of "
+            "the run, the in-band interval (kernel-stamped UDP probes) intersected with "
+            "chrony's, range over the host's daemons, ± the largest bound, with the basis.\n")
     sources = "\n".join(f"- {run['member']}: {run['path']}" for run in runs)
     print(text + "\nRuns:\n" + sources, flush=True)
     if args.out:
