@@ -12,6 +12,7 @@
 #include "probe.h"
 #include "run_state.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <math.h>
@@ -29,6 +30,7 @@ struct bdc_snapshot {
 	int64_t offset_ns;
 	int64_t bound_ns;
 	int64_t at_ns;             /* builder clock */
+	struct ivl inband;         /* every in-band sample's interval intersected */
 	bool chrony_valid;
 	struct ivl chrony;         /* chrony's interval for the offset then */
 	struct ivl_estimate applied;
@@ -55,6 +57,7 @@ struct bdc_peer {
 	uint64_t joined_ns;        /* monotonic */
 	uint64_t probe_answers;    /* exchanges completed over the probe socket */
 	unsigned retries;          /* early exchanges since the last quiet one */
+	uint64_t window_disjoint;  /* estimates whose samples did not all overlap */
 	uint64_t retried;          /* early exchanges in all */
 	struct prb_prober *prober; /* UDP probes; NULL: PINGs on the control link */
 	uint64_t stamps[4][3];     /* accepted exchanges by stamp origin, t1..t4 */
@@ -224,7 +227,7 @@ static bool bdc_chrony_interval(const struct bdc *c, uint32_t i, int64_t now, st
 
 /* In band and chrony combined at now (interval.h); basis NONE when
  * neither is known. */
-static struct ivl_estimate bdc_combined(const struct bdc *c, uint32_t i, int64_t now,
+static struct ivl_estimate bdc_combined(struct bdc *c, uint32_t i, int64_t now,
 					struct bdc_snapshot *s)
 {
 	struct bdc_snapshot local;
@@ -232,11 +235,16 @@ static struct ivl_estimate bdc_combined(const struct bdc *c, uint32_t i, int64_t
 		s = &local;
 	s->at_ns = now;
 	s->valid = cks_estimate(&c->peers[i].est, now, &s->offset_ns, &s->bound_ns) == 0;
+	if (s->valid && cks_estimate_range(&c->peers[i].est, now, &s->inband.lo, &s->inband.hi) ==
+			    -ERANGE)
+		/* Samples that cannot all be true: the drift bound is too
+		 * tight or a sample lies; the best one alone is used. */
+		c->peers[i].window_disjoint++;
 	s->chrony_valid = bdc_chrony_interval(c, i, now, &s->chrony);
 	/* chrony narrows an in-band interval but is not applied alone: it is
 	 * not measured on the builder's own path, and a host steered to a
 	 * wrong reference would pass unnoticed until the first exchange. */
-	s->applied = ivl_combine(s->valid, ivl_around(s->offset_ns, s->bound_ns),
+	s->applied = ivl_combine(s->valid, s->inband,
 				 s->valid && s->chrony_valid, s->chrony);
 	return s->applied;
 }
@@ -856,13 +864,14 @@ static void bdc_json_applied(const struct bdc *c, FILE *f, uint32_t i)
 			s->applied.offset_ns, s->applied.bound_ns);
 		bdc_json_string(f, ivl_basis_name(s->applied.basis));
 		fprintf(f, ", \"at\": \"%s\", \"inband\": ", s == &p->snap[BDC_END] ? "end" : "start");
-		bdc_json_ivl(f, s->valid, ivl_around(s->offset_ns, s->bound_ns));
+		bdc_json_ivl(f, s->valid, s->inband);
 		fputs(", \"chrony\": ", f);
 		bdc_json_ivl(f, s->chrony_valid, s->chrony);
 		fputc('}', f);
 	}
-	fprintf(f, ",\n       \"estimates\": {\"count\": %" PRIu64 ", \"recorded\": %u, \"by_basis\": {",
-		p->estimates, p->recorded);
+	fprintf(f, ",\n       \"estimates\": {\"count\": %" PRIu64 ", \"recorded\": %u"
+		   ", \"window_disjoint\": %" PRIu64 ", \"by_basis\": {",
+		p->estimates, p->recorded, p->window_disjoint);
 	for (int k = IVL_BASIS_INBAND; k <= IVL_BASIS_UNION; k++)
 		fprintf(f, "%s\"%s\": %" PRIu64, k == IVL_BASIS_INBAND ? "" : ", ",
 			ivl_basis_name((enum ivl_basis)k), p->by_basis[k]);

@@ -158,6 +158,34 @@ int cks_estimate(const struct cks_estimator *est, int64_t now_ns, int64_t *offse
 	return 0;
 }
 
+int cks_estimate_range(const struct cks_estimator *est, int64_t now_ns, int64_t *lo_ns,
+		       int64_t *hi_ns)
+{
+	int64_t lo = INT64_MIN, hi = INT64_MAX, off, bound;
+	unsigned i;
+
+	if (cks_estimate(est, now_ns, &off, &bound) < 0)
+		return -ENODATA;
+	for (i = 0; i < est->count; i++) {
+		const struct cks_sample *s = &est->samples[i];
+		int64_t b = cks_sample_bound_ns(s, est->drift_ppm, now_ns);
+		int64_t slo = sat_sub(s->offset_ns, b), shi = sat_add(s->offset_ns, b);
+
+		if (slo > lo)
+			lo = slo;
+		if (shi < hi)
+			hi = shi;
+	}
+	if (lo > hi) {
+		*lo_ns = sat_sub(off, bound);
+		*hi_ns = sat_add(off, bound);
+		return -ERANGE;
+	}
+	*lo_ns = lo;
+	*hi_ns = hi;
+	return 0;
+}
+
 int64_t cks_correct(int64_t peer_ts_ns, int64_t offset_ns)
 {
 	return sat_sub(peer_ts_ns, offset_ns);

@@ -86,6 +86,16 @@ int cks_add_sample(struct cks_estimator *est, int64_t t1_ns, int64_t t2_ns, int6
 int cks_estimate(const struct cks_estimator *est, int64_t now_ns, int64_t *offset_ns,
 		 int64_t *bound_ns);
 
+/* Every sample in the window holds the true offset within its own bound
+ * at now_ns, so the offset lies in the intersection of all their intervals,
+ * which is never wider than the best one's and narrower wherever samples
+ * with delay on different sides cut off different ends. Sets [*lo_ns,
+ * *hi_ns] and returns 0; -ENODATA when the window is empty; -ERANGE when
+ * the intervals do not all overlap (a drift bound or a sample that cannot
+ * be true), and then sets the best sample's interval. */
+int cks_estimate_range(const struct cks_estimator *est, int64_t now_ns, int64_t *lo_ns,
+		       int64_t *hi_ns);
+
 /* Bound of one sample at now_ns (the quantity cks_estimate() minimises). */
 int64_t cks_sample_bound_ns(const struct cks_sample *s, double drift_ppm, int64_t now_ns);
 

@@ -29,6 +29,12 @@ from pathlib import Path
 from harness import E2ETestCase, HarnessError, read_jsonl, read_metrics, topology, unbalanced
 
 INJECTED_NS = 5_000_000
+# How far the minimum latency of one run lies from another's on this shared
+# machine with the clocks out of the question (two uninjected runs: 26.8
+# and 38.1 us): with kernel-stamped bounds of a few us the clock
+# uncertainty alone is no longer the margin. Still three orders below the
+# 5 ms a missing or doubled correction would show.
+MIN_LATENCY_NOISE_NS = 15_000
 EVENTS = 4000
 RATE = 2000          # events/s per source: a 2 s run, latency not queueing-bound
 SOURCES = 2
@@ -144,10 +150,10 @@ class InjectedOffsetTest(E2ETestCase):
                             f"{bound} ns; medians {med_i:.0f} vs {med_b:.0f} ns; "
                             f"{negative} negative; " + "; ".join(recovered))
             print("\n  " + attempts[-1], flush=True)
-            if abs(diff) <= bound and abs(med_i - med_b) < INJECTED_NS / 2:
+            if abs(diff) <= bound + MIN_LATENCY_NOISE_NS and abs(med_i - med_b) < INJECTED_NS / 2:
                 return
         self.fail("corrected latencies do not agree with the uninjected run's within "
-                  "the reported uncertainty:\n  " + "\n  ".join(attempts))
+                  "the reported uncertainty and the machine's noise:\n  " + "\n  ".join(attempts))
 
     def test_no_correction_shows_error(self) -> None:
         r, m = self.run_ok(injected_topology(True, ["--no-clock-correction"]))
