@@ -338,3 +338,56 @@ class InstallTest(E2ETestCase):
                 v = self.h.run(f"verify-{unit.stem}", ["systemd-analyze", "verify", unit], 60)
                 self.assertEqual(v.returncode, 0, v.describe())
                 self.assertEqual(v.output.strip(), "", v.describe())
+
+
+class CompareVerdictTest(E2ETestCase):
+    """analysis/compare.py's verdict on recorded runs (no daemons): a
+    difference is resolved only beyond what buckets, clocks and the spread
+    between repeats could explain."""
+
+    def write_runs(self, name: str, p50s: list[int], unc: int) -> list[Path]:
+        out = []
+        for k, v in enumerate(p50s):
+            d = self.h.dir / f"{name}-{k}"
+            d.mkdir()
+            lat = {"p50_ns": v, "p90_ns": 2 * v, "p99_ns": 4 * v, "max_ns": 8 * v,
+                   "uncertainty_ns": unc,
+                   "with_uncertainty": {q: {"value_ns": m * v, "uncertainty_ns": unc}
+                                        for q, m in (("p50", 1), ("p90", 2), ("p99", 4),
+                                                     ("max", 8))}}
+            (d / "metrics.json").write_text(json.dumps({"latency": lat, "status": "ok"}))
+            out.append(d)
+        return out
+
+    def verdict(self, a: list[Path], b: list[Path]) -> str:
+        args = [SYSTEM_PYTHON, COMPARE] + a + b + ["--group", "--no-plot"]
+        for label, runs in (("one", a), ("three", b)):
+            args += [x for _ in runs for x in ("--label", label)]
+        # One --label per run, in the order of the runs.
+        r = self.h.run("compare", args, 60)
+        self.assertEqual(r.returncode, 0, r.describe())
+        return r.output
+
+    def test_resolved_with_paired_repeats(self) -> None:
+        # Five interleaved repeats, the machine's load moving both cases
+        # together; three hosts 30 us slower every time.
+        load = [90_000, 130_000, 100_000, 160_000, 110_000]
+        a = self.write_runs("one", load, 0)
+        b = self.write_runs("three", [v + 30_000 for v in load], 2_000)
+        out = self.verdict(a, b)
+        self.assertIn("sign test at 90%", out)
+        # Pair differences of 30 us, less buckets (4 to 8 us at these
+        # values) and the clocks (2 us): resolved, with a lower bound.
+        self.assertRegex(out, r"p50: difference \+30\.0 us .* \*\*resolved: three add 30\.0 us "
+                              r"at the median \(at least [\d.]+ us\)\*\*")
+
+    def test_not_resolved_within_noise(self) -> None:
+        # The same spread, but the difference changes sign between pairs.
+        a = self.write_runs("one", [90_000, 130_000, 100_000, 160_000, 110_000], 0)
+        b = self.write_runs("three", [95_000, 120_000, 110_000, 150_000, 118_000], 2_000)
+        out = self.verdict(a, b)
+        self.assertRegex(out, r"p50: difference .* \*\*not resolved at this noise\*\*")
+        # Three runs each: too few to pair; the ranges overlap.
+        out = self.verdict(a[:3], b[:3])
+        self.assertIn("every run of one case above every run of the other", out)
+        self.assertIn("not resolved at this noise", out)
