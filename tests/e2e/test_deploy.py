@@ -23,7 +23,7 @@ import time
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
-from harness import DAQRUN, REPO, E2ETestCase, HarnessError, read_json
+from harness import DAQRUN, REPO, E2ETestCase, HarnessError, read_json, topology
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake"
 TOPOLOGIES = REPO / "deploy" / "topologies"
@@ -391,3 +391,74 @@ class CompareVerdictTest(E2ETestCase):
         out = self.verdict(a[:3], b[:3])
         self.assertIn("every run of one case above every run of the other", out)
         self.assertIn("not resolved at this noise", out)
+
+
+class PlacementTest(E2ETestCase):
+    """cpus and rtprio: a daemon runs on the CPUs its topology gives it."""
+    needs_daemons = True
+
+    def test_bad_cpus_name_the_key(self) -> None:
+        local = REPO / "deploy" / "topologies" / "local.toml"
+        allowed = sorted(os.sched_getaffinity(0))
+        for sets, message in (
+                (['builder.cpus="x"'], "[builder] cpus: expected a CPU list such as '2-3'"),
+                (['builder.cpus="3-1"'], "[builder] cpus: expected a CPU list"),
+                (['reader.0.cpus="%d"' % (max(allowed) + 1)],
+                 "[[reader]] id 0 cpus: '%d' names CPUs this machine does not give the "
+                 "launcher" % (max(allowed) + 1)),
+                (["source.1.rtprio=100"], "[[source]] #1 rtprio: expected an integer in 1..99")):
+            with self.subTest(sets=sets):
+                with self.assertRaises(daqrun.TopologyError) as cm:
+                    daqrun.load_topology(str(local), sets)
+                self.assertIn(message, str(cm.exception))
+        # Through the launcher: exit 2 with the message, nothing started.
+        r = self.h.daqrun(local, sets=['builder.cpus="x"'], timeout_s=60)
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn("[builder] cpus: expected a CPU list", r.output)
+
+    def test_daemons_run_on_their_cpus(self) -> None:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("needs two CPUs")
+        first, last = cpus[0], cpus[-1]
+        topo = topology(events=8000, payload=64, rate=2000)
+        topo["builder"]["cpus"] = str(last)
+        topo["sources"] = {"cpus": str(first)}
+        topo["source"] = [{"id": 3, "cpus": f"{first},{last}"}]
+        out = self.h.dir / "placed"
+        p = self.h.start("daqrun-placed", [SYSTEM_PYTHON, DAQRUN,
+                                           self.h.write_topology(topo, "placed.toml"),
+                                           "--out", out, "--bin", self.h.bin, "--timeout", "60"])
+        seen: dict[str, str] = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < 5 and time.monotonic() < deadline and p.returncode is None:
+            try:
+                procs = read_json(out / "params.json").get("processes", [])
+            except HarnessError:
+                procs = []
+            for proc in procs:
+                name = proc["name"]
+                if name in seen or not (name.startswith("builder") or name.startswith("source")):
+                    continue
+                try:
+                    status = Path(f"/proc/{proc['pid']}/status").read_text()
+                    cmd = Path(f"/proc/{proc['pid']}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"taskset" in cmd:      # not exec'd into the daemon yet
+                    continue
+                seen[name] = re.search(r"Cpus_allowed_list:\s*(\S+)", status).group(1)
+            time.sleep(0.05)
+        p.popen.wait(timeout=90)
+        self.assertEqual(p.returncode, 0, p.tail(40))
+        self.assertEqual(seen.get("builder-0"), str(last), seen)
+        for s in (0, 1, 2):
+            self.assertEqual(seen.get(f"source-{s}"), str(first), seen)
+        self.assertEqual(seen.get("source-3"), f"{first}-{last}" if last == first + 1
+                         else f"{first},{last}", seen)
+        params = read_json(out / "params.json")
+        argv = {x["name"]: x["argv"] for x in params["processes"]}
+        self.assertEqual(argv["builder-0"][:3], ["taskset", "-c", str(last)])
+        self.assertNotEqual(argv["reader-0"][0], "taskset")
+        m = read_json(out / "metrics.json")
+        self.assertTrue(m["balanced"], m.get("errors"))
