@@ -36,9 +36,10 @@ struct bdc_snapshot {
 	struct ivl_estimate applied;
 };
 
-/* Estimates kept per peer for metrics.json: at the exchange period of
- * 20 ms, 40 s of a run; later ones are only counted (and still checked
- * against the injected offsets). */
+/* Estimates kept per peer for metrics.json: one per exchange and report,
+ * so at one exchange per 10 ms and a few early ones, 16-20 s of a run;
+ * later ones are only counted (and still checked against the injected
+ * offsets). */
 #define BDC_HISTORY 2048u
 
 struct bdc_record {
