@@ -256,14 +256,16 @@ install: all
 # runs/compare-<date>/, the tables, plot and each run's metrics.json and
 # params.json to results/compare-<date>/. COMPARE_SETS adds --set options,
 # e.g. COMPARE_SETS="--set events=20000". Every case runs COMPARE_REPEAT
-# times (default 3), interleaved, and the table shows median [min - max]:
+# times (default 5), interleaved, and the table shows median [min - max]:
 # on a shared machine one run's latency varies by a factor of two or more.
+# Five interleaved repeats are the fewest from which compare.py's verdict
+# can pair the runs (sign test at 90 %).
 COMPARE_DATE := $(shell date +%Y-%m-%d)
 COMPARE_OUT ?= results/compare-$(COMPARE_DATE)
 COMPARE_RUNS ?= runs/compare-$(COMPARE_DATE)
 COMPARE_TOPOLOGIES ?= one-host three-hosts
 COMPARE_SHAPING ?= none 1gbit
-COMPARE_REPEAT ?= 3
+COMPARE_REPEAT ?= 5
 COMPARE_SETS ?=
 compare: deps
 	$(Q)$(MAKE) --no-print-directory all

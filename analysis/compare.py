@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -259,10 +260,15 @@ def host_clocks(run: dict) -> list[dict]:
         e["chrony_start"] = e["chrony_start"] or p.get("chrony_start")
         e["chrony_end"] = e["chrony_end"] or p.get("chrony_end")
         inband = p.get("inband") or {}
-        if isinstance(inband.get("offset_ns"), (int, float)):
-            e["offsets"].append(inband["offset_ns"])
-        if isinstance(inband.get("bound_ns"), (int, float)):
-            e["bounds"].append(inband["bound_ns"])
+        # The estimate applied (in band intersected with chrony) where the
+        # builder reports one; the in-band one from older builds.
+        est = p.get("applied") or inband
+        if isinstance(est.get("offset_ns"), (int, float)):
+            e["offsets"].append(est["offset_ns"])
+        if isinstance(est.get("bound_ns"), (int, float)):
+            e["bounds"].append(est["bound_ns"])
+        if est.get("basis"):
+            e.setdefault("basis", set()).add(est["basis"])
         if inband.get("drift_from"):
             e["drift"].add((inband["drift_from"], inband.get("drift_ppm") or 0.0))
         e["consistent"].append(p.get("consistent"))
@@ -289,7 +295,8 @@ def offsets_text(h: dict) -> str:
         return NA
     lo, hi = min(h["offsets"]), max(h["offsets"])
     rng = fmt_signed(lo) if lo == hi else f"{fmt_signed(lo)} … {fmt_signed(hi)}"
-    return f"{rng} ± ≤{fmt_ns(max(h['bounds']))}" if h["bounds"] else rng
+    basis = f" ({', '.join(sorted(h['basis']))})" if h.get("basis") else ""
+    return (f"{rng} ± ≤{fmt_ns(max(h['bounds']))}" if h["bounds"] else rng) + basis
 
 
 def drift_text(drift: set) -> str:
@@ -407,7 +414,7 @@ def runs_table(columns: list[tuple[str, list[dict]]]) -> str:
 
 def clocks_table(runs: list[dict]) -> str:
     header = ["run", "host", "daemons", "chrony bound start", "chrony bound end",
-              "in-band offset to builder (± bound)", "drift bound", "agrees with chrony"]
+              "offset to builder (± bound, basis)", "drift bound", "agrees with chrony"]
     rows = []
     for run in runs:
         for h in host_clocks(run):
@@ -417,6 +424,147 @@ def clocks_table(runs: list[dict]) -> str:
                          offsets_text(h), drift_text(h["drift"]),
                          consistent_text(h)])
     return md_table(header, rows)
+
+
+# --------------------------------------------------------------------------
+# The verdict: is a difference between two cases resolved?
+
+def bucket_width(value: Any) -> int | None:
+    """Width of the histogram bucket whose upper edge a percentile reports
+    (common/core/hist.h: exact below 16, then 16 buckets per power of two): the
+    true percentile lies in [value - width, value]."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        return None
+    v = int(value)
+    if v < 16:
+        return 0
+    return (1 << (v.bit_length() - 1)) // 16
+
+
+# Confidence asked of a verdict from paired repeats (sign test).
+CONFIDENCE = 0.90
+
+
+def sign_test_rank(n: int, confidence: float = CONFIDENCE) -> int | None:
+    """The largest k such that [k-th smallest, k-th largest] of n paired
+    differences holds their median with at least `confidence` (the
+    distribution-free sign-test interval); None when n is too small."""
+    best = None
+    for k in range(1, n // 2 + 1):
+        tail = sum(math.comb(n, i) for i in range(k)) / 2 ** n
+        if 1 - 2 * tail >= confidence:
+            best = k
+    return best
+
+
+def verdict(base: list[dict], other: list[dict], name: str) -> dict:
+    """Whether the `name` latency of the runs `other` differs from that of
+    the runs `base` beyond what measurement could explain.
+
+    A run's true percentile lies in [value - bucket width - U, value + U].
+    With the same number of repeats on both sides (interleaved, so that run
+    k of each case saw the same minute of the machine), the runs are paired:
+    each pair's difference, less what its buckets and clock uncertainties
+    could explain, is a lower bound of the true difference of that pair, and
+    the sign test turns the k-th smallest of those into a lower bound of
+    the median difference at CONFIDENCE. Otherwise every run of one case
+    must lie above every run of the other even so."""
+    def runs(col):
+        out = []
+        for s in col:
+            v, u = s["latency"][name]
+            w = bucket_width(v)
+            if w is None or not isinstance(u, (int, float)):
+                return None
+            out.append((v, w, u))
+        return out
+
+    a, b = runs(base), runs(other)
+    if not a or not b:
+        return {"stat": name, "resolved": None, "why": "a value or its uncertainty is n/a"}
+    if len(a) < 2 or len(b) < 2:
+        return {"stat": name, "resolved": None,
+                "why": "one run of a case: the spread between repeats is unknown"}
+    med_a = statistics.median(x[0] for x in a)
+    med_b = statistics.median(x[0] for x in b)
+    clock = max(x[2] for x in a) + max(x[2] for x in b)
+    buckets = max(x[1] for x in a) + max(x[1] for x in b)
+    out = {"stat": name, "clock_ns": clock, "buckets_ns": buckets,
+           "spread_ns": [max(x[0] for x in a) - min(x[0] for x in a),
+                         max(x[0] for x in b) - min(x[0] for x in b)],
+           "repeats": [len(a), len(b)]}
+    k = sign_test_rank(len(a)) if len(a) == len(b) else None
+    if k is not None:
+        diffs = [y[0] - x[0] for x, y in zip(a, b)]
+        diff = statistics.median(diffs)
+        sign = 1 if diff >= 0 else -1
+        # Per pair, the least the true difference can be in the direction
+        # of the median: less b's bucket and both uncertainties (or, for a
+        # negative difference, less a's bucket).
+        lows = sorted(sign * d - (y[1] if sign > 0 else x[1]) - x[2] - y[2]
+                      for d, x, y in zip(diffs, a, b))
+        gap = lows[k - 1]
+        out.update(method=f"paired repeats, sign test at {CONFIDENCE:.0%} "
+                          f"(the {k}{'st' if k == 1 else 'nd' if k == 2 else 'rd' if k == 3 else 'th'} "
+                          f"smallest of {len(diffs)} pair differences)",
+                   pair_differences_ns=diffs)
+    else:
+        diff = med_b - med_a
+        if diff >= 0:
+            gap = min(y[0] - y[1] - y[2] for y in b) - max(x[0] + x[2] for x in a)
+        else:
+            gap = min(x[0] - x[1] - x[2] for x in a) - max(y[0] + y[2] for y in b)
+        out.update(method="every run of one case above every run of the other")
+    out.update(difference_ns=diff, resolved=gap > 0, at_least_ns=gap if gap > 0 else None)
+    return out
+
+
+STAT_WORDS = {"p50": "the median", "p90": "p90", "p99": "p99", "max": "the maximum"}
+
+
+def verdict_text(base_label: str, label: str, v: dict) -> str:
+    stat = STAT_WORDS.get(v["stat"], v["stat"])
+    if v["resolved"] is None:
+        return f"- {v['stat']}: not judged ({v['why']})"
+    head = (f"- {v['stat']}: difference {fmt_signed(v['difference_ns'])} ({label} − "
+            f"{base_label}); clock uncertainties could explain ±{fmt_ns(v['clock_ns'])}, "
+            f"bucket widths {fmt_ns(v['buckets_ns'])}; spread between repeats "
+            f"{fmt_ns(v['spread_ns'][0])} and {fmt_ns(v['spread_ns'][1])} "
+            f"({v['repeats'][0]} and {v['repeats'][1]} runs; {v['method']}): ")
+    if not v["resolved"]:
+        return head + "**not resolved at this noise**"
+    what = "add" if v["difference_ns"] >= 0 else "save"
+    return head + (f"**resolved: {label} {what} {fmt_ns(abs(v['difference_ns']))} at {stat} "
+                   f"(at least {fmt_ns(v['at_least_ns'])})**")
+
+
+def verdicts(columns: list[tuple[str, list[dict]]]) -> tuple[str, list[dict]]:
+    """For p50, p99 and max: each column of another topology than the
+    first column's against the column of the first topology with the same
+    backend and shaping (one host against three hosts, unshaped against
+    unshaped), else against the first column."""
+    if len(columns) < 2:
+        return "", []
+    def key(col):
+        return (col[0]["backend"], col[0]["shaping"])
+    first_topology = columns[0][1][0]["topology"]
+    bases: dict = {}
+    for label, col in columns:
+        if col[0]["topology"] == first_topology:
+            bases.setdefault(key(col), (label, col))
+    lines, doc = [], []
+    for label, col in columns[1:]:
+        base_label, base = bases.get(key(col), columns[0])
+        if base is col:
+            continue
+        lines.append(f"{label} against {base_label}:\n")
+        for name in ("p50", "p99", "max"):
+            v = verdict(base, col, name)
+            v.update(base=base_label, case=label)
+            doc.append(v)
+            lines.append(verdict_text(base_label, label, v))
+        lines.append("")
+    return "\n".join(lines), doc
 
 
 # --------------------------------------------------------------------------
@@ -591,8 +739,18 @@ def main(argv: list[str]) -> int:
             + "; n/a: not in that run's metrics.json.\n\n## Clocks per host\n\n"
             + clocks_table(runs) + "\n\n"
             "chrony bound: |offset| + root dispersion + root delay / 2 of that host's chronyd "
-            "against its reference; in-band offset: peer clock − builder clock from PING/PONG "
-            "on the control connection, range over the host's daemons, ± the largest bound.\n")
+            "against its reference; offset: peer clock − builder clock applied at the end of "
+            "the run, the in-band interval (kernel-stamped UDP probes) intersected with "
+            "chrony's, range over the host's daemons, ± the largest bound, with the basis.\n")
+    vtext, vdoc = verdicts(columns)
+    if vtext:
+        text += ("\n## Verdict\n\nEach case against the same case on the first topology (or the first case). A run's true percentile lies "
+                 "within [value − bucket width − U, value + U]. With as many interleaved "
+                 "repeats of each case (at least 5), run k of one case is paired with run k "
+                 "of the other; each pair's difference less what its buckets and clocks could "
+                 "explain bounds that pair's true difference, and the sign test makes the "
+                 "k-th smallest of those a lower bound of the median difference at 90 %. With "
+                 "fewer, every run of one case must lie beyond every run of the other.\n\n" + vtext)
     sources = "\n".join(f"- {run['member']}: {run['path']}" for run in runs)
     print(text + "\nRuns:\n" + sources, flush=True)
     if args.out:
@@ -614,6 +772,7 @@ def main(argv: list[str]) -> int:
             doc.append(d)
         (out / "compare.json").write_text(json.dumps(doc, indent=1, default=str) + "\n",
                                           encoding="utf-8")
+        (out / "verdict.json").write_text(json.dumps(vdoc, indent=1) + "\n", encoding="utf-8")
         if not args.no_plot:
             why = plot([(label, members, [r["summary"] for r in members])
                         for label, members in groups.items()], out / "latency.png", args.title)

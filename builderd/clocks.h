@@ -27,6 +27,15 @@ struct ctl_report;
 /* Between bursts, one exchange per peer this often: with the default drift
  * bound of 100 ppm the newest sample has aged by at most 20 us. */
 #define BDC_PERIOD_NS 200000000u
+/* The same over a peer's UDP probe socket, whose exchanges cost the peer a
+ * datagram in and two out: at 100 ppm the newest sample has aged by at most
+ * 1 us, which keeps drift from outgrowing a kernel-stamped bound of a few
+ * microseconds, and the window of 32 holds 320 ms. */
+#define BDC_PROBE_PERIOD_NS 10000000u
+/* After an exchange whose delay is more than twice the best in the window
+ * (a busy moment on the path), up to this many more follow BDC_BURST_GAP_NS
+ * apart instead of a period later. */
+#define BDC_RETRIES 3u
 /* The final burst is abandoned after this long: a peer that does not answer
  * keeps the estimate it has. */
 #define BDC_CLOSE_TIMEOUT_NS 300000000u
@@ -37,6 +46,16 @@ struct ctl_report;
 struct bdc *bdc_create(struct bd *b);
 
 void bdc_destroy(struct bdc *c);
+
+/* START waits this long at most for a source's first burst to be
+ * answered: a peer that does not answer cannot hold the run. */
+#define BDC_READY_TIMEOUT_NS 200000000u
+
+/* True when every connected source has answered its first burst over its
+ * probe socket (over the control connection when it has none) or joined
+ * BDC_READY_TIMEOUT_NS ago: its first fragment then finds a measured
+ * offset. bd_maybe_start() is called when the last becomes ready. */
+bool bdc_ready(const struct bdc *c);
 
 /* A peer's control connection is up: starts its first burst. */
 void bdc_peer_joined(struct bdc *c, struct bd_peer *p);

@@ -58,6 +58,9 @@ int out_flush(struct out *o);
 /* Latency histogram of the records written so far. */
 const struct hist *out_latency(const struct out *o);
 
+/* The uncertainty of every record written whose uncertainty is known. */
+const struct hist *out_uncertainty_hist(const struct out *o);
+
 /* Over every record written, and over those whose earliest timestamp came
  * from source. A percentile of latencies each within U of the truth is
  * itself within U of the true percentile (docs/CLOCKS.md). */

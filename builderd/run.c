@@ -33,7 +33,6 @@
 
 static void bd_finish(struct bd *b, const char *why);
 static bool bd_all_connected(const struct bd *b);
-static void bd_maybe_start(struct bd *b);
 static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why);
 static void bd_check_stalls(struct bd *b, uint64_t now);
 
@@ -608,9 +607,9 @@ static const struct msgconn_ops bd_peer_ops = {
 
 /* Once every peer is up, tells the sources to start together, so that the
  * fragments of one event leave every source at about the same moment. */
-static void bd_maybe_start(struct bd *b)
+void bd_maybe_start(struct bd *b)
 {
-	if (b->started || b->phase != BD_RUNNING || !bd_all_connected(b))
+	if (b->started || b->phase != BD_RUNNING || !bd_all_connected(b) || !bdc_ready(b->clocks))
 		return;
 	b->started = true;
 	struct ctl_msg m = { .type = CTL_START };

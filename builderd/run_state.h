@@ -133,6 +133,11 @@ void bd_error(struct bd *b, const char *fmt, ...) __attribute__((format(printf, 
 struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *h,
 				  const char *peer);
 
+/* Sends START once every peer is connected and every source's clock has
+ * been measured (bdc_ready()); the clock module calls it when that
+ * happens last. */
+void bd_maybe_start(struct bd *b);
+
 /* The reader's data path is up (WELCOME sent): records the sources it
  * serves and starts the run once every peer is there. */
 void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer);

@@ -158,6 +158,34 @@ int cks_estimate(const struct cks_estimator *est, int64_t now_ns, int64_t *offse
 	return 0;
 }
 
+int cks_estimate_range(const struct cks_estimator *est, int64_t now_ns, int64_t *lo_ns,
+		       int64_t *hi_ns)
+{
+	int64_t lo = INT64_MIN, hi = INT64_MAX, off, bound;
+	unsigned i;
+
+	if (cks_estimate(est, now_ns, &off, &bound) < 0)
+		return -ENODATA;
+	for (i = 0; i < est->count; i++) {
+		const struct cks_sample *s = &est->samples[i];
+		int64_t b = cks_sample_bound_ns(s, est->drift_ppm, now_ns);
+		int64_t slo = sat_sub(s->offset_ns, b), shi = sat_add(s->offset_ns, b);
+
+		if (slo > lo)
+			lo = slo;
+		if (shi < hi)
+			hi = shi;
+	}
+	if (lo > hi) {
+		*lo_ns = sat_sub(off, bound);
+		*hi_ns = sat_add(off, bound);
+		return -ERANGE;
+	}
+	*lo_ns = lo;
+	*hi_ns = hi;
+	return 0;
+}
+
 int64_t cks_correct(int64_t peer_ts_ns, int64_t offset_ns)
 {
 	return sat_sub(peer_ts_ns, offset_ns);
@@ -459,6 +487,14 @@ bool cks_chrony_encode(const struct cks_chrony *c, struct ctl_group *g)
 	     set_signed(g, "root_dispersion_ns", NULL, c->root_dispersion_s, 1e9) &&
 	     set_signed(g, "skew_ppb", NULL, c->skew_ppm, 1e3) &&
 	     set_signed(g, "update_interval_ms", NULL, c->update_interval_s, 1e3);
+	if (ok && c->read_mono_ns != 0) {
+		struct timespec ts;
+		uint64_t now;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		ok = ctl_group_set(g, "read_age_ns", now > c->read_mono_ns ? now - c->read_mono_ns : 0);
+	}
 	return ok;
 }
 
@@ -501,6 +537,7 @@ bool cks_chrony_decode(struct cks_chrony *c, const struct ctl_group *g)
 	c->residual_freq_ppm = get_signed(g, "residual_freq_ppb", "residual_freq_negative", 1e3);
 	c->skew_ppm = get_signed(g, "skew_ppb", NULL, 1e3);
 	c->update_interval_s = get_signed(g, "update_interval_ms", NULL, 1e3);
+	ctl_group_get(g, "read_age_ns", &c->read_age_ns);
 	return true;
 }
 
@@ -587,9 +624,13 @@ int cks_chrony_run(struct cks_chrony *c, char *const argv[], int timeout_ms)
 	size_t len = 0;
 	pid_t pid = -1;
 	int64_t deadline;
+	struct timespec started;
 	int ret, status = 0;
 	char *line, *next;
 
+	/* Before chronyc runs, so before chronyd writes its report: an age
+	 * counted from here is never too small. */
+	clock_gettime(CLOCK_MONOTONIC, &started);
 	memset(c, 0, sizeof(*c));
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		ret = -errno;
@@ -727,6 +768,8 @@ int cks_chrony_run(struct cks_chrony *c, char *const argv[], int timeout_ms)
 out:
 	if (ret)
 		c->available = c->synchronised = false;
+	c->read_mono_ns = (uint64_t)started.tv_sec * 1000000000u + (uint64_t)started.tv_nsec;
+
 	if (pid > 0 && !reaped) {
 		kill(pid, SIGKILL);
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

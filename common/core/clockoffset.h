@@ -24,7 +24,7 @@ struct ctl_group;
  * history (two bursts of 8 while a run starts), enough to ride out a burst
  * of queueing without letting old samples linger: at 100 ppm a 3 s old
  * sample has widened by 300 us and long lost to any fresh one. */
-#define CKS_WINDOW 16
+#define CKS_WINDOW 32
 
 /* Relative drift assumed between two clocks when chrony cannot tell us
  * better, in ppm. Commodity crystals are specified to a few tens of ppm
@@ -86,6 +86,16 @@ int cks_add_sample(struct cks_estimator *est, int64_t t1_ns, int64_t t2_ns, int6
 int cks_estimate(const struct cks_estimator *est, int64_t now_ns, int64_t *offset_ns,
 		 int64_t *bound_ns);
 
+/* Every sample in the window holds the true offset within its own bound
+ * at now_ns, so the offset lies in the intersection of all their intervals,
+ * which is never wider than the best one's and narrower wherever samples
+ * with delay on different sides cut off different ends. Sets [*lo_ns,
+ * *hi_ns] and returns 0; -ENODATA when the window is empty; -ERANGE when
+ * the intervals do not all overlap (a drift bound or a sample that cannot
+ * be true), and then sets the best sample's interval. */
+int cks_estimate_range(const struct cks_estimator *est, int64_t now_ns, int64_t *lo_ns,
+		       int64_t *hi_ns);
+
 /* Bound of one sample at now_ns (the quantity cks_estimate() minimises). */
 int64_t cks_sample_bound_ns(const struct cks_sample *s, double drift_ppm, int64_t now_ns);
 
@@ -115,6 +125,8 @@ struct cks_chrony {
 	double update_interval_s; /* 13 */
 	char leap[32];           /* 14: Normal, Insert second, Delete second,
 				  *     Not synchronised */
+	uint64_t read_mono_ns;   /* CLOCK_MONOTONIC when chronyc was run */
+	uint64_t read_age_ns;    /* decoded: how old the read was when sent */
 };
 
 /* Parses one line of `chronyc -c tracking` (trailing newline allowed) into
@@ -169,6 +181,10 @@ double cks_drift_ppm_from_chrony(const struct cks_chrony *peer, const struct cks
  * state is sent as available = 0 alone: its reason is text, which counters
  * cannot carry. false when g is NULL or full. */
 bool cks_chrony_encode(const struct cks_chrony *c, struct ctl_group *g);
+
+/* cks_chrony_encode() also sends "read_age_ns": how long before the
+ * encoding chronyc was run, so that the receiver knows from when the bound
+ * holds and widens it by drift from then. */
 
 /* Reads a group written by cks_chrony_encode(). false, with available =
  * false and a reason, when g is NULL or lacks "available"; true otherwise,

@@ -6,6 +6,7 @@
 #include "sys/log.h"
 #include "io/msgstream.h"
 #include "io/net.h"
+#include "io/probe.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ struct ctllink {
 	struct ctl_msg reply;
 	struct ctl_msg report;      /* STATS at start, END with the clock groups */
 	struct cks_chrony chrony;   /* this host's, as last read */
+	struct prb_responder *probe; /* answers the builder's clock probes */
 };
 
 /* Reads this host's chrony state. Runs chronyc (milliseconds, at most
@@ -50,6 +52,13 @@ static void ctllink_read_chrony(struct ctllink *l, const char *when)
 static void ctllink_add_clock_groups(struct ctllink *l, struct ctl_report *r)
 {
 	int64_t injected = clk_offset_ns();
+	/* Fault injection: a clock off by --clock-offset-ns that the daemon
+	 * does not own up to, as a host steered by chrony to a wrong reference
+	 * would be (docs/CLOCKS.md); the builder's chrony interval is then
+	 * wrong and its in-band one right. */
+	const char *undeclared = getenv(CTLLINK_UNDECLARED_OFFSET_ENV);
+	if (undeclared != NULL && strcmp(undeclared, "1") == 0)
+		injected = 0;
 	struct ctl_group *g = ctl_report_group(r, "clock");
 	bool ok = ctl_group_set(g, "injected_offset_ns",
 				injected < 0 ? 0 - (uint64_t)injected : (uint64_t)injected) &&
@@ -129,11 +138,24 @@ static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 		l->ops->on_lost(why, l->arg);
 		return;
 	}
+	/* The probe socket sits on the control connection's local address,
+	 * which reaches the builder; without one the builder probes over the
+	 * control connection (docs/CLOCKS.md). */
+	prb_responder_free(l->probe);
+	l->probe = prb_responder_start(l->base, fd, l->what);
 	l->conn = msgconn_new(l->base, fd, l->what, &ctllink_conn_ops, l);
-	/* First message: the clock state read at start, before any data. */
+	/* First message: the clock state read at start, before any data, and
+	 * where to send clock probes. */
 	memset(&l->report, 0, sizeof l->report);
 	l->report.type = CTL_STATS;
 	ctllink_add_clock_groups(l, &l->report.u.report);
+	if (l->probe != NULL) {
+		struct ctl_group *g = ctl_report_group(&l->report.u.report, PRB_GROUP);
+		if (!ctl_group_set(g, "udp_port", prb_responder_port(l->probe)) ||
+		    !ctl_group_set(g, "token", prb_responder_token(l->probe)))
+			log_warn("%s %u: no room for the probe group in its report; clock probes go over the control connection",
+				 l->hello.role == CTL_ROLE_SOURCE ? "Source" : "Reader", l->hello.id);
+	}
 	if (l->conn != NULL)
 		msgconn_send(l->conn, &l->report);
 	l->ops->on_ready(l->arg);
@@ -182,5 +204,6 @@ void ctllink_free(struct ctllink *l)
 		return;
 	greet_dial_cancel(l->dial);
 	msgconn_free(l->conn);
+	prb_responder_free(l->probe);
 	free(l);
 }

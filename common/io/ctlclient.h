@@ -12,6 +12,11 @@
 struct event_base;
 struct ctllink;
 
+/* Set to 1 in a daemon's environment: it reports an injected offset of 0
+ * whatever its --clock-offset-ns, for the test of an estimate whose chrony
+ * interval is wrong (docs/CLOCKS.md). */
+#define CTLLINK_UNDECLARED_OFFSET_ENV "ES_CLOCK_OFFSET_UNDECLARED"
+
 struct ctllink_ops {
 	void (*on_ready)(void *arg);                        /* welcomed */
 	void (*on_credit)(uint64_t limit, void *arg);       /* may be NULL */

@@ -30,7 +30,8 @@ DESCRIPTION = ("Start one run of the distributed event builder from a topology f
                "analysis/refbuild.py. Topology format: docs/TOPOLOGY.md; backends: "
                "docs/DEPLOY.md.")
 EPILOG = ("Exit status: builderd's status; else 1 if another daemon failed, refbuild found a "
-          "difference or the backend could not remove what it created; 2 topology/usage "
+          "difference, a clock estimate's bound missed the truth (netns), "
+          "or the backend could not remove what it created; 2 topology/usage "
           "error; 124 timeout; 130 interrupted. Example: deploy/daqrun "
           "deploy/topologies/three-hosts.toml --out runs/3h --set netns.shaping=1gbit "
           "--set events=20000")
@@ -300,13 +301,15 @@ def finish(launcher: Launcher, outcome: str) -> int:
         how = "had to be stopped" if h.killed else f"exited with status {h.returncode}"
         say(f"{h.name} {how} (log: {h.log_path})")
     ref = launcher.refbuild()
+    truth = launcher.truthcheck()
     write_report(launcher.run_dir)
 
     if builder_rc is None or builder_rc < 0:
         status = EXIT_FAIL
     elif builder_rc != 0:
         status = builder_rc
-    elif others or (ref is not None and ref != 0) or launcher.teardown_problems:
+    elif others or (ref is not None and ref != 0) or (truth is not None and truth != 0) \
+            or launcher.teardown_problems:
         status = EXIT_FAIL
     else:
         status = EXIT_OK
@@ -317,5 +320,7 @@ def finish(launcher: Launcher, outcome: str) -> int:
     if launcher.teardown_problems:
         parts.append(f"{len(launcher.teardown_problems)} teardown problem(s)")
     parts.append("refbuild skipped" if ref is None else f"refbuild status {ref}")
+    if truth is not None:
+        parts.append(f"truthcheck status {truth}")
     say(f"{verdict} ({', '.join(parts)}); exit {status}")
     return status

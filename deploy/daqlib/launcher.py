@@ -25,6 +25,7 @@ from .topology import Topology
 
 REPO = Path(__file__).resolve().parent.parent.parent
 REFBUILD = REPO / "analysis" / "refbuild.py"
+TRUTHCHECK = REPO / "analysis" / "truthcheck.py"
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 2, 124, 130
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -128,6 +129,15 @@ def log_tail(h: Handle, backend: Backend | None = None, lines: int = 12) -> str:
     return "\n".join(f"  | {line}" for line in text[-lines:]) + f"\n  (log: {h.log_path})"
 
 
+def placement_prefix(*specs: dict) -> list[str]:
+    """taskset/chrt in front of a daemon's command line: the first of
+    specs (most specific first) that sets cpus, and rtprio, wins."""
+    cpus = next((s["cpus"] for s in specs if s.get("cpus") is not None), None)
+    prio = next((s["rtprio"] for s in specs if s.get("rtprio") is not None), None)
+    out = ["taskset", "-c", cpus] if cpus is not None else []
+    return out + (["chrt", "-f", str(prio)] if prio is not None else [])
+
+
 class Launcher:
     def __init__(self, t: Topology, backend: Backend, bin_dir: Path, run_dir: Path,
                  timeout_s: float, check: str, sets: list[str]):
@@ -193,8 +203,8 @@ class Launcher:
         pf = ports_dir / "builder-0.port"
         be = self.backend
         bhost = t.builder["host"]
-        self.builder = self.start("builder-0", builder_argv(t, be, self.run_dir, pf),
-                                  bhost, stdout=True)
+        self.builder = self.start("builder-0", placement_prefix(t.builder) +
+                                  builder_argv(t, be, self.run_dir, pf), bhost, stdout=True)
         bports = read_ports(be, self.builder, pf, ("data", "control"), start_timeout)
         self.ports["builder-0"] = bports
         self.status_url = (f"http://127.0.0.1:{bports['metrics']}/status"
@@ -208,8 +218,8 @@ class Launcher:
         for r in t.readers:
             name = f"reader-{r['id']}"
             pf = ports_dir / f"{name}.port"
-            readers.append((r, pf, self.start(name, reader_argv(t, r, be, pf, bports),
-                                              r["host"])))
+            readers.append((r, pf, self.start(name, placement_prefix(r) +
+                                              reader_argv(t, r, be, pf, bports), r["host"])))
         reader_ports: dict[int, int] = {}
         for r, pf, h in readers:
             port = read_ports(be, h, pf, ("data",), start_timeout)["data"]
@@ -223,7 +233,8 @@ class Launcher:
         started = []
         for s in t.source_ids:
             reader = t.reader_of(s)
-            argv = source_argv(t, s, be, reader_ports[reader["id"]], bports)
+            argv = placement_prefix(t.source_overrides.get(s, {}), t.sources_defaults) + \
+                source_argv(t, s, be, reader_ports[reader["id"]], bports)
             h = self.start(f"source-{s}", argv, t.source_host(s))
             started.append(f"{s} (pid {h.pid}{self.on(t.source_host(s))})" if h.pid
                            else f"{s}{self.on(t.source_host(s))}")
@@ -345,6 +356,21 @@ class Launcher:
         print("---- builderd summary " + "-" * 50)
         print(text.rstrip("\n") if text.strip() else "(builderd printed nothing)")
         print("-" * 72, flush=True)
+
+    def truthcheck(self) -> int | None:
+        """In the virtual cluster every namespace reads one kernel clock, so
+        the true offsets are the injected ones: checks every clock estimate
+        builderd applied against them. Its status, None where not run."""
+        if self.t.deploy["backend"] != "netns" or not (self.run_dir / "metrics.json").exists():
+            return None
+        say(f"truthcheck {self.run_dir}")
+        try:
+            done = subprocess.run([sys.executable, str(TRUTHCHECK), "--quiet", str(self.run_dir)],
+                                  stdin=subprocess.DEVNULL, timeout=120)
+        except subprocess.TimeoutExpired:
+            say("truthcheck did not finish within 120 s")
+            return EXIT_FAIL
+        return done.returncode
 
     def refbuild(self) -> int | None:
         """Runs refbuild when the policy allows; its status, or None if skipped."""

@@ -93,6 +93,9 @@ BUILDER_KEYS = {
     "flush_every": Key("int", None, 1, U32, "`--flush-every`"),
     "quiet": Key("bool", False, doc="`--quiet`"),
     "extra": Key("strlist", [], doc="further builderd arguments, appended as given"),
+    "cpus": Key("str", None, doc="CPUs it may run on, e.g. `\"2-3\"` (`taskset -c`)",
+                shown="any"),
+    "rtprio": Key("int", None, 1, 99, "SCHED_FIFO priority (`chrt -f`)", shown="none"),
 }
 READER_KEYS = {
     "id": Key("int", None, 0, U32, "reader number (`--id`), unique", shown="required"),
@@ -108,11 +111,17 @@ READER_KEYS = {
                                       "builder's is an error.",
                      shown="`\"shm\"` when `host` equals `[builder] host`, else `\"tcp\"`"),
     "extra": Key("strlist", [], doc="further readoutd arguments"),
+    "cpus": Key("str", None, doc="CPUs it may run on, e.g. `\"2-3\"` (`taskset -c`)",
+                shown="any"),
+    "rtprio": Key("int", None, 1, 99, "SCHED_FIFO priority (`chrt -f`)", shown="none"),
 }
 SOURCES_KEYS = {                 # [sources]: defaults for every source
     "host": Key("str", None, doc="where the sources run (a `[hosts]` name when hosts are "
                                  "named)", shown="the reader's host"),
     "extra": Key("strlist", [], doc="further sourced arguments, before a `[[source]]`'s own"),
+    "cpus": Key("str", None, doc="CPUs it may run on, e.g. `\"2-3\"` (`taskset -c`)",
+                shown="any"),
+    "rtprio": Key("int", None, 1, 99, "SCHED_FIFO priority (`chrt -f`)", shown="none"),
 }
 SOURCE_KEYS = {                  # [[source]]: one source's overrides
     "id": Key("int", None, 0, U16, "the source ID", shown="required"),
@@ -120,6 +129,9 @@ SOURCE_KEYS = {                  # [[source]]: one source's overrides
                 shown="`[sources] host`, else the reader's host"),
     "rate": Key("number", None, 0, 10**9, "this source's pace", shown="`[run] rate`"),
     "extra": Key("strlist", [], doc="further sourced arguments, after `[sources] extra`"),
+    "cpus": Key("str", None, doc="CPUs it may run on, e.g. `\"2-3\"` (`taskset -c`)",
+                shown="any"),
+    "rtprio": Key("int", None, 1, 99, "SCHED_FIFO priority (`chrt -f`)", shown="none"),
 }
 HOST_KEYS = {                    # [hosts.NAME]: what every backend may read
     "address": Key("str", None, doc="address its daemons listen on and are reached at",
@@ -129,6 +141,8 @@ HOST_KEYS = {                    # [hosts.NAME]: what every backend may read
                shown="ssh: copied to WORKDIR/NAME/bin", used_by="ssh (and local)"),
     "chrony_socket": Key("str", None, doc="`ES_CHRONY_SOCKET` for daemons on that host",
                          shown="none (netns: its own chronyd)", used_by="all"),
+    "env": Key("strlist", [], doc="`NAME=VALUE` added to its daemons' environment",
+               shown="none", used_by="all"),
 }
 CORE_TABLES = {"deploy": DEPLOY_KEYS, "run": RUN_KEYS, "builder": BUILDER_KEYS,
                "sources": SOURCES_KEYS}

@@ -4,6 +4,10 @@ against the keys of daqlib.schema and of the backends, defaults filled in.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,8 +61,9 @@ class Topology:
             h = self.hosts.get(name) or {k: default_of(spec) for k, spec in keys.items()}
             out[name] = HostSpec(name=name, address=h["address"] or name, bin=h["bin"],
                                  chrony_socket=h["chrony_socket"],
+                                 env=dict(e.split("=", 1) for e in h.get("env") or []),
                                  extra={k: v for k, v in h.items()
-                                        if k not in ("address", "bin", "chrony_socket")})
+                                        if k not in ("address", "bin", "chrony_socket", "env")})
         return out
 
     def backend_options(self) -> dict:
@@ -103,7 +108,61 @@ def _place(where: str, what: str, value: str | None, hosts: dict, declared: bool
     return value
 
 
+CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
+
+
+def parse_cpus(text: str) -> list[int] | None:
+    """'0,2-3' -> [0, 2, 3]; None when it is not such a list."""
+    if not CPU_LIST.fullmatch(text):
+        return None
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        a, b = int(lo), int(hi or lo)
+        if b < a:
+            return None
+        out += range(a, b + 1)
+    return sorted(set(out))
+
+
+def placements(t: Topology) -> list[tuple[str, dict]]:
+    """(where, table) of every table that may carry cpus and rtprio."""
+    out = [("[builder]", t.builder), ("[sources]", t.sources_defaults)]
+    out += [(f"[[reader]] id {r['id']}", r) for r in t.readers]
+    out += [(f"[[source]] id {s}", o) for s, o in sorted(t.source_overrides.items())]
+    return out
+
+
+def _check_placement(where: str, t: Topology) -> None:
+    one_machine = t.deploy["backend"] in ("local", "netns")
+    allowed = sorted(os.sched_getaffinity(0))
+    for table, spec in placements(t):
+        cpus = spec.get("cpus")
+        if cpus is not None:
+            cpu_list = parse_cpus(cpus)
+            if cpu_list is None:
+                raise TopologyError(f"{where} {table} cpus: expected a CPU list such as "
+                                    f"'2-3' or '0,2', got {cpus!r}")
+            if one_machine and not set(cpu_list) <= set(allowed):
+                raise TopologyError(f"{where} {table} cpus: {cpus!r} names CPUs this machine "
+                                    f"does not give the launcher (it has {len(allowed)}: "
+                                    f"{','.join(map(str, allowed))})")
+        for key, tool in (("cpus", "taskset"), ("rtprio", "chrt")):
+            if spec.get(key) is not None and one_machine and shutil.which(tool) is None:
+                raise TopologyError(f"{where} {table} {key}: needs {tool}, which is not "
+                                    f"installed (util-linux)")
+
+
+def _check_env(where: str, t: Topology) -> None:
+    for name, h in t.hosts.items():
+        for e in h.get("env") or []:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", e):
+                raise TopologyError(f"{where} [hosts.{name}] env: expected NAME=VALUE, got {e!r}")
+
+
 def _check_backend(where: str, t: Topology) -> None:
+    _check_placement(where, t)
+    _check_env(where, t)
     backend = t.deploy["backend"]
     if backend not in BACKENDS:
         raise TopologyError(f"{where} [deploy] backend: {backend!r} is not implemented "

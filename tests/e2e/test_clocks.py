@@ -21,6 +21,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +29,12 @@ from pathlib import Path
 from harness import E2ETestCase, HarnessError, read_jsonl, read_metrics, topology, unbalanced
 
 INJECTED_NS = 5_000_000
+# How far the minimum latency of one run lies from another's on this shared
+# machine with the clocks out of the question (two uninjected runs: 26.8
+# and 38.1 us): with kernel-stamped bounds of a few us the clock
+# uncertainty alone is no longer the margin. Still three orders below the
+# 5 ms a missing or doubled correction would show.
+MIN_LATENCY_NOISE_NS = 15_000
 EVENTS = 4000
 RATE = 2000          # events/s per source: a 2 s run, latency not queueing-bound
 SOURCES = 2
@@ -119,7 +126,7 @@ class InjectedOffsetTest(E2ETestCase):
             lat = inj["latency"]
             bound = lat["uncertainty_ns"]
             self.assertIsInstance(bound, int, lat)
-            self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+            self.assertEqual(lat["uncertainty_basis"], "clock offsets applied (in band, intersected with chrony's bound where both are known)", lat)
             self.assertGreater(bound, 0, lat)
             self.assertLess(bound, 1_000_000, f"uncertainty beyond 1 ms on loopback: {lat}")
             for e in read_jsonl(inj_run.run_dir / "events.jsonl")[:500]:
@@ -143,10 +150,10 @@ class InjectedOffsetTest(E2ETestCase):
                             f"{bound} ns; medians {med_i:.0f} vs {med_b:.0f} ns; "
                             f"{negative} negative; " + "; ".join(recovered))
             print("\n  " + attempts[-1], flush=True)
-            if abs(diff) <= bound and abs(med_i - med_b) < INJECTED_NS / 2:
+            if abs(diff) <= bound + MIN_LATENCY_NOISE_NS and abs(med_i - med_b) < INJECTED_NS / 2:
                 return
         self.fail("corrected latencies do not agree with the uninjected run's within "
-                  "the reported uncertainty:\n  " + "\n  ".join(attempts))
+                  "the reported uncertainty and the machine's noise:\n  " + "\n  ".join(attempts))
 
     def test_no_correction_shows_error(self) -> None:
         r, m = self.run_ok(injected_topology(True, ["--no-clock-correction"]))
@@ -373,7 +380,7 @@ class ChronyNamespaceTest(NamespacePairTest):
                            f"drift {p['inband']['drift_ppm']} ppm")
         self.assertEqual(clocks["inconsistent_peers"], [])
         lat = m["latency"]
-        self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+        self.assertEqual(lat["uncertainty_basis"], "clock offsets applied (in band, intersected with chrony's bound where both are known)", lat)
         self.assertIsInstance(lat["uncertainty_ns"], int, lat)
         self.assertIn("chrony bound", builder.log())
         print("  " + "\n  ".join(summary), flush=True)
@@ -441,14 +448,236 @@ class ClaimedHostTest(NamespacePairTest):
             self.assertIsInstance(p["inband"]["bound_ns"], int, p["inband"])
             self.assertGreater(p["inband"]["bound_ns"], 0, p["inband"])
         lat1 = ps["source.1"]["latency"]
-        self.assertEqual(lat1["correction"], "in-band offset subtracted", lat1)
+        self.assertEqual(lat1["correction"], "estimated offset subtracted", lat1)
         self.assertIsInstance(lat1["max_uncertainty_ns"], int, lat1)
         self.assertGreater(lat1["max_uncertainty_ns"], 0, lat1)
         self.assertEqual(ps["source.0"]["latency"]["max_uncertainty_ns"], 0, ps["source.0"])
         lat = m["latency"]
-        self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+        self.assertEqual(lat["uncertainty_basis"], "clock offsets applied (in band, intersected with chrony's bound where both are known)", lat)
         self.assertIsInstance(lat["uncertainty_ns"], int, lat)
         self.assertGreater(lat["uncertainty_ns"], 0, lat)
         self.assertIn("clocks: 2 of 4 peers on the builder's clock", builder.log())
         print(f"\n  claimed host: source.1 bound {ps['source.1']['inband']['bound_ns']} ns, "
               f"latency uncertainty {lat['uncertainty_ns']} ns; source.0 same clock", flush=True)
+
+
+# ---- the virtual cluster: three hosts, kernel-stamped probes, the truth ----
+
+REPO = Path(__file__).resolve().parents[2]
+SYSTEM_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+THREE_HOSTS = REPO / "deploy" / "topologies" / "three-hosts.toml"
+TRUTHCHECK = REPO / "analysis" / "truthcheck.py"
+HOST_OF = {"source.0": "readout0", "source.1": "readout0", "reader.0": "readout0",
+           "source.2": "readout1", "source.3": "readout1", "reader.1": "readout1"}
+INJECT_HOST = {"readout0": 5_000_000, "readout1": -3_000_000}
+
+
+def netns_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (creates network namespaces, veth pairs, chronyd)"
+    for tool in ("ip", "chronyd", "chronyc", "unshare"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found (scripts/deps.sh installs it)"
+    return None
+
+
+def host_offset_sets(offsets: dict[str, int]) -> list[str]:
+    """--set arguments starting every daemon of a host with --clock-offset-ns."""
+    sets = []
+    for peer, host in HOST_OF.items():
+        if host in offsets:
+            role, ident = peer.split(".")
+            sets.append(f'{role}.{ident}.extra=["--clock-offset-ns", "{offsets[host]}"]')
+    return sets
+
+
+class NetnsClockTest(E2ETestCase):
+    """The three-host virtual cluster (deploy/topologies/three-hosts.toml):
+    every namespace reads one kernel clock, so the true offsets are the
+    injected ones and every estimate can be checked against them."""
+    needs_daemons = True
+
+    def setUp(self) -> None:
+        why = netns_missing()
+        if why:
+            self.skipTest(why)
+        super().setUp()
+
+    def truthcheck(self, run_dir: Path) -> dict:
+        out = self.h.dir / f"truth-{run_dir.name}.json"
+        r = self.h.run("truthcheck", [SYSTEM_PYTHON, TRUTHCHECK, run_dir, "--json", out], 60)
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertIn("PASS: every estimate contains the true offset", r.output)
+        t = json.loads(out.read_text())
+        self.assertEqual(t["misses"], [])
+        self.assertGreater(t["checked"], 0)
+        self.assertEqual(t["inside"], t["checked"])
+        return t
+
+    def run_cluster(self, sets: list[str], events: int = 20000):
+        r = self.h.daqrun(THREE_HOSTS, timeout_s=180, sets=[f"events={events}"] + sets)
+        self.assertRunOk(r)
+        self.assertIn("truthcheck status 0", r.output)
+        return r, self.assertBalanced(r)
+
+    def test_every_estimate_contains_the_truth(self) -> None:
+        r, m = self.run_cluster([])
+        t = self.truthcheck(r.run_dir)
+        lat = m["latency"]
+        dist = lat["uncertainty_distribution"]
+        self.assertLessEqual(dist["p50_ns"], dist["p99_ns"])
+        # Histogram upper edges, capped at the exact max, which is U.
+        self.assertLessEqual(dist["p99_ns"], lat["uncertainty_ns"])
+        self.assertEqual(dist["max_ns"], lat["uncertainty_ns"])
+        for name, p in peers(m).items():
+            st = p["inband"]["stamps"]
+            self.assertEqual(st["transport"], "udp", p)
+            # Receive stamping may come on a moment after the first socket
+            # asks, so the very first exchanges can be user space.
+            for k in ("t1", "t2", "t3", "t4"):
+                self.assertGreater(st[k]["kernel software"], st[k]["user space"], (name, st))
+            self.assertEqual(p["estimates"]["count"], p["estimates"]["recorded"], p)
+            self.assertIn(p["applied"]["basis"], ("in band", "both", "chrony"), p)
+        print(f"\n  3 hosts: {t['checked']} estimates, all inside; |error| p99 "
+              f"{t['abs_error']['p99_ns']} ns, bound p50 {t['bound']['p50_ns']} ns, max "
+              f"{t['bound']['max_ns']} ns; latency U {lat['uncertainty_ns']} ns (median "
+              f"{dist['p50_ns']}, p99 {dist['p99_ns']})", flush=True)
+
+    def test_injected_offsets_recovered(self) -> None:
+        # +5 ms on readout0, -3 ms on readout1, whose probe sockets also take
+        # user-space stamps only: the fallback, said per peer.
+        r, m = self.run_cluster(host_offset_sets(INJECT_HOST) +
+                                ['hosts.readout1.env=["ES_PROBE_USER_STAMPS=1"]', "rate=2000"],
+                                events=8000)
+        self.truthcheck(r.run_dir)
+        lines = []
+        for name, p in peers(m).items():
+            truth = INJECT_HOST[HOST_OF[name]]
+            a = p["applied"]
+            self.assertLessEqual(abs(a["offset_ns"] - truth), a["bound_ns"], p)
+            # chrony's interval is centred on the declared injection: consistent.
+            self.assertNotEqual(a["basis"], "union (inconsistent)", p)
+            st = p["inband"]["stamps"]
+            if HOST_OF[name] == "readout1":
+                self.assertEqual(st["summary"], "mixed", st)
+                self.assertEqual(st["t2"]["kernel software"], 0, st)
+                self.assertEqual(st["t3"]["kernel software"], 0, st)
+                self.assertGreater(st["t1"]["kernel software"], 0, st)
+            else:
+                self.assertGreater(st["t2"]["kernel software"], 0, st)
+            lines.append(f"{name} {a['offset_ns']} +/- {a['bound_ns']} ns ({a['basis']}, "
+                         f"{st['summary']} stamps)")
+        self.assertEqual(m["clocks"]["inconsistent_peers"], [])
+        lat = m["latency"]
+        self.assertEqual(m["counters"]["builder"]["negative_latencies"], 0)
+        lats = latencies(r.run_dir)
+        self.assertGreater(lats[0], 0)
+        self.assertLess(lat["p50_ns"], 1_000_000, lat)
+        print(f"\n  injected +5 ms / -3 ms: " + "; ".join(lines) +
+              f"; latency min {lats[0]} ns, p50 {lat['p50_ns']} ns, U {lat['uncertainty_ns']} ns",
+              flush=True)
+
+    def test_chrony_stopped_mid_run(self) -> None:
+        out = self.h.dir / "chrony-stopped"
+        p = self.h.start("daqrun-chrony-stopped",
+                         [SYSTEM_PYTHON, REPO / "deploy" / "daqrun", THREE_HOSTS, "--out", out,
+                          "--bin", self.h.bin, "--timeout", "150", "--set", "events=50000"])
+        deadline = time.monotonic() + 90
+        while True:     # until every daemon runs
+            try:
+                params = json.loads((out / "params.json").read_text())
+                if len(params.get("processes", [])) == 7:
+                    break
+            except (OSError, ValueError):
+                pass
+            if p.returncode is not None or time.monotonic() > deadline:
+                self.fail(f"the run did not start:\n{p.tail(40)}")
+            time.sleep(0.1)
+        time.sleep(1.5)
+        sock = Path(params["backend_info"]["hosts"]["readout1"]["chrony_socket"])
+        pid = int((sock.parent / "chronyd.pid").read_text().split()[0])
+        os.kill(pid, 9)       # that host's chronyd, started by this run's launcher
+        p.popen.wait(timeout=170)
+        self.assertEqual(p.returncode, 0, p.tail(60))
+        log = p.log()
+        self.assertIn("truthcheck status 0", log)
+        self.truthcheck(out)
+        m = read_metrics(out)
+        for name, q in peers(m).items():
+            if HOST_OF[name] != "readout1":
+                self.assertTrue(q["chrony_end"]["available"], q)
+                continue
+            self.assertFalse(q["chrony_end"]["available"], q)
+            self.assertTrue(q["chrony_start"]["available"], q)
+            # chrony's start read, widened by drift over the run, lost to the
+            # in-band interval: in band, still containing the truth.
+            self.assertEqual(q["applied"]["basis"], "in band", q)
+            self.assertLessEqual(abs(q["applied"]["offset_ns"]), q["applied"]["bound_ns"], q)
+            c = q["applied"]["chrony"]
+            self.assertGreater(c["hi_ns"], q["chrony_start"]["bound_ns"] +
+                               m["clocks"]["builder"]["chrony_end"]["bound_ns"], q)
+        print(f"\n  chrony of readout1 stopped: " + "; ".join(
+            f"{n} {q['applied']['offset_ns']} +/- {q['applied']['bound_ns']} ns "
+            f"({q['applied']['basis']}; chrony now +/- {q['applied']['chrony']['hi_ns']} ns)"
+            for n, q in peers(m).items() if HOST_OF[n] == "readout1"), flush=True)
+
+    def test_wrong_chrony_reference_is_inconsistent(self) -> None:
+        # readout1's daemons run 5 ms off but declare nothing, as a host that
+        # chrony steered to a wrong reference: chrony's interval (0 +/- its
+        # bounds) is then wrong and disjoint from the in-band one.
+        sets = host_offset_sets({"readout1": 5_000_000}) + \
+            ['hosts.readout1.env=["ES_CLOCK_OFFSET_UNDECLARED=1"]', "rate=2000"]
+        r, m = self.run_cluster(sets, events=8000)
+        self.truthcheck(r.run_dir)
+        bad = sorted(n for n, h in HOST_OF.items() if h == "readout1")
+        self.assertEqual(sorted(m["clocks"]["inconsistent_peers"]), bad)
+        for name, q in peers(m).items():
+            a = q["applied"]
+            if HOST_OF[name] == "readout1":
+                self.assertEqual(a["basis"], "union (inconsistent)", q)
+                self.assertGreater(q["estimates"]["by_basis"]["union (inconsistent)"], 0, q)
+                # The union still holds the truth.
+                self.assertLessEqual(abs(a["offset_ns"] - 5_000_000), a["bound_ns"], q)
+                self.assertGreater(a["inband"]["lo_ns"], a["chrony"]["hi_ns"], q)
+            else:
+                self.assertNotEqual(a["basis"], "union (inconsistent)", q)
+        summary = (r.run_dir / "logs" / "builder-0.out").read_text()
+        self.assertIn("INCONSISTENT: in band and chrony disjoint", summary)
+        print(f"\n  wrong chrony reference: " + "; ".join(
+            f"{n} {m_['applied']['offset_ns']} +/- {m_['applied']['bound_ns']} ns"
+            for n, m_ in peers(m).items() if HOST_OF[n] == "readout1"), flush=True)
+
+
+class TruthCheckTest(E2ETestCase):
+    """analysis/truthcheck.py on a recorded run whose estimate misses."""
+
+    def test_a_miss_fails_loudly(self) -> None:
+        run = self.h.dir / "run"
+        run.mkdir()
+        argv = ["sourced", "--id", "0", "--clock-offset-ns", "5000000"]
+        (run / "params.json").write_text(json.dumps({
+            "backend": "netns",
+            "processes": [{"name": "builder-0", "argv": ["builderd"]},
+                          {"name": "source-0", "argv": argv}]}))
+        hist = [[1, 5_000_100, 200, "in band"], [2, 5_000_200, 300, "in band"],
+                [3, 4_999_000, 900, "both"]]
+        (run / "metrics.json").write_text(json.dumps({"clocks": {
+            "builder": {"injected_offset_ns": 0},
+            "peers": [{"peer": "source.0", "injected_offset_ns": 5_000_000,
+                       "applied": {"offset_ns": 5_000_100, "bound_ns": 200, "basis": "in band"},
+                       "estimates": {"count": 3, "recorded": 3, "history": hist,
+                                     "by_basis": {}, "against_injected": None}}]}}))
+        r = self.h.run("truthcheck", [SYSTEM_PYTHON, TRUTHCHECK, run], 30)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn("MISS run: source.0 at 3: both estimate 4999000 +/- 900 ns misses the "
+                      "true offset 5000000 ns by 100 ns", r.output)
+        self.assertIn("2 of 3 estimates inside their bound", r.output)
+        self.assertIn("FAIL: 1 estimate(s)", r.output)
+        # Without the miss it passes.
+        hist.pop()
+        m = json.loads((run / "metrics.json").read_text())
+        m["clocks"]["peers"][0]["estimates"].update(history=hist, count=2, recorded=2)
+        (run / "metrics.json").write_text(json.dumps(m))
+        r = self.h.run("truthcheck-ok", [SYSTEM_PYTHON, TRUTHCHECK, run], 30)
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertIn("2 of 2 estimates checked, 2 inside their bound, 0 miss(es)", r.output)

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import DAQRUN, REPO, E2ETestCase, HarnessError, read_json
+from harness import DAQRUN, REPO, E2ETestCase, HarnessError, read_json, topology
 
 from daqlib import topology as daqrun
 
@@ -213,7 +213,7 @@ class NetnsDeployTest(E2ETestCase):
             self.assertLessEqual(abs(inband["offset_ns"]), inband["bound_ns"], peer)
         self.assertEqual(hosts_seen, {"readout0", "readout1"})
         lat = m["latency"]
-        self.assertEqual(lat["uncertainty_basis"], "in-band clock offsets applied", lat)
+        self.assertEqual(lat["uncertainty_basis"], "clock offsets applied (in band, intersected with chrony's bound where both are known)", lat)
         self.assertIsInstance(lat["uncertainty_ns"], int)
         print(f"\n  3 hosts, tbf 1gbit: latency p50 {lat['p50_ns'] / 1e3:.0f} us, p99 "
               f"{lat['p99_ns'] / 1e3:.0f} us +/- {lat['uncertainty_ns'] / 1e3:.1f} us; chrony "
@@ -482,3 +482,127 @@ class InstallTest(E2ETestCase):
                             "--events", events, "--payload", flag("--payload"))
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("PASS", r.output)
+
+
+class CompareVerdictTest(E2ETestCase):
+    """analysis/compare.py's verdict on recorded runs (no daemons): a
+    difference is resolved only beyond what buckets, clocks and the spread
+    between repeats could explain."""
+
+    def write_runs(self, name: str, p50s: list[int], unc: int) -> list[Path]:
+        out = []
+        for k, v in enumerate(p50s):
+            d = self.h.dir / f"{name}-{k}"
+            d.mkdir()
+            lat = {"p50_ns": v, "p90_ns": 2 * v, "p99_ns": 4 * v, "max_ns": 8 * v,
+                   "uncertainty_ns": unc,
+                   "with_uncertainty": {q: {"value_ns": m * v, "uncertainty_ns": unc}
+                                        for q, m in (("p50", 1), ("p90", 2), ("p99", 4),
+                                                     ("max", 8))}}
+            (d / "metrics.json").write_text(json.dumps({"latency": lat, "status": "ok"}))
+            out.append(d)
+        return out
+
+    def verdict(self, a: list[Path], b: list[Path]) -> str:
+        args = [SYSTEM_PYTHON, COMPARE] + a + b + ["--group", "--no-plot"]
+        for label, runs in (("one", a), ("three", b)):
+            args += [x for _ in runs for x in ("--label", label)]
+        # One --label per run, in the order of the runs.
+        r = self.h.run("compare", args, 60)
+        self.assertEqual(r.returncode, 0, r.describe())
+        return r.output
+
+    def test_resolved_with_paired_repeats(self) -> None:
+        # Five interleaved repeats, the machine's load moving both cases
+        # together; three hosts 30 us slower every time.
+        load = [90_000, 130_000, 100_000, 160_000, 110_000]
+        a = self.write_runs("one", load, 0)
+        b = self.write_runs("three", [v + 30_000 for v in load], 2_000)
+        out = self.verdict(a, b)
+        self.assertIn("sign test at 90%", out)
+        # Pair differences of 30 us, less buckets (4 to 8 us at these
+        # values) and the clocks (2 us): resolved, with a lower bound.
+        self.assertRegex(out, r"p50: difference \+30\.0 us .* \*\*resolved: three add 30\.0 us "
+                              r"at the median \(at least [\d.]+ us\)\*\*")
+
+    def test_not_resolved_within_noise(self) -> None:
+        # The same spread, but the difference changes sign between pairs.
+        a = self.write_runs("one", [90_000, 130_000, 100_000, 160_000, 110_000], 0)
+        b = self.write_runs("three", [95_000, 120_000, 110_000, 150_000, 118_000], 2_000)
+        out = self.verdict(a, b)
+        self.assertRegex(out, r"p50: difference .* \*\*not resolved at this noise\*\*")
+        # Three runs each: too few to pair; the ranges overlap.
+        out = self.verdict(a[:3], b[:3])
+        self.assertIn("every run of one case above every run of the other", out)
+        self.assertIn("not resolved at this noise", out)
+
+
+class PlacementTest(E2ETestCase):
+    """cpus and rtprio: a daemon runs on the CPUs its topology gives it."""
+    needs_daemons = True
+
+    def test_bad_cpus_name_the_key(self) -> None:
+        local = REPO / "deploy" / "topologies" / "local.toml"
+        allowed = sorted(os.sched_getaffinity(0))
+        for sets, message in (
+                (['builder.cpus="x"'], "[builder] cpus: expected a CPU list such as '2-3'"),
+                (['builder.cpus="3-1"'], "[builder] cpus: expected a CPU list"),
+                (['reader.0.cpus="%d"' % (max(allowed) + 1)],
+                 "[[reader]] id 0 cpus: '%d' names CPUs this machine does not give the "
+                 "launcher" % (max(allowed) + 1)),
+                (["source.1.rtprio=100"], "[[source]] #1 rtprio: expected an integer in 1..99")):
+            with self.subTest(sets=sets):
+                with self.assertRaises(daqrun.TopologyError) as cm:
+                    daqrun.load_topology(str(local), sets)
+                self.assertIn(message, str(cm.exception))
+        # Through the launcher: exit 2 with the message, nothing started.
+        r = self.h.daqrun(local, sets=['builder.cpus="x"'], timeout_s=60)
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn("[builder] cpus: expected a CPU list", r.output)
+
+    def test_daemons_run_on_their_cpus(self) -> None:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            self.skipTest("needs two CPUs")
+        first, last = cpus[0], cpus[-1]
+        topo = topology(events=8000, payload=64, rate=2000)
+        topo["builder"]["cpus"] = str(last)
+        topo["sources"] = {"cpus": str(first)}
+        topo["source"] = [{"id": 3, "cpus": f"{first},{last}"}]
+        out = self.h.dir / "placed"
+        p = self.h.start("daqrun-placed", [SYSTEM_PYTHON, DAQRUN,
+                                           self.h.write_topology(topo, "placed.toml"),
+                                           "--out", out, "--bin", self.h.bin, "--timeout", "60"])
+        seen: dict[str, str] = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < 5 and time.monotonic() < deadline and p.returncode is None:
+            try:
+                procs = read_json(out / "params.json").get("processes", [])
+            except HarnessError:
+                procs = []
+            for proc in procs:
+                name = proc["name"]
+                if name in seen or not (name.startswith("builder") or name.startswith("source")):
+                    continue
+                try:
+                    status = Path(f"/proc/{proc['pid']}/status").read_text()
+                    cmd = Path(f"/proc/{proc['pid']}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"taskset" in cmd:      # not exec'd into the daemon yet
+                    continue
+                seen[name] = re.search(r"Cpus_allowed_list:\s*(\S+)", status).group(1)
+            time.sleep(0.05)
+        p.popen.wait(timeout=90)
+        self.assertEqual(p.returncode, 0, p.tail(40))
+        self.assertEqual(seen.get("builder-0"), str(last), seen)
+        for s in (0, 1, 2):
+            self.assertEqual(seen.get(f"source-{s}"), str(first), seen)
+        self.assertEqual(seen.get("source-3"), f"{first}-{last}" if last == first + 1
+                         else f"{first},{last}", seen)
+        params = read_json(out / "params.json")
+        argv = {x["name"]: x["argv"] for x in params["processes"]}
+        self.assertEqual(argv["builder-0"][:3], ["taskset", "-c", str(last)])
+        self.assertNotEqual(argv["reader-0"][0], "taskset")
+        m = read_json(out / "metrics.json")
+        self.assertTrue(m["balanced"], m.get("errors"))

@@ -163,8 +163,9 @@ START_TEST(test_outliers_ignored)
 	for (i = 0; i < CKS_WINDOW; i++) {
 		int64_t t1 = BASE_NS + i * SEC;
 
-		if (i == 7) {
-			/* The one quiet exchange, slightly asymmetric. */
+		if (i == CKS_WINDOW - 9) {
+			/* The one quiet exchange, slightly asymmetric, 8 s
+			 * before the last. */
 			ck_assert_int_eq(exchange(&est, &m, t1, 40 * US, 5 * US, 60 * US, &t4), 0);
 			good = 5 * MS - 10 * US;
 		} else {
@@ -206,6 +207,14 @@ static void run_drift(int64_t rate_ppb, double drift_ppm, int64_t *violations, i
 			(*checks)++;
 			if (abs64(off - sim_theta(&m, now)) > bound)
 				(*violations)++;
+			/* The intersection of every sample's interval holds the
+			 * truth too, and is never wider than the best one. */
+			int64_t lo, hi;
+			int rc = cks_estimate_range(&est, now, &lo, &hi);
+			ck_assert(rc == 0 || rc == -ERANGE);
+			ck_assert_int_le(hi - lo, 2 * bound);
+			if (rc != 0 || sim_theta(&m, now) < lo || sim_theta(&m, now) > hi)
+				(*violations)++;
 		}
 	}
 }
@@ -227,6 +236,37 @@ START_TEST(test_drift_within_widened_bound)
 	violations = checks = 0;
 	run_drift(50000, 0.0, &violations, &checks);
 	ck_assert_msg(violations > 0, "seed %" PRIu64 ": drift never showed", seed);
+}
+END_TEST
+
+/* Two exchanges delayed on opposite sides cut opposite ends: the
+ * intersection is narrower than either, and still holds the truth. */
+START_TEST(test_range_intersects_samples)
+{
+	struct sim m = { .theta0_ns = 5 * MS };
+	struct cks_estimator est;
+	int64_t lo, hi, off, bound, t4;
+
+	cks_reset(&est);
+	ck_assert_int_eq(cks_estimate_range(&est, BASE_NS, &lo, &hi), -ENODATA);
+	ck_assert_int_eq(cks_set_drift_ppm(&est, 0.0), 0);
+	/* 30 us out, 10 back: offset +10 us, bound 20 us: [5 ms - 10, 5 ms + 30]. */
+	ck_assert_int_eq(exchange(&est, &m, BASE_NS, 30 * US, 0, 10 * US, &t4), 0);
+	/* 8 out, 32 back: offset -12 us, bound 20 us: [5 ms - 32, 5 ms + 8]. */
+	ck_assert_int_eq(exchange(&est, &m, BASE_NS + MS, 8 * US, 0, 32 * US, &t4), 0);
+	estimate(&est, t4, &off, &bound);
+	ck_assert_int_eq(bound, 20 * US);
+	ck_assert_int_eq(cks_estimate_range(&est, t4, &lo, &hi), 0);
+	ck_assert_int_eq(lo, 5 * MS - 10 * US);
+	ck_assert_int_eq(hi, 5 * MS + 8 * US);
+	/* A sample that cannot be true (its interval misses the others'):
+	 * -ERANGE and the best sample's interval. */
+	ck_assert_int_eq(cks_add_sample(&est, BASE_NS + 2 * MS, BASE_NS + 2 * MS + 9 * MS,
+					BASE_NS + 2 * MS + 9 * MS, BASE_NS + 2 * MS + 2 * US), 0);
+	ck_assert_int_eq(cks_estimate_range(&est, t4, &lo, &hi), -ERANGE);
+	estimate(&est, t4, &off, &bound);
+	ck_assert_int_eq(lo, off - bound);
+	ck_assert_int_eq(hi, off + bound);
 }
 END_TEST
 
@@ -885,6 +925,7 @@ static Suite *clocksync_suite(void)
 	tcase_add_test(tc, test_asymmetric_within_half_delay);
 	tcase_add_test(tc, test_outliers_ignored);
 	tcase_add_test(tc, test_drift_within_widened_bound);
+	tcase_add_test(tc, test_range_intersects_samples);
 	tcase_add_test(tc, test_ageing);
 	tcase_add_test(tc, test_window_eviction);
 	tcase_add_test(tc, test_rejects_impossible);
