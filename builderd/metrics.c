@@ -1,4 +1,5 @@
 #include "metrics.h"
+#include "metrics_json.h"
 
 #include "core/builder.h"
 #include "sys/clock.h"
@@ -33,55 +34,6 @@ static void bdm_greetings(const struct bd *b, uint64_t *busy, uint64_t *timed_ou
 		*busy += b->doors[d].busy;
 		*timed_out += b->doors[d].timed_out;
 	}
-}
-
-json_t *metrics_json_text(const char *s)
-{
-	size_t n = strlen(s);
-	if (text_utf8_valid(s, n))
-		return json_stringn(s, n);
-	/* Each bad byte becomes the three bytes of U+FFFD. */
-	char *buf = malloc(3 * n + 1);
-	if (buf == NULL)
-		return NULL;
-	text_to_utf8(buf, 3 * n + 1, s);
-	json_t *v = json_string(buf);
-	free(buf);
-	return v;
-}
-
-void metrics_json_set(json_t *obj, const char *key, json_t *value)
-{
-	if (value == NULL)
-		value = json_null();
-	size_t n = strlen(key);
-	if (text_utf8_valid(key, n)) {
-		json_object_set_new(obj, key, value);
-		return;
-	}
-	char *buf = malloc(3 * n + 1);
-	if (buf == NULL) {
-		json_decref(value);
-		return;
-	}
-	text_to_utf8(buf, 3 * n + 1, key);
-	json_object_set_new(obj, buf, value);
-	free(buf);
-}
-
-json_t *metrics_json_u64(uint64_t v)
-{
-	if (v > INT64_MAX)
-		return json_real((double)v);
-	return json_integer((json_int_t)v);
-}
-
-json_t *metrics_json_real(double v, int decimals)
-{
-	double scale = pow(10.0, decimals);
-	double r = round(v * scale) / scale;
-	/* jansson refuses NaN and infinities; JSON has no spelling for them. */
-	return isfinite(r) ? json_real(r) : json_null();
 }
 
 #define SET(obj, key, value) metrics_json_set((obj), (key), (value))
@@ -130,7 +82,7 @@ static struct metrics_rates metrics_rates(const struct bd *b)
 	uint64_t longest_ns = 0;
 	for (uint16_t s = 0; s < b->opt.sources; s++) {
 		bool found;
-		uint64_t ns = acct_value(b->source_peers[s].report, "", "sending_ns", &found);
+		uint64_t ns = acct_value(peer_source(&b->peers, s)->report, "", "sending_ns", &found);
 		if (found && ns > longest_ns)
 			longest_ns = ns;
 	}
@@ -171,7 +123,7 @@ static json_t *json_reader_links(const struct bd *b)
 	json_t *links = json_array();
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		const struct bd_reader *rd = &b->readers[r];
-		const struct bd_peer *p = &b->reader_peers[r];
+		const struct bd_peer *p = peer_reader(&b->peers, r);
 		struct bshm_info shm;
 		bool via_shm = bshm_reader_info(rd, &shm);
 		const char *transport = via_shm ? "shm" : rd->state == BD_DATA_WAITING ? "none" : "tcp";
@@ -194,7 +146,7 @@ static json_t *json_reader_links(const struct bd *b)
 			bool known = rd->source_count > 0;
 			for (size_t i = 0; i < rd->source_count; i++) {
 				bool found;
-				uint64_t v = acct_value(b->source_peers[rd->sources[i]].report, "",
+				uint64_t v = acct_value(peer_source(&b->peers, rd->sources[i])->report, "",
 							"frames_wire", &found);
 				/* A sum beyond 2^64 is an impossible count, not a loss. */
 				known = known && found && v <= UINT64_MAX - wire;
@@ -259,16 +211,15 @@ static json_t *json_losses(const struct bd *b, const struct acct *a)
 	json_t *o = json_object(), *gone = json_array();
 	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
 	SET(o, "frames_lost_with_readers", U64(a->lost_with_readers));
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-							     : &b->reader_peers[i - b->opt.sources];
+	for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
+		const struct bd_peer *p = peer_at(&b->peers, i);
 		if (!p->lost || p->reported)
 			continue;
 		json_t *g = json_object();
 		SET(g, "role", metrics_json_text(ctl_role_name(p->role)));
 		SET(g, "id", U64(p->id));
 		SET(g, "pid", U64(p->pid));
-		SET(g, "how", metrics_json_text(p->stalled ? "stalled" : p->stuck ? "stuck" : "died"));
+		SET(g, "how", metrics_json_text(peer_how_gone(p)));
 		json_array_append_new(gone, g);
 	}
 	SET(o, "peers_gone", gone);
@@ -320,12 +271,12 @@ static json_t *json_counters(const struct bd *b)
 	for (uint16_t s = 0; s < b->opt.sources; s++) {
 		char prefix[32];
 		snprintf(prefix, sizeof prefix, "source.%u", s);
-		json_report(counters, prefix, b->source_peers[s].report);
+		json_report(counters, prefix, peer_source(&b->peers, s)->report);
 	}
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		char prefix[32];
 		snprintf(prefix, sizeof prefix, "reader.%u", r);
-		json_report(counters, prefix, b->reader_peers[r].report);
+		json_report(counters, prefix, peer_reader(&b->peers, r)->report);
 	}
 	return counters;
 }
@@ -380,9 +331,8 @@ static void json_processes(json_t *root, const struct bd *b)
 	double cpu_total_us = (double)acct_value(&self, "process", "cpu_user_us", NULL) +
 			      (double)acct_value(&self, "process", "cpu_sys_us", NULL);
 	bool cpu_complete = true;
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-							     : &b->reader_peers[i - b->opt.sources];
+	for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
+		const struct bd_peer *p = peer_at(&b->peers, i);
 		json_array_append_new(procs, json_process(ctl_role_name(p->role), p->id, p->host,
 							  p->pid, p->report));
 		bool found;
@@ -409,7 +359,7 @@ static json_t *json_memory_bounds(const struct bd *b)
 	SET(o, "builder_output_bytes", U64(out_buffer_bytes(b->out)));
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		bool found;
-		uint64_t v = acct_value(b->reader_peers[r].report, "", "buffer_bytes", &found);
+		uint64_t v = acct_value(peer_reader(&b->peers, r)->report, "", "buffer_bytes", &found);
 		if (found) {
 			char name[48];
 			snprintf(name, sizeof name, "reader_%u_buffers_bytes", r);
@@ -517,9 +467,8 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
 	bdc_print_summary(b->clocks, f);
 	fprintf(f, "peak RSS: builder %.1f MiB", (double)procstat_peak_rss_kib() / 1024.0);
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-							     : &b->reader_peers[i - b->opt.sources];
+	for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
+		const struct bd_peer *p = peer_at(&b->peers, i);
 		bool found;
 		uint64_t rss = acct_value(p->report, "process", "max_rss_kib", &found);
 		if (found)
@@ -590,7 +539,7 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 	prom_family(out, "es_builder_reader_held_seconds", "gauge", "time each reader held sources back (its last report)");
 	for (uint32_t r = 0; r < b->opt.readers; r++)
 		prom_sample_f64_id(out, "es_builder_reader_held_seconds", "reader", r,
-				   (double)b->reader_peers[r].held_ns / 1e9);
+				   (double)peer_reader(&b->peers, r)->held_ns / 1e9);
 	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
 	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
 	uint64_t busy, timed_out;
@@ -625,9 +574,8 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass == 1)
 			prom_family(out, "es_builder_peer_clock_bound_seconds", "gauge", "error bound of that offset");
-		for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-			const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-								     : &b->reader_peers[i - b->opt.sources];
+		for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
+			const struct bd_peer *p = peer_at(&b->peers, i);
 			int64_t offset, bound;
 			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
 				continue;

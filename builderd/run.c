@@ -37,11 +37,6 @@ static void bd_maybe_start(struct bd *b);
 static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why);
 static void bd_check_stalls(struct bd *b, uint64_t now);
 
-/* A role at the start of a sentence. */
-static const char *bd_title(enum ctl_role role)
-{
-	return role == CTL_ROLE_SOURCE ? "Source" : role == CTL_ROLE_READER ? "Reader" : "Builder";
-}
 static void bd_maybe_finish(struct bd *b);
 static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source);
 
@@ -102,7 +97,7 @@ static void bd_publish_credits(struct bd *b, bool tick)
 	uint64_t step = b->opt.max_inflight / 8 ? b->opt.max_inflight / 8 : 1;
 	uint64_t now = clk_monotonic_ns();
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		struct bd_peer *p = &b->reader_peers[r];
+		struct bd_peer *p = peer_reader(&b->peers, r);
 		if (p->conn == NULL || limit <= p->credit_sent)
 			continue;
 		if (now - p->credit_sent_ns < BD_CREDIT_MIN_INTERVAL_NS)
@@ -246,15 +241,6 @@ static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
 
 /* ---- greetings ---------------------------------------------------------- */
 
-static struct bd_peer *bd_peer_of(struct bd *b, const struct ctl_hello *h)
-{
-	if (h->role == CTL_ROLE_SOURCE && h->id < b->opt.sources)
-		return &b->source_peers[h->id];
-	if (h->role == CTL_ROLE_READER && h->id < b->opt.readers)
-		return &b->reader_peers[h->id];
-	return NULL;
-}
-
 /* Common checks of every HELLO; false after refusing it. */
 static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, const char *peer,
 			   enum ctl_channel channel)
@@ -271,7 +257,7 @@ static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, cons
 				  h->channel == CTL_CHANNEL_DATA ? "data" : "control");
 	} else if (b->phase != BD_RUNNING) {
 		greet_reply_error(fd, peer, "run_over", "run %u is over", b->opt.run_id);
-	} else if (bd_peer_of(b, h) == NULL) {
+	} else if (peer_find(&b->peers, h->role, h->id) == NULL) {
 		greet_reply_error(fd, peer, "unknown_peer",
 				  "%s %u is not part of run %u (%u sources, %u readers)",
 				  ctl_role_name(h->role), h->id, b->opt.run_id, b->opt.sources,
@@ -330,7 +316,7 @@ struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *
 bool bd_reader_release(struct bd_reader *rd, const char *why)
 {
 	struct bd *b = rd->run;
-	const struct bd_peer *p = &b->reader_peers[rd->id];
+	const struct bd_peer *p = peer_reader(&b->peers, rd->id);
 	if (rd->state != BD_DATA_STREAMING || rd->bytes_received != 0 || rd->frames_received != 0 ||
 	    p->lost || p->reported || b->phase != BD_RUNNING ||
 	    (p->conn != NULL && p->pid == rd->pid))
@@ -454,7 +440,7 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 		return;
 	p->lost = true;
 	bd_error(b, "%s %u (%s, pid %u on %s) %s; what it held is counted as lost with it",
-		 bd_title(p->role), p->id, p->address, p->pid, p->host, why);
+		 peer_title(p->role), p->id, p->address, p->pid, p->host, why);
 	if (p->conn != NULL) {
 		msgconn_free(p->conn);
 		p->conn = NULL;
@@ -471,13 +457,13 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 			bd_reader_close(rd, BD_DATA_FAILED);
 		stop.u.stop.source = CTL_STOP_ALL;
 		for (uint16_t s = 0; s < b->opt.sources; s++)
-			if (b->reader_of_source[s] == (int32_t)p->id && b->source_peers[s].conn != NULL)
-				msgconn_send(b->source_peers[s].conn, &stop);
+			if (b->reader_of_source[s] == (int32_t)p->id && peer_source(&b->peers, s)->conn != NULL)
+				msgconn_send(peer_source(&b->peers, s)->conn, &stop);
 	} else if (p->role == CTL_ROLE_SOURCE) {
 		int32_t r = b->reader_of_source[p->id];
 		stop.u.stop.source = p->id;
-		if (r >= 0 && b->reader_peers[r].conn != NULL)
-			msgconn_send(b->reader_peers[r].conn, &stop);
+		if (r >= 0 && peer_reader(&b->peers, r)->conn != NULL)
+			msgconn_send(peer_reader(&b->peers, r)->conn, &stop);
 	}
 	/* Lost before the start (its greeting was kept waiting at a busy
 	 * door, say): the others start without it rather than wait for ever. */
@@ -498,7 +484,7 @@ static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t
 			 reader->id, source);
 		return;
 	}
-	struct bd_peer *p = &b->source_peers[source];
+	struct bd_peer *p = peer_source(&b->peers, source);
 	if (p->reported || p->lost)
 		return;
 	p->stuck = true;
@@ -525,7 +511,7 @@ static void bd_wind_up(struct bd *b, uint64_t now)
 	 * path to the builder that stopped delivering: it is the stuck one,
 	 * and its sources, held up behind it, are told to stop and report. */
 	for (uint32_t r = 0; r < b->opt.readers && b->phase == BD_RUNNING; r++) {
-		struct bd_peer *p = &b->reader_peers[r];
+		struct bd_peer *p = peer_reader(&b->peers, r);
 		const struct bd_reader *rd = &b->readers[r];
 		if (!p->connected || p->reported || p->lost || rd->state != BD_DATA_STREAMING ||
 		    p->verified <= rd->frames_received)
@@ -538,11 +524,11 @@ static void bd_wind_up(struct bd *b, uint64_t now)
 		bd_peer_gone(b, p, why);
 	}
 	for (uint16_t s = 0; s < b->opt.sources && b->phase == BD_RUNNING; s++) {
-		struct bd_peer *p = &b->source_peers[s];
+		struct bd_peer *p = peer_source(&b->peers, s);
 		int32_t r = b->reader_of_source[s];
 		if (!p->connected || p->reported || p->lost)
 			continue;
-		if (r >= 0 && b->reader_peers[r].stuck)
+		if (r >= 0 && peer_reader(&b->peers, r)->stuck)
 			continue;   /* told to stop by bd_peer_gone(); waited for below */
 		p->stuck = true;
 		char why[200];
@@ -558,7 +544,7 @@ static void bd_wind_up(struct bd *b, uint64_t now)
 		 "the run made no progress for %" PRIu64 " ms; send your final counters",
 		 b->opt.peer_timeout_ms);
 	for (uint32_t r = 0; r < b->opt.readers && b->phase == BD_RUNNING; r++) {
-		struct bd_peer *p = &b->reader_peers[r];
+		struct bd_peer *p = peer_reader(&b->peers, r);
 		if (p->conn != NULL && !p->reported && !p->lost)
 			msgconn_send(p->conn, &stop);
 	}
@@ -568,10 +554,9 @@ static void bd_wind_up(struct bd *b, uint64_t now)
 /* The watchdog's wait is over: whoever has still not reported is stuck. */
 static void bd_wind_up_over(struct bd *b)
 {
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers && b->phase == BD_RUNNING;
+	for (uint32_t i = 0; i < peer_count(&b->peers) && b->phase == BD_RUNNING;
 	     i++) {
-		struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-						       : &b->reader_peers[i - b->opt.sources];
+		struct bd_peer *p = peer_at(&b->peers, i);
 		if (!p->connected || p->reported || p->lost)
 			continue;
 		p->stuck = true;
@@ -588,9 +573,8 @@ static void bd_wind_up_over(struct bd *b)
 static void bd_check_stalls(struct bd *b, uint64_t now)
 {
 	uint64_t limit = b->opt.stall_timeout_ms * 1000000u;
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-						       : &b->reader_peers[i - b->opt.sources];
+	for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
+		struct bd_peer *p = peer_at(&b->peers, i);
 		if (p->conn == NULL || p->reported || p->lost || now - p->last_heard_ns <= limit)
 			continue;
 		p->stalled = true;
@@ -617,8 +601,8 @@ static void bd_maybe_start(struct bd *b)
 	m.u.start.delay_ns = BD_START_DELAY_NS;
 	m.u.start.at_realtime_ns = clk_realtime_true_ns() + BD_START_DELAY_NS;
 	for (uint16_t s = 0; s < b->opt.sources; s++)
-		if (b->source_peers[s].conn != NULL)
-			msgconn_send(b->source_peers[s].conn, &m);
+		if (peer_source(&b->peers, s)->conn != NULL)
+			msgconn_send(peer_source(&b->peers, s)->conn, &m);
 	if (!b->opt.quiet)
 		log_info("Run %u: all %u sources and %u readers connected; starting", b->opt.run_id,
 			 b->opt.sources, b->opt.readers);
@@ -654,7 +638,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	}
 	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_CONTROL))
 		return;
-	struct bd_peer *p = bd_peer_of(b, h);
+	struct bd_peer *p = peer_find(&b->peers, h->role, h->id);
 	if (p->connected && p->conn != NULL) {
 		greet_reply_error(fd, peer, "duplicate_id", "%s %u is already connected from %s (pid %u)",
 				  ctl_role_name(h->role), h->id, p->address, p->pid);
@@ -687,7 +671,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	bdc_peer_joined(b->clocks, p);
 	b->last_progress_ns = clk_monotonic_ns();
 	if (!b->opt.quiet)
-		log_info("%s %u joined run %u from %s (pid %u on %s)", bd_title(h->role), h->id,
+		log_info("%s %u joined run %u from %s (pid %u on %s)", peer_title(h->role), h->id,
 			 b->opt.run_id, peer, h->pid, h->host);
 	if (p->role == CTL_ROLE_READER && p->conn != NULL) {
 		/* The reader holds everything until it hears a limit. */
@@ -724,17 +708,17 @@ static bool bd_data_done(const struct bd *b)
 static bool bd_reports_done(const struct bd *b)
 {
 	for (uint16_t s = 0; s < b->opt.sources; s++)
-		if (!b->source_peers[s].reported && !b->source_peers[s].lost)
+		if (!peer_source(&b->peers, s)->reported && !peer_source(&b->peers, s)->lost)
 			return false;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		if (!b->reader_peers[r].reported && !b->reader_peers[r].lost)
+		if (!peer_reader(&b->peers, r)->reported && !peer_reader(&b->peers, r)->lost)
 			return false;
 	return true;
 }
 
-static void bd_on_clocks_closed(struct bd *b)
+static void bd_on_clocks_closed(void *arg)
 {
-	bd_finish(b, NULL);
+	bd_finish(arg, NULL);
 }
 
 /* Everything is in: a last round of clock exchanges (bounded in time),
@@ -742,7 +726,7 @@ static void bd_on_clocks_closed(struct bd *b)
 static void bd_maybe_finish(struct bd *b)
 {
 	if (b->phase == BD_RUNNING && bd_data_done(b) && bd_reports_done(b) &&
-	    !bdc_close(b->clocks, bd_on_clocks_closed))
+	    !bdc_close(b->clocks, bd_on_clocks_closed, b))
 		bd_finish(b, NULL);
 }
 
@@ -750,7 +734,7 @@ static void bd_maybe_finish(struct bd *b)
 static void bd_report_missing(struct bd *b, bool never_connected_only)
 {
 	for (uint16_t s = 0; s < b->opt.sources; s++) {
-		struct bd_peer *p = &b->source_peers[s];
+		struct bd_peer *p = peer_source(&b->peers, s);
 		if (!p->connected)
 			bd_error(b, "Source %u never connected to the builder's control port", s);
 		else if (!never_connected_only && !p->reported && !p->lost)
@@ -758,7 +742,7 @@ static void bd_report_missing(struct bd *b, bool never_connected_only)
 				 s, p->pid, p->host, b->opt.peer_timeout_ms);
 	}
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		struct bd_peer *p = &b->reader_peers[r];
+		struct bd_peer *p = peer_reader(&b->peers, r);
 		struct bd_reader *rd = &b->readers[r];
 		if (!p->connected)
 			bd_error(b, "Reader %u never connected to the builder's control port", r);
@@ -775,10 +759,10 @@ static void bd_report_missing(struct bd *b, bool never_connected_only)
 static bool bd_all_connected(const struct bd *b)
 {
 	for (uint16_t s = 0; s < b->opt.sources; s++)
-		if (!b->source_peers[s].connected)
+		if (!peer_source(&b->peers, s)->connected)
 			return false;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		if (!b->reader_peers[r].connected || b->readers[r].state == BD_DATA_WAITING)
+		if (!peer_reader(&b->peers, r)->connected || b->readers[r].state == BD_DATA_WAITING)
 			return false;
 	return true;
 }
@@ -812,7 +796,7 @@ static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
 	/* Summed as doubles: peers' counters must not wrap the line's figure. */
 	double held_ns = 0;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		held_ns += (double)b->reader_peers[r].held_ns;
+		held_ns += (double)peer_reader(&b->peers, r)->held_ns;
 	char line[360];
 	snprintf(line, sizeof line,
 		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
@@ -884,7 +868,7 @@ static uint64_t bd_events_generated(struct bd *b)
 	uint64_t n = 0;
 	for (uint16_t s = 0; s < b->opt.sources; s++) {
 		bool found;
-		uint64_t v = acct_value(b->source_peers[s].report, "", "events", &found);
+		uint64_t v = acct_value(peer_source(&b->peers, s)->report, "", "events", &found);
 		if (found && v > n)
 			n = v;
 		if (b->end_frame_seen[s] && b->end_frame_events[s] > n)
@@ -897,7 +881,7 @@ static void bd_check_end_frames(struct bd *b)
 {
 	for (uint16_t s = 0; s < b->opt.sources; s++) {
 		bool found;
-		uint64_t v = acct_value(b->source_peers[s].report, "", "events", &found);
+		uint64_t v = acct_value(peer_source(&b->peers, s)->report, "", "events", &found);
 		if (b->end_frame_seen[s] && found && b->end_frame_events[s] != v)
 			bd_error(b, "Source %u's END frame announced %" PRIu64 " events but it reported %" PRIu64,
 				 s, b->end_frame_events[s], v);
@@ -925,7 +909,7 @@ static void bd_collect_peer_errors(struct bd *b)
 		{ "err_idle", "connections given up with no complete frame within the inactivity limit" },
 	};
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		const struct bd_peer *p = &b->reader_peers[r];
+		const struct bd_peer *p = peer_reader(&b->peers, r);
 		for (uint32_t i = 0; i < b->readers[r].source_count; i++) {
 			char group[CTL_MAX_NAME];
 			uint16_t sid = b->readers[r].sources[i];
@@ -938,12 +922,11 @@ static void bd_collect_peer_errors(struct bd *b)
 			}
 		}
 	}
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-							     : &b->reader_peers[i - b->opt.sources];
+	for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
+		const struct bd_peer *p = peer_at(&b->peers, i);
 		if (p->report != NULL && p->report->status != 0)
 			bd_error(b, "%s %u (pid %u on %s) ended with errors (status %d); see its log",
-				 bd_title(p->role), p->id, p->pid, p->host, p->report->status);
+				 peer_title(p->role), p->id, p->pid, p->host, p->report->status);
 	}
 }
 
@@ -951,9 +934,8 @@ static void bd_say_bye(struct bd *b)
 {
 	struct ctl_msg m = { .type = CTL_BYE };
 	m.u.bye.status = b->status;
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-						       : &b->reader_peers[i - b->opt.sources];
+	for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
+		struct bd_peer *p = peer_at(&b->peers, i);
 		if (p->conn == NULL)
 			continue;
 		msgconn_send(p->conn, &m);
@@ -991,14 +973,14 @@ static void bd_finish(struct bd *b, const char *why)
 		bd_error(b, "Out of memory for the end-of-run accounting");
 	} else {
 		for (uint16_t s = 0; s < b->opt.sources; s++) {
-			source_reports[s] = b->source_peers[s].report;
-			source_gone[s] = b->source_peers[s].lost && !b->source_peers[s].reported;
+			source_reports[s] = peer_source(&b->peers, s)->report;
+			source_gone[s] = peer_source(&b->peers, s)->lost && !peer_source(&b->peers, s)->reported;
 			unique_from[s] = bld_unique_from(b->core, s);
 		}
 		for (uint32_t r = 0; r < b->opt.readers; r++) {
 			readers[r].id = r;
-			readers[r].report = b->reader_peers[r].report;
-			readers[r].gone = b->reader_peers[r].lost && !b->reader_peers[r].reported;
+			readers[r].report = peer_reader(&b->peers, r)->report;
+			readers[r].gone = peer_reader(&b->peers, r)->lost && !peer_reader(&b->peers, r)->reported;
 			readers[r].frames_received_by_builder = b->readers[r].frames_received;
 			readers[r].source_count = b->readers[r].source_count;
 			readers[r].sources = b->readers[r].sources;
@@ -1064,22 +1046,17 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	uint16_t S = opt->sources;
 	uint32_t N = opt->readers;
 	b->source_offsets_ns = calloc(S, sizeof *b->source_offsets_ns);
-	b->source_peers = calloc(S, sizeof *b->source_peers);
-	b->reader_peers = calloc(N, sizeof *b->reader_peers);
 	b->readers = calloc(N, sizeof *b->readers);
 	b->reader_of_source = malloc(S * sizeof *b->reader_of_source);
 	b->end_frame_events = calloc(S, sizeof *b->end_frame_events);
 	b->end_frame_seen = calloc(S, sizeof *b->end_frame_seen);
-	if (!b->source_offsets_ns || !b->source_peers || !b->reader_peers || !b->readers ||
+	if (peer_table_init(&b->peers, S, N, b) < 0 || !b->source_offsets_ns || !b->readers ||
 	    !b->reader_of_source || !b->end_frame_events || !b->end_frame_seen)
 		goto fail;
-	for (uint16_t s = 0; s < S; s++) {
+	for (uint16_t s = 0; s < S; s++)
 		b->reader_of_source[s] = -1;
-		b->source_peers[s] = (struct bd_peer){ .run = b, .role = CTL_ROLE_SOURCE, .id = s };
-	}
 	size_t cap = (size_t)opt->batch_bytes + opt->max_fragment_bytes + FRM_HEADER_BYTES;
 	for (uint32_t r = 0; r < N; r++) {
-		b->reader_peers[r] = (struct bd_peer){ .run = b, .role = CTL_ROLE_READER, .id = r };
 		struct bd_reader *rd = &b->readers[r];
 		rd->run = b;
 		rd->id = r;
@@ -1114,7 +1091,15 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	b->out = out_open(opt->out_dir, opt->flush_every, S, b->source_offsets_ns);
 	if (b->out == NULL)
 		goto fail;
-	b->clocks = bdc_create(b);
+	struct bdc_config cc = {
+		.base = base,
+		.peers = &b->peers,
+		.out = b->out,
+		.run_id = opt->run_id,
+		.correction = !opt->no_clock_correction,
+		.quiet = opt->quiet,
+	};
+	b->clocks = bdc_create(&cc);
 	if (b->clocks == NULL)
 		goto fail;
 	uint16_t data_port, control_port;
@@ -1181,14 +1166,8 @@ void bd_destroy(struct bd *b)
 {
 	if (b == NULL)
 		return;
-	for (uint32_t i = 0; b->source_peers && i < b->opt.sources; i++) {
-		msgconn_free(b->source_peers[i].conn);
-		free(b->source_peers[i].report);
-	}
-	for (uint32_t i = 0; b->reader_peers && i < b->opt.readers; i++) {
-		msgconn_free(b->reader_peers[i].conn);
-		free(b->reader_peers[i].report);
-	}
+	for (uint32_t i = 0; b->peers.peers && i < peer_count(&b->peers); i++)
+		msgconn_free(peer_at(&b->peers, i)->conn);
 	for (uint32_t i = 0; b->readers && i < b->opt.readers; i++) {
 		bd_reader_close(&b->readers[i], BD_DATA_CLOSED);
 		bshm_reader_free(&b->readers[i]);
@@ -1214,8 +1193,7 @@ void bd_destroy(struct bd *b)
 	for (uint32_t i = 0; i < b->error_count; i++)
 		free(b->errors[i]);
 	free(b->source_offsets_ns);
-	free(b->source_peers);
-	free(b->reader_peers);
+	peer_table_free(&b->peers);
 	free(b->readers);
 	free(b->reader_of_source);
 	free(b->end_frame_events);

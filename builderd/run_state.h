@@ -4,6 +4,7 @@
 #define ES_RUN_STATE_H
 
 #include "run.h"
+#include "peers.h"
 
 #include "core/builder.h"
 #include "wire/control.h"
@@ -31,29 +32,6 @@ enum bd_phase { BD_RUNNING, BD_FINISHED };
 enum bd_door { BD_DOOR_DATA, BD_DOOR_CONTROL, BD_DOOR_SHM, BD_DOORS };
 
 struct bd;
-
-/* A daemon on the control channel. */
-struct bd_peer {
-	struct bd *run;
-	enum ctl_role role;
-	uint32_t id;
-	bool connected;          /* greeted at least once */
-	bool reported;           /* END received */
-	bool lost;               /* control connection gone, or stalled, before END */
-	bool stalled;            /* declared gone for not answering */
-	bool stuck;              /* declared gone though it answers: no data, no END */
-	uint64_t last_heard_ns;  /* last control message, monotonic */
-	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
-	uint64_t verified;       /* reader: frames it verified (its last STATS) */
-	struct msgconn *conn;
-	char host[CTL_MAX_TEXT];
-	char address[CTL_MAX_TEXT];
-	uint32_t pid;
-	struct ctl_report *report;
-	uint64_t credit_sent;    /* last limit sent to a reader */
-	uint64_t credit_sent_ns;
-	uint64_t credits;
-};
 
 enum bd_data_state { BD_DATA_WAITING, BD_DATA_STREAMING, BD_DATA_CLOSED, BD_DATA_FAILED };
 
@@ -91,8 +69,7 @@ struct bd {
 	struct bdc *clocks;               /* clocks.c: offsets and bounds */
 	struct bshm *shm;                 /* shm.c: rings for co-located readers */
 	int64_t *source_offsets_ns;
-	struct bd_peer *source_peers;     /* [sources] */
-	struct bd_peer *reader_peers;     /* [readers] */
+	struct peer_table peers;          /* every source and reader */
 	struct bd_reader *readers;        /* [readers] */
 	int32_t *reader_of_source;        /* [sources], -1 when none */
 	uint64_t *end_frame_events;       /* [sources], event count in END frames */

@@ -48,7 +48,7 @@ def rank(module: str) -> int | None:
 
 def resolve(root: Path, src: Path, name: str) -> str | None:
     """Module path an include names, or None for a generated or system one."""
-    for base in (src.parent, root / "common"):
+    for base in (src.parent, root / "common", root):
         p = (base / name).resolve()
         if p.is_file():
             return str(p.relative_to(root).with_suffix(""))
