@@ -12,18 +12,22 @@
 #include <jansson.h>
 #include <stdint.h>
 
-struct bd;
+struct bd_snapshot;
+
+/* metrics.json's tree (a new reference), fields in the order
+ * docs/METRICS.md lists them. */
+json_t *metrics_json(const struct bd_snapshot *s, const struct acct *a);
 
 /* Writes OUT_DIR/metrics.json; 0 or -errno. */
-int metrics_write(const struct bd *b, const struct acct *a);
+int metrics_write(const struct bd_snapshot *s, const struct acct *a);
 
 /* A few lines a person reads at the end of a run. */
-void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a);
+void metrics_print_summary(FILE *f, const struct bd_snapshot *s, const struct acct *a);
 
 struct evbuffer;
 
 /* The live view of the run for /metrics (Prometheus text) and /status
  * (JSON), from builderd's --metrics-listen. */
-void metrics_fill_live(struct evbuffer *out, bool json, void *arg);
+void metrics_fill_live(struct evbuffer *out, bool json, const struct bd_snapshot *s);
 
 #endif

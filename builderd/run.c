@@ -16,6 +16,7 @@
 #include "sys/procstat.h"
 #include "io/prom.h"
 #include "shm.h"
+#include "snapshot.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -943,6 +944,81 @@ static void bd_say_bye(struct bd *b)
 	}
 }
 
+/* The run's figures for a report. The links array is the run's, reused;
+ * self (may be NULL) gets the builder process's own counters. */
+static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self)
+{
+	*s = (struct bd_snapshot){
+		.opt = &b->opt,
+		.running = b->phase == BD_RUNNING,
+		.status = b->status,
+		.peers = &b->peers,
+		.errors = (const char *const *)b->errors,
+		.error_count = b->error_count,
+		.errors_dropped = b->errors_dropped,
+		.refused_connections = b->refused_connections,
+		.credits_sent = b->credits_sent,
+		.recent_events_per_s = b->recent_events_per_s,
+		.links = b->snap_links,
+		.frames_read = b->frames_received,
+		.first_fragment_ns = b->first_fragment_ns,
+		.last_complete_ns = b->last_complete_ns,
+		.builder = *bld_counters(b->core),
+		.pending = bld_pending(b->core),
+		.admission_limit = b->opt.no_admission ? 0 : bld_admission_limit(b->core),
+		.oldest_pending = bld_oldest_pending(b->core),
+		.core_memory_bytes = (uint64_t)bld_memory_bytes(b->core),
+		.read_buffers_bytes = (uint64_t)b->opt.readers * (b->opt.readers ? b->readers[0].cap : 0),
+		.shm_capacity_bytes = bshm_capacity_bytes(b),
+		.clocks = b->clocks,
+		.self = self,
+		.self_pid = (uint32_t)getpid(),
+		.self_host = b->host,
+		.self_peak_rss_kib = procstat_peak_rss_kib(),
+	};
+	for (int d = 0; d < BD_DOORS; d++) {
+		s->greetings_busy += b->doors[d].busy;
+		s->greetings_timed_out += b->doors[d].timed_out;
+	}
+	if (b->out != NULL) {
+		s->latency = out_latency(b->out);
+		s->events_written = out_events_written(b->out);
+		s->record_writes = out_write_calls(b->out);
+		s->negative_latencies = out_negative_latencies(b->out);
+		s->output_bytes = out_buffer_bytes(b->out);
+	}
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		const struct bd_reader *rd = &b->readers[r];
+		struct bd_snapshot_link *l = &b->snap_links[r];
+		struct bshm_info shm;
+		*l = (struct bd_snapshot_link){
+			.transport = rd->state == BD_DATA_WAITING ? "none" : "tcp",
+			.address = rd->address,
+			.frames_received = rd->frames_received,
+			.end_frames = rd->end_frames,
+			.bytes_received = rd->bytes_received,
+			.read_calls = rd->read_calls,
+			.sources = rd->sources,
+			.source_count = rd->source_count,
+		};
+		if (bshm_reader_info(rd, &shm)) {
+			l->transport = "shm";
+			l->segment = shm.segment;
+			l->ring_capacity_bytes = shm.capacity_bytes;
+			l->attached = shm.attached;
+			l->peer_died = shm.peer_died;
+			l->wakeups = shm.wakeups;
+		}
+	}
+}
+
+static void bd_fill_live(struct evbuffer *out, bool json, void *arg)
+{
+	struct bd_snapshot s;
+	bd_snapshot_fill(arg, &s, NULL);
+	metrics_fill_live(out, json, &s);
+}
+
 static void bd_finish(struct bd *b, const char *why)
 {
 	if (b->phase != BD_RUNNING)
@@ -1003,9 +1079,16 @@ static void bd_finish(struct bd *b, const char *why)
 	}
 	if (!acct_balanced(&a))
 		b->status = 1;
-	if (metrics_write(b, &a) < 0)
+	struct ctl_report *self = calloc(1, sizeof *self);
+	if (self != NULL)
+		procstat_report(self);
+	struct bd_snapshot snap;
+	bd_snapshot_fill(b, &snap, self);
+	if (metrics_write(&snap, &a) < 0)
 		b->status = 1;
-	metrics_print_summary(stdout, b, &a);
+	snap.status = b->status;
+	metrics_print_summary(stdout, &snap, &a);
+	free(self);
 	fflush(stdout);
 	acct_free(&a);
 	free(source_reports);
@@ -1047,10 +1130,12 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	uint32_t N = opt->readers;
 	b->source_offsets_ns = calloc(S, sizeof *b->source_offsets_ns);
 	b->readers = calloc(N, sizeof *b->readers);
+	b->snap_links = calloc(N + 1, sizeof *b->snap_links);
+	net_host_name(b->host, sizeof b->host);
 	b->reader_of_source = malloc(S * sizeof *b->reader_of_source);
 	b->end_frame_events = calloc(S, sizeof *b->end_frame_events);
 	b->end_frame_seen = calloc(S, sizeof *b->end_frame_seen);
-	if (peer_table_init(&b->peers, S, N, b) < 0 || !b->source_offsets_ns || !b->readers ||
+	if (peer_table_init(&b->peers, S, N, b) < 0 || !b->source_offsets_ns || !b->readers || !b->snap_links ||
 	    !b->reader_of_source || !b->end_frame_events || !b->end_frame_seen)
 		goto fail;
 	for (uint16_t s = 0; s < S; s++)
@@ -1125,7 +1210,7 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	uint16_t metrics_port = 0;
 	if (opt->metrics_host[0] != '\0') {
 		b->prom = prom_server_start(base, opt->metrics_host, opt->metrics_port,
-					    metrics_fill_live, b, &metrics_port);
+					    bd_fill_live, b, &metrics_port);
 		if (b->prom == NULL)
 			goto fail;
 		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
@@ -1195,6 +1280,7 @@ void bd_destroy(struct bd *b)
 	free(b->source_offsets_ns);
 	peer_table_free(&b->peers);
 	free(b->readers);
+	free(b->snap_links);
 	free(b->reader_of_source);
 	free(b->end_frame_events);
 	free(b->end_frame_seen);

@@ -21,6 +21,7 @@ struct out;
 struct bdc;
 struct bshm;
 struct bshm_link;
+struct bd_snapshot_link;
 
 #define BD_TICK_US 2000u
 #define BD_CREDIT_MIN_INTERVAL_NS 1000000u
@@ -94,6 +95,8 @@ struct bd {
 	uint64_t rate_sample_ns;
 	uint64_t rate_sample_complete;
 	struct prom_server *prom;         /* --metrics-listen */
+	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
+	char host[256];                   /* the builder's host name */
 	bool progress_on_terminal;        /* stderr is a terminal: one live line */
 	bool progress_line_shown;
 };
