@@ -1,22 +1,22 @@
 #include "run.h"
-#include "run_state.h"
 
-#include "core/acct.h"
-#include "core/builder.h"
-#include "sys/clock.h"
 #include "clocks.h"
-#include "wire/control.h"
-#include "wire/frame.h"
-#include "io/handshake.h"
-#include "sys/log.h"
+#include "ingest.h"
 #include "metrics.h"
-#include "io/msgstream.h"
-#include "io/net.h"
-#include "output.h"
-#include "sys/procstat.h"
-#include "io/prom.h"
+#include "peers.h"
 #include "shm.h"
 #include "snapshot.h"
+#include "tcp.h"
+
+#include "core/acct.h"
+#include "io/handshake.h"
+#include "io/msgstream.h"
+#include "io/net.h"
+#include "io/prom.h"
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "sys/procstat.h"
+#include "wire/control.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -25,9 +25,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
+
+#define BD_TICK_US 2000u
+#define BD_CREDIT_MIN_INTERVAL_NS 1000000u
+#define BD_MAX_ERRORS 64u
+
+enum bd_phase { BD_RUNNING, BD_FINISHED };
+
+/* The run's hub: the peers on the control channel and what the run owes
+ * them (START, credits, STOP, BYE), the watchdog and the end of the run.
+ * The data side is behind ingest.h. */
+struct bd {
+	struct event_base *base;
+	struct bd_options opt;
+	enum bd_phase phase;
+	int status;
+	int control_fd;
+	struct event *ev_control_accept, *ev_tick;
+	struct greet_door door;           /* the control port's */
+	struct ing *ing;                  /* ingest.c: readers' data, core, records */
+	struct bdc *clocks;               /* clocks.c: offsets and bounds */
+	int64_t *source_offsets_ns;
+	struct peer_table peers;          /* every source and reader */
+	uint64_t refused_connections;     /* at the control port */
+	uint64_t start_ns;
+	uint64_t last_progress_ns;
+	uint64_t wind_up_ns;              /* the watchdog fired: gathering final counters */
+	uint64_t last_progress_log_ns;
+	uint64_t progress_complete_at_log;
+	uint64_t credits_sent;
+	uint32_t open_conns;              /* after the run: peers still flushing BYE */
+	char *errors[BD_MAX_ERRORS];
+	uint32_t error_count;
+	uint32_t errors_dropped;
+	uint64_t end_ns;
+	bool started;                     /* START sent to the sources */
+	double recent_events_per_s;       /* completions over the last second */
+	uint64_t rate_sample_ns;
+	uint64_t rate_sample_complete;
+	struct prom_server *prom;         /* --metrics-listen */
+	bool progress_on_terminal;        /* stderr is a terminal: one live line */
+	bool progress_line_shown;
+	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
+	char host[256];                   /* the builder's host name */
+};
 
 /* Margin for START to reach every source before their common start. */
 #define BD_START_DELAY_NS 2000000u
@@ -41,7 +83,11 @@ static void bd_check_stalls(struct bd *b, uint64_t now);
 static void bd_maybe_finish(struct bd *b);
 static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source);
 
-void bd_error(struct bd *b, const char *fmt, ...)
+/* Records an error of the run: logged, listed in metrics.json, and the run
+ * ends non-zero. */
+static void bd_error(struct bd *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void bd_error(struct bd *b, const char *fmt, ...)
 {
 	char text[512];
 	va_list ap;
@@ -54,22 +100,6 @@ void bd_error(struct bd *b, const char *fmt, ...)
 		b->errors[b->error_count++] = strdup(text);
 	else
 		b->errors_dropped++;
-}
-
-static void bd_on_complete(void *ctx, const struct bld_event *e)
-{
-	struct bd *b = ctx;
-	b->last_complete_ns = clk_monotonic_ns();
-	if (b->opt.filter_cost_us)
-		clk_burn_us(b->opt.filter_cost_us);
-	if (e->accepted)
-		out_add_event(b->out, e);
-}
-
-static void bd_on_expired(void *ctx, const struct bld_expired *x)
-{
-	struct bd *b = ctx;
-	out_add_expired(b->out, x);
 }
 
 /* ---- credits ---------------------------------------------------------- */
@@ -94,7 +124,7 @@ static void bd_publish_credits(struct bd *b, bool tick)
 {
 	if (b->phase != BD_RUNNING)
 		return;
-	uint64_t limit = b->opt.no_admission ? UINT64_MAX : bld_admission_limit(b->core);
+	uint64_t limit = ing_admission_limit(b->ing);
 	uint64_t step = b->opt.max_inflight / 8 ? b->opt.max_inflight / 8 : 1;
 	uint64_t now = clk_monotonic_ns();
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
@@ -106,138 +136,6 @@ static void bd_publish_credits(struct bd *b, bool tick)
 		if (tick || limit - p->credit_sent >= step)
 			bd_send_credit(p, limit, now);
 	}
-}
-
-/* ---- data from readers -------------------------------------------------- */
-
-void bd_reader_close(struct bd_reader *rd, enum bd_data_state state)
-{
-	bshm_reader_close(rd);
-	if (rd->ev_read != NULL) {
-		event_free(rd->ev_read);
-		rd->ev_read = NULL;
-	}
-	if (rd->fd >= 0) {
-		close(rd->fd);
-		rd->fd = -1;
-	}
-	rd->state = state;
-}
-
-enum frm_status bd_reader_take(struct bd_reader *rd, const uint8_t *buf, size_t avail,
-			       bool exact, size_t *frame_bytes, uint64_t now)
-{
-	struct bd *b = rd->run;
-	struct frm_header h;
-	size_t need;
-	enum frm_status st = frm_decoder_next(&rd->decoder, buf, avail, &h, frame_bytes, &need);
-	if (exact && (st == FRM_NEED_MORE || (st == FRM_OK && *frame_bytes != avail))) {
-		/* The reader verified this frame; a record that disagrees with
-		 * its own frame's length was damaged in the ring. */
-		bd_error(b, "Reader %u (%s) put a record of %zu bytes in its ring that does not hold exactly one frame (%zu bytes); closing its data path",
-			 rd->id, rd->address, avail, st == FRM_OK ? *frame_bytes : need);
-		return FRM_ERR_LENGTH;
-	}
-	if (st == FRM_NEED_MORE)
-		return st;
-	if (st != FRM_OK) {
-		bd_error(b, "Reader %u (%s) sent a bad frame: %s; closing its data %s", rd->id,
-			 rd->address, frm_status_name(st), exact ? "ring" : "connection");
-		return st;
-	}
-	if (h.source_id < b->opt.sources && b->reader_of_source[h.source_id] != (int32_t)rd->id)
-		bd_error(b, "Reader %u forwarded a frame of source %u, which it does not serve",
-			 rd->id, h.source_id);
-	if (h.flags & FRM_FLAG_END) {
-		rd->end_frames++;
-		if (h.source_id < b->opt.sources) {
-			b->end_frame_seen[h.source_id] = true;
-			b->end_frame_events[h.source_id] = h.event_id;
-		}
-		return FRM_OK;
-	}
-	rd->frames_received++;
-	b->frames_received++;
-	if (b->first_fragment_ns == 0)
-		b->first_fragment_ns = now;
-	struct bld_fragment f = {
-		.run_id = h.run_id,
-		.source_id = h.source_id,
-		.event_id = h.event_id,
-		.timestamp_ns = h.timestamp_ns,
-		.payload_len = h.payload_len,
-		.payload_crc = h.payload_crc,   /* the decoder summed it apart */
-	};
-	bld_add(b->core, &f, now);
-	return FRM_OK;
-}
-
-void bd_after_frames(struct bd *b)
-{
-	out_flush(b->out);
-	bd_publish_credits(b, false);
-	bd_maybe_finish(b);
-}
-
-static void bd_on_reader_readable(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	struct bd_reader *rd = arg;
-	struct bd *b = rd->run;
-	if (rd->start > 0) {
-		/* Only the tail of a frame cut by the last read moves. */
-		memmove(rd->buf, rd->buf + rd->start, rd->end - rd->start);
-		rd->end -= rd->start;
-		rd->start = 0;
-	}
-	/* At most a batch per read: the buffer's pages beyond a batch and the
-	 * frame in progress are only touched by a fragment that large. */
-	size_t room = rd->cap - rd->end;
-	if (room > b->opt.batch_bytes)
-		room = b->opt.batch_bytes;
-	ssize_t n = read(fd, rd->buf + rd->end, room);
-	rd->read_calls++;
-	if (n < 0) {
-		if (errno == EAGAIN || errno == EINTR)
-			return;
-		if (bd_reader_release(rd, strerror(errno)))
-			return;
-		bd_error(b, "Data connection of reader %u (%s) failed: %s", rd->id, rd->address,
-			 strerror(errno));
-		bd_reader_close(rd, BD_DATA_FAILED);
-		bd_maybe_finish(b);
-		return;
-	}
-	uint64_t now = clk_monotonic_ns();
-	b->last_progress_ns = now;
-	rd->end += (size_t)n;
-	rd->bytes_received += (uint64_t)n;
-	while (rd->start < rd->end) {
-		size_t frame_bytes;
-		enum frm_status st = bd_reader_take(rd, rd->buf + rd->start, rd->end - rd->start,
-						    false, &frame_bytes, now);
-		if (st == FRM_NEED_MORE)
-			break;
-		if (st != FRM_OK) {
-			bd_reader_close(rd, BD_DATA_FAILED);
-			out_flush(b->out);
-			bd_maybe_finish(b);
-			return;
-		}
-		rd->start += frame_bytes;
-	}
-	if (n == 0 && bd_reader_release(rd, "closed"))
-		return;
-	if (n == 0) {
-		if (rd->start < rd->end)
-			bd_error(b, "Reader %u (%s) closed its data connection inside a frame (%zu bytes)",
-				 rd->id, rd->address, rd->end - rd->start);
-		bd_reader_close(rd, rd->start < rd->end ? BD_DATA_FAILED : BD_DATA_CLOSED);
-	}
-	out_flush(b->out);
-	bd_publish_credits(b, false);
-	if (n == 0)
-		bd_maybe_finish(b);
 }
 
 /* ---- greetings ---------------------------------------------------------- */
@@ -268,105 +166,6 @@ static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, cons
 	}
 	b->refused_connections++;
 	return false;
-}
-
-struct bd_reader *bd_reader_admit(struct bd *b, int fd, const struct ctl_hello *h,
-				  const char *peer)
-{
-	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_DATA))
-		return NULL;
-	if (h->role != CTL_ROLE_READER) {
-		greet_reply_error(fd, peer, "wrong_role",
-				  "the builder's data port takes readers, not a %s", ctl_role_name(h->role));
-		b->refused_connections++;
-		return NULL;
-	}
-	struct bd_reader *rd = &b->readers[h->id];
-	if (rd->state == BD_DATA_STREAMING) {
-		greet_reply_error(fd, peer, "duplicate_id", "reader %u already has a data connection from %s",
-				  h->id, rd->address);
-		b->refused_connections++;
-		return NULL;
-	}
-	if (rd->state != BD_DATA_WAITING) {
-		/* What it carried is in the books: a second stream would be
-		 * counted twice. */
-		greet_reply_error(fd, peer, "stream_over",
-				  "reader %u's data connection from %s has %s after %" PRIu64
-				  " frames; a reader streams once per run",
-				  h->id, rd->address, rd->state == BD_DATA_CLOSED ? "ended" : "failed",
-				  rd->frames_received);
-		b->refused_connections++;
-		return NULL;
-	}
-	for (uint32_t i = 0; i < h->source_count; i++) {
-		uint16_t s = h->sources[i];
-		if (s >= b->opt.sources || (b->reader_of_source[s] >= 0 &&
-					    b->reader_of_source[s] != (int32_t)h->id)) {
-			greet_reply_error(fd, peer, "bad_sources",
-					  "reader %u claims source %u, which %s", h->id, s,
-					  s >= b->opt.sources ? "is not in this run"
-							      : "another reader serves");
-			b->refused_connections++;
-			return NULL;
-		}
-	}
-	return rd;
-}
-
-bool bd_reader_release(struct bd_reader *rd, const char *why)
-{
-	struct bd *b = rd->run;
-	const struct bd_peer *p = peer_reader(&b->peers, rd->id);
-	if (rd->state != BD_DATA_STREAMING || rd->bytes_received != 0 || rd->frames_received != 0 ||
-	    p->lost || p->reported || b->phase != BD_RUNNING ||
-	    (p->conn != NULL && p->pid == rd->pid))
-		return false;
-	log_warn("Reader %u's data connection from %s %s; it carried nothing, so the slot is free for reader %u again",
-		 rd->id, rd->address, why, rd->id);
-	bd_reader_close(rd, BD_DATA_WAITING);
-	for (uint16_t s = 0; s < b->opt.sources; s++)
-		if (b->reader_of_source[s] == (int32_t)rd->id)
-			b->reader_of_source[s] = -1;
-	rd->source_count = 0;
-	rd->address[0] = '\0';
-	return true;
-}
-
-void bd_reader_started(struct bd_reader *rd, const struct ctl_hello *h, const char *peer)
-{
-	struct bd *b = rd->run;
-	for (uint32_t i = 0; i < h->source_count; i++)
-		b->reader_of_source[h->sources[i]] = (int32_t)h->id;
-	rd->source_count = h->source_count;
-	memcpy(rd->sources, h->sources, h->source_count * sizeof h->sources[0]);
-	rd->state = BD_DATA_STREAMING;
-	rd->pid = h->pid;
-	snprintf(rd->address, sizeof rd->address, "%s", peer);
-	bd_maybe_start(b);
-}
-
-static void bd_on_reader_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
-{
-	struct bd *b = arg;
-	if (fd < 0) {
-		b->refused_connections++;
-		return;
-	}
-	struct bd_reader *rd = bd_reader_admit(b, fd, h, peer);
-	if (rd == NULL)
-		return;
-	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0) {
-		close(fd);
-		return;
-	}
-	rd->fd = fd;
-	net_tune(fd, (int)b->opt.socket_buffer_bytes);
-	rd->ev_read = event_new(b->base, fd, EV_READ | EV_PERSIST, bd_on_reader_readable, rd);
-	event_add(rd->ev_read, NULL);
-	if (!b->opt.quiet)
-		log_info("Reader %u data connected from %s (pid %u on %s)", h->id, peer, h->pid, h->host);
-	bd_reader_started(rd, h, peer);
 }
 
 static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
@@ -450,18 +249,17 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
 		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" : "is gone");
 	if (p->role == CTL_ROLE_READER) {
-		struct bd_reader *rd = &b->readers[p->id];
+		enum bd_data_state st = ing_reader_state(b->ing, p->id);
 		/* A dead reader's data connection ends by itself, and its
 		 * transport says how; a stalled one's must be cut here. */
-		if (rd->state == BD_DATA_WAITING ||
-		    ((p->stalled || p->stuck) && rd->state == BD_DATA_STREAMING))
-			bd_reader_close(rd, BD_DATA_FAILED);
+		if (st == BD_DATA_WAITING || ((p->stalled || p->stuck) && st == BD_DATA_STREAMING))
+			ing_cut(b->ing, p->id);
 		stop.u.stop.source = CTL_STOP_ALL;
 		for (uint16_t s = 0; s < b->opt.sources; s++)
-			if (b->reader_of_source[s] == (int32_t)p->id && peer_source(&b->peers, s)->conn != NULL)
+			if (ing_reader_of_source(b->ing, s) == (int32_t)p->id && peer_source(&b->peers, s)->conn != NULL)
 				msgconn_send(peer_source(&b->peers, s)->conn, &stop);
 	} else if (p->role == CTL_ROLE_SOURCE) {
-		int32_t r = b->reader_of_source[p->id];
+		int32_t r = ing_reader_of_source(b->ing, (uint16_t)p->id);
 		stop.u.stop.source = p->id;
 		if (r >= 0 && peer_reader(&b->peers, r)->conn != NULL)
 			msgconn_send(peer_reader(&b->peers, r)->conn, &stop);
@@ -480,7 +278,8 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
  * counted as lost with it. */
 static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source)
 {
-	if (source >= b->opt.sources || b->reader_of_source[source] != (int32_t)reader->id) {
+	if (source >= b->opt.sources ||
+	    ing_reader_of_source(b->ing, (uint16_t)source) != (int32_t)reader->id) {
 		log_warn("Reader %u gave up source %" PRIu32 ", which it does not serve; ignored",
 			 reader->id, source);
 		return;
@@ -513,20 +312,20 @@ static void bd_wind_up(struct bd *b, uint64_t now)
 	 * and its sources, held up behind it, are told to stop and report. */
 	for (uint32_t r = 0; r < b->opt.readers && b->phase == BD_RUNNING; r++) {
 		struct bd_peer *p = peer_reader(&b->peers, r);
-		const struct bd_reader *rd = &b->readers[r];
-		if (!p->connected || p->reported || p->lost || rd->state != BD_DATA_STREAMING ||
-		    p->verified <= rd->frames_received)
+		uint64_t received = ing_reader_frames(b->ing, r);
+		if (!p->connected || p->reported || p->lost ||
+		    ing_reader_state(b->ing, r) != BD_DATA_STREAMING || p->verified <= received)
 			continue;
 		p->stuck = true;
 		char why[200];
 		snprintf(why, sizeof why,
 			 "is stuck: its data path to the builder stopped delivering (it verified %" PRIu64 " frames, the builder received %" PRIu64 ")",
-			 p->verified, rd->frames_received);
+			 p->verified, received);
 		bd_peer_gone(b, p, why);
 	}
 	for (uint16_t s = 0; s < b->opt.sources && b->phase == BD_RUNNING; s++) {
 		struct bd_peer *p = peer_source(&b->peers, s);
-		int32_t r = b->reader_of_source[s];
+		int32_t r = ing_reader_of_source(b->ing, s);
 		if (!p->connected || p->reported || p->lost)
 			continue;
 		if (r >= 0 && peer_reader(&b->peers, r)->stuck)
@@ -609,27 +408,6 @@ static void bd_maybe_start(struct bd *b)
 			 b->opt.sources, b->opt.readers);
 }
 
-/* A reader's control HELLO names its sources as its data HELLO will: known
- * from the first, a reader lost before its data path opened (kept waiting
- * at a busy door, say) still has its sources stopped and its share of the
- * books closed. The data HELLO is checked against it (bad_sources). */
-static void bd_reader_claims(struct bd *b, const struct ctl_hello *h)
-{
-	struct bd_reader *rd = &b->readers[h->id];
-	if (rd->state != BD_DATA_WAITING || rd->source_count != 0)
-		return;
-	for (uint32_t i = 0; i < h->source_count; i++) {
-		uint16_t s = h->sources[i];
-		if (s >= b->opt.sources || (b->reader_of_source[s] >= 0 &&
-					    b->reader_of_source[s] != (int32_t)h->id))
-			return;
-	}
-	for (uint32_t i = 0; i < h->source_count; i++)
-		b->reader_of_source[h->sources[i]] = (int32_t)h->id;
-	rd->source_count = h->source_count;
-	memcpy(rd->sources, h->sources, h->source_count * sizeof h->sources[0]);
-}
-
 static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
 {
 	struct bd *b = arg;
@@ -665,7 +443,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	snprintf(p->host, sizeof p->host, "%s", h->host);
 	snprintf(p->address, sizeof p->address, "%s", peer);
 	if (p->role == CTL_ROLE_READER)
-		bd_reader_claims(b, h);
+		ing_claim(b->ing, h);
 	net_tune(fd, 0);
 	p->conn = msgconn_new(b->base, fd, peer, &bd_peer_ops, p);
 	p->last_heard_ns = clk_monotonic_ns();
@@ -676,35 +454,21 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 			 b->opt.run_id, peer, h->pid, h->host);
 	if (p->role == CTL_ROLE_READER && p->conn != NULL) {
 		/* The reader holds everything until it hears a limit. */
-		bd_send_credit(p, b->opt.no_admission ? UINT64_MAX : bld_admission_limit(b->core),
+		bd_send_credit(p, ing_admission_limit(b->ing),
 			       clk_monotonic_ns());
 	}
 	bd_maybe_start(b);
-}
-
-static void bd_on_data_accept(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	struct bd *b = arg;
-	greet_accept_all(&b->doors[BD_DOOR_DATA], fd, bd_on_reader_greeted, b);
 }
 
 static void bd_on_control_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	struct bd *b = arg;
-	greet_accept_all(&b->doors[BD_DOOR_CONTROL], fd, bd_on_control_greeted, b);
+	greet_accept_all(&b->door, fd, bd_on_control_greeted, b);
 }
 
 /* ---- progress, watchdog, end of run ------------------------------------ */
 
-static bool bd_data_done(const struct bd *b)
-{
-	for (uint32_t r = 0; r < b->opt.readers; r++)
-		if (b->readers[r].state == BD_DATA_WAITING || b->readers[r].state == BD_DATA_STREAMING)
-			return false;
-	return true;
-}
 
 static bool bd_reports_done(const struct bd *b)
 {
@@ -726,7 +490,7 @@ static void bd_on_clocks_closed(void *arg)
  * then the end of the run. */
 static void bd_maybe_finish(struct bd *b)
 {
-	if (b->phase == BD_RUNNING && bd_data_done(b) && bd_reports_done(b) &&
+	if (b->phase == BD_RUNNING && ing_done(b->ing) && bd_reports_done(b) &&
 	    !bdc_close(b->clocks, bd_on_clocks_closed, b))
 		bd_finish(b, NULL);
 }
@@ -744,15 +508,15 @@ static void bd_report_missing(struct bd *b, bool never_connected_only)
 	}
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		struct bd_peer *p = peer_reader(&b->peers, r);
-		struct bd_reader *rd = &b->readers[r];
+		enum bd_data_state st = ing_reader_state(b->ing, r);
 		if (!p->connected)
 			bd_error(b, "Reader %u never connected to the builder's control port", r);
 		else if (!never_connected_only && !p->reported && !p->lost)
 			bd_error(b, "Reader %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
 				 r, p->pid, p->host, b->opt.peer_timeout_ms);
-		if (rd->state == BD_DATA_WAITING)
+		if (st == BD_DATA_WAITING)
 			bd_error(b, "Reader %u never opened its data connection", r);
-		else if (!never_connected_only && rd->state == BD_DATA_STREAMING)
+		else if (!never_connected_only && st == BD_DATA_STREAMING)
 			bd_error(b, "Reader %u never closed its data stream", r);
 	}
 }
@@ -763,7 +527,7 @@ static bool bd_all_connected(const struct bd *b)
 		if (!peer_source(&b->peers, s)->connected)
 			return false;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		if (!peer_reader(&b->peers, r)->connected || b->readers[r].state == BD_DATA_WAITING)
+		if (!peer_reader(&b->peers, r)->connected || ing_reader_state(b->ing, r) == BD_DATA_WAITING)
 			return false;
 	return true;
 }
@@ -772,7 +536,7 @@ static bool bd_all_connected(const struct bd *b)
  * every second, elsewhere (a log file, CI) logged every five seconds. */
 static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
 {
-	const struct bld_counters *c = bld_counters(b->core);
+	const struct bld_counters *c = ing_counters(b->ing);
 	double secs = (double)(now - b->last_progress_log_ns) / 1e9;
 	double rate = secs > 0 ? (double)(c->events_complete - b->progress_complete_at_log) / secs : 0;
 	uint64_t expected = b->opt.events;
@@ -784,16 +548,16 @@ static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
 		if (rate > 0 && done < expected)
 			snprintf(eta, sizeof eta, ", ETA %.0f s", (double)(expected - done) / rate);
 	}
-	const struct hist *lat = out_latency(b->out);
+	const struct hist *lat = ing_latency(b->ing);
 	if (lat->samples > 0)
 		snprintf(p99, sizeof p99, "%.3f ms", (double)hist_quantile(lat, 0.99) / 1e6);
-	uint64_t oldest = bld_oldest_pending(b->core);
+	uint64_t oldest = ing_oldest_pending(b->ing);
 	char pending[64] = "";
 	if (oldest != UINT64_MAX)
 		snprintf(pending, sizeof pending, " (oldest %" PRIu64 ")", oldest);
 	char limit[40] = "off";
 	if (!b->opt.no_admission)
-		snprintf(limit, sizeof limit, "%" PRIu64, bld_admission_limit(b->core));
+		snprintf(limit, sizeof limit, "%" PRIu64, ing_admission_limit(b->ing));
 	/* Summed as doubles: peers' counters must not wrap the line's figure. */
 	double held_ns = 0;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
@@ -803,7 +567,7 @@ static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
 		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
 		 "%u pending%s, limit %s, readers held %.1f ms, p99 %s%s",
 		 b->opt.run_id, c->events_complete, rate, c->events_accepted, c->events_expired,
-		 complete, bld_pending(b->core), pending, limit, held_ns / 1e6, p99, eta);
+		 complete, ing_pending(b->ing), pending, limit, held_ns / 1e6, p99, eta);
 	if (terminal) {
 		fprintf(stderr, "\r%s\033[K", line);
 		fflush(stderr);
@@ -823,13 +587,11 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t now = clk_monotonic_ns();
-	bld_expire(b->core, now);
-	out_flush(b->out);
+	ing_tick(b->ing, now);
 	bd_publish_credits(b, true);
-	bshm_tick(b, now);
 	bd_check_stalls(b, now);
 	if (now - b->rate_sample_ns >= 1000000000u) {
-		uint64_t complete = bld_counters(b->core)->events_complete;
+		uint64_t complete = ing_counters(b->ing)->events_complete;
 		b->recent_events_per_s = (double)(complete - b->rate_sample_complete) * 1e9 /
 					 (double)(now - b->rate_sample_ns);
 		b->rate_sample_ns = now;
@@ -872,8 +634,9 @@ static uint64_t bd_events_generated(struct bd *b)
 		uint64_t v = acct_value(peer_source(&b->peers, s)->report, "", "events", &found);
 		if (found && v > n)
 			n = v;
-		if (b->end_frame_seen[s] && b->end_frame_events[s] > n)
-			n = b->end_frame_events[s];
+		uint64_t announced;
+		if (ing_end_frame(b->ing, s, &announced) && announced > n)
+			n = announced;
 	}
 	return n;
 }
@@ -883,9 +646,10 @@ static void bd_check_end_frames(struct bd *b)
 	for (uint16_t s = 0; s < b->opt.sources; s++) {
 		bool found;
 		uint64_t v = acct_value(peer_source(&b->peers, s)->report, "", "events", &found);
-		if (b->end_frame_seen[s] && found && b->end_frame_events[s] != v)
+		uint64_t announced;
+		if (ing_end_frame(b->ing, s, &announced) && found && announced != v)
 			bd_error(b, "Source %u's END frame announced %" PRIu64 " events but it reported %" PRIu64,
-				 s, b->end_frame_events[s], v);
+				 s, announced, v);
 	}
 }
 
@@ -911,9 +675,11 @@ static void bd_collect_peer_errors(struct bd *b)
 	};
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
 		const struct bd_peer *p = peer_reader(&b->peers, r);
-		for (uint32_t i = 0; i < b->readers[r].source_count; i++) {
+		size_t count;
+		const uint16_t *sources = ing_reader_sources(b->ing, r, &count);
+		for (size_t i = 0; i < count; i++) {
 			char group[CTL_MAX_NAME];
-			uint16_t sid = b->readers[r].sources[i];
+			uint16_t sid = sources[i];
 			snprintf(group, sizeof group, "source.%u", sid);
 			for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
 				uint64_t v = acct_value(p->report, group, kinds[k].counter, NULL);
@@ -944,7 +710,7 @@ static void bd_say_bye(struct bd *b)
 	}
 }
 
-/* The run's figures for a report. The links array is the run's, reused;
+/* The run's figures for a report: the hub's own, then the data side's.
  * self (may be NULL) gets the builder process's own counters. */
 static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self)
 {
@@ -957,59 +723,18 @@ static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_rep
 		.error_count = b->error_count,
 		.errors_dropped = b->errors_dropped,
 		.refused_connections = b->refused_connections,
+		.greetings_busy = b->door.busy,
+		.greetings_timed_out = b->door.timed_out,
 		.credits_sent = b->credits_sent,
 		.recent_events_per_s = b->recent_events_per_s,
 		.links = b->snap_links,
-		.frames_read = b->frames_received,
-		.first_fragment_ns = b->first_fragment_ns,
-		.last_complete_ns = b->last_complete_ns,
-		.builder = *bld_counters(b->core),
-		.pending = bld_pending(b->core),
-		.admission_limit = b->opt.no_admission ? 0 : bld_admission_limit(b->core),
-		.oldest_pending = bld_oldest_pending(b->core),
-		.core_memory_bytes = (uint64_t)bld_memory_bytes(b->core),
-		.read_buffers_bytes = (uint64_t)b->opt.readers * (b->opt.readers ? b->readers[0].cap : 0),
-		.shm_capacity_bytes = bshm_capacity_bytes(b),
 		.clocks = b->clocks,
 		.self = self,
 		.self_pid = (uint32_t)getpid(),
 		.self_host = b->host,
 		.self_peak_rss_kib = procstat_peak_rss_kib(),
 	};
-	for (int d = 0; d < BD_DOORS; d++) {
-		s->greetings_busy += b->doors[d].busy;
-		s->greetings_timed_out += b->doors[d].timed_out;
-	}
-	if (b->out != NULL) {
-		s->latency = out_latency(b->out);
-		s->events_written = out_events_written(b->out);
-		s->record_writes = out_write_calls(b->out);
-		s->negative_latencies = out_negative_latencies(b->out);
-		s->output_bytes = out_buffer_bytes(b->out);
-	}
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		const struct bd_reader *rd = &b->readers[r];
-		struct bd_snapshot_link *l = &b->snap_links[r];
-		struct bshm_info shm;
-		*l = (struct bd_snapshot_link){
-			.transport = rd->state == BD_DATA_WAITING ? "none" : "tcp",
-			.address = rd->address,
-			.frames_received = rd->frames_received,
-			.end_frames = rd->end_frames,
-			.bytes_received = rd->bytes_received,
-			.read_calls = rd->read_calls,
-			.sources = rd->sources,
-			.source_count = rd->source_count,
-		};
-		if (bshm_reader_info(rd, &shm)) {
-			l->transport = "shm";
-			l->segment = shm.segment;
-			l->ring_capacity_bytes = shm.capacity_bytes;
-			l->attached = shm.attached;
-			l->peer_died = shm.peer_died;
-			l->wakeups = shm.wakeups;
-		}
-	}
+	ing_snapshot(b->ing, s);
 }
 
 static void bd_fill_live(struct evbuffer *out, bool json, void *arg)
@@ -1017,6 +742,72 @@ static void bd_fill_live(struct evbuffer *out, bool json, void *arg)
 	struct bd_snapshot s;
 	bd_snapshot_fill(arg, &s, NULL);
 	metrics_fill_live(out, json, &s);
+}
+
+/* The books of the run from every peer's final counters and what the data
+ * side received; a peer's counters that cannot be true fail the run by
+ * name. */
+static void bd_account(struct bd *b, struct acct *a)
+{
+	uint16_t S = b->opt.sources;
+	uint32_t N = b->opt.readers;
+	const struct ctl_report **source_reports = calloc(S + 1, sizeof *source_reports);
+	struct acct_reader *readers = calloc(N + 1, sizeof *readers);
+	bool *source_gone = calloc(S + 1, sizeof *source_gone);
+	uint64_t *unique_from = calloc(S + 1, sizeof *unique_from);
+	if (source_reports == NULL || readers == NULL || source_gone == NULL || unique_from == NULL) {
+		bd_error(b, "Out of memory for the end-of-run accounting");
+		goto out;
+	}
+	for (uint16_t s = 0; s < S; s++) {
+		const struct bd_peer *p = peer_source(&b->peers, s);
+		source_reports[s] = p->report;
+		source_gone[s] = p->lost && !p->reported;
+		unique_from[s] = ing_unique_from(b->ing, s);
+	}
+	for (uint32_t r = 0; r < N; r++) {
+		const struct bd_peer *p = peer_reader(&b->peers, r);
+		readers[r].id = r;
+		readers[r].report = p->report;
+		readers[r].gone = p->lost && !p->reported;
+		readers[r].frames_received_by_builder = ing_reader_frames(b->ing, r);
+		readers[r].sources = ing_reader_sources(b->ing, r, &readers[r].source_count);
+	}
+	struct acct_run run = {
+		.sources = S,
+		.source_reports = source_reports,
+		.source_gone = source_gone,
+		.unique_from = unique_from,
+		.reader_count = N,
+		.readers = readers,
+		.builder = ing_counters(b->ing),
+		.builder_frames_received = ing_frames_received(b->ing),
+	};
+	if (acct_compute(&run, a) < 0)
+		bd_error(b, "Out of memory for the end-of-run accounting");
+	for (size_t i = 0; i < a->violation_count; i++)
+		bd_error(b, "%s", a->violations[i].text);
+out:
+	free(source_reports);
+	free(source_gone);
+	free(unique_from);
+	free(readers);
+}
+
+/* metrics.json and the summary. */
+static void bd_report(struct bd *b, const struct acct *a)
+{
+	struct ctl_report *self = calloc(1, sizeof *self);
+	if (self != NULL)
+		procstat_report(self);
+	struct bd_snapshot snap;
+	bd_snapshot_fill(b, &snap, self);
+	if (metrics_write(&snap, a) < 0)
+		b->status = 1;
+	snap.status = b->status;
+	metrics_print_summary(stdout, &snap, a);
+	fflush(stdout);
+	free(self);
 }
 
 static void bd_finish(struct bd *b, const char *why)
@@ -1030,74 +821,20 @@ static void bd_finish(struct bd *b, const char *why)
 	if (why != NULL)
 		log_warn("Ending run %u early: %s", b->opt.run_id, why);
 	event_del(b->ev_tick);
-	for (uint32_t r = 0; r < b->opt.readers; r++)
-		if (b->readers[r].state == BD_DATA_STREAMING)
-			bd_reader_close(&b->readers[r], BD_DATA_FAILED);
-	bld_finish(b->core, bd_events_generated(b));
+	int written = ing_finish(b->ing, bd_events_generated(b));
 	bd_check_end_frames(b);
 	bd_collect_peer_errors(b);
-	if (out_flush(b->out) < 0)
+	if (written < 0)
 		bd_error(b, "Writing the record files in %s failed", b->opt.out_dir);
 	bdc_finish(b->clocks);
-
-	const struct ctl_report **source_reports = calloc(b->opt.sources, sizeof *source_reports);
-	struct acct_reader *readers = calloc(b->opt.readers, sizeof *readers);
-	bool *source_gone = calloc(b->opt.sources, sizeof *source_gone);
-	uint64_t *unique_from = calloc(b->opt.sources, sizeof *unique_from);
 	struct acct a = { 0 };
-	if (source_reports == NULL || readers == NULL || source_gone == NULL || unique_from == NULL) {
-		bd_error(b, "Out of memory for the end-of-run accounting");
-	} else {
-		for (uint16_t s = 0; s < b->opt.sources; s++) {
-			source_reports[s] = peer_source(&b->peers, s)->report;
-			source_gone[s] = peer_source(&b->peers, s)->lost && !peer_source(&b->peers, s)->reported;
-			unique_from[s] = bld_unique_from(b->core, s);
-		}
-		for (uint32_t r = 0; r < b->opt.readers; r++) {
-			readers[r].id = r;
-			readers[r].report = peer_reader(&b->peers, r)->report;
-			readers[r].gone = peer_reader(&b->peers, r)->lost && !peer_reader(&b->peers, r)->reported;
-			readers[r].frames_received_by_builder = b->readers[r].frames_received;
-			readers[r].source_count = b->readers[r].source_count;
-			readers[r].sources = b->readers[r].sources;
-		}
-		struct acct_run run = {
-			.sources = b->opt.sources,
-			.source_reports = source_reports,
-			.source_gone = source_gone,
-			.unique_from = unique_from,
-			.reader_count = b->opt.readers,
-			.readers = readers,
-			.builder = bld_counters(b->core),
-			.builder_frames_received = b->frames_received,
-		};
-		if (acct_compute(&run, &a) < 0)
-			bd_error(b, "Out of memory for the end-of-run accounting");
-		/* A peer's counters that cannot be true fail the run by name. */
-		for (size_t i = 0; i < a.violation_count; i++)
-			bd_error(b, "%s", a.violations[i].text);
-	}
+	bd_account(b, &a);
 	if (!acct_balanced(&a))
 		b->status = 1;
-	struct ctl_report *self = calloc(1, sizeof *self);
-	if (self != NULL)
-		procstat_report(self);
-	struct bd_snapshot snap;
-	bd_snapshot_fill(b, &snap, self);
-	if (metrics_write(&snap, &a) < 0)
-		b->status = 1;
-	snap.status = b->status;
-	metrics_print_summary(stdout, &snap, &a);
-	free(self);
-	fflush(stdout);
+	bd_report(b, &a);
 	acct_free(&a);
-	free(source_reports);
-	free(source_gone);
-	free(unique_from);
-	free(readers);
-	if (!out_close(b->out))
+	if (!ing_close_output(b->ing))
 		b->status = 1;
-	b->out = NULL;
 	bd_say_bye(b);
 	if (b->open_conns == 0) {
 		event_base_loopexit(b->base, NULL);
@@ -1108,111 +845,53 @@ static void bd_finish(struct bd *b, const char *why)
 	}
 }
 
-struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
+/* ---- what ingest asks of the hub ---------------------------------------- */
+
+static void bd_hook_error(void *ctx, const char *text)
 {
-	struct bd *b = calloc(1, sizeof *b);
-	if (b == NULL)
-		return NULL;
-	b->base = base;
-	b->opt = *opt;
-	b->data_fd = b->control_fd = -1;
-	static const char *const door_names[BD_DOORS] = {
-		[BD_DOOR_DATA] = "the builder's data port",
-		[BD_DOOR_CONTROL] = "the builder's control port",
-		[BD_DOOR_SHM] = "the builder's shared-memory socket",
-	};
-	for (int d = 0; d < BD_DOORS; d++)
-		greet_door_init(&b->doors[d], base, door_names[d], "the builder",
-				opt->handshake_timeout_ms, &b->refused_connections);
-	b->start_ns = b->last_progress_ns = b->last_progress_log_ns = clk_monotonic_ns();
-	b->progress_on_terminal = isatty(STDERR_FILENO);
-	uint16_t S = opt->sources;
-	uint32_t N = opt->readers;
-	b->source_offsets_ns = calloc(S, sizeof *b->source_offsets_ns);
-	b->readers = calloc(N, sizeof *b->readers);
-	b->snap_links = calloc(N + 1, sizeof *b->snap_links);
-	net_host_name(b->host, sizeof b->host);
-	b->reader_of_source = malloc(S * sizeof *b->reader_of_source);
-	b->end_frame_events = calloc(S, sizeof *b->end_frame_events);
-	b->end_frame_seen = calloc(S, sizeof *b->end_frame_seen);
-	if (peer_table_init(&b->peers, S, N, b) < 0 || !b->source_offsets_ns || !b->readers || !b->snap_links ||
-	    !b->reader_of_source || !b->end_frame_events || !b->end_frame_seen)
-		goto fail;
-	for (uint16_t s = 0; s < S; s++)
-		b->reader_of_source[s] = -1;
-	size_t cap = (size_t)opt->batch_bytes + opt->max_fragment_bytes + FRM_HEADER_BYTES;
-	for (uint32_t r = 0; r < N; r++) {
-		struct bd_reader *rd = &b->readers[r];
-		rd->run = b;
-		rd->id = r;
-		rd->fd = -1;
-		rd->cap = cap;
-		rd->buf = malloc(cap);
-		if (rd->buf == NULL)
-			goto fail;
-		frm_decoder_init(&rd->decoder, opt->run_id, opt->max_fragment_bytes);
-	}
-	if (mkdir(opt->out_dir, 0755) < 0 && errno != EEXIST) {
-		log_error("Cannot create the output folder %s: %s", opt->out_dir, strerror(errno));
-		goto fail;
-	}
-	struct bld_config bc = {
-		.run_id = opt->run_id,
-		.sources = S,
-		.window = opt->max_inflight,
-		.timeout_ns = opt->timeout_ms * 1000000u,
-		.skip_timeout_ns = opt->skip_timeout_ms * 1000000u,
-		.filter_modulo = opt->filter_modulo,
-		.first_event = opt->first_event,
-		.events = opt->events,
-	};
-	struct bld_sink sink = { .on_complete = bd_on_complete, .on_expired = bd_on_expired, .ctx = b };
-	b->core = bld_create(&bc, &sink);
-	if (b->core == NULL) {
-		log_error("Cannot create the builder core (window %u, %u sources): %s",
-			  opt->max_inflight, S, strerror(errno));
-		goto fail;
-	}
-	b->out = out_open(opt->out_dir, opt->flush_every, S, b->source_offsets_ns);
-	if (b->out == NULL)
-		goto fail;
-	struct bdc_config cc = {
-		.base = base,
-		.peers = &b->peers,
-		.out = b->out,
-		.run_id = opt->run_id,
-		.correction = !opt->no_clock_correction,
-		.quiet = opt->quiet,
-	};
-	b->clocks = bdc_create(&cc);
-	if (b->clocks == NULL)
-		goto fail;
-	uint16_t data_port, control_port;
-	b->data_fd = net_listen(opt->listen_host, opt->listen_port, &data_port);
-	if (b->data_fd < 0)
-		goto fail;
-	b->control_fd = net_listen(opt->control_host, opt->control_port, &control_port);
-	if (b->control_fd < 0)
-		goto fail;
-	if (bshm_start(b) < 0)
-		goto fail;
-	b->ev_data_accept = event_new(base, b->data_fd, EV_READ | EV_PERSIST, bd_on_data_accept, b);
-	b->ev_control_accept = event_new(base, b->control_fd, EV_READ | EV_PERSIST,
-					 bd_on_control_accept, b);
-	b->ev_tick = event_new(base, -1, EV_PERSIST, bd_on_tick, b);
-	event_add(b->ev_data_accept, NULL);
-	event_add(b->ev_control_accept, NULL);
-	struct timeval tick = { 0, BD_TICK_US };
-	event_add(b->ev_tick, &tick);
+	bd_error(ctx, "%s", text);
+}
+
+static void bd_hook_started(void *ctx)
+{
+	bd_maybe_start(ctx);
+}
+
+static void bd_hook_progress(void *ctx, uint64_t now)
+{
+	struct bd *b = ctx;
+	b->last_progress_ns = now;
+}
+
+static void bd_hook_after_frames(void *ctx)
+{
+	struct bd *b = ctx;
+	bd_publish_credits(b, false);
+	bd_maybe_finish(b);
+}
+
+static bool bd_hook_holds_slot(void *ctx, uint32_t reader, uint32_t pid)
+{
+	struct bd *b = ctx;
+	const struct bd_peer *p = peer_reader(&b->peers, reader);
+	return p->lost || p->reported || b->phase != BD_RUNNING || (p->conn != NULL && p->pid == pid);
+}
+
+/* ---- life --------------------------------------------------------------- */
+
+/* The port file and the "listening" lines the launcher reads back. */
+static int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port)
+{
+	const struct bd_options *opt = &b->opt;
 	printf("listening data %s:%u control %s:%u\n", opt->listen_host, (unsigned)data_port,
 	       opt->control_host, (unsigned)control_port);
 	fflush(stdout);
 	uint16_t metrics_port = 0;
 	if (opt->metrics_host[0] != '\0') {
-		b->prom = prom_server_start(base, opt->metrics_host, opt->metrics_port,
+		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,
 					    bd_fill_live, b, &metrics_port);
 		if (b->prom == NULL)
-			goto fail;
+			return -EADDRNOTAVAIL;
 		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
 	}
 	if (opt->port_file[0] != '\0') {
@@ -1221,13 +900,70 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 				 (unsigned)control_port);
 		if (b->prom != NULL)
 			snprintf(text + n, sizeof text - (size_t)n, "metrics %u\n", (unsigned)metrics_port);
-		if (net_write_port_file(opt->port_file, text) < 0)
-			goto fail;
+		int rc = net_write_port_file(opt->port_file, text);
+		if (rc < 0)
+			return rc;
 	}
+	return 0;
+}
+
+struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
+{
+	struct bd *b = calloc(1, sizeof *b);
+	if (b == NULL)
+		return NULL;
+	b->base = base;
+	b->opt = *opt;
+	b->control_fd = -1;
+	greet_door_init(&b->door, base, "the builder's control port", "the builder",
+			opt->handshake_timeout_ms, &b->refused_connections);
+	b->start_ns = b->last_progress_ns = b->last_progress_log_ns = clk_monotonic_ns();
+	b->progress_on_terminal = isatty(STDERR_FILENO);
+	net_host_name(b->host, sizeof b->host);
+	b->source_offsets_ns = calloc(opt->sources + 1, sizeof *b->source_offsets_ns);
+	b->snap_links = calloc(opt->readers + 1, sizeof *b->snap_links);
+	if (peer_table_init(&b->peers, opt->sources, opt->readers, b) < 0 || !b->source_offsets_ns ||
+	    !b->snap_links)
+		goto fail;
+	struct ing_hooks hooks = {
+		.ctx = b,
+		.error = bd_hook_error,
+		.data_started = bd_hook_started,
+		.progress = bd_hook_progress,
+		.after_frames = bd_hook_after_frames,
+		.reader_holds_slot = bd_hook_holds_slot,
+	};
+	uint16_t data_port, control_port;
+	/* The data side and its links: TCP always, shared memory on request. */
+	b->ing = ing_create(base, opt, b->source_offsets_ns, &hooks);
+	if (b->ing == NULL || btcp_start(b->ing, &data_port) < 0 || bshm_start(b->ing) < 0)
+		goto fail;
+	struct bdc_config cc = {
+		.base = base,
+		.peers = &b->peers,
+		.out = ing_output(b->ing),
+		.run_id = opt->run_id,
+		.correction = !opt->no_clock_correction,
+		.quiet = opt->quiet,
+	};
+	b->clocks = bdc_create(&cc);
+	if (b->clocks == NULL)
+		goto fail;
+	b->control_fd = net_listen(opt->control_host, opt->control_port, &control_port);
+	if (b->control_fd < 0)
+		goto fail;
+	b->ev_control_accept = event_new(base, b->control_fd, EV_READ | EV_PERSIST,
+					 bd_on_control_accept, b);
+	b->ev_tick = event_new(base, -1, EV_PERSIST, bd_on_tick, b);
+	event_add(b->ev_control_accept, NULL);
+	struct timeval tick = { 0, BD_TICK_US };
+	event_add(b->ev_tick, &tick);
+	if (bd_announce(b, data_port, control_port) < 0)
+		goto fail;
 	if (!opt->quiet)
 		log_info("Run %u: waiting for %u sources and %u readers; window %u events, timeout %" PRIu64
-			 " ms, admission %s", opt->run_id, S, N, opt->max_inflight, opt->timeout_ms,
-			 opt->no_admission ? "off" : "on");
+			 " ms, admission %s", opt->run_id, opt->sources, opt->readers, opt->max_inflight,
+			 opt->timeout_ms, opt->no_admission ? "off" : "on");
 	return b;
 fail:
 	bd_destroy(b);
@@ -1253,36 +989,20 @@ void bd_destroy(struct bd *b)
 		return;
 	for (uint32_t i = 0; b->peers.peers && i < peer_count(&b->peers); i++)
 		msgconn_free(peer_at(&b->peers, i)->conn);
-	for (uint32_t i = 0; b->readers && i < b->opt.readers; i++) {
-		bd_reader_close(&b->readers[i], BD_DATA_CLOSED);
-		bshm_reader_free(&b->readers[i]);
-		free(b->readers[i].buf);
-	}
-	bshm_stop(b);
-	if (b->ev_data_accept)
-		event_free(b->ev_data_accept);
+	ing_destroy(b->ing);
 	if (b->ev_control_accept)
 		event_free(b->ev_control_accept);
 	if (b->ev_tick)
 		event_free(b->ev_tick);
 	prom_server_stop(b->prom);
-	if (b->data_fd >= 0)
-		close(b->data_fd);
 	if (b->control_fd >= 0)
 		close(b->control_fd);
-	for (int d = 0; d < BD_DOORS; d++)
-		greet_door_close(&b->doors[d]);
+	greet_door_close(&b->door);
 	bdc_destroy(b->clocks);
-	out_close(b->out);
-	bld_destroy(b->core);
 	for (uint32_t i = 0; i < b->error_count; i++)
 		free(b->errors[i]);
 	free(b->source_offsets_ns);
-	peer_table_free(&b->peers);
-	free(b->readers);
 	free(b->snap_links);
-	free(b->reader_of_source);
-	free(b->end_frame_events);
-	free(b->end_frame_seen);
+	peer_table_free(&b->peers);
 	free(b);
 }
