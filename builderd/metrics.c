@@ -474,31 +474,97 @@ void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct ac
 	fprintf(f, "status: %s; records in %s\n", good ? "OK" : "FAILED", b->opt->out_dir);
 }
 
+void metrics_progress_line(char *line, size_t size, const struct bd_snapshot *s, double rate)
+{
+	const struct bld_counters *c = &s->builder;
+	uint64_t expected = s->opt->events;
+	char complete[48] = "", eta[32] = "", p99[32] = "n/a";
+	if (expected > 0) {
+		snprintf(complete, sizeof complete, ", %.1f%% complete",
+			 100.0 * (double)c->events_complete / (double)expected);
+		uint64_t done = c->events_complete + c->events_expired + c->events_unobserved;
+		if (rate > 0 && done < expected)
+			snprintf(eta, sizeof eta, ", ETA %.0f s", (double)(expected - done) / rate);
+	}
+	const struct hist *lat = s->latency;
+	if (lat != NULL && lat->samples > 0)
+		snprintf(p99, sizeof p99, "%.3f ms", (double)hist_quantile(lat, 0.99) / 1e6);
+	uint64_t oldest = s->oldest_pending;
+	char pending[64] = "";
+	if (oldest != UINT64_MAX)
+		snprintf(pending, sizeof pending, " (oldest %" PRIu64 ")", oldest);
+	char limit[40] = "off";
+	if (!s->opt->no_admission)
+		snprintf(limit, sizeof limit, "%" PRIu64, s->admission_limit);
+	/* Summed as doubles: peers' counters must not wrap the line's figure. */
+	double held_ns = 0;
+	for (uint32_t r = 0; r < s->opt->readers; r++)
+		held_ns += (double)peer_reader(s->peers, r)->held_ns;
+	snprintf(line, size,
+		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
+		 "%u pending%s, limit %s, readers held %.1f ms, p99 %s%s",
+		 s->opt->run_id, c->events_complete, rate, c->events_accepted, c->events_expired,
+		 complete, s->pending, pending, limit, held_ns / 1e6, p99, eta);
+}
+
+/* /status: numbers and fixed words only, so plain printf is strict JSON. */
+static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
+{
+	const struct bld_counters *c = &b->builder;
+	const struct hist *lat = b->latency;
+	uint64_t generated = b->opt->events;
+	double completeness = generated ? (double)c->events_complete / (double)generated : 0.0;
+	char oldest_text[24] = "null";
+	if (b->oldest_pending != UINT64_MAX)
+		snprintf(oldest_text, sizeof oldest_text, "%" PRIu64, b->oldest_pending);
+	evbuffer_add_printf(out, "{\"run\": %u, \"phase\": \"%s\", \"events_complete\": %" PRIu64
+			    ", \"events_accepted\": %" PRIu64 ", \"events_expired\": %" PRIu64
+			    ", \"events_pending\": %u, \"events_expected\": %" PRIu64
+			    ", \"completeness\": %.6f, \"admission_limit\": %" PRIu64
+			    ", \"oldest_pending\": %s, \"events_per_s\": %.1f, \"latency_p99_ns\": %" PRIu64
+			    ", \"frames_read\": %" PRIu64 ", \"errors\": %u}\n",
+			    b->opt->run_id, b->running ? "running" : "finished",
+			    c->events_complete, c->events_accepted, c->events_expired,
+			    b->pending, generated, completeness, b->admission_limit, oldest_text,
+			    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
+			    b->frames_read, b->error_count);
+}
+
+/* Each connected peer's in-band clock offset and its bound. */
+static void live_peer_clocks(struct evbuffer *out, const struct bd_snapshot *b)
+{
+	prom_family(out, "es_builder_peer_clock_offset_seconds", "gauge", "in-band clock offset of each peer (peer minus builder)");
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1)
+			prom_family(out, "es_builder_peer_clock_bound_seconds", "gauge", "error bound of that offset");
+		for (uint32_t i = 0; i < peer_count(b->peers); i++) {
+			const struct bd_peer *p = peer_at(b->peers, i);
+			int64_t offset, bound;
+			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
+				continue;
+			char labels[96] = "", id[16];
+			snprintf(id, sizeof id, "%u", p->id);
+			prom_label_add(labels, sizeof labels, "role", ctl_role_name(p->role));
+			prom_label_add(labels, sizeof labels, "id", id);
+			prom_sample_f64(out, pass == 0 ? "es_builder_peer_clock_offset_seconds"
+						       : "es_builder_peer_clock_bound_seconds",
+					labels, (double)(pass == 0 ? offset : bound) / 1e9);
+		}
+	}
+}
+
 void metrics_fill_live(struct evbuffer *out, bool json, const struct bd_snapshot *b)
 {
+	if (json) {
+		live_status(out, b);
+		return;
+	}
 	const struct bld_counters *c = &b->builder;
 	const struct hist *lat = b->latency;
 	uint64_t limit = b->admission_limit;
 	uint64_t oldest = b->oldest_pending;
 	uint64_t generated = b->opt->events;
 	double completeness = generated ? (double)c->events_complete / (double)generated : 0.0;
-	if (json) {
-		char oldest_text[24] = "null";
-		if (oldest != UINT64_MAX)
-			snprintf(oldest_text, sizeof oldest_text, "%" PRIu64, oldest);
-		evbuffer_add_printf(out, "{\"run\": %u, \"phase\": \"%s\", \"events_complete\": %" PRIu64
-				    ", \"events_accepted\": %" PRIu64 ", \"events_expired\": %" PRIu64
-				    ", \"events_pending\": %u, \"events_expected\": %" PRIu64
-				    ", \"completeness\": %.6f, \"admission_limit\": %" PRIu64
-				    ", \"oldest_pending\": %s, \"events_per_s\": %.1f, \"latency_p99_ns\": %" PRIu64
-				    ", \"frames_read\": %" PRIu64 ", \"errors\": %u}\n",
-				    b->opt->run_id, b->running ? "running" : "finished",
-				    c->events_complete, c->events_accepted, c->events_expired,
-				    b->pending, generated, completeness, limit, oldest_text,
-				    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
-				    b->frames_read, b->error_count);
-		return;
-	}
 #define LIVE_COUNTER(name) \
 	prom_family(out, "es_builder_" #name "_total", "counter", "builder core: " #name); \
 	prom_sample_u64(out, "es_builder_" #name "_total", NULL, c->name);
@@ -543,24 +609,7 @@ void metrics_fill_live(struct evbuffer *out, bool json, const struct bd_snapshot
 		prom_family(out, "es_builder_completeness_ratio", "gauge", "complete events over the events of the run");
 		prom_sample_f64(out, "es_builder_completeness_ratio", NULL, completeness);
 	}
-	prom_family(out, "es_builder_peer_clock_offset_seconds", "gauge", "in-band clock offset of each peer (peer minus builder)");
-	for (int pass = 0; pass < 2; pass++) {
-		if (pass == 1)
-			prom_family(out, "es_builder_peer_clock_bound_seconds", "gauge", "error bound of that offset");
-		for (uint32_t i = 0; i < peer_count(b->peers); i++) {
-			const struct bd_peer *p = peer_at(b->peers, i);
-			int64_t offset, bound;
-			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
-				continue;
-			char labels[96] = "", id[16];
-			snprintf(id, sizeof id, "%u", p->id);
-			prom_label_add(labels, sizeof labels, "role", ctl_role_name(p->role));
-			prom_label_add(labels, sizeof labels, "id", id);
-			prom_sample_f64(out, pass == 0 ? "es_builder_peer_clock_offset_seconds"
-						       : "es_builder_peer_clock_bound_seconds",
-					labels, (double)(pass == 0 ? offset : bound) / 1e9);
-		}
-	}
+	live_peer_clocks(out, b);
 	if (lat != NULL)
 		prom_histogram_ns(out, "es_builder_latency_seconds",
 				  "source timestamp to record write, clock-corrected", lat);

@@ -24,6 +24,10 @@ int metrics_write(const struct bd_snapshot *s, const struct acct *a);
 /* A few lines a person reads at the end of a run. */
 void metrics_print_summary(FILE *f, const struct bd_snapshot *s, const struct acct *a);
 
+/* The run's progress in one line: built, accepted, expired, pending, the
+ * admission limit, readers' hold time, p99, ETA; rate in events/s. */
+void metrics_progress_line(char *line, size_t size, const struct bd_snapshot *s, double rate);
+
 struct evbuffer;
 
 /* The live view of the run for /metrics (Prometheus text) and /status

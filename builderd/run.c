@@ -1,12 +1,15 @@
 #include "run.h"
 
+#include "books.h"
 #include "clocks.h"
+#include "credits.h"
 #include "ingest.h"
 #include "metrics.h"
 #include "peers.h"
 #include "shm.h"
 #include "snapshot.h"
 #include "tcp.h"
+#include "watchdog.h"
 
 #include "core/acct.h"
 #include "io/handshake.h"
@@ -28,7 +31,6 @@
 #include <unistd.h>
 
 #define BD_TICK_US 2000u
-#define BD_CREDIT_MIN_INTERVAL_NS 1000000u
 #define BD_MAX_ERRORS 64u
 
 enum bd_phase { BD_RUNNING, BD_FINISHED };
@@ -46,6 +48,7 @@ struct bd {
 	struct greet_door door;           /* the control port's */
 	struct ing *ing;                  /* ingest.c: readers' data, core, records */
 	struct bdc *clocks;               /* clocks.c: offsets and bounds */
+	struct wd wd;                     /* watchdog.c: stalled and stuck peers */
 	int64_t *source_offsets_ns;
 	struct peer_table peers;          /* every source and reader */
 	uint64_t refused_connections;     /* at the control port */
@@ -78,9 +81,9 @@ static void bd_finish(struct bd *b, const char *why);
 static bool bd_all_connected(const struct bd *b);
 static void bd_maybe_start(struct bd *b);
 static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why);
-static void bd_check_stalls(struct bd *b, uint64_t now);
 
 static void bd_maybe_finish(struct bd *b);
+static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self);
 static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source);
 
 /* Records an error of the run: logged, listed in metrics.json, and the run
@@ -102,40 +105,23 @@ static void bd_error(struct bd *b, const char *fmt, ...)
 		b->errors_dropped++;
 }
 
-/* ---- credits ---------------------------------------------------------- */
-
-static void bd_send_credit(struct bd_peer *p, uint64_t limit, uint64_t now)
+static void bd_hook_error(void *ctx, const char *text)
 {
-	struct ctl_msg m = { .type = CTL_CREDIT };
-	m.u.credit.limit = limit;
-	m.u.credit.sequence = ++p->credits;
-	if (msgconn_send(p->conn, &m) == 0) {
-		p->credit_sent = limit;
-		p->credit_sent_ns = now;
-		p->run->credits_sent++;
-	}
+	bd_error(ctx, "%s", text);
 }
 
-/* Publishes the admission limit. Updates are coalesced to at most one per
- * reader per millisecond and, between ticks, to advances of window/8; the
- * tick sends any advance at all, so no reader waits on a stale limit for
- * more than a tick. */
+/* ---- credits ---------------------------------------------------------- */
+
+static void bd_send_credit(struct bd *b, struct bd_peer *p, uint64_t limit, uint64_t now)
+{
+	b->credits_sent += credits_send(p, limit, now) ? 1 : 0;
+}
+
 static void bd_publish_credits(struct bd *b, bool tick)
 {
-	if (b->phase != BD_RUNNING)
-		return;
-	uint64_t limit = ing_admission_limit(b->ing);
-	uint64_t step = b->opt.max_inflight / 8 ? b->opt.max_inflight / 8 : 1;
-	uint64_t now = clk_monotonic_ns();
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		struct bd_peer *p = peer_reader(&b->peers, r);
-		if (p->conn == NULL || limit <= p->credit_sent)
-			continue;
-		if (now - p->credit_sent_ns < BD_CREDIT_MIN_INTERVAL_NS)
-			continue;
-		if (tick || limit - p->credit_sent >= step)
-			bd_send_credit(p, limit, now);
-	}
+	if (b->phase == BD_RUNNING)
+		b->credits_sent += credits_publish(&b->peers, ing_admission_limit(b->ing),
+						   b->opt.max_inflight, tick, clk_monotonic_ns());
 }
 
 /* ---- greetings ---------------------------------------------------------- */
@@ -295,96 +281,6 @@ static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t
 	bd_peer_gone(b, p, why);
 }
 
-/* The no-progress watchdog fired. Ending at once would leave the healthy
- * peers' final counters out and fail their books, so: every source that has
- * not ended is named stuck and given up (its reader is told to drop it and
- * can then report), every reader still to report is asked to stop and
- * report, and the run ends once they have, or after --stall-timeout-ms,
- * when whoever still has not is given up by name too. */
-static void bd_wind_up(struct bd *b, uint64_t now)
-{
-	b->wind_up_ns = now;
-	log_warn("Run %u: no progress for %" PRIu64 " ms; giving up the sources that have not ended and asking the readers for their final counters",
-		 b->opt.run_id, (now - b->last_progress_ns) / 1000000u);
-	uint64_t stall_ns = b->opt.stall_timeout_ms * 1000000u;
-	/* A reader that verified frames the builder never received has a data
-	 * path to the builder that stopped delivering: it is the stuck one,
-	 * and its sources, held up behind it, are told to stop and report. */
-	for (uint32_t r = 0; r < b->opt.readers && b->phase == BD_RUNNING; r++) {
-		struct bd_peer *p = peer_reader(&b->peers, r);
-		uint64_t received = ing_reader_frames(b->ing, r);
-		if (!p->connected || p->reported || p->lost ||
-		    ing_reader_state(b->ing, r) != BD_DATA_STREAMING || p->verified <= received)
-			continue;
-		p->stuck = true;
-		char why[200];
-		snprintf(why, sizeof why,
-			 "is stuck: its data path to the builder stopped delivering (it verified %" PRIu64 " frames, the builder received %" PRIu64 ")",
-			 p->verified, received);
-		bd_peer_gone(b, p, why);
-	}
-	for (uint16_t s = 0; s < b->opt.sources && b->phase == BD_RUNNING; s++) {
-		struct bd_peer *p = peer_source(&b->peers, s);
-		int32_t r = ing_reader_of_source(b->ing, s);
-		if (!p->connected || p->reported || p->lost)
-			continue;
-		if (r >= 0 && peer_reader(&b->peers, r)->stuck)
-			continue;   /* told to stop by bd_peer_gone(); waited for below */
-		p->stuck = true;
-		char why[200];
-		snprintf(why, sizeof why,
-			 "is stuck: no final counters after %" PRIu64 " ms without progress, though its control link %s",
-			 b->opt.peer_timeout_ms,
-			 p->conn != NULL && now - p->last_heard_ns <= stall_ns ? "still answers" : "is silent");
-		bd_peer_gone(b, p, why);
-	}
-	struct ctl_msg stop = { .type = CTL_STOP };
-	stop.u.stop.source = CTL_STOP_ALL;
-	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason,
-		 "the run made no progress for %" PRIu64 " ms; send your final counters",
-		 b->opt.peer_timeout_ms);
-	for (uint32_t r = 0; r < b->opt.readers && b->phase == BD_RUNNING; r++) {
-		struct bd_peer *p = peer_reader(&b->peers, r);
-		if (p->conn != NULL && !p->reported && !p->lost)
-			msgconn_send(p->conn, &stop);
-	}
-	bd_maybe_finish(b);
-}
-
-/* The watchdog's wait is over: whoever has still not reported is stuck. */
-static void bd_wind_up_over(struct bd *b)
-{
-	for (uint32_t i = 0; i < peer_count(&b->peers) && b->phase == BD_RUNNING;
-	     i++) {
-		struct bd_peer *p = peer_at(&b->peers, i);
-		if (!p->connected || p->reported || p->lost)
-			continue;
-		p->stuck = true;
-		char why[160];
-		snprintf(why, sizeof why,
-			 "is stuck: no final counters within %" PRIu64 " ms of the builder asking for them",
-			 b->opt.stall_timeout_ms);
-		bd_peer_gone(b, p, why);
-	}
-}
-
-/* From the tick: a peer that has not said anything (clock answers come
- * every 200 ms) for the stall timeout is stopped, SIGSTOP-style, or hung. */
-static void bd_check_stalls(struct bd *b, uint64_t now)
-{
-	uint64_t limit = b->opt.stall_timeout_ms * 1000000u;
-	for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
-		struct bd_peer *p = peer_at(&b->peers, i);
-		if (p->conn == NULL || p->reported || p->lost || now - p->last_heard_ns <= limit)
-			continue;
-		p->stalled = true;
-		char why[96];
-		snprintf(why, sizeof why, "stalled: no answer for %" PRIu64 " ms",
-			 (now - p->last_heard_ns) / 1000000u);
-		bd_peer_gone(b, p, why);
-	}
-}
-
 static const struct msgconn_ops bd_peer_ops = {
 	.on_message = bd_on_peer_message,
 	.on_close = bd_on_peer_close,
@@ -454,7 +350,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 			 b->opt.run_id, peer, h->pid, h->host);
 	if (p->role == CTL_ROLE_READER && p->conn != NULL) {
 		/* The reader holds everything until it hears a limit. */
-		bd_send_credit(p, ing_admission_limit(b->ing),
+		bd_send_credit(b, p, ing_admission_limit(b->ing),
 			       clk_monotonic_ns());
 	}
 	bd_maybe_start(b);
@@ -495,32 +391,6 @@ static void bd_maybe_finish(struct bd *b)
 		bd_finish(b, NULL);
 }
 
-/* Names every peer that has not done its part. */
-static void bd_report_missing(struct bd *b, bool never_connected_only)
-{
-	for (uint16_t s = 0; s < b->opt.sources; s++) {
-		struct bd_peer *p = peer_source(&b->peers, s);
-		if (!p->connected)
-			bd_error(b, "Source %u never connected to the builder's control port", s);
-		else if (!never_connected_only && !p->reported && !p->lost)
-			bd_error(b, "Source %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
-				 s, p->pid, p->host, b->opt.peer_timeout_ms);
-	}
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		struct bd_peer *p = peer_reader(&b->peers, r);
-		enum bd_data_state st = ing_reader_state(b->ing, r);
-		if (!p->connected)
-			bd_error(b, "Reader %u never connected to the builder's control port", r);
-		else if (!never_connected_only && !p->reported && !p->lost)
-			bd_error(b, "Reader %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
-				 r, p->pid, p->host, b->opt.peer_timeout_ms);
-		if (st == BD_DATA_WAITING)
-			bd_error(b, "Reader %u never opened its data connection", r);
-		else if (!never_connected_only && st == BD_DATA_STREAMING)
-			bd_error(b, "Reader %u never closed its data stream", r);
-	}
-}
-
 static bool bd_all_connected(const struct bd *b)
 {
 	for (uint16_t s = 0; s < b->opt.sources; s++)
@@ -539,35 +409,10 @@ static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
 	const struct bld_counters *c = ing_counters(b->ing);
 	double secs = (double)(now - b->last_progress_log_ns) / 1e9;
 	double rate = secs > 0 ? (double)(c->events_complete - b->progress_complete_at_log) / secs : 0;
-	uint64_t expected = b->opt.events;
-	char complete[48] = "", eta[32] = "", p99[32] = "n/a";
-	if (expected > 0) {
-		snprintf(complete, sizeof complete, ", %.1f%% complete",
-			 100.0 * (double)c->events_complete / (double)expected);
-		uint64_t done = c->events_complete + c->events_expired + c->events_unobserved;
-		if (rate > 0 && done < expected)
-			snprintf(eta, sizeof eta, ", ETA %.0f s", (double)(expected - done) / rate);
-	}
-	const struct hist *lat = ing_latency(b->ing);
-	if (lat->samples > 0)
-		snprintf(p99, sizeof p99, "%.3f ms", (double)hist_quantile(lat, 0.99) / 1e6);
-	uint64_t oldest = ing_oldest_pending(b->ing);
-	char pending[64] = "";
-	if (oldest != UINT64_MAX)
-		snprintf(pending, sizeof pending, " (oldest %" PRIu64 ")", oldest);
-	char limit[40] = "off";
-	if (!b->opt.no_admission)
-		snprintf(limit, sizeof limit, "%" PRIu64, ing_admission_limit(b->ing));
-	/* Summed as doubles: peers' counters must not wrap the line's figure. */
-	double held_ns = 0;
-	for (uint32_t r = 0; r < b->opt.readers; r++)
-		held_ns += (double)peer_reader(&b->peers, r)->held_ns;
+	struct bd_snapshot snap;
+	bd_snapshot_fill(b, &snap, NULL);
 	char line[360];
-	snprintf(line, sizeof line,
-		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
-		 "%u pending%s, limit %s, readers held %.1f ms, p99 %s%s",
-		 b->opt.run_id, c->events_complete, rate, c->events_accepted, c->events_expired,
-		 complete, ing_pending(b->ing), pending, limit, held_ns / 1e6, p99, eta);
+	metrics_progress_line(line, sizeof line, &snap, rate);
 	if (terminal) {
 		fprintf(stderr, "\r%s\033[K", line);
 		fflush(stderr);
@@ -589,7 +434,7 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = clk_monotonic_ns();
 	ing_tick(b->ing, now);
 	bd_publish_credits(b, true);
-	bd_check_stalls(b, now);
+	wd_check_stalls(&b->wd, now);
 	if (now - b->rate_sample_ns >= 1000000000u) {
 		uint64_t complete = ing_counters(b->ing)->events_complete;
 		b->recent_events_per_s = (double)(complete - b->rate_sample_complete) * 1e9 /
@@ -601,99 +446,28 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 		return;
 	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
 	if (!bd_all_connected(b) && now - b->start_ns > limit_ns) {
-		bd_report_missing(b, true);
+		wd_report_missing(&b->wd, true);
 		bd_finish(b, "a peer never connected");
 		return;
 	}
 	if (b->wind_up_ns != 0 && now - b->wind_up_ns > b->opt.stall_timeout_ms * 1000000u) {
-		bd_wind_up_over(b);
+		wd_wind_up_over(&b->wd);
 		if (b->phase != BD_RUNNING)
 			return;
-		bd_report_missing(b, false);
+		wd_report_missing(&b->wd, false);
 		bd_finish(b, "no progress");
 		return;
 	}
 	if (b->wind_up_ns == 0 && now - b->last_progress_ns > limit_ns) {
-		bd_wind_up(b, now);
+		b->wind_up_ns = now;
+		wd_wind_up(&b->wd, now, b->last_progress_ns);
+		bd_maybe_finish(b);
 		return;
 	}
 	if (!b->opt.quiet) {
 		bool terminal = b->progress_on_terminal;
 		if (now - b->last_progress_log_ns >= (terminal ? 1000000000u : 5000000000u))
 			bd_log_progress(b, now, terminal);
-	}
-}
-
-static uint64_t bd_events_generated(struct bd *b)
-{
-	if (b->opt.events != 0)
-		return b->opt.events;
-	uint64_t n = 0;
-	for (uint16_t s = 0; s < b->opt.sources; s++) {
-		bool found;
-		uint64_t v = acct_value(peer_source(&b->peers, s)->report, "", "events", &found);
-		if (found && v > n)
-			n = v;
-		uint64_t announced;
-		if (ing_end_frame(b->ing, s, &announced) && announced > n)
-			n = announced;
-	}
-	return n;
-}
-
-static void bd_check_end_frames(struct bd *b)
-{
-	for (uint16_t s = 0; s < b->opt.sources; s++) {
-		bool found;
-		uint64_t v = acct_value(peer_source(&b->peers, s)->report, "", "events", &found);
-		uint64_t announced;
-		if (ing_end_frame(b->ing, s, &announced) && found && announced != v)
-			bd_error(b, "Source %u's END frame announced %" PRIu64 " events but it reported %" PRIu64,
-				 s, announced, v);
-	}
-}
-
-/* Turns the error counters and statuses in the peers' reports into named
- * errors of the run. */
-static void bd_collect_peer_errors(struct bd *b)
-{
-	static const struct {
-		const char *counter;
-		const char *what;
-	} kinds[] = {
-		{ "err_magic", "frames with a bad magic" },
-		{ "err_version", "frames with a bad version" },
-		{ "err_flags", "frames with bad flags" },
-		{ "err_length", "frames with an oversized length" },
-		{ "err_crc", "frames with a checksum mismatch" },
-		{ "err_run", "frames of another run" },
-		{ "err_truncated", "connections closed inside a frame" },
-		{ "err_no_end", "connections closed without an END frame" },
-		{ "err_after_end", "connections with data after END" },
-		{ "err_dropped", "connections dropped because the source was gone" },
-		{ "err_idle", "connections given up with no complete frame within the inactivity limit" },
-	};
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		const struct bd_peer *p = peer_reader(&b->peers, r);
-		size_t count;
-		const uint16_t *sources = ing_reader_sources(b->ing, r, &count);
-		for (size_t i = 0; i < count; i++) {
-			char group[CTL_MAX_NAME];
-			uint16_t sid = sources[i];
-			snprintf(group, sizeof group, "source.%u", sid);
-			for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-				uint64_t v = acct_value(p->report, group, kinds[k].counter, NULL);
-				if (v > 0)
-					bd_error(b, "Reader %u rejected source %u: %" PRIu64 " %s (%s)", r, sid,
-						 v, kinds[k].what, kinds[k].counter);
-			}
-		}
-	}
-	for (uint32_t i = 0; i < peer_count(&b->peers); i++) {
-		const struct bd_peer *p = peer_at(&b->peers, i);
-		if (p->report != NULL && p->report->status != 0)
-			bd_error(b, "%s %u (pid %u on %s) ended with errors (status %d); see its log",
-				 peer_title(p->role), p->id, p->pid, p->host, p->report->status);
 	}
 }
 
@@ -744,56 +518,6 @@ static void bd_fill_live(struct evbuffer *out, bool json, void *arg)
 	metrics_fill_live(out, json, &s);
 }
 
-/* The books of the run from every peer's final counters and what the data
- * side received; a peer's counters that cannot be true fail the run by
- * name. */
-static void bd_account(struct bd *b, struct acct *a)
-{
-	uint16_t S = b->opt.sources;
-	uint32_t N = b->opt.readers;
-	const struct ctl_report **source_reports = calloc(S + 1, sizeof *source_reports);
-	struct acct_reader *readers = calloc(N + 1, sizeof *readers);
-	bool *source_gone = calloc(S + 1, sizeof *source_gone);
-	uint64_t *unique_from = calloc(S + 1, sizeof *unique_from);
-	if (source_reports == NULL || readers == NULL || source_gone == NULL || unique_from == NULL) {
-		bd_error(b, "Out of memory for the end-of-run accounting");
-		goto out;
-	}
-	for (uint16_t s = 0; s < S; s++) {
-		const struct bd_peer *p = peer_source(&b->peers, s);
-		source_reports[s] = p->report;
-		source_gone[s] = p->lost && !p->reported;
-		unique_from[s] = ing_unique_from(b->ing, s);
-	}
-	for (uint32_t r = 0; r < N; r++) {
-		const struct bd_peer *p = peer_reader(&b->peers, r);
-		readers[r].id = r;
-		readers[r].report = p->report;
-		readers[r].gone = p->lost && !p->reported;
-		readers[r].frames_received_by_builder = ing_reader_frames(b->ing, r);
-		readers[r].sources = ing_reader_sources(b->ing, r, &readers[r].source_count);
-	}
-	struct acct_run run = {
-		.sources = S,
-		.source_reports = source_reports,
-		.source_gone = source_gone,
-		.unique_from = unique_from,
-		.reader_count = N,
-		.readers = readers,
-		.builder = ing_counters(b->ing),
-		.builder_frames_received = ing_frames_received(b->ing),
-	};
-	if (acct_compute(&run, a) < 0)
-		bd_error(b, "Out of memory for the end-of-run accounting");
-	for (size_t i = 0; i < a->violation_count; i++)
-		bd_error(b, "%s", a->violations[i].text);
-out:
-	free(source_reports);
-	free(source_gone);
-	free(unique_from);
-	free(readers);
-}
-
 /* metrics.json and the summary. */
 static void bd_report(struct bd *b, const struct acct *a)
 {
@@ -821,14 +545,16 @@ static void bd_finish(struct bd *b, const char *why)
 	if (why != NULL)
 		log_warn("Ending run %u early: %s", b->opt.run_id, why);
 	event_del(b->ev_tick);
-	int written = ing_finish(b->ing, bd_events_generated(b));
-	bd_check_end_frames(b);
-	bd_collect_peer_errors(b);
+	struct books bk = {
+		.opt = &b->opt, .peers = &b->peers, .ing = b->ing, .error = bd_hook_error, .ctx = b,
+	};
+	int written = ing_finish(b->ing, books_events_generated(&bk));
+	books_check(&bk);
 	if (written < 0)
 		bd_error(b, "Writing the record files in %s failed", b->opt.out_dir);
 	bdc_finish(b->clocks);
 	struct acct a = { 0 };
-	bd_account(b, &a);
+	books_account(&bk, &a);
 	if (!acct_balanced(&a))
 		b->status = 1;
 	bd_report(b, &a);
@@ -846,11 +572,6 @@ static void bd_finish(struct bd *b, const char *why)
 }
 
 /* ---- what ingest asks of the hub ---------------------------------------- */
-
-static void bd_hook_error(void *ctx, const char *text)
-{
-	bd_error(ctx, "%s", text);
-}
 
 static void bd_hook_started(void *ctx)
 {
@@ -875,6 +596,23 @@ static bool bd_hook_holds_slot(void *ctx, uint32_t reader, uint32_t pid)
 	struct bd *b = ctx;
 	const struct bd_peer *p = peer_reader(&b->peers, reader);
 	return p->lost || p->reported || b->phase != BD_RUNNING || (p->conn != NULL && p->pid == pid);
+}
+
+static void bd_wd_gone(void *ctx, struct bd_peer *p, const char *why)
+{
+	bd_peer_gone(ctx, p, why);
+}
+
+static void bd_wd_send(void *ctx, struct bd_peer *p, const struct ctl_msg *m)
+{
+	(void)ctx;
+	msgconn_send(p->conn, m);
+}
+
+static bool bd_wd_running(void *ctx)
+{
+	const struct bd *b = ctx;
+	return b->phase == BD_RUNNING;
 }
 
 /* ---- life --------------------------------------------------------------- */
@@ -949,6 +687,13 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	b->clocks = bdc_create(&cc);
 	if (b->clocks == NULL)
 		goto fail;
+	b->wd = (struct wd){
+		.opt = &b->opt,
+		.peers = &b->peers,
+		.ing = b->ing,
+		.hooks = { .ctx = b, .gone = bd_wd_gone, .send = bd_wd_send, .error = bd_hook_error,
+			   .running = bd_wd_running },
+	};
 	b->control_fd = net_listen(opt->control_host, opt->control_port, &control_port);
 	if (b->control_fd < 0)
 		goto fail;

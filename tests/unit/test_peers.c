@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builderd/credits.h"
 #include "builderd/peers.h"
 
 START_TEST(test_layout)
@@ -69,6 +70,28 @@ START_TEST(test_words)
 }
 END_TEST
 
+/* When a reader is due a new admission limit (builderd/credits.c). */
+START_TEST(test_credits_due)
+{
+	struct bd_peer p;
+	memset(&p, 0, sizeof p);
+	const uint64_t t0 = 10 * CREDITS_MIN_INTERVAL_NS;
+	ck_assert(!credits_due(&p, 100, 64, true, t0));          /* no control link */
+	p.conn = (struct msgconn *)(uintptr_t)1;                 /* up; not dereferenced */
+	p.credit_sent = 100;
+	ck_assert(!credits_due(&p, 100, 64, true, t0));          /* nothing new */
+	ck_assert(!credits_due(&p, 99, 64, true, t0));
+	ck_assert(credits_due(&p, 101, 64, true, t0));           /* the tick sends any advance */
+	ck_assert(!credits_due(&p, 107, 64, false, t0));         /* between ticks: window/8 */
+	ck_assert(credits_due(&p, 108, 64, false, t0));
+	p.credit_sent_ns = t0 - CREDITS_MIN_INTERVAL_NS + 1;     /* one just went out */
+	ck_assert(!credits_due(&p, 1000, 64, true, t0));
+	p.credit_sent_ns = t0 - CREDITS_MIN_INTERVAL_NS;
+	ck_assert(credits_due(&p, 1000, 64, true, t0));
+	ck_assert(credits_due(&p, 101, 4, false, t0));           /* a window under 8: step 1 */
+}
+END_TEST
+
 static Suite *peers_suite(void)
 {
 	Suite *s = suite_create("peers");
@@ -77,6 +100,7 @@ static Suite *peers_suite(void)
 	tcase_add_test(tc, test_find_out_of_range);
 	tcase_add_test(tc, test_free_reports);
 	tcase_add_test(tc, test_words);
+	tcase_add_test(tc, test_credits_due);
 	suite_add_tcase(s, tc);
 	return s;
 }
