@@ -57,6 +57,12 @@ $(BUILD)/%.o: %.c
 	@$(if $(Q),echo "  CC $<")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
+# builderd's modules but main.c, for the unit tests of those modules.
+BUILDERD_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out builderd/main.c,$(wildcard builderd/*.c)))
+$(BUILD)/libbuilderd.a: $(BUILDERD_OBJ)
+	@rm -f $@
+	$(Q)$(AR) rcs $@ $^
+
 $(BUILD)/libcommon.a: $(COMMON_OBJ)
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
@@ -79,9 +85,12 @@ $(BUILD)/tests/vectors.h: tests/data/vectors.json tests/gen_vectors.py
 $(BUILD)/tests/unit/%.o: tests/unit/%.c $(BUILD)/tests/vectors.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC $<")
-	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -I$(BUILD)/tests -Itests/unit -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -I$(BUILD)/tests -Itests/unit -I. -c -o $@ $<
 
-$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(HELPER_OBJ) $(BUILD)/libcommon.a
+# A test links only the archive members it uses: a builderd module's test
+# gets that module (and what it needs) from libbuilderd.a.
+$(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(HELPER_OBJ) $(BUILD)/libbuilderd.a \
+		$(BUILD)/libcommon.a
 	@$(if $(Q),echo "  LD $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 

@@ -5,13 +5,13 @@
 #include "wire/control.h"
 #include "core/hist.h"
 #include "sys/log.h"
-#include "metrics.h"
+#include "metrics_json.h"
 #include "io/msgstream.h"
 #include "io/net.h"
 #include "core/interval.h"
 #include "output.h"
 #include "io/probe.h"
-#include "run_state.h"
+#include "peers.h"
 #include "wire/text.h"
 
 #include <errno.h>
@@ -99,7 +99,14 @@ struct bdc_peer {
 };
 
 struct bdc {
-	struct bd *run;
+	struct peer_table *table;  /* the hub's peers, whose connections carry the exchanges */
+	struct event_base *base;   /* for the probe sockets */
+	void (*ready)(void *arg);  /* every source measured: the hub may start */
+	void *ready_arg;
+	struct out *out;           /* where source offsets are applied */
+	uint16_t sources;
+	uint32_t run_id;
+	bool quiet;
 	struct event *ev_timer;
 	uint32_t count;            /* sources, then readers */
 	struct bdc_peer *peers;
@@ -110,7 +117,8 @@ struct bdc {
 	bool correction;
 	bool closing;
 	bool finished;
-	void (*done)(struct bd *b);
+	void (*done)(void *arg);
+	void *done_arg;
 	uint64_t close_deadline_ns;
 	uint64_t timer_at_ns;      /* monotonic; when the pump wakes next */
 	struct ctl_msg ping;       /* a control message is large: one, reused */
@@ -129,18 +137,17 @@ static int64_t bdc_sat_add(uint64_t a, uint64_t b)
 
 static uint32_t bdc_index(const struct bdc *c, const struct bd_peer *p)
 {
-	return p->role == CTL_ROLE_SOURCE ? p->id : c->run->opt.sources + p->id;
+	return peer_index(c->table, p);
 }
 
 static struct bd_peer *bdc_bd_peer(const struct bdc *c, uint32_t i)
 {
-	const struct bd *b = c->run;
-	return i < b->opt.sources ? &b->source_peers[i] : &b->reader_peers[i - b->opt.sources];
+	return peer_at(c->table, i);
 }
 
 static const char *bdc_title(const struct bd_peer *p)
 {
-	return p->role == CTL_ROLE_SOURCE ? "Source" : "Reader";
+	return peer_title(p->role);
 }
 
 /* Same host: the peer's control connection came from an address of the
@@ -169,13 +176,13 @@ static void bdc_read_chrony(struct bdc *c, int phase)
 				 (int64_t)(clk_monotonic_ns() - ch->read_mono_ns);
 	if (rc < 0)
 		log_info("Builder: no chrony state at %s of run %u (%s); no chrony bound for this host",
-			 bdc_phase_name[phase], c->run->opt.run_id, ch->reason);
+			 bdc_phase_name[phase], c->run_id, ch->reason);
 	else if (!ch->synchronised)
 		log_info("Builder: chrony not synchronised at %s of run %u (leap status %s)",
-			 bdc_phase_name[phase], c->run->opt.run_id, ch->leap);
-	else if (!c->run->opt.quiet)
+			 bdc_phase_name[phase], c->run_id, ch->leap);
+	else if (!c->quiet)
 		log_info("Builder: chrony at %s of run %u: bound %" PRId64 " ns (system time %.9f s, root delay %.9f s, root dispersion %.9f s)",
-			 bdc_phase_name[phase], c->run->opt.run_id, cks_chrony_bound_ns(ch),
+			 bdc_phase_name[phase], c->run_id, cks_chrony_bound_ns(ch),
 			 ch->offset_s, ch->root_delay_s, ch->root_dispersion_s);
 }
 
@@ -288,7 +295,6 @@ static void bdc_record(struct bdc *c, uint32_t i, int64_t now, const struct ivl_
  * module how to correct source i's timestamps. */
 static void bdc_apply(struct bdc *c, uint32_t i)
 {
-	struct bd *b = c->run;
 	if (c->finished)
 		return;
 	struct bdc_peer *p = &c->peers[i];
@@ -296,7 +302,7 @@ static void bdc_apply(struct bdc *c, uint32_t i)
 	int64_t now = (int64_t)clk_realtime_ns();
 	struct ivl_estimate e = bdc_combined(c, i, now, NULL);
 	bdc_record(c, i, now, &e);
-	if (i >= b->opt.sources || b->out == NULL)
+	if (i >= c->sources || c->out == NULL)
 		return;
 	if (bdc_same_clock(c, i)) {
 		oc.bound_ns = 0;
@@ -311,7 +317,7 @@ static void bdc_apply(struct bdc *c, uint32_t i)
 			oc.bound_ns = bdc_sat_add(bdc_abs(e.offset_ns), (uint64_t)e.bound_ns);
 		}
 	}
-	out_set_clock(b->out, (uint16_t)i, &oc);
+	out_set_clock(c->out, (uint16_t)i, &oc);
 }
 
 static void bdc_on_timer(evutil_socket_t fd, short what, void *arg);
@@ -321,18 +327,25 @@ static void bdc_snapshot(struct bdc *c, uint32_t i, int phase)
 	bdc_combined(c, i, (int64_t)clk_realtime_ns(), &c->peers[i].snap[phase]);
 }
 
-struct bdc *bdc_create(struct bd *b)
+struct bdc *bdc_create(const struct bdc_config *cfg)
 {
 	struct bdc *c = calloc(1, sizeof *c);
 	if (c == NULL)
 		goto fail;
-	c->run = b;
-	c->count = (uint32_t)b->opt.sources + b->opt.readers;
+	c->table = cfg->peers;
+	c->base = cfg->base;
+	c->ready = cfg->ready;
+	c->ready_arg = cfg->ready_arg;
+	c->out = cfg->out;
+	c->sources = cfg->peers->sources;
+	c->run_id = cfg->run_id;
+	c->quiet = cfg->quiet;
+	c->count = peer_count(cfg->peers);
 	c->peers = calloc(c->count, sizeof *c->peers);
-	c->ev_timer = evtimer_new(b->base, bdc_on_timer, c);
+	c->ev_timer = evtimer_new(cfg->base, bdc_on_timer, c);
 	if (c->peers == NULL || c->ev_timer == NULL)
 		goto fail;
-	c->correction = !b->opt.no_clock_correction;
+	c->correction = cfg->correction;
 	c->injected_ns = clk_offset_ns();
 	net_host_name(c->host, sizeof c->host);
 	for (uint32_t i = 0; i < c->count; i++) {
@@ -349,8 +362,8 @@ struct bdc *bdc_create(struct bd *b)
 	bdc_read_chrony(c, BDC_START);
 	return c;
 fail:
-	log_error("Run %u: no memory for the clock state of %u peers", b->opt.run_id,
-		  (uint32_t)b->opt.sources + b->opt.readers);
+	log_error("Run %u: no memory for the clock state of %u peers", cfg->run_id,
+		  peer_count(cfg->peers));
 	bdc_destroy(c);
 	return NULL;
 }
@@ -459,7 +472,7 @@ static void bdc_pump(struct bdc *c)
 	if (c->closing) {
 		if (now >= c->close_deadline_ns) {
 			log_warn("Run %u: not every peer answered the final clock exchanges within %u ms; keeping the estimates so far",
-				 c->run->opt.run_id, BDC_CLOSE_TIMEOUT_NS / 1000000u);
+				 c->run_id, BDC_CLOSE_TIMEOUT_NS / 1000000u);
 			bdc_close_done(c);
 			return;
 		}
@@ -495,7 +508,7 @@ bool bdc_ready(const struct bdc *c)
 {
 	if (c == NULL)
 		return true;
-	for (uint32_t s = 0; s < c->run->opt.sources; s++)
+	for (uint32_t s = 0; s < c->sources; s++)
 		if (bdc_bd_peer(c, s)->conn != NULL && !c->peers[s].ready)
 			return false;
 	return true;
@@ -507,8 +520,8 @@ static void bdc_set_ready(struct bdc *c, uint32_t i)
 	if (c->peers[i].ready)
 		return;
 	c->peers[i].ready = true;
-	if (i < c->run->opt.sources && bdc_ready(c))
-		bd_maybe_start(c->run);
+	if (i < c->sources && bdc_ready(c))
+		c->ready(c->ready_arg);
 }
 
 /* One answered exchange, from a PONG or a UDP probe. */
@@ -599,7 +612,7 @@ static void bdc_start_prober(struct bdc *c, uint32_t i, struct bd_peer *bp,
 		return;
 	char what[48];
 	snprintf(what, sizeof what, "%s %u", bdc_title(bp), bp->id);
-	p->prober = prb_prober_start(c->run->base, msgconn_fd(bp->conn), (uint16_t)port, token,
+	p->prober = prb_prober_start(c->base, msgconn_fd(bp->conn), (uint16_t)port, token,
 				     what, bdc_on_probe, p);
 	/* The first burst again, kernel-stamped: the PINGs so far were only
 	 * to have some estimate without waiting. */
@@ -641,7 +654,7 @@ void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r
 	bdc_apply(c, i);
 }
 
-bool bdc_close(struct bdc *c, void (*done)(struct bd *b))
+bool bdc_close(struct bdc *c, void (*done)(void *arg), void *arg)
 {
 	if (c->finished)
 		return false;
@@ -662,6 +675,7 @@ bool bdc_close(struct bdc *c, void (*done)(struct bd *b))
 		return false;
 	c->closing = true;
 	c->done = done;
+	c->done_arg = arg;
 	c->close_deadline_ns = now + BDC_CLOSE_TIMEOUT_NS;
 	bdc_pump(c);
 	return true;
@@ -669,12 +683,12 @@ bool bdc_close(struct bdc *c, void (*done)(struct bd *b))
 
 static void bdc_close_done(struct bdc *c)
 {
-	void (*done)(struct bd *b) = c->done;
+	void (*done)(void *arg) = c->done;
 	c->closing = false;
 	c->done = NULL;
 	evtimer_del(c->ev_timer);
 	if (done != NULL)
-		done(c->run);
+		done(c->done_arg);
 }
 
 void bdc_finish(struct bdc *c)
@@ -849,7 +863,7 @@ static json_t *bdc_json_stamps(const struct bdc_peer *p)
 
 static bool bdc_all_sources_same_clock(const struct bdc *c)
 {
-	for (uint32_t s = 0; s < c->run->opt.sources; s++)
+	for (uint32_t s = 0; s < c->sources; s++)
 		if (!bdc_same_clock(c, s))
 			return false;
 	return true;
@@ -988,8 +1002,8 @@ static json_t *bdc_json_peer(const struct bdc *c, uint32_t i)
 	enum cks_verdict v = bdc_overall(c, i);
 	SET(o, "consistent", v == CKS_UNKNOWN ? NULL : json_boolean(v == CKS_CONSISTENT));
 
-	if (i < c->run->opt.sources && c->run->out != NULL) {
-		struct out_uncertainty u = out_source_uncertainty(c->run->out, (uint16_t)i);
+	if (i < c->sources && c->out != NULL) {
+		struct out_uncertainty u = out_source_uncertainty(c->out, (uint16_t)i);
 		const char *how = same_clock ? "same clock: offset 0, uncertainty 0"
 			       : c->correction ? "estimated offset subtracted"
 					       : "not corrected (--no-clock-correction)";
@@ -1047,7 +1061,7 @@ static const char *bdc_latency_basis(const struct bdc *c, const struct out_uncer
 
 void bdc_latency_json(const struct bdc *c, json_t *latency)
 {
-	const struct out *o = c->run->out;
+	const struct out *o = c->out;
 	const struct hist *lat = out_latency(o);
 	struct out_uncertainty u = out_uncertainty(o);
 	int64_t unc = u.unbounded ? -1 : u.max_ns;
@@ -1103,14 +1117,14 @@ static void bdc_print_duration(FILE *f, int64_t ns)
 
 void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f)
 {
-	struct out_uncertainty u = out_uncertainty(c->run->out);
+	struct out_uncertainty u = out_uncertainty(c->out);
 	if (u.unbounded > 0) {
 		fprintf(f, " (+/- unknown: %" PRIu64 " samples had no clock estimate)", u.unbounded);
 		return;
 	}
 	fputs(" (+/- ", f);
 	bdc_print_duration(f, u.max_ns);
-	const struct hist *uh = out_uncertainty_hist(c->run->out);
+	const struct hist *uh = out_uncertainty_hist(c->out);
 	if (u.max_ns > 0 && uh->samples > 0) {
 		fputs(" max, median ", f);
 		bdc_print_duration(f, (int64_t)hist_quantile(uh, 0.5));
@@ -1183,7 +1197,7 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 				p->estimates);
 		else if (v == CKS_INCONSISTENT)
 			fputs("; DISAGREES with chrony beyond both bounds", f);
-		if (!c->correction && i < c->run->opt.sources && best != NULL && !bdc_same_clock(c, i)) {
+		if (!c->correction && i < c->sources && best != NULL && !bdc_same_clock(c, i)) {
 			fputs("; not corrected: its latencies are off by ", f);
 			bdc_print_duration(f, -best->offset_ns);
 		}

@@ -13,7 +13,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-struct bd;
+struct event_base;
+struct out;
+struct peer_table;
 struct bd_peer;
 struct bdc;
 struct ctl_pong;
@@ -40,10 +42,21 @@ struct ctl_report;
  * keeps the estimate it has. */
 #define BDC_CLOSE_TIMEOUT_NS 300000000u
 
+struct bdc_config {
+	struct event_base *base;
+	struct peer_table *peers;   /* the run's peers; outlives the bdc */
+	struct out *out;            /* gets each source's offset; outlives bdc_finish() */
+	uint32_t run_id;
+	bool correction;            /* false: measure offsets but apply none */
+	bool quiet;
+	void (*ready)(void *arg);   /* called when bdc_ready() becomes true last */
+	void *ready_arg;
+};
+
 /* Reads the builder host's chrony state (runs chronyc: milliseconds, at
  * most CKS_CHRONYC_TIMEOUT_MS) and allocates the per-peer state. NULL with a
  * logged reason on failure. */
-struct bdc *bdc_create(struct bd *b);
+struct bdc *bdc_create(const struct bdc_config *cfg);
 
 void bdc_destroy(struct bdc *c);
 
@@ -68,12 +81,12 @@ void bdc_on_pong(struct bdc *c, struct bd_peer *p, const struct ctl_pong *pong, 
 void bdc_on_report(struct bdc *c, struct bd_peer *p, const struct ctl_report *r, bool final);
 
 /* The run is over but every connection is still up: sends each connected
- * peer a final burst. Returns true when done(b) will be called, once every
+ * peer a final burst. Returns true when done(arg) will be called, once every
  * peer answered, lost its connection, or after BDC_CLOSE_TIMEOUT_NS; false
  * when there is nothing to wait for (no peer connected, or already
  * finished). Calling it again while waiting returns true and changes
  * nothing. */
-bool bdc_close(struct bdc *c, void (*done)(struct bd *b));
+bool bdc_close(struct bdc *c, void (*done)(void *arg), void *arg);
 
 /* The current in-band estimate of p's clock: offset (peer minus builder)
  * and bound in ns; false before the first exchange. */

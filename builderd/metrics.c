@@ -1,18 +1,13 @@
 #include "metrics.h"
+#include "metrics_json.h"
 
 #include "core/builder.h"
-#include "sys/clock.h"
 #include "clocks.h"
 #include "core/hist.h"
 #include "sys/log.h"
-#include "io/msgstream.h"
-#include "io/net.h"
-#include "output.h"
-#include "sys/procstat.h"
 #include "io/prom.h"
 #include "io/shmring.h"
-#include "run_state.h"
-#include "shm.h"
+#include "snapshot.h"
 #include "wire/text.h"
 
 #include <errno.h>
@@ -22,67 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
-
-/* The greeting counters of the builder's three listeners, summed. */
-static void bdm_greetings(const struct bd *b, uint64_t *busy, uint64_t *timed_out)
-{
-	*busy = *timed_out = 0;
-	for (int d = 0; d < BD_DOORS; d++) {
-		*busy += b->doors[d].busy;
-		*timed_out += b->doors[d].timed_out;
-	}
-}
-
-json_t *metrics_json_text(const char *s)
-{
-	size_t n = strlen(s);
-	if (text_utf8_valid(s, n))
-		return json_stringn(s, n);
-	/* Each bad byte becomes the three bytes of U+FFFD. */
-	char *buf = malloc(3 * n + 1);
-	if (buf == NULL)
-		return NULL;
-	text_to_utf8(buf, 3 * n + 1, s);
-	json_t *v = json_string(buf);
-	free(buf);
-	return v;
-}
-
-void metrics_json_set(json_t *obj, const char *key, json_t *value)
-{
-	if (value == NULL)
-		value = json_null();
-	size_t n = strlen(key);
-	if (text_utf8_valid(key, n)) {
-		json_object_set_new(obj, key, value);
-		return;
-	}
-	char *buf = malloc(3 * n + 1);
-	if (buf == NULL) {
-		json_decref(value);
-		return;
-	}
-	text_to_utf8(buf, 3 * n + 1, key);
-	json_object_set_new(obj, buf, value);
-	free(buf);
-}
-
-json_t *metrics_json_u64(uint64_t v)
-{
-	if (v > INT64_MAX)
-		return json_real((double)v);
-	return json_integer((json_int_t)v);
-}
-
-json_t *metrics_json_real(double v, int decimals)
-{
-	double scale = pow(10.0, decimals);
-	double r = round(v * scale) / scale;
-	/* jansson refuses NaN and infinities; JSON has no spelling for them. */
-	return isfinite(r) ? json_real(r) : json_null();
-}
 
 #define SET(obj, key, value) metrics_json_set((obj), (key), (value))
 #define U64(v) metrics_json_u64(v)
@@ -122,15 +57,15 @@ struct metrics_rates {
 	uint64_t generated;
 };
 
-static struct metrics_rates metrics_rates(const struct bd *b)
+static struct metrics_rates metrics_rates(const struct bd_snapshot *b)
 {
 	struct metrics_rates m = { 0 };
-	const struct bld_counters *c = bld_counters(b->core);
+	const struct bld_counters *c = &b->builder;
 	m.generated = c->events_complete + c->events_expired + c->events_unobserved;
 	uint64_t longest_ns = 0;
-	for (uint16_t s = 0; s < b->opt.sources; s++) {
+	for (uint16_t s = 0; s < b->opt->sources; s++) {
 		bool found;
-		uint64_t ns = acct_value(b->source_peers[s].report, "", "sending_ns", &found);
+		uint64_t ns = acct_value(peer_source(b->peers, s)->report, "", "sending_ns", &found);
 		if (found && ns > longest_ns)
 			longest_ns = ns;
 	}
@@ -166,35 +101,34 @@ static json_t *json_process(const char *role, uint32_t id, const char *host, uin
 /* Each reader's data path: its transport and, for a reader that never sent
  * its final counters (it died), the fate of its sources' frames: what the
  * builder received from it, and the rest as lost with the reader. */
-static json_t *json_reader_links(const struct bd *b)
+static json_t *json_reader_links(const struct bd_snapshot *b)
 {
 	json_t *links = json_array();
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		const struct bd_reader *rd = &b->readers[r];
-		const struct bd_peer *p = &b->reader_peers[r];
-		struct bshm_info shm;
-		bool via_shm = bshm_reader_info(rd, &shm);
-		const char *transport = via_shm ? "shm" : rd->state == BD_DATA_WAITING ? "none" : "tcp";
+	for (uint32_t r = 0; r < b->opt->readers; r++) {
+		const struct bd_snapshot_link *rd = &b->links[r];
+		const struct bd_peer *p = peer_reader(b->peers, r);
+		bool via_shm = strcmp(rd->transport, "shm") == 0;
+		const char *transport = rd->transport;
 		json_t *o = json_object();
 		SET(o, "id", U64(r));
 		SET(o, "transport", metrics_json_text(transport));
 		if (via_shm) {
-			SET(o, "segment", metrics_json_text(shm.segment));
-			SET(o, "ring_capacity_bytes", U64(shm.capacity_bytes));
-			SET(o, "attached", json_boolean(shm.attached));
-			SET(o, "wakeups", U64(shm.wakeups));
-		} else if (rd->state != BD_DATA_WAITING) {
+			SET(o, "segment", metrics_json_text(rd->segment));
+			SET(o, "ring_capacity_bytes", U64(rd->ring_capacity_bytes));
+			SET(o, "attached", json_boolean(rd->attached));
+			SET(o, "wakeups", U64(rd->wakeups));
+		} else if (strcmp(transport, "none") != 0) {
 			SET(o, "address", metrics_json_text(rd->address));
 		}
 		SET(o, "frames_received", U64(rd->frames_received));
 		SET(o, "end_frames", U64(rd->end_frames));
-		SET(o, "died", json_boolean((via_shm && shm.peer_died) || (p->lost && !p->reported)));
+		SET(o, "died", json_boolean((via_shm && rd->peer_died) || (p->lost && !p->reported)));
 		if (p->report == NULL) {
 			uint64_t wire = 0;
 			bool known = rd->source_count > 0;
 			for (size_t i = 0; i < rd->source_count; i++) {
 				bool found;
-				uint64_t v = acct_value(b->source_peers[rd->sources[i]].report, "",
+				uint64_t v = acct_value(peer_source(b->peers, rd->sources[i])->report, "",
 							"frames_wire", &found);
 				/* A sum beyond 2^64 is an impossible count, not a loss. */
 				known = known && found && v <= UINT64_MAX - wire;
@@ -212,20 +146,20 @@ static json_t *json_reader_links(const struct bd *b)
 	return links;
 }
 
-static json_t *json_run(const struct bd *b)
+static json_t *json_run(const struct bd_snapshot *b)
 {
 	json_t *o = json_object();
-	SET(o, "run", U64(b->opt.run_id));
-	SET(o, "sources", U64(b->opt.sources));
-	SET(o, "readers", U64(b->opt.readers));
-	SET(o, "window", U64(b->opt.max_inflight));
-	SET(o, "timeout_ms", U64(b->opt.timeout_ms));
-	SET(o, "skip_timeout_ms", U64(b->opt.skip_timeout_ms));
-	SET(o, "filter_modulo", U64(b->opt.filter_modulo));
-	SET(o, "filter_cost_us", U64(b->opt.filter_cost_us));
-	SET(o, "first_event", U64(b->opt.first_event));
-	SET(o, "admission", json_boolean(!b->opt.no_admission));
-	SET(o, "flush_every", U64(b->opt.flush_every));
+	SET(o, "run", U64(b->opt->run_id));
+	SET(o, "sources", U64(b->opt->sources));
+	SET(o, "readers", U64(b->opt->readers));
+	SET(o, "window", U64(b->opt->max_inflight));
+	SET(o, "timeout_ms", U64(b->opt->timeout_ms));
+	SET(o, "skip_timeout_ms", U64(b->opt->skip_timeout_ms));
+	SET(o, "filter_modulo", U64(b->opt->filter_modulo));
+	SET(o, "filter_cost_us", U64(b->opt->filter_cost_us));
+	SET(o, "first_event", U64(b->opt->first_event));
+	SET(o, "admission", json_boolean(!b->opt->no_admission));
+	SET(o, "flush_every", U64(b->opt->flush_every));
 	return o;
 }
 
@@ -254,28 +188,27 @@ static json_t *json_impossible_counters(const struct acct *a)
 	return list;
 }
 
-static json_t *json_losses(const struct bd *b, const struct acct *a)
+static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
 {
 	json_t *o = json_object(), *gone = json_array();
 	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
 	SET(o, "frames_lost_with_readers", U64(a->lost_with_readers));
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-							     : &b->reader_peers[i - b->opt.sources];
+	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
+		const struct bd_peer *p = peer_at(b->peers, i);
 		if (!p->lost || p->reported)
 			continue;
 		json_t *g = json_object();
 		SET(g, "role", metrics_json_text(ctl_role_name(p->role)));
 		SET(g, "id", U64(p->id));
 		SET(g, "pid", U64(p->pid));
-		SET(g, "how", metrics_json_text(p->stalled ? "stalled" : p->stuck ? "stuck" : "died"));
+		SET(g, "how", metrics_json_text(peer_how_gone(p)));
 		json_array_append_new(gone, g);
 	}
 	SET(o, "peers_gone", gone);
 	return o;
 }
 
-static json_t *json_errors(const struct bd *b)
+static json_t *json_errors(const struct bd_snapshot *b)
 {
 	json_t *errors = json_array();
 	for (uint32_t i = 0; i < b->error_count; i++)
@@ -288,26 +221,24 @@ static json_t *json_errors(const struct bd *b)
 	return errors;
 }
 
-static json_t *json_counters(const struct bd *b)
+static json_t *json_counters(const struct bd_snapshot *b)
 {
-	const struct bld_counters *c = bld_counters(b->core);
+	const struct bld_counters *c = &b->builder;
 	json_t *counters = json_object(), *bld = json_object();
 #define BLD_JSON(name) SET(bld, #name, U64(c->name));
 	BLD_COUNTERS(BLD_JSON)
 #undef BLD_JSON
-	uint64_t busy, timed_out;
-	bdm_greetings(b, &busy, &timed_out);
-	SET(bld, "greetings_busy", U64(busy));
-	SET(bld, "greetings_timed_out", U64(timed_out));
-	SET(bld, "frames_read", U64(b->frames_received));
+	SET(bld, "greetings_busy", U64(b->greetings_busy));
+	SET(bld, "greetings_timed_out", U64(b->greetings_timed_out));
+	SET(bld, "frames_read", U64(b->frames_read));
 	SET(bld, "refused_connections", U64(b->refused_connections));
 	SET(bld, "credits_sent", U64(b->credits_sent));
-	SET(bld, "events_written", U64(out_events_written(b->out)));
-	SET(bld, "record_writes", U64(out_write_calls(b->out)));
-	SET(bld, "negative_latencies", U64(out_negative_latencies(b->out)));
+	SET(bld, "events_written", U64(b->events_written));
+	SET(bld, "record_writes", U64(b->record_writes));
+	SET(bld, "negative_latencies", U64(b->negative_latencies));
 	SET(counters, "builder", bld);
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		const struct bd_reader *rd = &b->readers[r];
+	for (uint32_t r = 0; r < b->opt->readers; r++) {
+		const struct bd_snapshot_link *rd = &b->links[r];
 		char name[48];
 		snprintf(name, sizeof name, "builder.from_reader.%u", r);
 		json_t *o = json_object();
@@ -317,22 +248,22 @@ static json_t *json_counters(const struct bd *b)
 		SET(o, "read_calls", U64(rd->read_calls));
 		SET(counters, name, o);
 	}
-	for (uint16_t s = 0; s < b->opt.sources; s++) {
+	for (uint16_t s = 0; s < b->opt->sources; s++) {
 		char prefix[32];
 		snprintf(prefix, sizeof prefix, "source.%u", s);
-		json_report(counters, prefix, b->source_peers[s].report);
+		json_report(counters, prefix, peer_source(b->peers, s)->report);
 	}
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
+	for (uint32_t r = 0; r < b->opt->readers; r++) {
 		char prefix[32];
 		snprintf(prefix, sizeof prefix, "reader.%u", r);
-		json_report(counters, prefix, b->reader_peers[r].report);
+		json_report(counters, prefix, peer_reader(b->peers, r)->report);
 	}
 	return counters;
 }
 
-static json_t *json_latency(const struct bd *b)
+static json_t *json_latency(const struct bd_snapshot *b)
 {
-	const struct hist *lat = out_latency(b->out);
+	const struct hist *lat = b->latency;
 	json_t *o = json_object();
 	SET(o, "p50_ns", U64(hist_quantile(lat, 0.5)));
 	SET(o, "p90_ns", U64(hist_quantile(lat, 0.9)));
@@ -356,7 +287,7 @@ static json_t *json_latency(const struct bd *b)
 	return o;
 }
 
-static json_t *json_rates(const struct bd *b)
+static json_t *json_rates(const struct bd_snapshot *b)
 {
 	struct metrics_rates rates = metrics_rates(b);
 	json_t *o = json_object();
@@ -368,21 +299,15 @@ static json_t *json_rates(const struct bd *b)
 }
 
 /* "processes" and "cpu": every process's CPU and memory. */
-static void json_processes(json_t *root, const struct bd *b)
+static void json_processes(json_t *root, const struct bd_snapshot *b)
 {
 	json_t *procs = json_array();
-	struct ctl_report self;
-	memset(&self, 0, sizeof self);
-	procstat_report(&self);
-	char host[256];
-	net_host_name(host, sizeof host);
-	json_array_append_new(procs, json_process("builder", 0, host, (uint32_t)getpid(), &self));
-	double cpu_total_us = (double)acct_value(&self, "process", "cpu_user_us", NULL) +
-			      (double)acct_value(&self, "process", "cpu_sys_us", NULL);
+	json_array_append_new(procs, json_process("builder", 0, b->self_host, b->self_pid, b->self));
+	double cpu_total_us = (double)acct_value(b->self, "process", "cpu_user_us", NULL) +
+			      (double)acct_value(b->self, "process", "cpu_sys_us", NULL);
 	bool cpu_complete = true;
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-							     : &b->reader_peers[i - b->opt.sources];
+	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
+		const struct bd_peer *p = peer_at(b->peers, i);
 		json_array_append_new(procs, json_process(ctl_role_name(p->role), p->id, p->host,
 							  p->pid, p->report));
 		bool found;
@@ -392,7 +317,7 @@ static void json_processes(json_t *root, const struct bd *b)
 		cpu_complete = cpu_complete && found;
 	}
 	SET(root, "processes", procs);
-	uint64_t frags = bld_counters(b->core)->frags_received;
+	uint64_t frags = b->builder.frags_received;
 	json_t *cpu = json_object();
 	SET(cpu, "total_s", metrics_json_real(cpu_total_us / 1e6, 6));
 	SET(cpu, "fragments", U64(frags));
@@ -401,15 +326,15 @@ static void json_processes(json_t *root, const struct bd *b)
 	SET(root, "cpu", cpu);
 }
 
-static json_t *json_memory_bounds(const struct bd *b)
+static json_t *json_memory_bounds(const struct bd_snapshot *b)
 {
 	json_t *o = json_object();
-	SET(o, "builder_core_bytes", U64((uint64_t)bld_memory_bytes(b->core)));
-	SET(o, "builder_read_buffers_bytes", U64((uint64_t)b->opt.readers * b->readers[0].cap));
-	SET(o, "builder_output_bytes", U64(out_buffer_bytes(b->out)));
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
+	SET(o, "builder_core_bytes", U64((uint64_t)b->core_memory_bytes));
+	SET(o, "builder_read_buffers_bytes", U64(b->read_buffers_bytes));
+	SET(o, "builder_output_bytes", U64(b->output_bytes));
+	for (uint32_t r = 0; r < b->opt->readers; r++) {
 		bool found;
-		uint64_t v = acct_value(b->reader_peers[r].report, "", "buffer_bytes", &found);
+		uint64_t v = acct_value(peer_reader(b->peers, r)->report, "", "buffer_bytes", &found);
 		if (found) {
 			char name[48];
 			snprintf(name, sizeof name, "reader_%u_buffers_bytes", r);
@@ -417,18 +342,18 @@ static json_t *json_memory_bounds(const struct bd *b)
 		}
 	}
 	uint32_t rings = 0;
-	for (uint32_t r = 0; r < b->opt.readers; r++)
-		rings += b->readers[r].shm != NULL;
-	if (bshm_capacity_bytes(b) != 0) {
-		SET(o, "shm_ring_capacity_bytes", U64(bshm_capacity_bytes(b)));
+	for (uint32_t r = 0; r < b->opt->readers; r++)
+		rings += strcmp(b->links[r].transport, "shm") == 0;
+	if (b->shm_capacity_bytes != 0) {
+		SET(o, "shm_ring_capacity_bytes", U64(b->shm_capacity_bytes));
 		SET(o, "shm_rings_bytes",
-		    U64((uint64_t)rings * (SHR_HEADER_BYTES + bshm_capacity_bytes(b))));
+		    U64((uint64_t)rings * (SHR_HEADER_BYTES + b->shm_capacity_bytes)));
 	}
 	return o;
 }
 
 /* Fields in the order docs/METRICS.md lists them. */
-static json_t *metrics_tree(const struct bd *b, const struct acct *a)
+json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
 {
 	json_t *root = json_object();
 	bool balanced = acct_balanced(a);
@@ -451,13 +376,13 @@ static json_t *metrics_tree(const struct bd *b, const struct acct *a)
 	return root;
 }
 
-int metrics_write(const struct bd *b, const struct acct *a)
+int metrics_write(const struct bd_snapshot *b, const struct acct *a)
 {
 	char path[2048], tmp[2100];
 	int rc = 0;
-	snprintf(path, sizeof path, "%s/metrics.json", b->opt.out_dir);
+	snprintf(path, sizeof path, "%s/metrics.json", b->opt->out_dir);
 	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	json_t *root = metrics_tree(b, a);
+	json_t *root = metrics_json(b, a);
 	FILE *f = fopen(tmp, "w");
 	if (f == NULL) {
 		rc = -errno;
@@ -489,15 +414,15 @@ static void print_duration(FILE *f, uint64_t ns)
 		fprintf(f, "%.2f ms", (double)ns / 1e6);
 }
 
-void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
+void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct acct *a)
 {
-	const struct bld_counters *c = bld_counters(b->core);
-	const struct hist *lat = out_latency(b->out);
+	const struct bld_counters *c = &b->builder;
+	const struct hist *lat = b->latency;
 	struct metrics_rates rates = metrics_rates(b);
 	fprintf(f, "run %u: %" PRIu64 " event IDs: %" PRIu64 " complete (%" PRIu64 " accepted, %" PRIu64
 		   " filtered), %" PRIu64 " expired (%" PRIu64 " timeout, %" PRIu64 " skipped, %" PRIu64
 		   " window, %" PRIu64 " end of run), %" PRIu64 " never observed\n",
-		b->opt.run_id, rates.generated, c->events_complete, c->events_accepted,
+		b->opt->run_id, rates.generated, c->events_complete, c->events_accepted,
 		c->events_filtered, c->events_expired, c->events_expired_timeout,
 		c->events_expired_skipped, c->events_expired_window, c->events_expired_end_of_run,
 		c->events_unobserved);
@@ -516,10 +441,9 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 	bdc_print_latency_uncertainty(b->clocks, f);
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
 	bdc_print_summary(b->clocks, f);
-	fprintf(f, "peak RSS: builder %.1f MiB", (double)procstat_peak_rss_kib() / 1024.0);
-	for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-		const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-							     : &b->reader_peers[i - b->opt.sources];
+	fprintf(f, "peak RSS: builder %.1f MiB", (double)b->self_peak_rss_kib / 1024.0);
+	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
+		const struct bd_peer *p = peer_at(b->peers, i);
 		bool found;
 		uint64_t rss = acct_value(p->report, "process", "max_rss_kib", &found);
 		if (found)
@@ -547,87 +471,74 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 		fprintf(f, "error: %s\n", line);
 	}
 	bool good = b->status == 0 && acct_balanced(a);
-	fprintf(f, "status: %s; records in %s\n", good ? "OK" : "FAILED", b->opt.out_dir);
+	fprintf(f, "status: %s; records in %s\n", good ? "OK" : "FAILED", b->opt->out_dir);
 }
 
-void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
+void metrics_progress_line(char *line, size_t size, const struct bd_snapshot *s, double rate)
 {
-	const struct bd *b = arg;
-	const struct bld_counters *c = bld_counters(b->core);
-	const struct hist *lat = b->out != NULL ? out_latency(b->out) : NULL;
-	uint64_t limit = b->opt.no_admission ? 0 : bld_admission_limit(b->core);
-	uint64_t oldest = bld_oldest_pending(b->core);
-	uint64_t generated = b->opt.events;
+	const struct bld_counters *c = &s->builder;
+	uint64_t expected = s->opt->events;
+	char complete[48] = "", eta[32] = "", p99[32] = "n/a";
+	if (expected > 0) {
+		snprintf(complete, sizeof complete, ", %.1f%% complete",
+			 100.0 * (double)c->events_complete / (double)expected);
+		uint64_t done = c->events_complete + c->events_expired + c->events_unobserved;
+		if (rate > 0 && done < expected)
+			snprintf(eta, sizeof eta, ", ETA %.0f s", (double)(expected - done) / rate);
+	}
+	const struct hist *lat = s->latency;
+	if (lat != NULL && lat->samples > 0)
+		snprintf(p99, sizeof p99, "%.3f ms", (double)hist_quantile(lat, 0.99) / 1e6);
+	uint64_t oldest = s->oldest_pending;
+	char pending[64] = "";
+	if (oldest != UINT64_MAX)
+		snprintf(pending, sizeof pending, " (oldest %" PRIu64 ")", oldest);
+	char limit[40] = "off";
+	if (!s->opt->no_admission)
+		snprintf(limit, sizeof limit, "%" PRIu64, s->admission_limit);
+	/* Summed as doubles: peers' counters must not wrap the line's figure. */
+	double held_ns = 0;
+	for (uint32_t r = 0; r < s->opt->readers; r++)
+		held_ns += (double)peer_reader(s->peers, r)->held_ns;
+	snprintf(line, size,
+		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
+		 "%u pending%s, limit %s, readers held %.1f ms, p99 %s%s",
+		 s->opt->run_id, c->events_complete, rate, c->events_accepted, c->events_expired,
+		 complete, s->pending, pending, limit, held_ns / 1e6, p99, eta);
+}
+
+/* /status: numbers and fixed words only, so plain printf is strict JSON. */
+static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
+{
+	const struct bld_counters *c = &b->builder;
+	const struct hist *lat = b->latency;
+	uint64_t generated = b->opt->events;
 	double completeness = generated ? (double)c->events_complete / (double)generated : 0.0;
-	if (json) {
-		char oldest_text[24] = "null";
-		if (oldest != UINT64_MAX)
-			snprintf(oldest_text, sizeof oldest_text, "%" PRIu64, oldest);
-		evbuffer_add_printf(out, "{\"run\": %u, \"phase\": \"%s\", \"events_complete\": %" PRIu64
-				    ", \"events_accepted\": %" PRIu64 ", \"events_expired\": %" PRIu64
-				    ", \"events_pending\": %u, \"events_expected\": %" PRIu64
-				    ", \"completeness\": %.6f, \"admission_limit\": %" PRIu64
-				    ", \"oldest_pending\": %s, \"events_per_s\": %.1f, \"latency_p99_ns\": %" PRIu64
-				    ", \"frames_read\": %" PRIu64 ", \"errors\": %u}\n",
-				    b->opt.run_id, b->phase == BD_RUNNING ? "running" : "finished",
-				    c->events_complete, c->events_accepted, c->events_expired,
-				    bld_pending(b->core), generated, completeness, limit, oldest_text,
-				    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
-				    b->frames_received, b->error_count);
-		return;
-	}
-#define LIVE_COUNTER(name) \
-	prom_family(out, "es_builder_" #name "_total", "counter", "builder core: " #name); \
-	prom_sample_u64(out, "es_builder_" #name "_total", NULL, c->name);
-	BLD_COUNTERS(LIVE_COUNTER)
-#undef LIVE_COUNTER
-	prom_family(out, "es_builder_frames_read_total", "counter", "frames read from all readers");
-	prom_sample_u64(out, "es_builder_frames_read_total", NULL, b->frames_received);
-	prom_family(out, "es_builder_reader_frames_total", "counter", "frames read from each reader");
-	for (uint32_t r = 0; r < b->opt.readers; r++)
-		prom_sample_u64_id(out, "es_builder_reader_frames_total", "reader", r,
-				   b->readers[r].frames_received);
-	prom_family(out, "es_builder_reader_held_seconds", "gauge", "time each reader held sources back (its last report)");
-	for (uint32_t r = 0; r < b->opt.readers; r++)
-		prom_sample_f64_id(out, "es_builder_reader_held_seconds", "reader", r,
-				   (double)b->reader_peers[r].held_ns / 1e9);
-	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
-	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
-	uint64_t busy, timed_out;
-	bdm_greetings(b, &busy, &timed_out);
-	prom_family(out, "es_builder_greetings_busy_total", "counter",
-		    "connections refused busy: past a listener's greeting cap or one address's share");
-	prom_sample_u64(out, "es_builder_greetings_busy_total", NULL, busy);
-	prom_family(out, "es_builder_greetings_timed_out_total", "counter",
-		    "greetings dropped at the handshake deadline");
-	prom_sample_u64(out, "es_builder_greetings_timed_out_total", NULL, timed_out);
-	prom_family(out, "es_builder_credits_sent_total", "counter", "CREDIT messages sent to readers");
-	prom_sample_u64(out, "es_builder_credits_sent_total", NULL, b->credits_sent);
-	prom_family(out, "es_builder_errors", "gauge", "errors recorded so far in the run");
-	prom_sample_u64(out, "es_builder_errors", NULL, b->error_count);
-	prom_family(out, "es_builder_pending_events", "gauge", "events waiting for fragments");
-	prom_sample_u64(out, "es_builder_pending_events", NULL, bld_pending(b->core));
-	prom_family(out, "es_builder_window_events", "gauge", "the window (--max-inflight)");
-	prom_sample_u64(out, "es_builder_window_events", NULL, b->opt.max_inflight);
-	prom_family(out, "es_builder_admission_limit", "gauge", "readers forward event IDs below this (0: admission off)");
-	prom_sample_u64(out, "es_builder_admission_limit", NULL, limit);
-	if (oldest != UINT64_MAX) {
-		prom_family(out, "es_builder_oldest_pending_event", "gauge", "lowest event ID still pending");
-		prom_sample_u64(out, "es_builder_oldest_pending_event", NULL, oldest);
-	}
-	prom_family(out, "es_builder_events_per_second", "gauge", "events completed per second over the last second");
-	prom_sample_f64(out, "es_builder_events_per_second", NULL, b->recent_events_per_s);
-	if (generated) {
-		prom_family(out, "es_builder_completeness_ratio", "gauge", "complete events over the events of the run");
-		prom_sample_f64(out, "es_builder_completeness_ratio", NULL, completeness);
-	}
+	char oldest_text[24] = "null";
+	if (b->oldest_pending != UINT64_MAX)
+		snprintf(oldest_text, sizeof oldest_text, "%" PRIu64, b->oldest_pending);
+	evbuffer_add_printf(out, "{\"run\": %u, \"phase\": \"%s\", \"events_complete\": %" PRIu64
+			    ", \"events_accepted\": %" PRIu64 ", \"events_expired\": %" PRIu64
+			    ", \"events_pending\": %u, \"events_expected\": %" PRIu64
+			    ", \"completeness\": %.6f, \"admission_limit\": %" PRIu64
+			    ", \"oldest_pending\": %s, \"events_per_s\": %.1f, \"latency_p99_ns\": %" PRIu64
+			    ", \"frames_read\": %" PRIu64 ", \"errors\": %u}\n",
+			    b->opt->run_id, b->running ? "running" : "finished",
+			    c->events_complete, c->events_accepted, c->events_expired,
+			    b->pending, generated, completeness, b->admission_limit, oldest_text,
+			    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
+			    b->frames_read, b->error_count);
+}
+
+/* Each connected peer's in-band clock offset and its bound. */
+static void live_peer_clocks(struct evbuffer *out, const struct bd_snapshot *b)
+{
 	prom_family(out, "es_builder_peer_clock_offset_seconds", "gauge", "in-band clock offset of each peer (peer minus builder)");
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass == 1)
 			prom_family(out, "es_builder_peer_clock_bound_seconds", "gauge", "error bound of that offset");
-		for (uint32_t i = 0; i < (uint32_t)b->opt.sources + b->opt.readers; i++) {
-			const struct bd_peer *p = i < b->opt.sources ? &b->source_peers[i]
-								     : &b->reader_peers[i - b->opt.sources];
+		for (uint32_t i = 0; i < peer_count(b->peers); i++) {
+			const struct bd_peer *p = peer_at(b->peers, i);
 			int64_t offset, bound;
 			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
 				continue;
@@ -640,6 +551,65 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 					labels, (double)(pass == 0 ? offset : bound) / 1e9);
 		}
 	}
+}
+
+void metrics_fill_live(struct evbuffer *out, bool json, const struct bd_snapshot *b)
+{
+	if (json) {
+		live_status(out, b);
+		return;
+	}
+	const struct bld_counters *c = &b->builder;
+	const struct hist *lat = b->latency;
+	uint64_t limit = b->admission_limit;
+	uint64_t oldest = b->oldest_pending;
+	uint64_t generated = b->opt->events;
+	double completeness = generated ? (double)c->events_complete / (double)generated : 0.0;
+#define LIVE_COUNTER(name) \
+	prom_family(out, "es_builder_" #name "_total", "counter", "builder core: " #name); \
+	prom_sample_u64(out, "es_builder_" #name "_total", NULL, c->name);
+	BLD_COUNTERS(LIVE_COUNTER)
+#undef LIVE_COUNTER
+	prom_family(out, "es_builder_frames_read_total", "counter", "frames read from all readers");
+	prom_sample_u64(out, "es_builder_frames_read_total", NULL, b->frames_read);
+	prom_family(out, "es_builder_reader_frames_total", "counter", "frames read from each reader");
+	for (uint32_t r = 0; r < b->opt->readers; r++)
+		prom_sample_u64_id(out, "es_builder_reader_frames_total", "reader", r,
+				   b->links[r].frames_received);
+	prom_family(out, "es_builder_reader_held_seconds", "gauge", "time each reader held sources back (its last report)");
+	for (uint32_t r = 0; r < b->opt->readers; r++)
+		prom_sample_f64_id(out, "es_builder_reader_held_seconds", "reader", r,
+				   (double)peer_reader(b->peers, r)->held_ns / 1e9);
+	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
+	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
+	uint64_t busy = b->greetings_busy, timed_out = b->greetings_timed_out;
+	prom_family(out, "es_builder_greetings_busy_total", "counter",
+		    "connections refused busy: past a listener's greeting cap or one address's share");
+	prom_sample_u64(out, "es_builder_greetings_busy_total", NULL, busy);
+	prom_family(out, "es_builder_greetings_timed_out_total", "counter",
+		    "greetings dropped at the handshake deadline");
+	prom_sample_u64(out, "es_builder_greetings_timed_out_total", NULL, timed_out);
+	prom_family(out, "es_builder_credits_sent_total", "counter", "CREDIT messages sent to readers");
+	prom_sample_u64(out, "es_builder_credits_sent_total", NULL, b->credits_sent);
+	prom_family(out, "es_builder_errors", "gauge", "errors recorded so far in the run");
+	prom_sample_u64(out, "es_builder_errors", NULL, b->error_count);
+	prom_family(out, "es_builder_pending_events", "gauge", "events waiting for fragments");
+	prom_sample_u64(out, "es_builder_pending_events", NULL, b->pending);
+	prom_family(out, "es_builder_window_events", "gauge", "the window (--max-inflight)");
+	prom_sample_u64(out, "es_builder_window_events", NULL, b->opt->max_inflight);
+	prom_family(out, "es_builder_admission_limit", "gauge", "readers forward event IDs below this (0: admission off)");
+	prom_sample_u64(out, "es_builder_admission_limit", NULL, limit);
+	if (oldest != UINT64_MAX) {
+		prom_family(out, "es_builder_oldest_pending_event", "gauge", "lowest event ID still pending");
+		prom_sample_u64(out, "es_builder_oldest_pending_event", NULL, oldest);
+	}
+	prom_family(out, "es_builder_events_per_second", "gauge", "events completed per second over the last second");
+	prom_sample_f64(out, "es_builder_events_per_second", NULL, b->recent_events_per_s);
+	if (generated) {
+		prom_family(out, "es_builder_completeness_ratio", "gauge", "complete events over the events of the run");
+		prom_sample_f64(out, "es_builder_completeness_ratio", NULL, completeness);
+	}
+	live_peer_clocks(out, b);
 	if (lat != NULL)
 		prom_histogram_ns(out, "es_builder_latency_seconds",
 				  "source timestamp to record write, clock-corrected", lat);

@@ -1,6 +1,8 @@
 #include "shm.h"
 
-#include "run_state.h"
+#include "ingest.h"
+#include "link.h"
+#include "snapshot.h"
 
 #include "sys/clock.h"
 #include "io/handshake.h"
@@ -26,6 +28,7 @@
 #define BSHM_ALIVE_CHECK_NS 100000000u
 
 struct bshm_link {
+	struct bshm *set;
 	struct bd_reader *rd;
 	struct shr_ring ring;
 	bool ring_open;
@@ -43,8 +46,13 @@ struct bshm_link {
 };
 
 struct bshm {
+	struct ing *ing;
 	int listen_fd;
 	struct event *ev_accept;
+	struct greet_door door;
+	uint64_t refused;           /* the door's and the ring set-ups' */
+	uint32_t readers;
+	struct bshm_link **links;   /* [readers], kept for the report once made */
 	char sock_name[96];
 	uint64_t capacity_bytes;
 	uint64_t alive_checked_ns;
@@ -60,11 +68,10 @@ static void bshm_unlink(struct bshm_link *l)
 	l->named = false;
 }
 
-void bshm_reader_close(struct bd_reader *rd)
+/* Closes a reader's ring (a blocked reader wakes and stops), its eventfds
+ * and socket, and unlinks the segment name. The link stays for the report. */
+static void bshm_link_close(struct bshm_link *l)
 {
-	struct bshm_link *l = rd->shm;
-	if (l == NULL)
-		return;
 	if (l->ev_data != NULL) {
 		event_free(l->ev_data);
 		l->ev_data = NULL;
@@ -92,12 +99,26 @@ void bshm_reader_close(struct bd_reader *rd)
 	l->data_efd = l->space_efd = l->sock = -1;
 }
 
-void bshm_reader_free(struct bd_reader *rd)
+static void bshm_close(struct bd_reader *rd)
 {
-	bshm_reader_close(rd);
-	free(rd->shm);
-	rd->shm = NULL;
+	bshm_link_close(rd->link_state);
 }
+
+static void bshm_describe(const struct bd_reader *rd, struct bd_snapshot_link *info)
+{
+	const struct bshm_link *l = rd->link_state;
+	info->segment = l->segment;
+	info->ring_capacity_bytes = l->set->capacity_bytes;
+	info->attached = l->attached;
+	info->peer_died = l->peer_died;
+	info->wakeups = l->wakeups;
+}
+
+static const struct bd_link_ops bshm_ops = {
+	.transport = "shm",
+	.close = bshm_close,
+	.describe = bshm_describe,
+};
 
 static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len);
 
@@ -108,7 +129,7 @@ static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len);
 static void bshm_drain(struct bshm_link *l, uint64_t budget)
 {
 	struct bd_reader *rd = l->rd;
-	struct bd *b = rd->run;
+	struct ing *g = rd->ing;
 	uint64_t now = clk_monotonic_ns();
 	uint64_t taken = 0, unreleased = 0;
 	int rc;
@@ -119,11 +140,11 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 		rc = shr_peek(&l->ring, &rec, &len);
 		if (rc == 0) {
 			size_t frame_bytes;
-			if (bd_reader_take(rd, rec, len, true, &frame_bytes, now) != FRM_OK) {
+			if (ing_take(rd, rec, len, true, &frame_bytes, now) != FRM_OK) {
 				if (shr_status(&l->ring) == -EFAULT)
-					bd_error(b, "Reader %u (pid %u on %s): shared-memory ring %s: %s while its record was read; the bad frame above came from the lost pages",
+					ing_error(g, "Reader %u (pid %u on %s): shared-memory ring %s: %s while its record was read; the bad frame above came from the lost pages",
 						 rd->id, l->pid, l->host, l->segment, shr_strerror(-EFAULT));
-				bd_reader_close(rd, BD_DATA_FAILED);
+				ing_close(rd, BD_DATA_FAILED);
 				break;
 			}
 			rd->bytes_received += len;
@@ -155,33 +176,33 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 			 * it detached, so it is on the socket by now if at all. */
 			char why[96];
 			if (!l->attached && bshm_read_sock(l, why, sizeof why) == -EPROTO) {
-				bd_reader_close(rd, BD_DATA_FAILED);
+				ing_close(rd, BD_DATA_FAILED);
 				break;
 			}
 			if (!l->attached)
-				bd_error(b, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (it detached); see its log",
+				ing_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (it detached); see its log",
 					 rd->id, l->pid, l->host, l->segment);
-			bd_reader_close(rd, l->attached ? BD_DATA_CLOSED : BD_DATA_FAILED);
+			ing_close(rd, l->attached ? BD_DATA_CLOSED : BD_DATA_FAILED);
 			break;
 		}
-		bd_error(b, "Reader %u (pid %u on %s): shared-memory ring %s is corrupt: %s; closing it after %" PRIu64 " frames",
+		ing_error(g, "Reader %u (pid %u on %s): shared-memory ring %s is corrupt: %s; closing it after %" PRIu64 " frames",
 			 rd->id, l->pid, l->host, l->segment, shr_strerror(rc), rd->frames_received);
-		bd_reader_close(rd, BD_DATA_FAILED);
+		ing_close(rd, BD_DATA_FAILED);
 		break;
 	}
 	if (taken > 0)
-		b->last_progress_ns = now;
+		ing_progress(g, now);
 }
 
 static void bshm_on_data(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	struct bshm_link *l = arg;
-	struct bd *b = l->rd->run;
+	struct ing *g = l->rd->ing;
 	shr_clear_wakeup(fd);
 	l->wakeups++;
-	bshm_drain(l, b->opt.batch_bytes);
-	bd_after_frames(b);
+	bshm_drain(l, ing_options(g)->batch_bytes);
+	ing_after_frames(g);
 }
 
 /* The reader's end of the link is gone (socket closed, or process gone).
@@ -190,7 +211,7 @@ static void bshm_on_data(evutil_socket_t fd, short what, void *arg)
 static void bshm_peer_gone(struct bshm_link *l, const char *why)
 {
 	struct bd_reader *rd = l->rd;
-	struct bd *b = rd->run;
+	struct ing *g = rd->ing;
 	if (rd->state != BD_DATA_STREAMING)
 		return;
 	if (l->attached)
@@ -200,21 +221,21 @@ static void bshm_peer_gone(struct bshm_link *l, const char *why)
 		 l->pid, l->host, l->segment, why);
 	/* A peer that took the slot and left before attaching carried
 	 * nothing: the real reader may still come. */
-	if (!l->attached && bd_reader_release(rd, left)) {
-		bd_after_frames(b);
+	if (!l->attached && ing_release(rd, left)) {
+		ing_after_frames(g);
 		return;
 	}
 	if (rd->state == BD_DATA_STREAMING) {
 		l->peer_died = true;
 		if (l->attached)
-			bd_error(b, "Reader %u (pid %u on %s) died: shared-memory peer gone (%s); %" PRIu64 " frames received from it through ring %s",
+			ing_error(g, "Reader %u (pid %u on %s) died: shared-memory peer gone (%s); %" PRIu64 " frames received from it through ring %s",
 				 rd->id, l->pid, l->host, why, rd->frames_received, l->segment);
 		else
-			bd_error(b, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (%s); see its log",
+			ing_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (%s); see its log",
 				 rd->id, l->pid, l->host, l->segment, why);
-		bd_reader_close(rd, BD_DATA_FAILED);
+		ing_close(rd, BD_DATA_FAILED);
 	}
-	bd_after_frames(b);
+	ing_after_frames(g);
 }
 
 /* After the handshake the socket carries one byte, the reader's "attached";
@@ -246,7 +267,7 @@ static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len)
 					evtimer_del(l->ev_attach);
 				continue;
 			}
-			bd_error(rd->run, "Reader %u (pid %u on %s) sent an unexpected byte 0x%02x on its shared-memory socket; closing ring %s",
+			ing_error(rd->ing, "Reader %u (pid %u on %s) sent an unexpected byte 0x%02x on its shared-memory socket; closing ring %s",
 				 rd->id, l->pid, l->host, buf[i], l->segment);
 			return -EPROTO;
 		}
@@ -262,21 +283,21 @@ static void bshm_on_attach_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct bshm_link *l = arg;
 	struct bd_reader *rd = l->rd;
-	struct bd *b = rd->run;
+	struct ing *g = rd->ing;
 	char why[CTL_MAX_TEXT + 256];
 	if (l->attached)
 		return;
-	b->doors[BD_DOOR_SHM].timed_out++;
-	b->refused_connections++;
+	l->set->door.timed_out++;
+	l->set->refused++;
 	snprintf(why, sizeof why,
 		 "(pid %u on %s) did not confirm its attach to ring %s within the handshake timeout (%" PRIu64 " ms): segment removed",
-		 l->pid, l->host, l->segment, b->opt.handshake_timeout_ms);
-	if (!bd_reader_release(rd, why)) {
-		bd_error(b, "Reader %u's data connection from %s %s, data path closed", rd->id,
+		 l->pid, l->host, l->segment, ing_options(g)->handshake_timeout_ms);
+	if (!ing_release(rd, why)) {
+		ing_error(g, "Reader %u's data connection from %s %s, data path closed", rd->id,
 			 rd->address, why);
-		bd_reader_close(rd, BD_DATA_FAILED);
+		ing_close(rd, BD_DATA_FAILED);
 	}
-	bd_after_frames(b);
+	ing_after_frames(g);
 }
 
 static void bshm_on_sock(evutil_socket_t fd, short what, void *arg)
@@ -294,50 +315,55 @@ static void bshm_on_sock(evutil_socket_t fd, short what, void *arg)
 		bshm_peer_gone(l, why);
 		return;
 	}
-	bd_reader_close(rd, BD_DATA_FAILED);
-	bd_after_frames(rd->run);
+	ing_close(rd, BD_DATA_FAILED);
+	ing_after_frames(rd->ing);
 }
 
 /* Refuses a reader whose ring cannot be set up; the run goes on and fails
  * by name when that reader's data never arrives. */
-static void bshm_refuse(struct bd *b, struct bshm_link *l, int fd, const char *peer,
+static void bshm_refuse(struct ing *g, struct bshm_link *l, int fd, const char *peer,
 			const char *what, int rc)
 {
-	bd_error(b, "Reader %u: cannot set up shared-memory ring %s: %s: %s", l->rd->id, l->segment,
+	ing_error(g, "Reader %u: cannot set up shared-memory ring %s: %s: %s", l->rd->id, l->segment,
 		 what, shr_strerror(rc));
 	greet_reply_error(fd, peer, "shm_failed", "the builder cannot set up ring %s: %s: %s",
 			  l->segment, what, shr_strerror(rc));
-	b->refused_connections++;
+	l->set->refused++;
 }
 
 static void bshm_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
 {
-	struct bd *b = arg;
+	struct bshm *set = arg;
+	struct ing *g = set->ing;
 	if (fd < 0) {
-		b->refused_connections++;
+		set->refused++;
 		return;
 	}
-	struct bd_reader *rd = bd_reader_admit(b, fd, h, peer);
+	struct bd_reader *rd = ing_admit(g, fd, h, peer);
 	if (rd == NULL)
 		return;
-	struct bshm_link *l = rd->shm;
+	struct bshm_link *l = set->links[rd->id];
 	if (l == NULL)
-		l = calloc(1, sizeof *l);
+		l = set->links[rd->id] = calloc(1, sizeof *l);
 	if (l == NULL) {
 		greet_reply_error(fd, peer, "no_memory", "the builder is out of memory");
-		b->refused_connections++;
+		set->refused++;
 		return;
 	}
 	memset(l, 0, sizeof *l);
+	l->set = set;
 	l->rd = rd;
 	l->sock = l->data_efd = l->space_efd = -1;
 	l->pid = h->pid;
 	snprintf(l->host, sizeof l->host, "%s", h->host);
-	shl_segment_name(l->segment, sizeof l->segment, b->opt.shm_name, rd->id);
-	rd->shm = l;
-	int rc = shr_create(&l->ring, l->segment, b->opt.run_id, b->shm->capacity_bytes);
+	shl_segment_name(l->segment, sizeof l->segment, ing_options(g)->shm_name, rd->id);
+	/* The ring is the reader's link from here: a refusal below is
+	 * reported as a ring that was never attached. */
+	rd->link = &bshm_ops;
+	rd->link_state = l;
+	int rc = shr_create(&l->ring, l->segment, ing_options(g)->run_id, set->capacity_bytes);
 	if (rc < 0) {
-		bshm_refuse(b, l, fd, peer, "cannot create the segment", rc);
+		bshm_refuse(g, l, fd, peer, "cannot create the segment", rc);
 		return;
 	}
 	l->ring_open = l->named = true;
@@ -346,49 +372,49 @@ static void bshm_on_greeted(int fd, const struct ctl_hello *h, const char *peer,
 			 l->segment);
 	rc = shr_eventfds(&l->data_efd, &l->space_efd);
 	if (rc < 0) {
-		bshm_refuse(b, l, fd, peer, "cannot create eventfds", rc);
-		bshm_reader_close(rd);
+		bshm_refuse(g, l, fd, peer, "cannot create eventfds", rc);
+		bshm_link_close(l);
 		return;
 	}
 	/* Asleep from the start: the reader's first commit must wake us. */
 	shr_wait_data(&l->ring);
-	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0 ||
+	if (greet_reply_welcome(fd, ing_options(g)->run_id, CTL_ROLE_BUILDER, 0) < 0 ||
 	    (rc = shr_send_fds(fd, l->data_efd, l->space_efd)) < 0) {
 		log_warn("Reader %u (%s) left during the shared-memory handshake", rd->id, peer);
 		close(fd);
-		bshm_reader_close(rd);
+		bshm_link_close(l);
 		return;
 	}
 	l->sock = fd;
-	l->ev_sock = event_new(b->base, fd, EV_READ | EV_PERSIST, bshm_on_sock, l);
-	l->ev_data = event_new(b->base, l->data_efd, EV_READ | EV_PERSIST, bshm_on_data, l);
-	l->ev_attach = evtimer_new(b->base, bshm_on_attach_deadline, l);
-	uint64_t t = b->opt.handshake_timeout_ms;
+	l->ev_sock = event_new(ing_base(g), fd, EV_READ | EV_PERSIST, bshm_on_sock, l);
+	l->ev_data = event_new(ing_base(g), l->data_efd, EV_READ | EV_PERSIST, bshm_on_data, l);
+	l->ev_attach = evtimer_new(ing_base(g), bshm_on_attach_deadline, l);
+	uint64_t t = ing_options(g)->handshake_timeout_ms;
 	struct timeval deadline = { .tv_sec = (time_t)(t / 1000),
 				    .tv_usec = (suseconds_t)(t % 1000) * 1000 };
 	event_add(l->ev_sock, NULL);
 	event_add(l->ev_data, NULL);
 	evtimer_add(l->ev_attach, &deadline);
-	if (!b->opt.quiet)
+	if (!ing_options(g)->quiet)
 		log_info("Reader %u data through shared-memory ring %s of %" PRIu64 " bytes (pid %u on %s)",
 			 rd->id, l->segment, l->ring.capacity_bytes, h->pid, h->host);
-	bd_reader_started(rd, h, peer);
+	ing_started(rd, &bshm_ops, h, peer);
 }
 
 static void bshm_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	struct bd *b = arg;
-	greet_accept_all(&b->doors[BD_DOOR_SHM], fd, bshm_on_greeted, b);
+	struct bshm *set = arg;
+	greet_accept_all(&set->door, fd, bshm_on_greeted, set);
 }
 
 /* Segments of this NAME whose builder died before it could remove them
  * (killed between creating a ring and its reader's attach): removed at
  * start, whatever reader they were for, so none outlives the next run. */
-static void bshm_sweep(const struct bd *b)
+static void bshm_sweep(const struct bd_options *opt)
 {
 	char prefix[96];
-	int n = snprintf(prefix, sizeof prefix, "es-%s-r", b->opt.shm_name);
+	int n = snprintf(prefix, sizeof prefix, "es-%s-r", opt->shm_name);
 	DIR *dir = opendir("/dev/shm");
 	if (dir == NULL)
 		return;
@@ -410,62 +436,37 @@ static void bshm_sweep(const struct bd *b)
 	closedir(dir);
 }
 
-int bshm_start(struct bd *b)
+static void bshm_stop(void *arg)
 {
-	if (b->opt.shm_name[0] == '\0')
-		return 0;
-	struct bshm *s = calloc(1, sizeof *s);
-	if (s == NULL)
-		return -ENOMEM;
-	s->listen_fd = -1;
-	b->shm = s;
-	bool raised;
-	uint64_t requested = b->opt.shm_capacity_bytes ? b->opt.shm_capacity_bytes
-						       : SHL_DEFAULT_CAPACITY_BYTES;
-	s->capacity_bytes = shl_capacity(requested, b->opt.max_fragment_bytes, &raised);
-	if (raised && b->opt.shm_capacity_bytes != 0)
-		log_warn("Shared-memory ring capacity %" PRIu64 " bytes raised to %" PRIu64
-			 ": a power of two holding two frames of --max-fragment %u",
-			 requested, s->capacity_bytes, b->opt.max_fragment_bytes);
-	shl_socket_name(s->sock_name, sizeof s->sock_name, b->opt.shm_name);
-	s->listen_fd = net_listen_unix(s->sock_name);
-	if (s->listen_fd < 0)
-		return s->listen_fd;
-	/* After the listen: holding the name, we are the only builder of it. */
-	bshm_sweep(b);
-	s->ev_accept = event_new(b->base, s->listen_fd, EV_READ | EV_PERSIST, bshm_on_accept, b);
-	event_add(s->ev_accept, NULL);
-	if (!b->opt.quiet)
-		log_info("Run %u: co-located readers greet @%s for shared-memory rings of %" PRIu64 " bytes",
-			 b->opt.run_id, s->sock_name, s->capacity_bytes);
-	return 0;
-}
-
-void bshm_stop(struct bd *b)
-{
-	for (uint32_t r = 0; b->readers && r < b->opt.readers; r++)
-		bshm_reader_close(&b->readers[r]);
-	struct bshm *s = b->shm;
+	struct bshm *s = arg;
 	if (s == NULL)
 		return;
+	for (uint32_t r = 0; s->links && r < s->readers; r++) {
+		if (s->links[r] != NULL)
+			bshm_link_close(s->links[r]);
+		free(s->links[r]);
+	}
 	if (s->ev_accept)
 		event_free(s->ev_accept);
 	if (s->listen_fd >= 0)
 		close(s->listen_fd);
+	greet_door_close(&s->door);
+	free(s->links);
 	free(s);
-	b->shm = NULL;
 }
 
-void bshm_tick(struct bd *b, uint64_t now_ns)
+/* From the builder's tick: a reader whose process is gone without closing
+ * its ring is reported even if its socket's end were somehow held open. */
+static void bshm_tick(void *arg, uint64_t now_ns)
 {
-	struct bshm *s = b->shm;
+	struct bshm *s = arg;
 	if (s == NULL || now_ns - s->alive_checked_ns < BSHM_ALIVE_CHECK_NS)
 		return;
 	s->alive_checked_ns = now_ns;
-	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		struct bshm_link *l = b->readers[r].shm;
-		if (l == NULL || !l->attached || !l->ring_open ||
-		    b->readers[r].state != BD_DATA_STREAMING)
+	for (uint32_t r = 0; r < s->readers; r++) {
+		struct bshm_link *l = s->links[r];
+		if (l == NULL || l->rd->link_state != l || !l->attached || !l->ring_open ||
+		    l->rd->state != BD_DATA_STREAMING)
 			continue;
 		/* A clean close clears the pid a moment before it marks the
 		 * ring detached: only a second look in a row says dead. */
@@ -475,26 +476,67 @@ void bshm_tick(struct bd *b, uint64_t now_ns)
 			l->suspect = true;
 		} else {
 			bshm_peer_gone(l, "its process is gone");
-			if (b->phase != BD_RUNNING)
+			if (!ing_running(s->ing))
 				return;
 		}
 	}
 }
 
-uint64_t bshm_capacity_bytes(const struct bd *b)
+static void bshm_report(const void *arg, struct bd_snapshot *snap)
 {
-	return b->shm != NULL ? b->shm->capacity_bytes : 0;
+	const struct bshm *s = arg;
+	snap->shm_capacity_bytes = s->capacity_bytes;
+	snap->greetings_busy += s->door.busy;
+	snap->greetings_timed_out += s->door.timed_out;
+	snap->refused_connections += s->refused;
 }
 
-bool bshm_reader_info(const struct bd_reader *rd, struct bshm_info *info)
+static const struct bd_listener_ops bshm_listener_ops = {
+	.tick = bshm_tick,
+	.report = bshm_report,
+	.stop = bshm_stop,
+};
+
+int bshm_start(struct ing *g)
 {
-	const struct bshm_link *l = rd->shm;
-	if (l == NULL)
-		return false;
-	info->segment = l->segment;
-	info->capacity_bytes = rd->run->shm != NULL ? rd->run->shm->capacity_bytes : 0;
-	info->attached = l->attached;
-	info->peer_died = l->peer_died;
-	info->wakeups = l->wakeups;
-	return true;
+	const struct bd_options *opt = ing_options(g);
+	if (opt->shm_name[0] == '\0')
+		return 0;
+	struct bshm *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return -ENOMEM;
+	int rc = ing_add_link(g, &bshm_listener_ops, s);
+	if (rc < 0) {
+		free(s);
+		return rc;
+	}
+	s->ing = g;
+	s->listen_fd = -1;
+	s->readers = opt->readers;
+	greet_door_init(&s->door, ing_base(g), "the builder's shared-memory socket", "the builder",
+			opt->handshake_timeout_ms, &s->refused);
+	s->links = calloc(opt->readers + 1, sizeof *s->links);
+	if (s->links == NULL)
+		return -ENOMEM;
+	bool raised;
+	uint64_t requested = opt->shm_capacity_bytes ? opt->shm_capacity_bytes
+						     : SHL_DEFAULT_CAPACITY_BYTES;
+	s->capacity_bytes = shl_capacity(requested, opt->max_fragment_bytes, &raised);
+	if (raised && opt->shm_capacity_bytes != 0)
+		log_warn("Shared-memory ring capacity %" PRIu64 " bytes raised to %" PRIu64
+			 ": a power of two holding two frames of --max-fragment %u",
+			 requested, s->capacity_bytes, opt->max_fragment_bytes);
+	shl_socket_name(s->sock_name, sizeof s->sock_name, opt->shm_name);
+	s->listen_fd = net_listen_unix(s->sock_name);
+	if (s->listen_fd < 0)
+		return s->listen_fd;
+	/* After the listen: holding the name, we are the only builder of it. */
+	bshm_sweep(opt);
+	s->ev_accept = event_new(ing_base(g), s->listen_fd, EV_READ | EV_PERSIST, bshm_on_accept, s);
+	event_add(s->ev_accept, NULL);
+	if (!opt->quiet)
+		log_info("Run %u: co-located readers greet @%s for shared-memory rings of %" PRIu64 " bytes",
+			 opt->run_id, s->sock_name, s->capacity_bytes);
+	return 0;
 }
+

@@ -1,0 +1,177 @@
+/* The data side of a builder run: the reader table (each reader's data
+ * path, whatever its link), the per-frame path into the builder core and the
+ * record files. The links (tcp.c, shm.c) greet readers and move bytes; they
+ * hand frames to ing_take() and report through the functions below. The hub
+ * (hub.c) sees this side only through this header: it is the seam a second
+ * builder, or an event manager handing event ranges to several, plugs into.
+ * Private to builderd. */
+#ifndef ES_BD_INGEST_H
+#define ES_BD_INGEST_H
+
+#include "core/builder.h"
+#include "options.h"
+#include "wire/control.h"
+#include "wire/frame.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct bd_snapshot;
+struct out;
+struct bd_link_ops;
+
+enum bd_data_state { BD_DATA_WAITING, BD_DATA_STREAMING, BD_DATA_CLOSED, BD_DATA_FAILED };
+
+/* A reader's data path: what ingest counts, and the link that carries it. */
+struct bd_reader {
+	struct ing *ing;
+	uint32_t id;
+	enum bd_data_state state;
+	char address[CTL_MAX_TEXT];
+	uint32_t pid;                    /* as its data HELLO says */
+	struct frm_decoder decoder;
+	uint16_t sources[CTL_MAX_SOURCE_LIST];
+	size_t source_count;
+	uint64_t frames_received;
+	uint64_t end_frames;
+	uint64_t bytes_received;
+	uint64_t read_calls;             /* TCP reads, or ring drains */
+	const struct bd_link_ops *link;  /* NULL until a link carried it */
+	void *link_state;                /* the link's own, for the link only */
+};
+
+/* What ingest asks of the hub. */
+struct ing_hooks {
+	void *ctx;
+	/* Records an error of the run (logged, listed, the run fails). */
+	void (*error)(void *ctx, const char *text);
+	/* A reader's data path is up: the run may start. */
+	void (*data_started)(void *ctx);
+	/* Data arrived at now (monotonic): the run makes progress. */
+	void (*progress)(void *ctx, uint64_t now);
+	/* After a batch of frames or a path's end: credits, end of run. */
+	void (*after_frames)(void *ctx);
+	/* true while reader id's own control link (same pid) is up, or it has
+	 * reported or is gone: its data slot is not given back then. */
+	bool (*reader_holds_slot)(void *ctx, uint32_t reader, uint32_t pid);
+};
+
+struct ing;
+
+/* Opens the record files in opt->out_dir (created) and the builder core.
+ * NULL with a logged reason. */
+struct ing *ing_create(struct event_base *base, const struct bd_options *opt,
+		       const int64_t *source_offsets_ns, const struct ing_hooks *hooks);
+
+/* A link's listener (tcp.c, shm.c), started by the run's wiring: ingest
+ * ticks it, reports it and stops it. -ENOSPC past ING_MAX_LISTENERS. */
+#define ING_MAX_LISTENERS 4
+struct bd_listener_ops;
+int ing_add_link(struct ing *g, const struct bd_listener_ops *ops, void *listener);
+
+/* Stops the listeners, closes every path and the record files. */
+void ing_destroy(struct ing *g);
+
+const struct bd_options *ing_options(const struct ing *g);
+struct event_base *ing_base(const struct ing *g);
+struct out *ing_output(const struct ing *g);
+
+/* ---- for the links --------------------------------------------------- */
+
+/* Records an error of the run through the hub. */
+void ing_error(struct ing *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A connection a link refused at its greeting. */
+void ing_refused(struct ing *g);
+
+/* Checks a reader's data HELLO, whatever the link: the run, the channel,
+ * the reader waiting for its data path, its sources its own. NULL after
+ * refusing it (answered with ERROR, fd closed). */
+struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer);
+
+/* The reader's data path is up (WELCOME sent) on link: records the sources
+ * it serves and tells the hub. */
+void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const struct ctl_hello *h,
+		 const char *peer);
+
+/* A data path that ends before it carried a byte took nothing from the
+ * run: frees the slot for the reader and returns true, unless the reader
+ * holds it (hooks.reader_holds_slot), the path is not streaming, or the run
+ * is over (false: close it as usual). why: after "Reader N's data
+ * connection from ADDRESS". */
+bool ing_release(struct bd_reader *rd, const char *why);
+
+/* The per-frame path of every link: decodes and verifies the frame at buf
+ * (avail bytes) and feeds it to the builder core, or notes its source's END.
+ * exact: buf is one record that must hold exactly one frame. Returns FRM_OK
+ * with *frame_bytes consumed, FRM_NEED_MORE (stream only), or an error,
+ * already reported, after which the caller closes the path. */
+enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
+			 size_t *frame_bytes, uint64_t now);
+
+/* Data arrived at now: the run makes progress. */
+void ing_progress(struct ing *g, uint64_t now);
+
+/* Closes a reader's data path through its link; state says how it ended. */
+void ing_close(struct bd_reader *rd, enum bd_data_state state);
+
+/* After a batch of frames: writes the records completed, then the hub's
+ * turn (credits, end of run). */
+void ing_after_frames(struct ing *g);
+
+/* false once the run is over (ing_finish). */
+bool ing_running(const struct ing *g);
+
+/* Reader r of the run. */
+struct bd_reader *ing_reader(const struct ing *g, uint32_t r);
+
+/* ---- for the hub ----------------------------------------------------- */
+
+enum bd_data_state ing_reader_state(const struct ing *g, uint32_t r);
+uint64_t ing_reader_frames(const struct ing *g, uint32_t r);
+const uint16_t *ing_reader_sources(const struct ing *g, uint32_t r, size_t *count);
+
+/* The reader serving source s, -1 when none is known. */
+int32_t ing_reader_of_source(const struct ing *g, uint16_t s);
+
+/* A reader's control HELLO names the sources its data HELLO will: known
+ * from the first, a reader lost before its data path opened still has its
+ * sources stopped and its share of the books closed. */
+void ing_claim(struct ing *g, const struct ctl_hello *h);
+
+/* Cuts reader r's data path (FAILED) if it is waiting or streaming. */
+void ing_cut(struct ing *g, uint32_t r);
+
+/* Every data path has ended (or never will). */
+bool ing_done(const struct ing *g);
+
+/* The admission limit readers may forward below (UINT64_MAX: off). */
+uint64_t ing_admission_limit(const struct ing *g);
+
+const struct bld_counters *ing_counters(const struct ing *g);
+uint32_t ing_pending(const struct ing *g);
+uint64_t ing_oldest_pending(const struct ing *g);
+const struct hist *ing_latency(const struct ing *g);
+
+/* Source s's END frame, when one arrived: the event count it announced. */
+bool ing_end_frame(const struct ing *g, uint16_t s, uint64_t *events);
+uint64_t ing_unique_from(const struct ing *g, uint16_t s);
+uint64_t ing_frames_received(const struct ing *g);
+
+/* From the hub's tick: expires events, writes records, watches the links. */
+void ing_tick(struct ing *g, uint64_t now);
+
+/* The end of the run: cuts every path still streaming, closes the books of
+ * the core with the events the run generated, writes the records. 0, or
+ * -errno when a write failed. */
+int ing_finish(struct ing *g, uint64_t events_generated);
+
+/* Closes the record files; false if a write failed at any time. */
+bool ing_close_output(struct ing *g);
+
+/* The data side's part of a report. */
+void ing_snapshot(const struct ing *g, struct bd_snapshot *s);
+
+#endif

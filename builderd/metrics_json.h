@@ -1,0 +1,22 @@
+/* The one JSON writer of builderd's report (metrics.json, the clocks part
+ * of it): jansson values made from C values. Private to builderd. */
+#ifndef ES_METRICS_JSON_H
+#define ES_METRICS_JSON_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+/* metrics.json is built as one jansson tree and written once; every value
+ * enters through these. A string (or an object key) of any bytes becomes
+ * valid UTF-8 first (text_to_utf8), so the file stays strict JSON whatever a
+ * peer sent; jansson escapes quotes, backslashes and control bytes. NULL
+ * values become null; metrics_json_set() takes ownership of value. */
+json_t *metrics_json_text(const char *s);
+void metrics_json_set(json_t *obj, const char *key, json_t *value);
+/* Integers above INT64_MAX (only an absurd peer counter) are written as the
+ * nearest real: jansson's integers are signed 64-bit. */
+json_t *metrics_json_u64(uint64_t v);
+/* A real rounded to decimals places, as the fixed-point text it replaces. */
+json_t *metrics_json_real(double v, int decimals);
+
+#endif

@@ -1,0 +1,75 @@
+/* The run's peers: every source and reader builderd expects, as one table
+ * (sources first, then readers) that the hub, the clocks and the report walk
+ * alike. Private to builderd. */
+#ifndef ES_BD_PEERS_H
+#define ES_BD_PEERS_H
+
+#include "wire/control.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct bd;
+struct msgconn;
+
+/* A daemon on the control channel. */
+struct bd_peer {
+	struct bd *run;          /* the hub it reports to (callbacks' context) */
+	enum ctl_role role;
+	uint32_t id;
+	bool connected;          /* greeted at least once */
+	bool reported;           /* END received */
+	bool lost;               /* control connection gone, or stalled, before END */
+	bool stalled;            /* declared gone for not answering */
+	bool stuck;              /* declared gone though it answers: no data, no END */
+	uint64_t last_heard_ns;  /* last control message, monotonic */
+	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
+	uint64_t verified;       /* reader: frames it verified (its last STATS) */
+	struct msgconn *conn;
+	char host[CTL_MAX_TEXT];
+	char address[CTL_MAX_TEXT];
+	uint32_t pid;
+	struct ctl_report *report;
+	uint64_t credit_sent;    /* last limit sent to a reader */
+	uint64_t credit_sent_ns;
+	uint64_t credits;
+};
+
+struct peer_table {
+	uint16_t sources;
+	uint32_t readers;
+	struct bd_peer *peers;   /* [sources + readers] */
+};
+
+/* Allocates the table: every peer not connected, roles and ids set, run
+ * as each one's context. 0 or -ENOMEM. */
+int peer_table_init(struct peer_table *t, uint16_t sources, uint32_t readers, struct bd *run);
+
+/* Frees every peer's report and the table; the connections are the
+ * caller's to free first. Safe on a table that failed to init. */
+void peer_table_free(struct peer_table *t);
+
+/* Sources plus readers. */
+uint32_t peer_count(const struct peer_table *t);
+
+/* The i-th peer, i < peer_count(): sources first, then readers. */
+struct bd_peer *peer_at(const struct peer_table *t, uint32_t i);
+
+/* The peer of that role and id; NULL when the run has none (a builder, an
+ * id out of range). */
+struct bd_peer *peer_find(const struct peer_table *t, enum ctl_role role, uint32_t id);
+
+/* Shorthands of peer_find() for an id known to be in range. */
+struct bd_peer *peer_source(const struct peer_table *t, uint32_t source);
+struct bd_peer *peer_reader(const struct peer_table *t, uint32_t reader);
+
+/* The position of p in the table, for state kept per peer elsewhere. */
+uint32_t peer_index(const struct peer_table *t, const struct bd_peer *p);
+
+/* A role at the start of a sentence: "Source", "Reader", "Builder". */
+const char *peer_title(enum ctl_role role);
+
+/* How a peer lost before its END went: "stalled", "stuck" or "died". */
+const char *peer_how_gone(const struct bd_peer *p);
+
+#endif

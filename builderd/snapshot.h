@@ -1,0 +1,85 @@
+/* What builderd's reports are made from: a plain copy of the run's figures,
+ * filled by the modules that own them (the hub: peers, errors, status;
+ * ingest: the data paths and the builder core; the output: latencies and
+ * records), read by metrics.c for metrics.json, the summary and the live
+ * /metrics and /status views. Nothing here is a module's state: a report
+ * never reaches into another module. Private to builderd. */
+#ifndef ES_BD_SNAPSHOT_H
+#define ES_BD_SNAPSHOT_H
+
+#include "core/builder.h"
+#include "core/hist.h"
+#include "peers.h"
+#include "options.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct bdc;
+struct ctl_report;
+
+/* One reader's data path. */
+struct bd_snapshot_link {
+	const char *transport;        /* "tcp", "shm", or "none" (never opened) */
+	const char *address;          /* tcp: the peer's address */
+	const char *segment;          /* shm: "/es-NAME-r<id>" */
+	uint64_t ring_capacity_bytes; /* shm */
+	bool attached;                /* shm: the reader attached */
+	bool peer_died;               /* shm: it vanished without closing the ring */
+	uint64_t wakeups;             /* shm: data eventfd wake-ups */
+	uint64_t frames_received;
+	uint64_t end_frames;
+	uint64_t bytes_received;
+	uint64_t read_calls;          /* TCP reads, or ring drains */
+	const uint16_t *sources;      /* the sources it serves */
+	size_t source_count;
+};
+
+struct bd_snapshot {
+	const struct bd_options *opt;
+	bool running;                 /* the run has not finished */
+	int status;                   /* 0 while nothing went wrong */
+
+	/* the hub */
+	const struct peer_table *peers;
+	const char *const *errors;
+	uint32_t error_count;
+	uint32_t errors_dropped;
+	uint64_t refused_connections;
+	uint64_t greetings_busy;      /* every listener's, summed */
+	uint64_t greetings_timed_out;
+	uint64_t credits_sent;
+	double recent_events_per_s;
+
+	/* event building: the data paths and the builder core */
+	const struct bd_snapshot_link *links;   /* [opt->readers] */
+	uint64_t frames_read;
+	uint64_t first_fragment_ns;
+	uint64_t last_complete_ns;
+	struct bld_counters builder;
+	uint32_t pending;
+	uint64_t admission_limit;     /* 0: admission off */
+	uint64_t oldest_pending;      /* UINT64_MAX: none */
+	uint64_t core_memory_bytes;
+	uint64_t read_buffers_bytes;
+	uint64_t shm_capacity_bytes;  /* 0 without shared memory */
+
+	/* the record files; latency NULL once they are closed */
+	const struct hist *latency;
+	uint64_t events_written;
+	uint64_t record_writes;
+	uint64_t negative_latencies;
+	uint64_t output_bytes;
+
+	/* clocks, read through clocks.h only */
+	const struct bdc *clocks;
+
+	/* the builder process itself */
+	const struct ctl_report *self;
+	const char *self_host;
+	uint32_t self_pid;
+	uint64_t self_peak_rss_kib;
+};
+
+#endif
