@@ -13,7 +13,6 @@
 #include "io/shmring.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <inttypes.h>
@@ -437,20 +436,12 @@ static void rdr_ring_inject(struct rdr *r, const uint8_t *frame)
 		shr_commit(ring, len);
 		what = "frame with a flipped byte";
 		break;
-	case RDR_SHM_INJECT_LENGTH: {
-		/* The reservation proved the 8 bytes free; the word carries the
-		 * right tag, so only the length can be blamed. */
-		uint64_t pos = ring->pos;
-		*(volatile uint64_t *)(ring->data + (pos & ring->mask)) =
-			0x7ffffff0u | (uint64_t)(uint32_t)(pos >> 3) << 32;
-		atomic_store_explicit(&ring->hdr->head, pos + SHR_RECORD_PREFIX_BYTES,
-				      memory_order_release);
+	case RDR_SHM_INJECT_LENGTH:
+		shr_commit_bad_length(ring, 0x7ffffff0u);
 		what = "record length of 2147483632 bytes";
 		break;
-	}
 	case RDR_SHM_INJECT_HEAD:
-		atomic_store_explicit(&ring->hdr->head, ring->pos + 3 * ring->capacity_bytes + 4,
-				      memory_order_release);
+		shr_publish_head_ahead(ring, 3 * shr_capacity(ring) + 4);
 		what = "head counter three laps ahead and misaligned";
 		break;
 	case RDR_SHM_INJECT_NONE:
@@ -662,7 +653,7 @@ static void rdr_send_report(struct rdr *r)
 	if (r->shm) {
 		ctl_group_set(g, "ring_records", r->ring_records);
 		ctl_group_set(g, "ring_full_waits", r->ring_full_waits);
-		ctl_group_set(g, "ring_capacity_bytes", r->ring.capacity_bytes);
+		ctl_group_set(g, "ring_capacity_bytes", shr_capacity(&r->ring));
 	}
 	ctl_group_set(g, "credits_received", r->credits_received);
 	ctl_group_set(g, "refused_connections", r->refused_connections);
@@ -956,7 +947,7 @@ static void rdr_shm_attach(struct rdr *r)
 	uint64_t max_frame = (uint64_t)r->opt.max_fragment_bytes + FRM_HEADER_BYTES;
 	if (max_frame > shr_max_payload(&r->ring)) {
 		log_error("Reader %u: the builder's ring %s of %" PRIu64 " bytes holds frames of up to %u bytes, fewer than a fragment of --max-fragment %u needs; raise the builder's --shm-capacity or lower --max-fragment",
-			  r->opt.id, r->segment, r->ring.capacity_bytes, shr_max_payload(&r->ring),
+			  r->opt.id, r->segment, shr_capacity(&r->ring), shr_max_payload(&r->ring),
 			  r->opt.max_fragment_bytes);
 		shr_close(&r->ring, r->data_efd);
 		rdr_shm_abort(r);
@@ -976,7 +967,7 @@ static void rdr_shm_attach(struct rdr *r)
 	event_add(r->ev_shm_sock, NULL);
 	if (!r->opt.quiet)
 		log_info("Reader %u forwards through shared-memory ring %s (%" PRIu64 " bytes)",
-			 r->opt.id, r->segment, r->ring.capacity_bytes);
+			 r->opt.id, r->segment, shr_capacity(&r->ring));
 	rdr_flush(r);
 	rdr_maybe_finish(r);
 }
@@ -1175,14 +1166,13 @@ static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
 	for (size_t i = 0; i < r->opt.source_count; i++)
 		prom_sample_u64_id(out, "es_reader_buffered_bytes", "source", r->sources[i].id,
 				   r->sources[i].end - r->sources[i].start);
-	if (r->ring.hdr != NULL) {
+	if (shr_capacity(&r->ring) != 0) {
 		/* The producer's view: what it wrote that the builder has not yet
 		 * released. */
-		uint64_t tail = atomic_load_explicit(&r->ring.hdr->tail, memory_order_relaxed);
 		prom_family(out, "es_reader_ring_fill_bytes", "gauge", "bytes in the shared-memory ring");
-		prom_sample_u64(out, "es_reader_ring_fill_bytes", NULL, r->ring.pos - tail);
+		prom_sample_u64(out, "es_reader_ring_fill_bytes", NULL, shr_fill_bytes(&r->ring));
 		prom_family(out, "es_reader_ring_capacity_bytes", "gauge", "size of the shared-memory ring");
-		prom_sample_u64(out, "es_reader_ring_capacity_bytes", NULL, r->ring.capacity_bytes);
+		prom_sample_u64(out, "es_reader_ring_capacity_bytes", NULL, shr_capacity(&r->ring));
 		prom_family(out, "es_reader_ring_records_total", "counter", "frames put in the ring");
 		prom_sample_u64(out, "es_reader_ring_records_total", NULL, r->ring_records);
 	}
