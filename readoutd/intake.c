@@ -4,8 +4,6 @@
 #include "sys/log.h"
 #include "wire/control.h"
 #include "wire/frame.h"
-#include "io/handshake.h"
-#include "io/net.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -47,12 +45,8 @@ struct intake {
 	const struct rdr_options *opt;
 	struct intake_events ev;
 	void *arg;
-	int listen_fd;
-	struct event *ev_accept;
-	struct greet_door door;          /* the sources' greetings on listen_fd */
 	struct event *ev_idle;           /* checks the sources' inactivity limit */
 	uint64_t credit_limit;           /* forward event IDs below this */
-	uint64_t refused_connections;
 	bool failed;
 	size_t count;
 	struct intake_source *sources;
@@ -368,65 +362,6 @@ int intake_adopt(struct intake *in, uint16_t id, int fd, const char *peer)
 	return 0;
 }
 
-/* A source's greeting: the checks a data connection must pass, with an
- * answer that names the reason. */
-static void intake_on_greeted(int fd, const struct ctl_hello *hello, const char *peer, void *arg)
-{
-	struct intake *in = arg;
-	const struct rdr_options *opt = in->opt;
-	if (fd < 0) {
-		in->refused_connections++;
-		return;
-	}
-	struct intake_source *s = NULL;
-	if (hello->role != CTL_ROLE_SOURCE || hello->channel != CTL_CHANNEL_DATA) {
-		greet_reply_error(fd, peer, "wrong_role",
-				  "reader %u takes data connections from sources, got a %s on its %s channel",
-				  opt->id, ctl_role_name(hello->role),
-				  hello->channel == CTL_CHANNEL_DATA ? "data" : "control");
-	} else if (hello->run_id != opt->run_id) {
-		greet_reply_error(fd, peer, "wrong_run",
-				  "source %u is in run %u but reader %u is in run %u", hello->id,
-				  hello->run_id, opt->id, opt->run_id);
-	} else if ((s = intake_find(in, hello->id)) == NULL) {
-		greet_reply_error(fd, peer, "unknown_source",
-				  "reader %u does not serve source %u; check the topology",
-				  opt->id, hello->id);
-	} else if (s->state == INTAKE_STREAMING) {
-		greet_reply_error(fd, peer, "duplicate_id",
-				  "source %u is already connected to reader %u from %s", hello->id,
-				  opt->id, s->peer);
-	} else if (s->state != INTAKE_WAITING) {
-		/* What it sent is in the books: a second stream would be
-		 * counted twice. */
-		greet_reply_error(fd, peer, "stream_over",
-				  "source %u's connection to reader %u from %s has %s after %" PRIu64
-				  " verified frames; a source streams once per run",
-				  hello->id, opt->id, s->peer,
-				  s->state == INTAKE_ENDED ? "ended" : "failed", s->c.frames_verified);
-	} else if (greet_reply_welcome(fd, opt->run_id, CTL_ROLE_READER, opt->id) < 0) {
-		log_warn("Reader %u: source %u (%s) left during the greeting", opt->id, hello->id,
-			 peer);
-		close(fd);
-	} else {
-		net_tune(fd, 0);
-		if (intake_adopt(in, s->id, fd, peer) == 0) {
-			if (!opt->quiet)
-				log_info("Reader %u: source %u connected from %s (pid %u on %s)",
-					 opt->id, s->id, peer, hello->pid, hello->host);
-			return;
-		}
-	}
-	in->refused_connections++;
-}
-
-static void intake_on_accept(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	struct intake *in = arg;
-	greet_accept_all(&in->door, fd, intake_on_greeted, in);
-}
-
 void intake_admit(struct intake *in, uint64_t limit)
 {
 	if (limit <= in->credit_limit)
@@ -466,13 +401,8 @@ void intake_close_all(struct intake *in)
 	}
 }
 
-void intake_close_door(struct intake *in)
+void intake_finish(struct intake *in)
 {
-	if (in->listen_fd >= 0) {
-		event_del(in->ev_accept);
-		close(in->listen_fd);
-		in->listen_fd = -1;
-	}
 	if (in->ev_idle != NULL)
 		event_del(in->ev_idle);
 }
@@ -539,14 +469,18 @@ void intake_view(const struct intake *in, size_t i, struct intake_view *v)
 	v->holding_ns = s->held ? clk_monotonic_ns() - s->held_since_ns : 0;
 	v->buffered_bytes = s->end - s->start;
 	v->c = s->c;
+	snprintf(v->peer, sizeof v->peer, "%s", s->peer);
 }
 
-void intake_door_counts(const struct intake *in, uint64_t *refused, uint64_t *busy,
-			uint64_t *timed_out)
+bool intake_lookup(const struct intake *in, uint16_t id, struct intake_view *v)
 {
-	*refused = in->refused_connections;
-	*busy = in->door.busy;
-	*timed_out = in->door.timed_out;
+	for (size_t i = 0; i < in->count; i++) {
+		if (in->sources[i].id == id) {
+			intake_view(in, i, v);
+			return true;
+		}
+	}
+	return false;
 }
 
 /* ---- the feed the forwarders take frames from ---------------------------- */
@@ -603,7 +537,7 @@ static int intake_start_idle_timer(struct intake *in)
 }
 
 struct intake *intake_create(struct event_base *base, const struct rdr_options *opt,
-			     const struct intake_events *ev, void *arg, uint16_t *port)
+			     const struct intake_events *ev, void *arg)
 {
 	struct intake *in = calloc(1, sizeof *in);
 	if (in == NULL)
@@ -612,12 +546,6 @@ struct intake *intake_create(struct event_base *base, const struct rdr_options *
 	in->opt = opt;
 	in->ev = *ev;
 	in->arg = arg;
-	in->listen_fd = -1;
-	char name[64], self[32];
-	snprintf(name, sizeof name, "reader %u's data port", opt->id);
-	snprintf(self, sizeof self, "reader %u", opt->id);
-	greet_door_init(&in->door, base, name, self, opt->handshake_timeout_ms,
-			&in->refused_connections);
 	/* Hold everything until the builder's first CREDIT says how far to go. */
 	in->credit_limit = 0;
 	in->count = opt->source_count;
@@ -638,12 +566,6 @@ struct intake *intake_create(struct event_base *base, const struct rdr_options *
 			goto fail;
 		frm_decoder_init(&s->decoder, opt->run_id, opt->max_fragment_bytes);
 	}
-	in->listen_fd = net_listen(opt->listen_host, opt->listen_port, port);
-	if (in->listen_fd < 0)
-		goto fail;
-	in->ev_accept = event_new(base, in->listen_fd, EV_READ | EV_PERSIST, intake_on_accept, in);
-	if (in->ev_accept == NULL || event_add(in->ev_accept, NULL) < 0)
-		goto fail;
 	if (opt->source_idle_timeout_ms > 0 && intake_start_idle_timer(in) < 0)
 		goto fail;
 	return in;
@@ -658,11 +580,6 @@ void intake_destroy(struct intake *in)
 		return;
 	if (in->ev_idle)
 		event_free(in->ev_idle);
-	if (in->ev_accept)
-		event_free(in->ev_accept);
-	if (in->listen_fd >= 0)
-		close(in->listen_fd);
-	greet_door_close(&in->door);
 	if (in->sources != NULL) {
 		for (size_t i = 0; i < in->count; i++) {
 			struct intake_source *s = &in->sources[i];

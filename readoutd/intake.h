@@ -1,5 +1,5 @@
-/* The reader's intake: the sources' data port (accept, greeting), reading
- * each source's connection into its own buffer, verifying every frame as it
+/* The reader's intake: each source's data connection (welcomed at the data
+ * port, door.c) read into its own buffer, verifying every frame as it
  * arrives, and holding a fragment at or beyond the admission limit (the
  * source's reads pause, so TCP pushes back on that source alone). Verified
  * frames wait in the buffers until a forwarder takes them (intake_feed()).
@@ -10,6 +10,8 @@
 
 #include "forward.h"
 #include "reader.h"
+
+#include "wire/control.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,6 +42,7 @@ struct intake_view {
 	bool held;                 /* a verified frame waits for the admission limit */
 	uint64_t holding_ns;       /* how long the current hold has lasted; 0 if none */
 	uint64_t buffered_bytes;   /* received, not yet forwarded */
+	char peer[CTL_MAX_TEXT];   /* where its connection came from; "" while waiting */
 	struct rdr_counters c;
 };
 
@@ -55,15 +58,14 @@ struct intake_events {
 
 struct intake;
 
-/* Listens on opt's data address (*port: the port bound), allocates every
- * source's buffer and starts the inactivity timer. Holds everything until
- * intake_admit() says how far to go. */
+/* Allocates every source's buffer and starts the inactivity timer. Holds
+ * everything until intake_admit() says how far to go. opt must outlive it. */
 struct intake *intake_create(struct event_base *base, const struct rdr_options *opt,
-			     const struct intake_events *ev, void *arg, uint16_t *port);
+			     const struct intake_events *ev, void *arg);
 void intake_destroy(struct intake *in);
 
-/* Streams source id from fd, an already greeted connection (the data port's
- * greeting ends here; tests hand in one end of a socketpair). Takes fd.
+/* Streams source id from fd, a connection the data port welcomed (tests
+ * hand in one end of a socketpair). Takes fd.
  * -ENOENT: no such source; -EBUSY: the source is not waiting. */
 int intake_adopt(struct intake *in, uint16_t id, int fd, const char *peer);
 
@@ -79,8 +81,8 @@ bool intake_drop(struct intake *in, uint16_t id, const char *reason);
 /* Closes every source still waiting or streaming, as failed, unlogged. */
 void intake_close_all(struct intake *in);
 
-/* Stops accepting and checking inactivity: the run is over. */
-void intake_close_door(struct intake *in);
+/* Stops checking inactivity: the run is over. */
+void intake_finish(struct intake *in);
 
 /* Every source has ended or failed. */
 bool intake_over(const struct intake *in);
@@ -95,10 +97,8 @@ void intake_close_books(struct intake *in);
 
 size_t intake_source_count(const struct intake *in);
 void intake_view(const struct intake *in, size_t i, struct intake_view *v);
-
-/* The data port's greetings: refused connections, refused busy, timed out. */
-void intake_door_counts(const struct intake *in, uint64_t *refused, uint64_t *busy,
-			uint64_t *timed_out);
+/* The view of source id; false when the reader does not serve it. */
+bool intake_lookup(const struct intake *in, uint16_t id, struct intake_view *v);
 
 /* The verified frames as forwarders take them. */
 struct fwd_feed intake_feed(struct intake *in);

@@ -1,9 +1,10 @@
-/* The reader's lifecycle: wires the intake to a forwarder, keeps the
+/* The reader's lifecycle: wires the data port, the intake and a forwarder, keeps the
  * control link to the builder (CREDIT, STOP, BYE, the STATS every second),
  * and ends the run: once every source is over and everything verified is
  * forwarded, it closes the data stream and sends the END report. */
 #include "reader.h"
 
+#include "door.h"
 #include "forward.h"
 #include "intake.h"
 #include "metrics.h"
@@ -27,6 +28,7 @@ struct rdr {
 	struct rdr_options opt;
 	int status;
 	struct intake *intake;
+	struct door *door;
 	struct fwd *fwd;
 	struct ctllink *ctl;
 	bool ctl_ready;
@@ -52,10 +54,12 @@ static int rdr_status(const struct rdr *r)
 
 static struct rmet_reader rdr_books(const struct rdr *r)
 {
-	return (struct rmet_reader){ .id = r->opt.id, .run_id = r->opt.run_id,
-				     .status = rdr_status(r),
-				     .credits_received = r->credits_received,
-				     .buffer_bytes = rdr_buffer_bytes(&r->opt) };
+	struct rmet_reader b = { .id = r->opt.id, .run_id = r->opt.run_id,
+				 .status = rdr_status(r),
+				 .credits_received = r->credits_received,
+				 .buffer_bytes = rdr_buffer_bytes(&r->opt) };
+	door_counts(r->door, &b.refused_connections, &b.greetings_busy, &b.greetings_timed_out);
+	return b;
 }
 
 static void rdr_send_report(struct rdr *r)
@@ -95,7 +99,8 @@ static void rdr_maybe_finish(struct rdr *r)
 	if (intake_unsent(r->intake) && !fwd_closed(r->fwd))
 		return;
 	fwd_finish(r->fwd);
-	intake_close_door(r->intake);
+	door_close(r->door);
+	intake_finish(r->intake);
 	rdr_send_report(r);
 }
 
@@ -276,8 +281,11 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	r->base = base;
 	r->opt = *opt;
 	uint16_t port;
-	r->intake = intake_create(base, &r->opt, &intake_ev, r, &port);
-	if (r->intake == NULL || rdr_announce(r, port) < 0)
+	r->intake = intake_create(base, &r->opt, &intake_ev, r);
+	if (r->intake == NULL)
+		goto fail;
+	r->door = door_open(base, &r->opt, r->intake, &port);
+	if (r->door == NULL || rdr_announce(r, port) < 0)
 		goto fail;
 	r->ctl = rdr_control_start(r);
 	struct fwd_feed feed = intake_feed(r->intake);
@@ -317,6 +325,7 @@ void rdr_destroy(struct rdr *r)
 		event_free(r->ev_stats);
 	ctllink_free(r->ctl);
 	fwd_destroy(r->fwd);
+	door_destroy(r->door);
 	intake_destroy(r->intake);
 	free(r);
 }

@@ -41,12 +41,10 @@ void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const stru
 		ctl_group_set(g, "ring_full_waits", st.ring_full_waits);
 		ctl_group_set(g, "ring_capacity_bytes", st.ring_capacity_bytes);
 	}
-	uint64_t refused, busy, timed_out;
-	intake_door_counts(in, &refused, &busy, &timed_out);
 	ctl_group_set(g, "credits_received", rd->credits_received);
-	ctl_group_set(g, "refused_connections", refused);
-	ctl_group_set(g, "greetings_busy", busy);
-	ctl_group_set(g, "greetings_timed_out", timed_out);
+	ctl_group_set(g, "refused_connections", rd->refused_connections);
+	ctl_group_set(g, "greetings_busy", rd->greetings_busy);
+	ctl_group_set(g, "greetings_timed_out", rd->greetings_timed_out);
 	ctl_group_set(g, "buffer_bytes", rd->buffer_bytes);
 	procstat_report(&m->u.report);
 }

@@ -21,6 +21,9 @@ struct rmet_reader {
 	int status;
 	uint64_t credits_received;
 	uint64_t buffer_bytes;
+	uint64_t refused_connections;  /* the data port's (door.c) */
+	uint64_t greetings_busy;
+	uint64_t greetings_timed_out;
 };
 
 /* Fills m with the END report of the run (call intake_close_books() first);

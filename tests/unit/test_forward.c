@@ -286,8 +286,7 @@ START_TEST(test_intake_to_builder)
 	opt.sources[2] = 2;
 	opt.source_count = SOURCES;
 	opt.batch_bytes = 4096;  /* several reads per source */
-	uint16_t port;
-	struct intake *in = intake_create(base, &opt, &iev, NULL, &port);
+	struct intake *in = intake_create(base, &opt, &iev, NULL);
 	ck_assert_ptr_nonnull(in);
 	int src[SOURCES][2], out[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, out), 0);
