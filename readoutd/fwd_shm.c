@@ -277,6 +277,11 @@ static int shm_map(struct fwd_shm *m)
 		shr_close(&m->ring, m->data_efd);
 		return -1;
 	}
+	/* Said before the builder hears it, so a log read once the builder
+	 * has our answer has this line. */
+	if (!m->opt->quiet)
+		log_info("Reader %u forwards through shared-memory ring %s (%" PRIu64 " bytes)",
+			 m->opt->id, m->segment, shr_capacity(&m->ring));
 	uint8_t ack = SHL_ATTACHED_BYTE;
 	if (write(m->sock, &ack, 1) != 1) {
 		log_error("Reader %u: the builder left during the shared-memory handshake (%s)",
@@ -297,9 +302,6 @@ static void shm_attach(struct fwd_shm *m)
 	m->ev_space = event_new(m->base, m->space_efd, EV_READ, shm_on_space, m);
 	m->ev_sock = event_new(m->base, m->sock, EV_READ | EV_PERSIST, shm_on_sock, m);
 	event_add(m->ev_sock, NULL);
-	if (!m->opt->quiet)
-		log_info("Reader %u forwards through shared-memory ring %s (%" PRIu64 " bytes)",
-			 m->opt->id, m->segment, shr_capacity(&m->ring));
 	m->ev.on_progress(m->arg);
 }
 
