@@ -72,9 +72,14 @@ $(BIN)/%: $(BUILD)/%/main.o $(BUILD)/libcommon.a
 	@$(if $(Q),echo "  LD $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libcommon.a $(LDLIBS)
 
-# A daemon's own modules (everything in its folder but main.c).
+# A daemon's own modules (everything in its folder but main.c). The unit
+# tests of those modules, tests/unit/test_<name>.c for each <name> listed in
+# DAEMON_TESTS_<daemon>, link them too.
+DAEMON_TESTS_readoutd := intake forward
 define daemon_modules
-$(BIN)/$(1): $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(1)/main.c,$(wildcard $(1)/*.c)))
+DAEMON_OBJ_$(1) := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(1)/main.c,$(wildcard $(1)/*.c)))
+$(BIN)/$(1): $$(DAEMON_OBJ_$(1))
+$$(DAEMON_TESTS_$(1):%=$(BUILD)/tests/test_%): $$(DAEMON_OBJ_$(1))
 endef
 $(foreach d,$(DAEMONS),$(eval $(call daemon_modules,$(d))))
 
@@ -92,7 +97,7 @@ $(BUILD)/tests/unit/%.o: tests/unit/%.c $(BUILD)/tests/vectors.h
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(HELPER_OBJ) $(BUILD)/libbuilderd.a \
 		$(BUILD)/libcommon.a
 	@$(if $(Q),echo "  LD $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libcommon.a $(CHECK_LIBS) $(LDLIBS)
 
 unit: $(UNIT_BIN)
 	$(Q)fail=0; for t in $(UNIT_BIN); do CK_DEFAULT_TIMEOUT=120 $(TEST_WRAP) $$t || fail=1; done; exit $$fail

@@ -1,5 +1,5 @@
 /* readoutd: a reader of the event builder. Parses options and wires the
- * reader to the event loop; see reader.c. */
+ * reader to the event loop; see lifecycle.c. */
 #include "sys/clock.h"
 #include "io/daemon.h"
 #include "wire/frame.h"

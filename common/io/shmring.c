@@ -818,6 +818,61 @@ uint64_t shr_peer_heartbeat(const struct shr_ring *r)
 				    memory_order_relaxed);
 }
 
+uint64_t shr_capacity(const struct shr_ring *r)
+{
+	return r->hdr != NULL ? r->capacity_bytes : 0;
+}
+
+uint64_t shr_fill_bytes(const struct shr_ring *r)
+{
+	if (r->hdr == NULL)
+		return 0;
+	uint64_t tail = atomic_load_explicit(&r->hdr->tail, memory_order_relaxed);
+	uint64_t head = r->producer ? r->pos
+				    : atomic_load_explicit(&r->hdr->head, memory_order_relaxed);
+	return head - tail;
+}
+
+struct shr_header *shr_header(const struct shr_ring *r)
+{
+	return r->hdr;
+}
+
+size_t shr_map_bytes(const struct shr_ring *r)
+{
+	return r->map_bytes;
+}
+
+uint64_t shr_record_offset(const struct shr_ring *r, const void *payload)
+{
+	return (uint64_t)((const uint8_t *)payload - r->data) - SHR_RECORD_PREFIX_BYTES;
+}
+
+int shr_commit_bad_length(struct shr_ring *r, uint32_t length_word)
+{
+	if (!r->reserved)
+		return -EINVAL;
+	uint64_t pos = r->pos;
+	if (r->res_skip) {
+		*(volatile uint64_t *)(r->data + (pos & r->mask)) =
+			SHR_WRAP_LEN | (uint64_t)pos_tag(pos) << 32;
+		pos += r->res_skip;
+	}
+	/* The reservation proved the prefix free. */
+	*(volatile uint64_t *)(r->data + (pos & r->mask)) =
+		length_word | (uint64_t)pos_tag(pos) << 32;
+	pos += SHR_RECORD_PREFIX_BYTES;
+	r->pos = pos;
+	r->reserved = false;
+	atomic_store_explicit(&r->hdr->head, pos, memory_order_release);
+	return 0;
+}
+
+void shr_publish_head_ahead(struct shr_ring *r, uint64_t bytes)
+{
+	atomic_store_explicit(&r->hdr->head, r->pos + bytes, memory_order_release);
+}
+
 const char *shr_strerror(int rc)
 {
 	switch (rc) {

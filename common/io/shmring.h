@@ -82,7 +82,8 @@ struct shr_header {
 };
 
 /* One side's view of a ring. Lives in the caller's storage; the fields are
- * private to shmring.c. */
+ * private to shmring.c: other modules and tests use the functions below
+ * (shr_capacity(), shr_header() and the other hooks), never a field. */
 struct shr_ring {
 	struct shr_header *hdr;
 	uint8_t *data;
@@ -210,6 +211,29 @@ uint64_t shr_peer_heartbeat(const struct shr_ring *r);
  * short (for example while the caller was reading a record it had peeked,
  * which then reads as zeros), -EPROTO once it was found corrupt. */
 int shr_status(struct shr_ring *r);
+
+/* What a ring holds, for reports and /metrics: its capacity in bytes (0
+ * when not mapped), and the bytes published but not yet released as the
+ * shared counters say (either side may ask). */
+uint64_t shr_capacity(const struct shr_ring *r);
+uint64_t shr_fill_bytes(const struct shr_ring *r);
+
+/* Test hooks: the shared header and the mapping's extent, so tests and the
+ * fuzz harness can damage a segment as another process could; the offset
+ * of a peeked record's payload from the start of the data area, minus its
+ * prefix. */
+struct shr_header *shr_header(const struct shr_ring *r);
+size_t shr_map_bytes(const struct shr_ring *r);
+uint64_t shr_record_offset(const struct shr_ring *r, const void *payload);
+
+/* Test hooks of a producer (readoutd's --shm-inject) that put damage in the
+ * ring the consumer must detect. shr_commit_bad_length() publishes the open
+ * reservation's record word with length_word for its length (the right
+ * tag, so only the length can be blamed) and moves head past the word
+ * alone; shr_publish_head_ahead() publishes a head counter bytes beyond
+ * the producer's position. Both leave the ring unusable for the producer. */
+int shr_commit_bad_length(struct shr_ring *r, uint32_t length_word);
+void shr_publish_head_ahead(struct shr_ring *r, uint64_t bytes);
 
 /* Short lowercase description of a return code of this module, e.g.
  * "segment of another run" for -ESTALE. */

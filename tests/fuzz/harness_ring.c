@@ -124,8 +124,8 @@ static bool take(struct ring_fuzz *f, unsigned bytes, uint64_t *v)
 static void guard(const struct shr_ring *r, bool on)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	uint8_t *end = (uint8_t *)r->hdr + r->map_bytes;
-	size_t slack = (page - r->map_bytes % page) % page;
+	uint8_t *end = (uint8_t *)shr_header(r) + shr_map_bytes(r);
+	size_t slack = (page - shr_map_bytes(r) % page) % page;
 
 	if (on)
 		FUZZ_POISON(end, slack);
@@ -135,12 +135,12 @@ static void guard(const struct shr_ring *r, bool on)
 
 static uint8_t *data_of(const struct shr_ring *r)
 {
-	return (uint8_t *)r->hdr + SHR_HEADER_BYTES;
+	return (uint8_t *)shr_header(r) + SHR_HEADER_BYTES;
 }
 
 static struct shr_header *hdr(struct ring_fuzz *f)
 {
-	return f->cons.hdr;
+	return shr_header(&f->cons);
 }
 
 /* The records of the model are intact where the consumer was given them. */
@@ -452,7 +452,7 @@ void fuzz_ring_input(const uint8_t *data, size_t size)
 			 (unsigned)(data[0] & 1));
 		rc = shr_create(&s->fresh, s->name, RING_RUN_ID, f->cap);
 		CHECK(rc == 0 || rc == SHR_REPLACED, "shr_create %s: %s", s->name, shr_strerror(rc));
-		memcpy(s->header, s->fresh.hdr, sizeof s->header);
+		memcpy(s->header, shr_header(&s->fresh), sizeof s->header);
 		guard(&s->fresh, true);
 		s->made = true;
 		fuzz_set_cleanup(ring_unlink);
@@ -461,7 +461,7 @@ void fuzz_ring_input(const uint8_t *data, size_t size)
 	}
 	f->name = s->name;
 	f->cons = s->fresh;
-	memcpy(f->cons.hdr, s->header, sizeof s->header);
+	memcpy(shr_header(&f->cons), s->header, sizeof s->header);
 	memset(data_of(&f->cons), 0, f->cap);
 
 	while (step(f))

@@ -476,12 +476,6 @@ START_TEST(test_slow_consumer)
 }
 END_TEST
 
-/* Offset of a peeked record in the consumer's view of the ring. */
-static uint64_t record_offset(const struct shr_ring *r, const void *ptr)
-{
-	return (uint64_t)((const uint8_t *)ptr - r->data) - SHR_RECORD_PREFIX_BYTES;
-}
-
 START_TEST(test_rewind_when_caught_up)
 {
 	char name[96];
@@ -507,7 +501,7 @@ START_TEST(test_rewind_when_caught_up)
 		ck_assert_int_eq(shr_peek(&cons, &cptr, &got), 0);
 		ck_assert_uint_eq(got, len);
 		ck_assert(record_ok(cptr, seq, got));
-		uint64_t off = record_offset(&cons, cptr);
+		uint64_t off = shr_record_offset(&cons, cptr);
 		highest = off > highest ? off : highest;
 		shr_release(&cons);
 	}
@@ -526,7 +520,7 @@ START_TEST(test_rewind_when_caught_up)
 	for (int i = 0; i < backlog; i++, seq++) {
 		ck_assert_int_eq(shr_peek(&cons, &cptr, &got), 0);
 		ck_assert(record_ok(cptr, seq, got));
-		uint64_t off = record_offset(&cons, cptr);
+		uint64_t off = shr_record_offset(&cons, cptr);
 		highest = off > highest ? off : highest;
 	}
 	shr_release(&cons);
@@ -541,7 +535,7 @@ START_TEST(test_rewind_when_caught_up)
 		ck_assert_int_eq(shr_commit(&prod, len), 0);
 		ck_assert_int_eq(shr_peek(&cons, &cptr, &got), 0);
 		ck_assert(record_ok(cptr, seq, got));
-		if (record_offset(&cons, cptr) == 0 && rewound_at < 0)
+		if (shr_record_offset(&cons, cptr) == 0 && rewound_at < 0)
 			rewound_at = i;
 		shr_release(&cons);
 	}
@@ -734,7 +728,7 @@ START_TEST(test_corrupt_header)
 		if (f != HF_SHORT)
 			shr_close(&r, -1);
 		else
-			munmap(r.hdr, r.map_bytes); /* no stores beyond the new end */
+			munmap(shr_header(&r), shr_map_bytes(&r)); /* no stores beyond the new end */
 		ck_assert_int_eq(shr_unlink(name), 0);
 	}
 	ck_assert_no_segments();
@@ -848,7 +842,7 @@ START_TEST(test_corrupt_tail)
 	ck_assert_int_eq(n, 36);
 	ck_assert_int_eq(shr_reserve(&p, 4096, &ptr), -EMSGSIZE);
 	ck_assert_uint_eq(shr_max_payload(&p), 2048 - 8);
-	atomic_store(&c.hdr->tail, 36 * 112 + 8); /* beyond head */
+	atomic_store(&shr_header(&c)->tail, 36 * 112 + 8); /* beyond head */
 	ck_assert_int_eq(shr_reserve(&p, 100, &ptr), -EPROTO);
 	ck_assert_int_eq(shr_reserve(&p, 1, &ptr), -EPROTO);
 	shr_close(&p, -1);

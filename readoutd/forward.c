@@ -1,0 +1,105 @@
+#include "forward.h"
+
+#include "reader.h"
+#include "sys/log.h"
+#include "wire/control.h"
+#include "io/net.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct fwd {
+	const struct fwd_impl *impl;
+	void *self;
+	uint32_t reader_id;
+	uint64_t stall_bytes;       /* --forward-stall; 0 = off */
+	bool stalled;
+};
+
+struct fwd *fwd_wrap(const struct fwd_impl *impl, void *self, const struct rdr_options *opt)
+{
+	if (self == NULL)
+		return NULL;
+	struct fwd *f = calloc(1, sizeof *f);
+	if (f == NULL) {
+		impl->destroy(self);
+		return NULL;
+	}
+	f->impl = impl;
+	f->self = self;
+	f->reader_id = opt->id;
+	f->stall_bytes = opt->forward_stall_bytes;
+	return f;
+}
+
+struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt,
+		       const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
+{
+	if (opt->builder_shm[0] != '\0')
+		return fwd_wrap(&fwd_shm_impl, fwd_shm_dial(base, opt, feed, ev, arg), opt);
+	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_dial(base, opt, feed, ev, arg), opt);
+}
+
+struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, int fd,
+			 const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
+{
+	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_adopt(base, opt, fd, feed, ev, arg), opt);
+}
+
+void fwd_flush(struct fwd *f)
+{
+	if (f->stall_bytes > 0) {
+		struct fwd_stats st;
+		f->impl->stats(f->self, &st);
+		if (st.bytes_forwarded >= f->stall_bytes) {
+			/* Test hook: a data path to the builder that stops
+			 * delivering while the control link goes on. */
+			if (!f->stalled)
+				log_warn("Reader %u: forwarding stalls after %" PRIu64 " bytes (--forward-stall); the control link goes on",
+					 f->reader_id, st.bytes_forwarded);
+			f->stalled = true;
+			return;
+		}
+	}
+	f->impl->flush(f->self);
+}
+
+bool fwd_closed(const struct fwd *f)
+{
+	return f->impl->closed(f->self);
+}
+
+void fwd_finish(struct fwd *f)
+{
+	f->impl->finish(f->self);
+}
+
+void fwd_stats(const struct fwd *f, struct fwd_stats *st)
+{
+	memset(st, 0, sizeof *st);
+	f->impl->stats(f->self, st);
+}
+
+void fwd_destroy(struct fwd *f)
+{
+	if (f == NULL)
+		return;
+	f->impl->destroy(f->self);
+	free(f);
+}
+
+void fwd_data_hello(const struct rdr_options *opt, struct ctl_hello *hello)
+{
+	memset(hello, 0, sizeof *hello);
+	hello->role = CTL_ROLE_READER;
+	hello->id = opt->id;
+	hello->channel = CTL_CHANNEL_DATA;
+	hello->run_id = opt->run_id;
+	hello->protocol = CTL_PROTOCOL_VERSION;
+	hello->pid = (uint32_t)getpid();
+	hello->source_count = (uint32_t)opt->source_count;
+	memcpy(hello->sources, opt->sources, opt->source_count * sizeof opt->sources[0]);
+	net_host_name(hello->host, sizeof hello->host);
+}

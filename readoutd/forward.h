@@ -1,0 +1,101 @@
+/* A forwarder: the data path from the reader to the builder, over TCP
+ * (fwd_tcp.c: many frames per system call, straight from each source's
+ * receive buffer) or, on the builder's host, a shared-memory ring
+ * (fwd_shm.c: each frame copied once, no system call while both sides are
+ * busy). The reader sees only this interface: it calls fwd_flush() when
+ * frames were verified, and the forwarder calls back when room appeared or
+ * the path failed. */
+#ifndef ES_READOUTD_FORWARD_H
+#define ES_READOUTD_FORWARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct rdr_options;
+
+/* Where a forwarder takes verified frames from: per source, the bytes of
+ * whole verified frames not yet forwarded. */
+struct fwd_feed {
+	size_t (*count)(void *arg);
+	/* Source i's pending bytes (whole frames), *p pointing at them. */
+	size_t (*pending)(void *arg, size_t i, const uint8_t **p);
+	/* bytes of source i's pending bytes have left (possibly part of a frame). */
+	void (*consumed)(void *arg, size_t i, size_t bytes);
+	/* After frames left: reclaim their room and read again. */
+	void (*moved)(void *arg);
+	void *arg;
+};
+
+enum fwd_failure {
+	FWD_REFUSED,   /* the path could not be set up: the reader cannot run */
+	FWD_BROKEN,    /* the path broke: what is unsent stays unsent */
+	FWD_LOST,      /* nothing more can reach the builder: stop the sources now */
+};
+
+struct fwd_events {
+	/* The path opened or has room again: flush, and see whether the run is over. */
+	void (*on_progress)(void *arg);
+	/* Already logged. */
+	void (*on_failed)(void *arg, enum fwd_failure why);
+};
+
+/* What a forwarder did, for the END report and /metrics. */
+struct fwd_stats {
+	bool shm;
+	uint64_t writev_calls;
+	uint64_t bytes_forwarded;
+	uint64_t ring_records;
+	uint64_t ring_full_waits;
+	uint64_t ring_capacity_bytes;  /* 0 once the ring is closed */
+	uint64_t ring_fill_bytes;      /* written, not yet released by the builder */
+	const char *ring_name;         /* the segment, while the forwarder lives */
+};
+
+struct fwd;
+
+/* Dials the builder's data port, or its shared-memory socket when
+ * opt->builder_shm is set, and greets it. */
+struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt,
+		       const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
+
+/* A TCP forwarder on fd, a data connection the builder already welcomed
+ * (tests: one end of a socketpair). Takes fd. */
+struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, int fd,
+			 const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
+
+/* Forwards what the feed holds, as far as the path takes it now. */
+void fwd_flush(struct fwd *f);
+/* The path broke or was lost: unsent frames will stay unsent. */
+bool fwd_closed(const struct fwd *f);
+/* The stream is over: closes it so the builder sees its end. */
+void fwd_finish(struct fwd *f);
+void fwd_stats(const struct fwd *f, struct fwd_stats *st);
+void fwd_destroy(struct fwd *f);
+
+/* The operations behind the interface, one set per transport. */
+struct fwd_impl {
+	void (*flush)(void *self);
+	bool (*closed)(const void *self);
+	void (*finish)(void *self);
+	void (*stats)(const void *self, struct fwd_stats *st);
+	void (*destroy)(void *self);
+};
+
+/* For the transports: wraps self; NULL (and self destroyed) without memory. */
+struct fwd *fwd_wrap(const struct fwd_impl *impl, void *self, const struct rdr_options *opt);
+/* Each transport's constructor. */
+void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt,
+		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
+void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, int fd,
+		    const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
+void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt,
+		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
+extern const struct fwd_impl fwd_tcp_impl, fwd_shm_impl;
+
+/* The data path's HELLO, the same over TCP and shared memory. */
+struct ctl_hello;
+void fwd_data_hello(const struct rdr_options *opt, struct ctl_hello *hello);
+
+#endif

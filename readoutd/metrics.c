@@ -1,0 +1,171 @@
+#include "metrics.h"
+
+#include "sys/procstat.h"
+#include "wire/control.h"
+#include "io/prom.h"
+
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const struct intake *in,
+		     const struct fwd *f, struct rdr_counters *total)
+{
+	memset(m, 0, sizeof *m);
+	m->type = CTL_END;
+	m->u.report.status = rd->status;
+	memset(total, 0, sizeof *total);
+	for (size_t i = 0; i < intake_source_count(in); i++) {
+		struct intake_view v;
+		intake_view(in, i, &v);
+		char name[CTL_MAX_NAME];
+		snprintf(name, sizeof name, "source.%u", v.id);
+		struct ctl_group *g = ctl_report_group(&m->u.report, name);
+#define RMET_SET(f) ctl_group_set(g, #f, v.c.f); total->f += v.c.f;
+		RDR_SOURCE_COUNTERS(RMET_SET)
+#undef RMET_SET
+	}
+	struct ctl_group *g = ctl_report_group(&m->u.report, "");
+#define RMET_SET_TOTAL(f) ctl_group_set(g, #f, total->f);
+	RDR_SOURCE_COUNTERS(RMET_SET_TOTAL)
+#undef RMET_SET_TOTAL
+	struct fwd_stats st;
+	fwd_stats(f, &st);
+	ctl_group_set(g, "writev_calls", st.writev_calls);
+	ctl_group_set(g, "bytes_forwarded", st.bytes_forwarded);
+	ctl_group_set(g, "transport_shm", st.shm ? 1 : 0);
+	if (st.shm) {
+		ctl_group_set(g, "ring_records", st.ring_records);
+		ctl_group_set(g, "ring_full_waits", st.ring_full_waits);
+		ctl_group_set(g, "ring_capacity_bytes", st.ring_capacity_bytes);
+	}
+	ctl_group_set(g, "credits_received", rd->credits_received);
+	ctl_group_set(g, "refused_connections", rd->refused_connections);
+	ctl_group_set(g, "greetings_busy", rd->greetings_busy);
+	ctl_group_set(g, "greetings_timed_out", rd->greetings_timed_out);
+	ctl_group_set(g, "buffer_bytes", rd->buffer_bytes);
+	procstat_report(&m->u.report);
+}
+
+void rmet_stats(struct ctl_msg *m, const struct intake *in)
+{
+	uint64_t held_ns = 0, held_count = 0, verified = 0;
+	for (size_t i = 0; i < intake_source_count(in); i++) {
+		struct intake_view v;
+		intake_view(in, i, &v);
+		held_ns += v.c.held_ns + v.holding_ns;
+		held_count += v.c.held_count;
+		verified += v.c.frames_verified;
+	}
+	/* The report is large: reset only what is filled in again. */
+	m->type = CTL_STATS;
+	m->u.report.group_count = 0;
+	m->u.report.status = 0;
+	struct ctl_group *g = ctl_report_group(&m->u.report, "");
+	ctl_group_set(g, "held_ns", held_ns);
+	ctl_group_set(g, "held_count", held_count);
+	ctl_group_set(g, "frames_verified", verified);
+}
+
+/* One per-source counter family of /metrics. Prometheus names a counter
+ * *_total and a duration in seconds, and reads _count as a histogram's: so
+ * held_ns is es_reader_held_seconds_total (with the hold in progress, as the
+ * END report counts it), held_count es_reader_holds_total, and every other
+ * counter es_reader_<its metrics.json name>_total. */
+static void rmet_prom_counter(struct evbuffer *out, const struct intake_view *views, size_t n,
+			      const char *field, size_t offset)
+{
+	bool seconds = strcmp(field, "held_ns") == 0;
+	char name[96], help[128];
+	if (seconds)
+		snprintf(name, sizeof name, "es_reader_held_seconds_total");
+	else if (strcmp(field, "held_count") == 0)
+		snprintf(name, sizeof name, "es_reader_holds_total");
+	else
+		snprintf(name, sizeof name, "es_reader_%s_total", field);
+	snprintf(help, sizeof help, "per source: %s of metrics.json reader.N.source.M%s", field,
+		 seconds ? ", in seconds" : "");
+	prom_family(out, name, "counter", help);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v;
+		memcpy(&v, (const char *)&views[i].c + offset, sizeof v);
+		if (seconds)
+			prom_sample_f64_id(out, name, "source", views[i].id,
+					   (double)(v + views[i].holding_ns) / 1e9);
+		else
+			prom_sample_u64_id(out, name, "source", views[i].id, v);
+	}
+}
+
+static void rmet_status_json(struct evbuffer *out, const struct rmet_reader *rd, uint64_t limit,
+			     const struct intake_view *views, size_t n)
+{
+	evbuffer_add_printf(out, "{\"reader\": %u, \"run\": %u, \"admission_limit\": %" PRIu64
+			    ", \"sources\": [", rd->id, rd->run_id, limit);
+	for (size_t i = 0; i < n; i++) {
+		const struct intake_view *v = &views[i];
+		evbuffer_add_printf(out, "%s{\"source\": %u, \"state\": %d, \"frames_verified\": %" PRIu64
+				    ", \"frames_rejected\": %" PRIu64 ", \"held\": %s}", i ? ", " : "",
+				    v->id, (int)v->state, v->c.frames_verified, v->c.frames_rejected,
+				    v->held ? "true" : "false");
+	}
+	evbuffer_add_printf(out, "]}\n");
+}
+
+static void rmet_prom_forwarder(struct evbuffer *out, const struct fwd *f)
+{
+	struct fwd_stats st;
+	fwd_stats(f, &st);
+	prom_family(out, "es_reader_writev_calls_total", "counter", "system calls forwarding to the builder");
+	prom_sample_u64(out, "es_reader_writev_calls_total", NULL, st.writev_calls);
+	prom_family(out, "es_reader_bytes_forwarded_total", "counter", "bytes forwarded to the builder");
+	prom_sample_u64(out, "es_reader_bytes_forwarded_total", NULL, st.bytes_forwarded);
+}
+
+static void rmet_prom_ring(struct evbuffer *out, const struct fwd *f)
+{
+	struct fwd_stats st;
+	fwd_stats(f, &st);
+	if (!st.shm || st.ring_capacity_bytes == 0)
+		return;
+	/* The producer's view: what it wrote that the builder has not yet
+	 * released. */
+	prom_family(out, "es_reader_ring_fill_bytes", "gauge", "bytes in the shared-memory ring");
+	prom_sample_u64(out, "es_reader_ring_fill_bytes", NULL, st.ring_fill_bytes);
+	prom_family(out, "es_reader_ring_capacity_bytes", "gauge", "size of the shared-memory ring");
+	prom_sample_u64(out, "es_reader_ring_capacity_bytes", NULL, st.ring_capacity_bytes);
+	prom_family(out, "es_reader_ring_records_total", "counter", "frames put in the ring");
+	prom_sample_u64(out, "es_reader_ring_records_total", NULL, st.ring_records);
+}
+
+/* /metrics and /status: every per-source counter, the admission limit and
+ * what is held. */
+void rmet_exposition(struct evbuffer *out, bool json, const struct rmet_reader *rd,
+		     const struct intake *in, const struct fwd *f)
+{
+	struct intake_view views[RDR_MAX_SOURCES];
+	size_t n = intake_source_count(in);
+	for (size_t i = 0; i < n; i++)
+		intake_view(in, i, &views[i]);
+	uint64_t limit = intake_limit(in);
+	if (json) {
+		rmet_status_json(out, rd, limit, views, n);
+		return;
+	}
+	prom_family(out, "es_reader_admission_limit", "gauge", "event IDs at or beyond this are held");
+	prom_sample_u64(out, "es_reader_admission_limit", NULL, limit);
+	rmet_prom_forwarder(out, f);
+	prom_family(out, "es_reader_buffered_bytes", "gauge", "bytes in a source's receive buffer");
+	for (size_t i = 0; i < n; i++)
+		prom_sample_u64_id(out, "es_reader_buffered_bytes", "source", views[i].id,
+				   views[i].buffered_bytes);
+	rmet_prom_ring(out, f);
+	prom_family(out, "es_reader_held", "gauge", "1 while a source is held by the admission limit");
+	for (size_t i = 0; i < n; i++)
+		prom_sample_u64_id(out, "es_reader_held", "source", views[i].id, views[i].held);
+#define RMET_PROM(f) rmet_prom_counter(out, views, n, #f, offsetof(struct rdr_counters, f));
+	RDR_SOURCE_COUNTERS(RMET_PROM)
+#undef RMET_PROM
+}
