@@ -97,7 +97,7 @@ $(BUILD)/tests/unit/%.o: tests/unit/%.c $(BUILD)/tests/vectors.h
 $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(HELPER_OBJ) $(BUILD)/libbuilderd.a \
 		$(BUILD)/libcommon.a
 	@$(if $(Q),echo "  LD $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libcommon.a $(CHECK_LIBS) $(LDLIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(BUILD)/libbuilderd.a $(BUILD)/libcommon.a $(CHECK_LIBS) $(LDLIBS)
 
 unit: $(UNIT_BIN)
 	$(Q)fail=0; for t in $(UNIT_BIN); do CK_DEFAULT_TIMEOUT=120 $(TEST_WRAP) $$t || fail=1; done; exit $$fail
