@@ -109,8 +109,9 @@ int daemon_main(const struct daemon_def *def, int argc, char **argv)
 		.description = def->description, .epilogue = def->epilogue, .example = def->example,
 		.tables = tables, .n_tables = 2,
 	};
-	if (!opt_parse(&prog, argc, argv))
-		return 2;
+	enum opt_result parsed = opt_parse(&prog, argc, argv);
+	if (parsed != OPT_RESULT_OK)
+		return parsed == OPT_RESULT_DONE ? 0 : 2;
 	*def->quiet = d.quiet;
 	if (def->check != NULL && !def->check(def->opts, &d))
 		return 2;

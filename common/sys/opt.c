@@ -321,26 +321,26 @@ static void opt_flag_name(const struct opt_spec *s, char *flag, size_t len)
 	snprintf(flag, len, "--%s", s->name);
 }
 
-bool opt_parse(const struct opt_program *p, int argc, char **argv)
+enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv)
 {
 	struct option longopts[OPT_MAX_SPECS + 1];
 	bool given[OPT_MAX_SPECS] = { false };
 	size_t n = 0, count = 0;
-	bool ok = false;
+	enum opt_result result = OPT_RESULT_BAD;
 	char flag[80];
 	void *opts;
 	const struct opt_spec *s;
 	for (; (s = opt_nth(p, count, &opts)) != NULL; count++) {
 		if (count == OPT_MAX_SPECS) {
 			fprintf(stderr, "%s: more than %d options declared\n", p->name, OPT_MAX_SPECS);
-			return false;
+			return OPT_RESULT_BAD;
 		}
 		if (s->kind == OPT_KIND_NOTE)
 			continue;
 		opt_flag_name(s, flag, sizeof flag);
 		if (s->def != NULL && !opt_take(s, flag, s->def, opts)) {
 			fprintf(stderr, "%s: the default of %s does not parse\n", p->name, flag);
-			return false;
+			return OPT_RESULT_BAD;
 		}
 		bool takes_arg = s->kind != OPT_KIND_FLAG && s->kind != OPT_KIND_HELP &&
 				 s->kind != OPT_KIND_VERSION;
@@ -349,7 +349,8 @@ bool opt_parse(const struct opt_program *p, int argc, char **argv)
 	}
 	longopts[n] = (struct option){ NULL, 0, NULL, 0 };
 	int c;
-	optind = 1;
+	/* 0, not 1: glibc's getopt then forgets all state of an earlier parse. */
+	optind = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		s = c >= 256 ? opt_nth(p, (size_t)(c - 256), &opts) : NULL;
 		if (s == NULL) {
@@ -358,11 +359,11 @@ bool opt_parse(const struct opt_program *p, int argc, char **argv)
 		}
 		if (s->kind == OPT_KIND_HELP) {
 			opt_usage(p, stdout);
-			exit(0);
+			return OPT_RESULT_DONE;
 		}
 		if (s->kind == OPT_KIND_VERSION) {
 			printf("%s %s\n", p->name, p->version);
-			exit(0);
+			return OPT_RESULT_DONE;
 		}
 		opt_flag_name(s, flag, sizeof flag);
 		if (!opt_take(s, flag, optarg, opts))
@@ -380,7 +381,7 @@ bool opt_parse(const struct opt_program *p, int argc, char **argv)
 			goto out;
 		}
 	}
-	ok = true;
+	result = OPT_RESULT_OK;
 out:
-	return ok;
+	return result;
 }

@@ -126,10 +126,16 @@ struct opt_program {
  * its help in a column, the epilogue and the example. */
 void opt_usage(const struct opt_program *p, FILE *out);
 
-/* Applies every default, then parses argv. false, with the reason on
- * stderr, on an unknown option or a missing argument (getopt's message and
- * the usage), a bad value (naming the flag), an argument left over, or a
- * required option not given. --help and --version exit 0. */
-bool opt_parse(const struct opt_program *p, int argc, char **argv);
+enum opt_result {
+	OPT_RESULT_OK,          /* parsed: go on */
+	OPT_RESULT_BAD,         /* a usage error, reported on stderr: exit 2 */
+	OPT_RESULT_DONE,        /* --help or --version printed on stdout: exit 0 */
+};
+
+/* Applies every default, then parses argv. BAD, with the reason on stderr,
+ * on an unknown option or a missing argument (getopt's message and the
+ * usage), a bad value (naming the flag), an argument left over, or a
+ * required option not given. */
+enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv);
 
 #endif
