@@ -59,8 +59,7 @@ const struct opt_spec bd_option_specs[] = {
 		     .required = true, .help = "control port for every daemon"),
 	OPT_STRING("port-file", "PATH", O, port_file,
 		   .help = "write 'data PORT' and 'control PORT' there once listening"),
-	OPT_HOSTPORT("metrics-listen", "HOST:PORT", O, metrics_host, metrics_port, 0,
-		     .help = "serve /metrics (Prometheus) and /status (JSON)"),
+	DAEMON_OPT_METRICS_LISTEN(O),
 	OPT_UINT("peer-timeout-ms", "T", O, peer_timeout_ms, 1, 86400000, .def = "10000",
 		 .help = "a peer not connected after T ms ends the run with an\n"
 			 "error; no progress for T ms gives up by name the sources\n"

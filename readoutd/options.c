@@ -73,8 +73,7 @@ const struct opt_spec rdr_option_specs[] = {
 		   .help = "source IDs served, e.g. 0,1 or 0-3"),
 	OPT_STRING("port-file", "PATH", O, port_file,
 		   .help = "write 'data PORT' there once listening"),
-	OPT_HOSTPORT("metrics-listen", "HOST:PORT", O, metrics_host, metrics_port, 0,
-		     .help = "serve /metrics (Prometheus) and /status (JSON)"),
+	DAEMON_OPT_METRICS_LISTEN(O),
 	OPT_CUSTOM("builder", "tcp://HOST:PORT", rdr_take_builder, .required = true,
 		   .help = "the builder's data port"),
 	OPT_NOTE("--builder shm://NAME",
@@ -82,9 +81,7 @@ const struct opt_spec rdr_option_specs[] = {
 			 "NAME); only on the builder's host"),
 	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .required = true,
 		     .help = "the builder's control port"),
-	OPT_UINT("connect-timeout-ms", "T", O, connect_timeout_ms, 1, 86400000, .def = "10000",
-		 .help = "keep retrying connections, and greetings refused\n"
-			 "busy or cut, this long (default {default})"),
+	DAEMON_OPT_CONNECT_TIMEOUT(O),
 	OPT_UINT("handshake-timeout-ms", "T", O, handshake_timeout_ms, 1, 86400000, .def = "5000",
 		 .help = "drop a peer whose greeting is not done T ms\n"
 			 "after its accept (default {default})"),

@@ -64,11 +64,8 @@ const struct opt_spec src_option_specs[] = {
 		     .group = "Connections", .help = "the reader's data port"),
 	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .required = true,
 		     .help = "the builder's control port"),
-	OPT_UINT("connect-timeout-ms", "T", O, connect_timeout_ms, 1, 86400000, .def = "10000",
-		 .help = "keep retrying connections, and greetings refused\n"
-			 "busy or cut, this long (default {default})"),
-	OPT_HOSTPORT("metrics-listen", "HOST:PORT", O, metrics_host, metrics_port, 0,
-		     .help = "serve /metrics (Prometheus) and /status (JSON)"),
+	DAEMON_OPT_CONNECT_TIMEOUT(O),
+	DAEMON_OPT_METRICS_LISTEN(O),
 	OPT_CUSTOM("inject", "KIND@N", src_take_inject, .group = "Testing",
 		   .help = "after N good frames send a bad one and stop; KIND is\n"
 			   "crc, magic, version, flags, length, run, truncate or noend"),

@@ -30,6 +30,16 @@ struct daemon_options {
 extern const struct opt_spec daemon_option_specs[];
 extern const size_t daemon_option_count;
 
+/* Options more than one daemon takes with the same meaning, declared once
+ * each; T is the daemon's options struct, which names the fields so. */
+#define DAEMON_OPT_METRICS_LISTEN(T, ...) \
+	OPT_HOSTPORT("metrics-listen", "HOST:PORT", T, metrics_host, metrics_port, 0, \
+		     .help = "serve /metrics (Prometheus) and /status (JSON)", __VA_ARGS__)
+#define DAEMON_OPT_CONNECT_TIMEOUT(T, ...) \
+	OPT_UINT("connect-timeout-ms", "T", T, connect_timeout_ms, 1, 86400000, .def = "10000", \
+		 .help = "keep retrying connections, and greetings refused\n" \
+			 "busy or cut, this long (default {default})", __VA_ARGS__)
+
 /* A daemon: its options table and prose, and how its one object is made,
  * stopped and ended. daemon_main() is the whole of main(): parse the
  * options (exit 2 on a usage error), apply the common ones, start the log,
