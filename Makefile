@@ -234,7 +234,8 @@ INSTALL_MANDIR ?= $(PREFIX)/share/man/man1
 UNIT_TEMPLATES := $(wildcard deploy/systemd/*@.service)
 
 .PHONY: install compare man launcher-docs
-# man/*.1 are written from each daemon's --help, so the two agree.
+# man/*.1 are written from each daemon's --help, so the two agree;
+# test_cli.CliTest.test_man_pages_match_help fails when they do not.
 man: all
 	$(Q)for d in $(DAEMONS); do $(PYTHON) scripts/mkman.py $(BIN)/$$d man/$$d.1 || exit 1; done
 # The launcher's tables in docs/TOPOLOGY.md are written from its declarations

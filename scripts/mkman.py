@@ -2,6 +2,9 @@
 """Writes a daemon's man page from its --help, so the two never disagree.
 
 Usage: scripts/mkman.py BINARY OUT.1
+       scripts/mkman.py --check BINARY PAGE.1
+--check writes nothing: it exits 1, naming the first line that differs,
+when PAGE.1 is not what BINARY's --help gives (the date aside).
 The first line of --help is the synopsis, the paragraph after it the
 description, "Group:" lines become subsections, "  --flag ARG  text" lines
 become tagged paragraphs, and "Example:" the EXAMPLES section.
@@ -19,8 +22,10 @@ def esc(text: str) -> str:
     return "\\&" + text if text.startswith((".", "'")) else text
 
 
-def main() -> int:
-    binary, out = Path(sys.argv[1]), Path(sys.argv[2])
+TH_DATE = re.compile(r'^(\.TH \S+ 1 )"[^"]*"')
+
+
+def render(binary: Path) -> str:
     name = binary.name
     lines = subprocess.run([str(binary), "--help"], capture_output=True, text=True,
                            check=True).stdout.splitlines()
@@ -66,7 +71,33 @@ def main() -> int:
     if example:
         page += [".SH EXAMPLES", ".nf", *[esc(e.rstrip("\\").rstrip()) for e in example], ".fi"]
     page += [".SH SEE ALSO", "sourced(1), readoutd(1), builderd(1); README.md and docs/ of the project"]
-    out.write_text("\n".join(page) + "\n")
+    return "\n".join(page) + "\n"
+
+
+def check(binary: Path, page: Path) -> int:
+    """0 when page is what binary's --help gives, but for the month it was made."""
+    committed = page.read_text().splitlines()
+    made = render(binary).splitlines()
+    if committed and made:
+        date = TH_DATE.match(committed[0])
+        if date:
+            made[0] = TH_DATE.sub(lambda m: date.group(0), made[0])
+    for i, (want, got) in enumerate(zip(made, committed), 1):
+        if want != got:
+            print(f"{page}:{i}: is {got!r}, {binary.name} --help gives {want!r}; run make man",
+                  file=sys.stderr)
+            return 1
+    if len(made) != len(committed):
+        print(f"{page}: {len(committed)} lines, {binary.name} --help gives {len(made)}; "
+              "run make man", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main() -> int:
+    if sys.argv[1] == "--check":
+        return check(Path(sys.argv[2]), Path(sys.argv[3]))
+    Path(sys.argv[2]).write_text(render(Path(sys.argv[1])))
     return 0
 
 

@@ -7,7 +7,6 @@
 #include "sys/opt.h"
 
 #include <event2/event.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -55,42 +54,18 @@ void daemon_run(struct event_base *base, void (*stop)(void *arg, const char *why
 	event_free(sigint);
 }
 
-enum daemon_option_result daemon_take_option(struct daemon_options *d, int code, const char *arg)
-{
-	switch (code) {
-	case DAEMON_OPT_CLOCK_OFFSET:
-		return opt_i64("--clock-offset-ns", arg, &d->clock_offset_ns) ? DAEMON_OPTION_TAKEN
-									    : DAEMON_OPTION_BAD;
-	case DAEMON_OPT_QUIET:
-		d->quiet = true;
-		return DAEMON_OPTION_TAKEN;
-	case DAEMON_OPT_RUN_KEY:
-		d->run_key_file = arg;
-		return DAEMON_OPTION_TAKEN;
-	case DAEMON_OPT_HELP:
-		d->usage(stdout);
-		exit(0);
-	case DAEMON_OPT_VERSION:
-		printf("%s %s\n", d->role, ES_VERSION);
-		exit(0);
-	default:
-		return DAEMON_OPTION_NOT_COMMON;
-	}
-}
-
-bool daemon_options_complete(const struct daemon_options *d, int argc, char **argv,
-			     const char *missing)
-{
-	if (optind < argc) {
-		fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", d->role, argv[optind]);
-		return false;
-	}
-	if (missing != NULL) {
-		fprintf(stderr, "%s: %s is required (see --help)\n", d->role, missing);
-		return false;
-	}
-	return true;
-}
+const struct opt_spec daemon_option_specs[] = {
+	OPT_STRING_REF("run-key-file", "PATH", struct daemon_options, run_key_file,
+		.group = "Security",
+		.help = "secret shared by every daemon of the run (16+ bytes);\n"
+			"without it only peers on this host are accepted"),
+	OPT_INT("clock-offset-ns", "N", struct daemon_options, clock_offset_ns, .group = "Other",
+		.help = "add N ns to every clock reading (an unsynchronised host)"),
+	OPT_FLAG("quiet", struct daemon_options, quiet, .help = "log warnings and errors only"),
+	{ .name = "help", .kind = OPT_KIND_HELP, .label = "--help, --version", .help = "" },
+	{ .name = "version", .kind = OPT_KIND_VERSION },
+};
+const size_t daemon_option_count = sizeof daemon_option_specs / sizeof daemon_option_specs[0];
 
 bool daemon_listen_allowed(const struct daemon_options *d, const char *flag, const char *host)
 {
@@ -102,7 +77,10 @@ bool daemon_listen_allowed(const struct daemon_options *d, const char *flag, con
 	return false;
 }
 
-bool daemon_apply_common(const char *run_key_file, int64_t clock_offset_ns)
+/* The settings every daemon shares, applied once its options are parsed:
+ * the run key (NULL: none) and the injected clock offset. false when the
+ * key cannot be loaded (the reason is printed). */
+static bool daemon_apply_common(const char *run_key_file, int64_t clock_offset_ns)
 {
 	if (run_key_file != NULL && auth_load_key_file(run_key_file) < 0)
 		return false;
@@ -110,9 +88,49 @@ bool daemon_apply_common(const char *run_key_file, int64_t clock_offset_ns)
 	return true;
 }
 
-void daemon_start_log(const char *role, int id, bool quiet)
+/* Starts logging as role[id] (id < 0: none) and says when there is no run
+ * key, so a person knows only local peers can connect. */
+static void daemon_start_log(const char *role, int id, bool quiet)
 {
 	log_init(role, id, quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
 	if (!auth_have_key())
 		log_info("No run key: accepting peers on this host only");
+}
+
+int daemon_main(const struct daemon_def *def, int argc, char **argv)
+{
+	struct daemon_options d = { .role = def->role };
+	const struct opt_table tables[] = {
+		{ def->specs, def->n_specs, def->opts },
+		{ daemon_option_specs, daemon_option_count, &d },
+	};
+	const struct opt_program prog = {
+		.name = def->role, .version = ES_VERSION, .synopsis = def->synopsis,
+		.description = def->description, .epilogue = def->epilogue, .example = def->example,
+		.tables = tables, .n_tables = 2,
+	};
+	enum opt_result parsed = opt_parse(&prog, argc, argv);
+	if (parsed != OPT_RESULT_OK)
+		return parsed == OPT_RESULT_DONE ? 0 : 2;
+	*def->quiet = d.quiet;
+	if (def->check != NULL && !def->check(def->opts, &d))
+		return 2;
+	if (!daemon_apply_common(d.run_key_file, d.clock_offset_ns))
+		return 2;
+	if (def->check_listen != NULL && !def->check_listen(def->opts, &d))
+		return 2;
+	daemon_start_log(def->role, def->log_id ? (int)*def->log_id : -1, d.quiet);
+	struct event_base *base = daemon_base_new();
+	void *daemon = base ? def->create(base, def->opts) : NULL;
+	if (daemon == NULL) {
+		log_error("%s %u could not start", def->title, *def->title_id);
+		if (base)
+			event_base_free(base);
+		return 1;
+	}
+	daemon_run(base, def->stop, daemon);
+	int status = def->exit_status(daemon);
+	def->destroy(daemon);
+	event_base_free(base);
+	return status;
 }

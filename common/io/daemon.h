@@ -14,64 +14,65 @@
 
 struct event_base;
 
-/* getopt_long codes of the options every daemon takes, above any code of a
- * daemon's own. */
-enum daemon_option {
-	DAEMON_OPT_CLOCK_OFFSET = 0x10000,
-	DAEMON_OPT_QUIET,
-	DAEMON_OPT_RUN_KEY,
-	DAEMON_OPT_HELP,
-	DAEMON_OPT_VERSION,
-};
+#include "sys/opt.h"
 
-/* Their entries, for the end of each daemon's long_options table (before
- * the terminating zero entry). Needs <getopt.h>. */
-#define DAEMON_LONG_OPTIONS \
-	{ "clock-offset-ns", required_argument, NULL, DAEMON_OPT_CLOCK_OFFSET }, \
-	{ "quiet", no_argument, NULL, DAEMON_OPT_QUIET }, \
-	{ "run-key-file", required_argument, NULL, DAEMON_OPT_RUN_KEY }, \
-	{ "help", no_argument, NULL, DAEMON_OPT_HELP }, \
-	{ "version", no_argument, NULL, DAEMON_OPT_VERSION }
-
-/* What a daemon's option parsing shares: who it is, for messages, and what
- * the common options set. */
+/* What the options every daemon takes set (--run-key-file,
+ * --clock-offset-ns, --quiet; --help and --version exit). */
 struct daemon_options {
 	const char *role;                /* "builderd" */
-	void (*usage)(FILE *out);
 	const char *run_key_file;        /* NULL: none */
 	int64_t clock_offset_ns;
 	bool quiet;
 };
 
-enum daemon_option_result {
-	DAEMON_OPTION_NOT_COMMON,   /* a daemon's own option: its switch decides */
-	DAEMON_OPTION_TAKEN,
-	DAEMON_OPTION_BAD,          /* a bad value, already reported */
+/* Their table, declared once for the three daemons; it follows each
+ * daemon's own table in the usage. */
+extern const struct opt_spec daemon_option_specs[];
+extern const size_t daemon_option_count;
+
+/* Options more than one daemon takes with the same meaning, declared once
+ * each; T is the daemon's options struct, which names the fields so. */
+#define DAEMON_OPT_METRICS_LISTEN(T, ...) \
+	OPT_HOSTPORT("metrics-listen", "HOST:PORT", T, metrics_host, metrics_port, 0, \
+		     .help = "serve /metrics (Prometheus) and /status (JSON)", __VA_ARGS__)
+#define DAEMON_OPT_CONNECT_TIMEOUT(T, ...) \
+	OPT_UINT("connect-timeout-ms", "T", T, connect_timeout_ms, 1, 86400000, .def = "10000", \
+		 .help = "keep retrying connections, and greetings refused\n" \
+			 "busy or cut, this long (default {default})", __VA_ARGS__)
+
+/* A daemon: its options table and prose, and how its one object is made,
+ * stopped and ended. daemon_main() is the whole of main(): parse the
+ * options (exit 2 on a usage error), apply the common ones, start the log,
+ * create the object on an event base (exit 1 when that fails), run the loop
+ * with SIGTERM/SIGINT calling stop, then destroy and exit with its status. */
+struct daemon_def {
+	const char *role;                /* "sourced" */
+	const char *synopsis, *description, *epilogue, *example;    /* struct opt_program */
+	const struct opt_spec *specs;
+	size_t n_specs;
+	void *opts;                      /* the struct specs point into */
+	bool *quiet;                     /* in opts: set from --quiet */
+	const uint32_t *log_id;          /* in opts: the ID in log lines; NULL: none */
+	const char *title;               /* "Reader": "Reader 3 could not start" */
+	const uint32_t *title_id;        /* in opts: the 3 */
+	/* Checks between options after parsing (NULL: none): false, with the
+	 * reason on stderr, ends with status 2. */
+	bool (*check)(void *opts, const struct daemon_options *d);
+	/* The same once the run key is loaded: where the daemon may listen. */
+	bool (*check_listen)(void *opts, const struct daemon_options *d);
+	void *(*create)(struct event_base *base, const void *opts);
+	void (*stop)(void *daemon, const char *why);
+	int (*exit_status)(const void *daemon);
+	void (*destroy)(void *daemon);
 };
 
-/* Takes getopt_long's code with its argument when it is a common option.
- * --help prints the usage and --version the version, and both exit 0. */
-enum daemon_option_result daemon_take_option(struct daemon_options *d, int code, const char *arg);
-
-/* After getopt_long: false, with the reason on stderr, when an argument is
- * left over or `missing` names a required flag that was not given (NULL:
- * none is missing). */
-bool daemon_options_complete(const struct daemon_options *d, int argc, char **argv,
-			     const char *missing);
+int daemon_main(const struct daemon_def *def, int argc, char **argv);
 
 /* Whether the daemon may listen on host for flag: without a run key
- * (daemon_apply_common() first) only on loopback, since only peers on this
- * host could be trusted. false, with the reason on stderr, otherwise. */
+ * (so only in check_listen, after the key is loaded) only on loopback,
+ * since only peers on this host could be trusted. false, with the reason on
+ * stderr, otherwise. */
 bool daemon_listen_allowed(const struct daemon_options *d, const char *flag, const char *host);
-
-/* The settings every daemon shares, applied once its options are parsed:
- * the run key (NULL: none) and the injected clock offset. false when the
- * key cannot be loaded (the reason is printed). */
-bool daemon_apply_common(const char *run_key_file, int64_t clock_offset_ns);
-
-/* Starts logging as role[id] (id < 0: none) and says when there is no run
- * key, so a person knows only local peers can connect. */
-void daemon_start_log(const char *role, int id, bool quiet);
 
 /* An event base with precise timers (paced sources and the builder's tick
  * sleep well under a millisecond); NULL when libevent cannot make one. */

@@ -1,6 +1,7 @@
 #include "sys/opt.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -161,4 +162,226 @@ bad:
 	opt_error(flag, "expected a comma-separated list of IDs or ranges such as 0,1,4-7, got '%s'",
 		  arg);
 	return false;
+}
+
+/* ---- Options declared once ------------------------------------------- */
+
+static bool opt_store_uint(void *field, size_t size, uint64_t v)
+{
+	switch (size) {
+	case 1: *(uint8_t *)field = (uint8_t)v; return true;
+	case 2: *(uint16_t *)field = (uint16_t)v; return true;
+	case 4: *(uint32_t *)field = (uint32_t)v; return true;
+	case 8: *(uint64_t *)field = v; return true;
+	default: return false;
+	}
+}
+
+static bool opt_double(const char *flag, const char *arg, double min, double max, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	if (errno != 0 || end == arg || *end != '\0' || !(v >= min && v <= max)) {
+		opt_error(flag, "expected a number from %g to %g, got '%s'", min, max, arg);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+static bool opt_choice(const char *flag, const char *arg, const char *const *choices, int *out)
+{
+	for (int i = 0; choices[i] != NULL; i++) {
+		if (strcmp(arg, choices[i]) == 0) {
+			*out = i;
+			return true;
+		}
+	}
+	char list[256];
+	size_t n = 0;
+	list[0] = '\0';
+	for (int i = 0; choices[i] != NULL && n < sizeof list; i++)
+		n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", choices[i]);
+	opt_error(flag, "expected one of %s, got '%s'", list, arg);
+	return false;
+}
+
+/* Parses one argument of spec s into the table's struct; flag is "--name". */
+static bool opt_take(const struct opt_spec *s, const char *flag, const char *arg, void *opts)
+{
+	char *field = (char *)opts + s->offset;
+	switch (s->kind) {
+	case OPT_KIND_UINT: {
+		uint64_t v;
+		return opt_u64(flag, arg, s->min, s->max, &v) && opt_store_uint(field, s->size, v);
+	}
+	case OPT_KIND_INT:
+		return opt_i64(flag, arg, (int64_t *)(void *)field);
+	case OPT_KIND_DOUBLE:
+		return opt_double(flag, arg, s->dmin, s->dmax, (double *)(void *)field);
+	case OPT_KIND_STRING:
+		if (strlen(arg) >= s->size) {
+			opt_error(flag, "expected at most %zu bytes, got '%s'", s->size - 1, arg);
+			return false;
+		}
+		memcpy(field, arg, strlen(arg) + 1);
+		return true;
+	case OPT_KIND_STRING_REF:
+		*(const char **)(void *)field = arg;
+		return true;
+	case OPT_KIND_HOSTPORT:
+		return opt_hostport(flag, arg, field, s->size, (uint16_t *)(void *)((char *)opts + s->aux),
+				    s->min == 0);
+	case OPT_KIND_FLAG:
+		*(bool *)(void *)field = true;
+		return true;
+	case OPT_KIND_CHOICE:
+		return opt_choice(flag, arg, s->choices, (int *)(void *)field);
+	case OPT_KIND_CUSTOM:
+		return s->parse(flag, arg, opts);
+	case OPT_KIND_HELP:
+	case OPT_KIND_VERSION:
+	case OPT_KIND_NOTE:
+		break;
+	}
+	return false;
+}
+
+/* "  --name ARG" padded to the help column, or followed by two spaces when
+ * it reaches past it. */
+#define OPT_HELP_COLUMN 26
+
+static void opt_usage_entry(const struct opt_spec *s, FILE *out)
+{
+	char left[128];
+	if (s->label != NULL)
+		snprintf(left, sizeof left, "%s", s->label);
+	else
+		snprintf(left, sizeof left, "--%s%s%s", s->name, s->arg ? " " : "", s->arg ? s->arg : "");
+	int n = fprintf(out, "  %s", left);
+	if (s->help[0] == '\0') {
+		fputc('\n', out);
+		return;
+	}
+	fprintf(out, "%*s", n + 2 <= OPT_HELP_COLUMN ? OPT_HELP_COLUMN - n : 2, "");
+	for (const char *p = s->help; *p != '\0'; p++) {
+		if (*p == '\n') {
+			fprintf(out, "\n%*s", OPT_HELP_COLUMN, "");
+		} else if (*p == '{' && strncmp(p, "{default}", 9) == 0 && s->def != NULL) {
+			fputs(s->def, out);
+			p += 8;
+		} else {
+			fputc(*p, out);
+		}
+	}
+	fputc('\n', out);
+}
+
+void opt_usage(const struct opt_program *p, FILE *out)
+{
+	fprintf(out, "Usage: %s ", p->name);
+	for (const char *c = p->synopsis; *c != '\0'; c++) {
+		if (*c == '\n')
+			fprintf(out, "\n%*s", (int)strlen("Usage: ") + (int)strlen(p->name) + 1, "");
+		else
+			fputc(*c, out);
+	}
+	fprintf(out, "\n%s\n\n", p->description);
+	for (size_t t = 0; t < p->n_tables; t++) {
+		const struct opt_table *tab = &p->tables[t];
+		for (size_t i = 0; i < tab->count; i++) {
+			const struct opt_spec *s = &tab->specs[i];
+			if (s->group != NULL)
+				fprintf(out, "%s:\n", s->group);
+			if (s->help != NULL)
+				opt_usage_entry(s, out);
+		}
+	}
+	if (p->epilogue != NULL)
+		fputs(p->epilogue, out);
+	fprintf(out, "\nExample:\n%s", p->example);
+}
+
+/* Entry i of all the program's tables together; NULL past the end. */
+static const struct opt_spec *opt_nth(const struct opt_program *p, size_t i, void **opts)
+{
+	for (size_t t = 0; t < p->n_tables; t++) {
+		if (i < p->tables[t].count) {
+			*opts = p->tables[t].opts;
+			return &p->tables[t].specs[i];
+		}
+		i -= p->tables[t].count;
+	}
+	return NULL;
+}
+
+static void opt_flag_name(const struct opt_spec *s, char *flag, size_t len)
+{
+	snprintf(flag, len, "--%s", s->name);
+}
+
+enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv)
+{
+	struct option longopts[OPT_MAX_SPECS + 1];
+	bool given[OPT_MAX_SPECS] = { false };
+	size_t n = 0, count = 0;
+	enum opt_result result = OPT_RESULT_BAD;
+	char flag[80];
+	void *opts;
+	const struct opt_spec *s;
+	for (; (s = opt_nth(p, count, &opts)) != NULL; count++) {
+		if (count == OPT_MAX_SPECS) {
+			fprintf(stderr, "%s: more than %d options declared\n", p->name, OPT_MAX_SPECS);
+			return OPT_RESULT_BAD;
+		}
+		if (s->kind == OPT_KIND_NOTE)
+			continue;
+		opt_flag_name(s, flag, sizeof flag);
+		if (s->def != NULL && !opt_take(s, flag, s->def, opts)) {
+			fprintf(stderr, "%s: the default of %s does not parse\n", p->name, flag);
+			return OPT_RESULT_BAD;
+		}
+		bool takes_arg = s->kind != OPT_KIND_FLAG && s->kind != OPT_KIND_HELP &&
+				 s->kind != OPT_KIND_VERSION;
+		longopts[n++] = (struct option){ s->name, takes_arg ? required_argument : no_argument,
+						 NULL, 256 + (int)count };
+	}
+	longopts[n] = (struct option){ NULL, 0, NULL, 0 };
+	int c;
+	/* 0, not 1: glibc's getopt then forgets all state of an earlier parse. */
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		s = c >= 256 ? opt_nth(p, (size_t)(c - 256), &opts) : NULL;
+		if (s == NULL) {
+			opt_usage(p, stderr);
+			goto out;
+		}
+		if (s->kind == OPT_KIND_HELP) {
+			opt_usage(p, stdout);
+			return OPT_RESULT_DONE;
+		}
+		if (s->kind == OPT_KIND_VERSION) {
+			printf("%s %s\n", p->name, p->version);
+			return OPT_RESULT_DONE;
+		}
+		opt_flag_name(s, flag, sizeof flag);
+		if (!opt_take(s, flag, optarg, opts))
+			goto out;
+		given[c - 256] = true;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", p->name, argv[optind]);
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		s = opt_nth(p, i, &opts);
+		if (s->required && !given[i]) {
+			fprintf(stderr, "%s: --%s is required (see --help)\n", p->name, s->name);
+			goto out;
+		}
+	}
+	result = OPT_RESULT_OK;
+out:
+	return result;
 }

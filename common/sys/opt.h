@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Unsigned integer in [min, max]; accepts k/M/G suffixes (x1000) for
  * counts and Ki/Mi suffixes (x1024) for sizes. */
@@ -26,5 +27,115 @@ bool opt_id_list(const char *flag, const char *arg, uint16_t *ids, size_t cap, s
 
 /* Reports a usage error (flag and message) on stderr. */
 void opt_error(const char *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- Options declared once ---------------------------------------------
+ * A daemon declares each option once, in a table of struct opt_spec (name,
+ * kind, range, default, help) whose entries point at the fields of its
+ * options struct; getopt's table, the parsing, the range errors and the
+ * --help text (and so the man page) all come from it, the way the control
+ * codec's field tables drive its encoder and decoder. */
+
+enum opt_kind {
+	OPT_KIND_UINT,          /* unsigned integer in [min, max], as opt_u64; field of 1, 2, 4 or 8 bytes */
+	OPT_KIND_INT,           /* signed integer, as opt_i64; int64_t field */
+	OPT_KIND_DOUBLE,        /* a number in [dmin, dmax]; double field */
+	OPT_KIND_STRING,        /* copied into a char array of `size` bytes */
+	OPT_KIND_STRING_REF,    /* const char * field pointing at the argument */
+	OPT_KIND_HOSTPORT,      /* HOST:PORT into a char array and the uint16_t at aux;
+				   port 0 allowed when min is 0 */
+	OPT_KIND_FLAG,          /* no argument; sets a bool field */
+	OPT_KIND_CHOICE,        /* one of choices[] (NULL-terminated); its index into an int field */
+	OPT_KIND_CUSTOM,        /* parse(flag, arg, opts) decides, reporting its own error */
+	OPT_KIND_HELP,          /* prints the usage on stdout and exits 0 */
+	OPT_KIND_VERSION,       /* prints "NAME VERSION" on stdout and exits 0 */
+	OPT_KIND_NOTE,          /* a usage line only (label and help), no option */
+};
+
+struct opt_spec {
+	const char *name;       /* the long name without "--" */
+	const char *arg;        /* the argument in the usage ("HOST:PORT"); NULL for a flag */
+	enum opt_kind kind;
+	size_t offset;          /* of the field in the table's options struct */
+	size_t size;            /* of the field; the capacity of a STRING/HOSTPORT host */
+	size_t aux;             /* HOSTPORT: offset of the port */
+	uint64_t min, max;      /* UINT range; HOSTPORT: min 0 allows port 0 */
+	double dmin, dmax;      /* DOUBLE range */
+	const char *const *choices;
+	bool (*parse)(const char *flag, const char *arg, void *opts);
+	const char *def;        /* default, parsed like an argument before the command line;
+				   "{default}" in help shows it. NULL: the field's zero */
+	bool required;
+	const char *group;      /* a heading ("Run") printed before this entry */
+	const char *label;      /* the usage's left column when not "--name ARG" */
+	const char *help;       /* '\n' starts a continuation line; NULL: not in the usage */
+};
+
+/* Entry makers: T is the options struct, F the field. Further members
+ * (.def, .required, .group, ...) follow as designated initialisers. */
+#define OPT_UINT(N, A, T, F, MIN, MAX, ...) \
+	{ .name = N, .arg = A, .kind = OPT_KIND_UINT, .offset = offsetof(T, F), \
+	  .size = sizeof(((T *)0)->F), .min = MIN, .max = MAX, __VA_ARGS__ }
+#define OPT_INT(N, A, T, F, ...) \
+	{ .name = N, .arg = A, .kind = OPT_KIND_INT, .offset = offsetof(T, F), \
+	  .size = sizeof(((T *)0)->F), __VA_ARGS__ }
+#define OPT_DOUBLE(N, A, T, F, MIN, MAX, ...) \
+	{ .name = N, .arg = A, .kind = OPT_KIND_DOUBLE, .offset = offsetof(T, F), \
+	  .size = sizeof(((T *)0)->F), .dmin = MIN, .dmax = MAX, __VA_ARGS__ }
+#define OPT_STRING(N, A, T, F, ...) \
+	{ .name = N, .arg = A, .kind = OPT_KIND_STRING, .offset = offsetof(T, F), \
+	  .size = sizeof(((T *)0)->F), __VA_ARGS__ }
+#define OPT_STRING_REF(N, A, T, F, ...) \
+	{ .name = N, .arg = A, .kind = OPT_KIND_STRING_REF, .offset = offsetof(T, F), \
+	  .size = sizeof(((T *)0)->F), __VA_ARGS__ }
+#define OPT_HOSTPORT(N, A, T, HOST, PORT, MIN_PORT, ...) \
+	{ .name = N, .arg = A, .kind = OPT_KIND_HOSTPORT, .offset = offsetof(T, HOST), \
+	  .size = sizeof(((T *)0)->HOST), .aux = offsetof(T, PORT), .min = MIN_PORT, __VA_ARGS__ }
+#define OPT_FLAG(N, T, F, ...) \
+	{ .name = N, .kind = OPT_KIND_FLAG, .offset = offsetof(T, F), \
+	  .size = sizeof(((T *)0)->F), __VA_ARGS__ }
+#define OPT_CHOICE(N, A, T, F, CHOICES, ...) \
+	{ .name = N, .arg = A, .kind = OPT_KIND_CHOICE, .offset = offsetof(T, F), \
+	  .size = sizeof(((T *)0)->F), .choices = CHOICES, __VA_ARGS__ }
+#define OPT_CUSTOM(N, A, FN, ...) \
+	{ .name = N, .arg = A, .kind = OPT_KIND_CUSTOM, .parse = FN, __VA_ARGS__ }
+#define OPT_NOTE(LABEL, ...) \
+	{ .kind = OPT_KIND_NOTE, .label = LABEL, __VA_ARGS__ }
+
+/* One table and the options struct its entries point into. */
+struct opt_table {
+	const struct opt_spec *specs;
+	size_t count;
+	void *opts;
+};
+
+/* A program's options: its tables in usage order and the prose around them. */
+struct opt_program {
+	const char *name;               /* "sourced": messages and --version */
+	const char *version;
+	const char *synopsis;           /* after "Usage: "; '\n' between lines */
+	const char *description;        /* the paragraph under it */
+	const char *epilogue;           /* printed after the options (NULL: none) */
+	const char *example;            /* under "Example:" */
+	const struct opt_table *tables;
+	size_t n_tables;
+};
+
+#define OPT_MAX_SPECS 128       /* entries of all a program's tables together */
+
+/* Writes the usage text: synopsis, description, each group of entries with
+ * its help in a column, the epilogue and the example. */
+void opt_usage(const struct opt_program *p, FILE *out);
+
+enum opt_result {
+	OPT_RESULT_OK,          /* parsed: go on */
+	OPT_RESULT_BAD,         /* a usage error, reported on stderr: exit 2 */
+	OPT_RESULT_DONE,        /* --help or --version printed on stdout: exit 0 */
+};
+
+/* Applies every default, then parses argv. BAD, with the reason on stderr,
+ * on an unknown option or a missing argument (getopt's message and the
+ * usage), a bad value (naming the flag), an argument left over, or a
+ * required option not given. */
+enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv);
 
 #endif

@@ -1,0 +1,136 @@
+#include "options.h"
+
+#include "core/builder.h"
+#include "io/shmlink.h"
+#include "io/shmring.h"
+#include "run.h"
+#include "wire/frame.h"
+
+#include <stdio.h>
+
+const char bd_usage_synopsis[] =
+	"--run R --sources S --readers N --listen HOST:PORT\n"
+	"--control-listen HOST:PORT --out DIR [options]";
+
+const char bd_usage_description[] =
+	"The event builder: assembles each event from one fragment per source,\n"
+	"filters and records it, gathers every daemon's final counters and checks\n"
+	"the conservation equations. Exits 0 only when every equation balances and\n"
+	"no error occurred, 1 for a failed run, 2 for a usage error.";
+
+const char bd_usage_epilogue[] =
+	"Environment:\n"
+	"  ES_CHRONY_SOCKET=PATH   chronyd command socket for this host's chrony reads\n"
+	"                          (chronyc -h PATH; every daemon honours it)\n";
+
+const char bd_usage_example[] =
+	"  builderd --run 1 --sources 4 --readers 2 --listen 127.0.0.1:7100 \\\n"
+	"           --control-listen 127.0.0.1:6999 --out runs/1\n";
+
+static bool bd_take_shm_listen(const char *flag, const char *arg, void *opts)
+{
+	struct bd_options *o = opts;
+	if (!shl_name_valid(arg)) {
+		opt_error(flag, "expected a NAME of 1 to %u letters, digits, '.', '_' or '-' (not starting with '.'), got '%s'",
+			  SHL_NAME_MAX, arg);
+		return false;
+	}
+	snprintf(o->shm_name, sizeof o->shm_name, "%s", arg);
+	return true;
+}
+
+#define O struct bd_options
+
+const struct opt_spec bd_option_specs[] = {
+	OPT_UINT("run", "R", O, run_id, 0, UINT32_MAX, .required = true, .group = "Run",
+		 .help = "run number"),
+	OPT_UINT("sources", "S", O, sources, 1, BLD_MAX_SOURCES, .required = true,
+		 .help = "number of sources (IDs 0 .. S-1)"),
+	OPT_UINT("readers", "N", O, readers, 1, 1024, .required = true,
+		 .help = "number of readers (IDs 0 .. N-1)"),
+	OPT_UINT("first-event", "N", O, first_event, 0, UINT64_MAX / 2, .def = "0",
+		 .help = "lowest event ID of the run (default {default})"),
+	OPT_UINT("events", "N", O, events, 0, UINT64_MAX / 2,
+		 .help = "number of event IDs, when known (default: from the sources)"),
+	OPT_HOSTPORT("listen", "HOST:PORT", O, listen_host, listen_port, 0, .required = true,
+		     .group = "Connections",
+		     .help = "data port for the readers (port 0: any free port)"),
+	OPT_HOSTPORT("control-listen", "HOST:PORT", O, control_host, control_port, 0,
+		     .required = true, .help = "control port for every daemon"),
+	OPT_STRING("port-file", "PATH", O, port_file,
+		   .help = "write 'data PORT' and 'control PORT' there once listening"),
+	DAEMON_OPT_METRICS_LISTEN(O),
+	OPT_UINT("peer-timeout-ms", "T", O, peer_timeout_ms, 1, 86400000, .def = "10000",
+		 .help = "a peer not connected after T ms ends the run with an\n"
+			 "error; no progress for T ms gives up by name the sources\n"
+			 "that have not ended and ends the run once the readers\n"
+			 "have reported, or --stall-timeout-ms later (default {default})"),
+	OPT_UINT("handshake-timeout-ms", "T", O, handshake_timeout_ms, 1, 86400000, .def = "5000",
+		 .help = "drop a connection whose greeting is not done\n"
+			 "T ms after its accept (default {default})"),
+	OPT_UINT("stall-timeout-ms", "T", O, stall_timeout_ms, 500, 86400000, .def = "2000",
+		 .help = "a peer silent this long (it answers clock probes every\n"
+			 "200 ms) is given up as stalled (default {default})"),
+	OPT_CUSTOM("shm-listen", "NAME", bd_take_shm_listen,
+		   .help = "readers on this host may forward through shared-memory\n"
+			   "rings (readoutd --builder shm://NAME); one ring per\n"
+			   "reader, /dev/shm/es-NAME-r<id>, removed once attached"),
+	OPT_UINT("shm-capacity", "BYTES", O, shm_capacity_bytes, SHR_MIN_CAPACITY_BYTES,
+		 SHR_MAX_CAPACITY_BYTES,
+		 .help = "bytes of each ring (default 4Mi); rounded up to a power\n"
+			 "of two that holds two frames of --max-fragment"),
+	OPT_UINT("max-inflight", "W", O, max_inflight, 1, BLD_MAX_WINDOW, .def = "4096",
+		 .group = "Building", .help = "window of event IDs in flight (default {default})"),
+	OPT_UINT("timeout-ms", "T", O, timeout_ms, 0, 86400000, .def = "1000",
+		 .help = "an incomplete event expires T ms after its first\n"
+			 "fragment (default {default}; 0 = never)"),
+	OPT_UINT("skip-timeout-ms", "T", O, skip_timeout_ms, 0, 86400000, .def = "100",
+		 .help = "sooner, T ms after its first fragment, for the\n"
+			 "oldest undecided event once every source it lacks\n"
+			 "has sent later events: they skipped it (default\n"
+			 "{default}; 0 = wait for --timeout-ms). Keep T above any\n"
+			 "delay a source puts on single fragments"),
+	OPT_FLAG("no-admission", O, no_admission,
+		 .help = "do not limit readers with credits (for comparison)"),
+	OPT_UINT("filter-modulo", "M", O, filter_modulo, 1, UINT32_MAX, .def = "1",
+		 .help = "accept an event when its CRC % M == 0 (default {default})"),
+	OPT_UINT("filter-cost-us", "U", O, filter_cost_us, 0, 1000000, .def = "0",
+		 .help = "spend U us of CPU per complete event (default {default})"),
+	OPT_UINT("max-fragment", "BYTES", O, max_fragment_bytes, 0, FRM_MAX_PAYLOAD_BYTES,
+		 .def = "1048576", .help = "largest payload accepted (default {default})"),
+	OPT_STRING("out", "DIR", O, out_dir, .required = true, .group = "Output",
+		   .help = "events.jsonl, expired.jsonl and metrics.json go here"),
+	OPT_UINT("flush-every", "N", O, flush_every, 1, 1u << 20, .def = "256",
+		 .help = "at most N records per write (default {default})"),
+	OPT_UINT("batch-bytes", "B", O, batch_bytes, 4096, 64u << 20, .def = "262144",
+		 .help = "bytes read per call per reader (default {default})"),
+	OPT_UINT("socket-buffer", "B", O, socket_buffer_bytes, 1024, 64u << 20,
+		 .help = "kernel buffers of reader connections (default: autotuned)"),
+	OPT_FLAG("no-clock-correction", O, no_clock_correction, .group = "Clocks",
+		 .help = "measure peers' clock offsets but do not apply them to\n"
+			 "latencies; metrics.json shows the error left in"),
+};
+const size_t bd_option_count = sizeof bd_option_specs / sizeof bd_option_specs[0];
+
+bool bd_options_check(void *opts, const struct daemon_options *d)
+{
+	(void)d;
+	const struct bd_options *o = opts;
+	if (o->readers > o->sources) {
+		fprintf(stderr, "builderd: --readers %u exceeds --sources %u: every reader serves at least one source\n",
+			o->readers, o->sources);
+		return false;
+	}
+	if (o->shm_capacity_bytes != 0 && o->shm_name[0] == '\0') {
+		fprintf(stderr, "builderd: --shm-capacity needs --shm-listen NAME\n");
+		return false;
+	}
+	return true;
+}
+
+bool bd_options_check_listen(void *opts, const struct daemon_options *d)
+{
+	const struct bd_options *o = opts;
+	return daemon_listen_allowed(d, "--listen", o->listen_host) &&
+	       daemon_listen_allowed(d, "--control-listen", o->control_host);
+}
