@@ -26,11 +26,13 @@
 #include <unistd.h>
 
 /* The greeting counters of the builder's three listeners, summed. */
-static void bdm_greetings(const struct bd *b, uint64_t *busy, uint64_t *timed_out)
+static void bdm_greetings(const struct bd *b, uint64_t *busy, uint64_t *evicted,
+			  uint64_t *timed_out)
 {
-	*busy = *timed_out = 0;
+	*busy = *evicted = *timed_out = 0;
 	for (int d = 0; d < BD_DOORS; d++) {
 		*busy += b->doors[d].busy;
+		*evicted += b->doors[d].evicted;
 		*timed_out += b->doors[d].timed_out;
 	}
 }
@@ -295,9 +297,10 @@ static json_t *json_counters(const struct bd *b)
 #define BLD_JSON(name) SET(bld, #name, U64(c->name));
 	BLD_COUNTERS(BLD_JSON)
 #undef BLD_JSON
-	uint64_t busy, timed_out;
-	bdm_greetings(b, &busy, &timed_out);
+	uint64_t busy, evicted, timed_out;
+	bdm_greetings(b, &busy, &evicted, &timed_out);
 	SET(bld, "greetings_busy", U64(busy));
+	SET(bld, "greetings_evicted", U64(evicted));
 	SET(bld, "greetings_timed_out", U64(timed_out));
 	SET(bld, "frames_read", U64(b->frames_received));
 	SET(bld, "refused_connections", U64(b->refused_connections));
@@ -593,11 +596,14 @@ void metrics_fill_live(struct evbuffer *out, bool json, void *arg)
 				   (double)b->reader_peers[r].held_ns / 1e9);
 	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
 	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
-	uint64_t busy, timed_out;
-	bdm_greetings(b, &busy, &timed_out);
+	uint64_t busy, evicted, timed_out;
+	bdm_greetings(b, &busy, &evicted, &timed_out);
 	prom_family(out, "es_builder_greetings_busy_total", "counter",
-		    "connections refused busy: past a listener's greeting cap or one address's share");
+		    "connections told busy: a listener's greeting cap or one address's share was full");
 	prom_sample_u64(out, "es_builder_greetings_busy_total", NULL, busy);
+	prom_family(out, "es_builder_greetings_evicted_total", "counter",
+		    "greetings in progress evicted to make room for a newcomer at a full door");
+	prom_sample_u64(out, "es_builder_greetings_evicted_total", NULL, evicted);
 	prom_family(out, "es_builder_greetings_timed_out_total", "counter",
 		    "greetings dropped at the handshake deadline");
 	prom_sample_u64(out, "es_builder_greetings_timed_out_total", NULL, timed_out);

@@ -667,6 +667,7 @@ static void rdr_send_report(struct rdr *r)
 	ctl_group_set(g, "credits_received", r->credits_received);
 	ctl_group_set(g, "refused_connections", r->refused_connections);
 	ctl_group_set(g, "greetings_busy", r->door.busy);
+	ctl_group_set(g, "greetings_evicted", r->door.evicted);
 	ctl_group_set(g, "greetings_timed_out", r->door.timed_out);
 	ctl_group_set(g, "buffer_bytes", rdr_buffer_bytes(&r->opt));
 	procstat_report(&m->u.report);
