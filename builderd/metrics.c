@@ -229,6 +229,7 @@ static json_t *json_counters(const struct bd_snapshot *b)
 	BLD_COUNTERS(BLD_JSON)
 #undef BLD_JSON
 	SET(bld, "greetings_busy", U64(b->greetings_busy));
+	SET(bld, "greetings_evicted", U64(b->greetings_evicted));
 	SET(bld, "greetings_timed_out", U64(b->greetings_timed_out));
 	SET(bld, "frames_read", U64(b->frames_read));
 	SET(bld, "refused_connections", U64(b->refused_connections));
@@ -584,8 +585,11 @@ void metrics_fill_live(struct evbuffer *out, bool json, const struct bd_snapshot
 	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
 	uint64_t busy = b->greetings_busy, timed_out = b->greetings_timed_out;
 	prom_family(out, "es_builder_greetings_busy_total", "counter",
-		    "connections refused busy: past a listener's greeting cap or one address's share");
+		    "connections told busy: a listener's greeting cap or one address's share was full");
 	prom_sample_u64(out, "es_builder_greetings_busy_total", NULL, busy);
+	prom_family(out, "es_builder_greetings_evicted_total", "counter",
+		    "greetings in progress evicted to make room for a newcomer at a full door");
+	prom_sample_u64(out, "es_builder_greetings_evicted_total", NULL, b->greetings_evicted);
 	prom_family(out, "es_builder_greetings_timed_out_total", "counter",
 		    "greetings dropped at the handshake deadline");
 	prom_sample_u64(out, "es_builder_greetings_timed_out_total", NULL, timed_out);

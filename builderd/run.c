@@ -504,6 +504,7 @@ static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_rep
 		.errors_dropped = b->errors_dropped,
 		.refused_connections = b->refused_connections,
 		.greetings_busy = b->door.busy,
+		.greetings_evicted = b->door.evicted,
 		.greetings_timed_out = b->door.timed_out,
 		.credits_sent = b->credits_sent,
 		.recent_events_per_s = b->recent_events_per_s,

@@ -487,6 +487,7 @@ static void bshm_report(const void *arg, struct bd_snapshot *snap)
 	const struct bshm *s = arg;
 	snap->shm_capacity_bytes = s->capacity_bytes;
 	snap->greetings_busy += s->door.busy;
+	snap->greetings_evicted += s->door.evicted;
 	snap->greetings_timed_out += s->door.timed_out;
 	snap->refused_connections += s->refused;
 }

@@ -48,6 +48,7 @@ struct bd_snapshot {
 	uint32_t errors_dropped;
 	uint64_t refused_connections;
 	uint64_t greetings_busy;      /* every listener's, summed */
+	uint64_t greetings_evicted;
 	uint64_t greetings_timed_out;
 	uint64_t credits_sent;
 	double recent_events_per_s;

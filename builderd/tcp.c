@@ -180,6 +180,7 @@ static void btcp_report(const void *arg, struct bd_snapshot *s)
 	const struct btcp *t = arg;
 	s->read_buffers_bytes += (uint64_t)t->readers * t->cap;
 	s->greetings_busy += t->door.busy;
+	s->greetings_evicted += t->door.evicted;
 	s->greetings_timed_out += t->door.timed_out;
 	s->refused_connections += t->refused;
 }

@@ -129,10 +129,12 @@ void door_close(struct door *d)
 	}
 }
 
-void door_counts(const struct door *d, uint64_t *refused, uint64_t *busy, uint64_t *timed_out)
+void door_counts(const struct door *d, uint64_t *refused, uint64_t *busy, uint64_t *evicted,
+		 uint64_t *timed_out)
 {
 	*refused = d->refused_connections;
 	*busy = d->greet.busy;
+	*evicted = d->greet.evicted;
 	*timed_out = d->greet.timed_out;
 }
 

@@ -18,7 +18,8 @@ struct door *door_open(struct event_base *base, const struct rdr_options *opt,
 /* Stops accepting: the run is over. */
 void door_close(struct door *d);
 /* Connections refused (for any reason), refused as busy, timed out greeting. */
-void door_counts(const struct door *d, uint64_t *refused, uint64_t *busy, uint64_t *timed_out);
+void door_counts(const struct door *d, uint64_t *refused, uint64_t *busy, uint64_t *evicted,
+		 uint64_t *timed_out);
 void door_destroy(struct door *d);
 
 #endif

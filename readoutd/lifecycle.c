@@ -58,7 +58,8 @@ static struct rmet_reader rdr_books(const struct rdr *r)
 				 .status = rdr_status(r),
 				 .credits_received = r->credits_received,
 				 .buffer_bytes = rdr_buffer_bytes(&r->opt) };
-	door_counts(r->door, &b.refused_connections, &b.greetings_busy, &b.greetings_timed_out);
+	door_counts(r->door, &b.refused_connections, &b.greetings_busy, &b.greetings_evicted,
+		    &b.greetings_timed_out);
 	return b;
 }
 

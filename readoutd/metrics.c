@@ -44,6 +44,7 @@ void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const stru
 	ctl_group_set(g, "credits_received", rd->credits_received);
 	ctl_group_set(g, "refused_connections", rd->refused_connections);
 	ctl_group_set(g, "greetings_busy", rd->greetings_busy);
+	ctl_group_set(g, "greetings_evicted", rd->greetings_evicted);
 	ctl_group_set(g, "greetings_timed_out", rd->greetings_timed_out);
 	ctl_group_set(g, "buffer_bytes", rd->buffer_bytes);
 	procstat_report(&m->u.report);

@@ -23,6 +23,7 @@ struct rmet_reader {
 	uint64_t buffer_bytes;
 	uint64_t refused_connections;  /* the data port's (door.c) */
 	uint64_t greetings_busy;
+	uint64_t greetings_evicted;
 	uint64_t greetings_timed_out;
 };
 

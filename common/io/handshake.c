@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 struct greet {
@@ -25,6 +26,7 @@ struct greet {
 	char peer[CTL_MAX_TEXT];
 	char address[CTL_MAX_TEXT]; /* listener: the peer's address, for its share */
 	uint64_t timeout_ms;
+	uint64_t started_ns;       /* listener: the accept, for the eviction order */
 	struct greet_door *door;   /* listener: NULL outside any door */
 	struct greet *prev, *next; /* in door->greetings */
 	struct greet_dial *dial;   /* client: the dial it is an attempt of */
@@ -422,6 +424,7 @@ static struct greet *greet_new(struct event_base *base, int fd, const char *peer
 	g->need = CTL_LENGTH_BYTES;
 	g->arg = arg;
 	g->timeout_ms = timeout_ms;
+	g->started_ns = clk_monotonic_ns();
 	snprintf(g->peer, sizeof g->peer, "%s", peer);
 	/* The deadline is one timer from the start, not a timeout on the read
 	 * event: libevent re-arms that one each time a byte arrives, and a
@@ -520,6 +523,64 @@ void greet_reply_error(int fd, const char *peer, const char *code, const char *f
 	va_end(ap);
 }
 
+/* How far a greeting in progress has come: the bytes of its HELLO read so
+ * far, and those already waiting in the socket (a peer whose HELLO arrived
+ * while the loop was accepting is not idle). */
+static size_t greet_progress(const struct greet *g)
+{
+	int pending = 0;
+	if (ioctl(g->fd, FIONREAD, &pending) < 0 || pending < 0)
+		pending = 0;
+	return g->have + (size_t)pending;
+}
+
+/* The greeting to evict when the door (address NULL) or one address's
+ * share is full: an idle one (not a byte of its HELLO) before one that has
+ * sent part of it, and of those the oldest. A peer that means to greet
+ * sends its HELLO within a round trip of the challenge, so it is idle only
+ * for that long; to keep it out, connections would have to come faster. */
+static struct greet *greet_door_victim(struct greet_door *d, const char *address)
+{
+	struct greet *best = NULL;
+	bool best_idle = false;
+	for (struct greet *g = d->greetings; g != NULL; g = g->next) {
+		if (address != NULL && strcmp(g->address, address) != 0)
+			continue;
+		bool idle = greet_progress(g) == 0;
+		if (best == NULL || (idle && !best_idle) ||
+		    (idle == best_idle && g->started_ns < best->started_ns)) {
+			best = g;
+			best_idle = idle;
+		}
+	}
+	return best;
+}
+
+/* Makes room for a newcomer: the victim is told busy (it retries, like any
+ * client turned away while the door was full) and closed; the daemon's
+ * callback counts it in refused_connections. */
+static void greet_evict(struct greet_door *d, struct greet *g, const char *limit)
+{
+	/* Whatever the peer has sent is read and dropped first, so that the
+	 * close does not reset the connection before our ERROR is read. */
+	uint8_t sink[512];
+	while (read(g->fd, sink, sizeof sink) > 0)
+		;
+	int conn = g->fd;
+	g->fd = -1;
+	greet_refuse(d, conn, g->peer, GREET_BUSY_CODE,
+		     "evicted: the door was full and this greeting was the oldest unfinished "
+		     "(%s); retry later", limit);
+	d->busy++;
+	d->evicted++;
+	greet_accept_cb cb = g->accept_cb;
+	void *arg = g->arg;
+	char peer[CTL_MAX_TEXT];
+	snprintf(peer, sizeof peer, "%s", g->peer);
+	greet_free(g, false);
+	cb(-1, NULL, peer, arg);
+}
+
 void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb, void *arg)
 {
 	for (;;) {
@@ -531,18 +592,31 @@ void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb
 		greet_address_of(peer, address, sizeof address);
 		const struct greet_address *a = greet_door_address(door, address, false);
 		unsigned mine = a != NULL ? a->greetings : 0;
-		if (door->in_progress >= GREET_MAX_IN_PROGRESS) {
-			greet_refuse(door, conn, peer, GREET_BUSY_CODE,
-				     "%s has %u connections greeting at once, its limit; retry later",
-				     door->name, GREET_MAX_IN_PROGRESS);
-		} else if (mine >= GREET_MAX_PER_ADDRESS) {
-			greet_refuse(door, conn, peer, GREET_BUSY_CODE,
-				     "%s has %u connections from %s greeting at once, the most one address may hold; retry later",
-				     door->name, mine, address);
-		} else {
+		/* Full: the newcomer is let in and the greeting that has come
+		 * least far for longest is put out, so that idle connections
+		 * cannot hold the door until their deadline. Of one address's
+		 * share, one of that address's; of the whole door, anyone's. */
+		char limit[CTL_MAX_TEXT + 160];
+		struct greet *victim = NULL;
+		if (mine >= GREET_MAX_PER_ADDRESS) {
+			snprintf(limit, sizeof limit, "%s holds at most %u greetings from %s at once",
+				 door->name, GREET_MAX_PER_ADDRESS, address);
+			victim = greet_door_victim(door, address);
+		} else if (door->in_progress >= GREET_MAX_IN_PROGRESS) {
+			snprintf(limit, sizeof limit, "%s holds at most %u greetings at once",
+				 door->name, GREET_MAX_IN_PROGRESS);
+			victim = greet_door_victim(door, NULL);
+		}
+		if (victim != NULL)
+			greet_evict(door, victim, limit);
+		if (door->in_progress < GREET_MAX_IN_PROGRESS &&
+		    (victim != NULL || mine < GREET_MAX_PER_ADDRESS)) {
 			greet_accept_in(door, door->base, conn, peer, door->timeout_ms, cb, arg);
 			continue;
 		}
+		/* Not reached while the counts agree with the list; should they
+		 * not, a refusal is still safe. */
+		greet_refuse(door, conn, peer, GREET_BUSY_CODE, "%s is full; retry later", door->name);
 		door->busy++;
 		(*door->refused)++;
 	}

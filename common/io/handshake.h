@@ -6,9 +6,11 @@
  * swallowed. A greeting has a deadline from its start (the listener's
  * handshake timeout, the client's connect timeout), however its bytes
  * trickle in. Each listener admits greetings through a door of its own
- * (struct greet_door): a cap per listener and a share per peer address, so
- * that idle connections to one port, or from one address, cannot keep the
- * others out. docs/PROTOCOL.md, "Greeting". */
+ * (struct greet_door): a cap per listener and a share per peer address;
+ * when either is full a newcomer is still let in and the greeting that has
+ * come least far for longest (idle before partial, then the oldest) is
+ * evicted, so that idle connections to one port, or from one address,
+ * cannot keep the others out. docs/PROTOCOL.md, "Greeting". */
 #ifndef ES_IO_HANDSHAKE_H
 #define ES_IO_HANDSHAKE_H
 
@@ -21,13 +23,14 @@ struct event;
 struct event_base;
 struct greet;
 
-/* Greetings one listener holds at once; past it new connections are
- * refused with "busy" so strangers cannot pile them up. */
+/* Greetings one listener holds at once; past it a newcomer takes the
+ * place of the greeting that has come least far for longest (evicted, told
+ * "busy"), so strangers cannot pile them up. */
 #define GREET_MAX_IN_PROGRESS 64u
 
 /* Greetings one peer address (an IP address; every Unix-socket peer is one
  * address) holds at once on one listener: a quarter, so one address alone
- * never fills the door. */
+ * never fills the door; past it a newcomer evicts one of its address's. */
 #define GREET_MAX_PER_ADDRESS (GREET_MAX_IN_PROGRESS / 4u)
 
 /* Refusal and failure lines a listener logs per second; the rest are
@@ -35,7 +38,7 @@ struct greet;
 #define GREET_LOG_PER_SECOND 5u
 
 /* The ERROR code of a refusal a client should retry: the listener was too
- * busy to greet it. */
+ * busy to greet it (its greeting was evicted to make room). */
 #define GREET_BUSY_CODE "busy"
 
 struct greet_address {
@@ -51,7 +54,8 @@ struct greet_door {
 	char self[32];                 /* "the builder", "reader 0": refusals say who speaks what */
 	uint64_t timeout_ms;           /* the deadline of a greeting, from accept */
 	uint64_t *refused;             /* the daemon's refused_connections, +1 per refusal */
-	uint64_t busy;                 /* refused at the cap or the address share */
+	uint64_t busy;                 /* told busy: evicted, or refused at the cap */
+	uint64_t evicted;              /* of them, evicted to make room for a newcomer */
 	uint64_t timed_out;            /* dropped at the deadline */
 	unsigned in_progress;
 	struct greet_address addresses[GREET_MAX_IN_PROGRESS];
@@ -78,10 +82,12 @@ void greet_door_close(struct greet_door *door);
 typedef void (*greet_accept_cb)(int fd, const struct ctl_hello *hello, const char *peer,
 				void *arg);
 
-/* Accepts every connection waiting on listen_fd and starts its greeting,
- * refusing with GREET_BUSY_CODE (an ERROR in place of the challenge, then
- * close) those past the door's cap or their address's share; each refusal
- * counts in *door->refused. */
+/* Accepts every connection waiting on listen_fd and starts its greeting.
+ * When the door's cap or the newcomer's address share is full, the
+ * greeting in progress that has come least far (no byte of its HELLO, then
+ * part of one) for longest, of that address or of the whole door, is
+ * evicted: told GREET_BUSY_CODE, closed, and reported to cb as failed
+ * (fd < 0), so that the daemon counts it in refused_connections. */
 void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb, void *arg);
 
 /* Reads a HELLO from a freshly accepted fd, outside any door's cap (for

@@ -8,17 +8,19 @@ balanced books."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
 import signal
 import socket
 import sys
+import threading
 import time
 import urllib.request
 
 from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced, wait_for_line
-from wire import greet, greet_tcp, hello, read_message
+from wire import greet, greet_tcp, hello, message, read_message
 
 EVENTS = 3000
 CAP = 64          # greetings a listener holds at once (common/io/handshake.h)
@@ -46,11 +48,12 @@ class GreetTest(E2ETestCase):
         return m
 
     def test_idle_crowd_on_the_data_port(self) -> None:
-        """64 silent connections to the builder's data port, held open for the
-        whole run: one address gets its share of that port's door and a
-        "busy" refusal past it; the control port is not touched, the
-        reader's data greeting is retried until the idle ones are dropped at
-        their deadline, and the run completes."""
+        """64 silent connections to the builder's data port, held 3 s, less
+        than the handshake deadline (5 s) and more than the builder's peer
+        timeout (1.5 s): each newcomer past one address's share evicts the
+        oldest idle greeting, so the reader's data greeting gets in at once,
+        the run starts while the crowd is still held, and it completes
+        with balanced books."""
         self.idle_crowd({})
 
     def test_idle_crowd_against_a_keyed_run(self) -> None:
@@ -64,58 +67,127 @@ class GreetTest(E2ETestCase):
     def idle_crowd(self, flags: dict) -> None:
         h = self.h
         builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS,
-                                         handshake_timeout_ms=1500, **flags)
+                                         peer_timeout_ms=1500, **flags)
+        t0 = time.monotonic()
         crowd = [socket.create_connection(("127.0.0.1", ports["data"]), timeout=10)
                  for _ in range(CAP)]
         try:
-            replies = [read_message(s) for s in crowd]
-            challenged = sum(b"challenge" in r for r in replies)
-            busy = [r for r in replies if b"busy" in r]
-            self.assertEqual(challenged, SHARE)
-            self.assertEqual(len(busy), CAP - SHARE)
-            self.assertIn(b"the builder's data port has 16 connections from 127.0.0.1 greeting "
-                          b"at once, the most one address may hold; retry later", busy[0])
-            m = self.legit_run(builder, ports, **flags)
+            for s in crowd:
+                self.assertIn(b"challenge", read_message(s))
+            # Each newcomer past the share put out the oldest idle one.
+            self.assertEqual(readable(crowd), list(range(CAP - SHARE)))
+            reply = read_message(crowd[0])
+            self.assertIn(b"busy", reply)
+            self.assertIn(b"evicted: the door was full and this greeting was the oldest "
+                          b"unfinished (the builder's data port holds at most 16 greetings "
+                          b"from 127.0.0.1 at once); retry later", reply)
+            reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports, **flags)
+            sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS, payload=32,
+                                      rate=5000, reader_port=rport, builder=ports, **flags)
+                       for s in (0, 1)]
+            wait_for_line(builder, "connected; starting", timeout_s=3)
+            started = time.monotonic() - t0
+            print(f"\n  run started {started:.2f} s after the crowd came", file=sys.stderr)
+            self.assertLess(started, 3, "the run starts while the crowd is held")
+            # The reader's data greeting took the place of the oldest idle
+            # one left; the rest of the crowd is still in.
+            self.assertEqual(readable(crowd[CAP - SHARE:]), [0])
+            time.sleep(max(0.0, 3 - (time.monotonic() - t0)))
         finally:
             for s in crowd:
                 s.close()
+        self.assertEqual(h.wait(builder, 90), 0, builder.tail())
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 20), 0, p.tail())
+        m = read_metrics(h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], EVENTS)
         c = m["counters"]["builder"]
-        # The crowd's refusals, and any of the reader's attempts while the
-        # crowd's share was still held.
-        self.assertGreaterEqual(c["greetings_busy"], CAP - SHARE)
-        self.assertEqual(c["greetings_timed_out"], SHARE)
-        self.assertGreaterEqual(c["refused_connections"], CAP)
-        log = self.reader.log()
-        self.assertRegex(log, r"Greeting with the builder's data port at 127\.0\.0\.1:\d+ cut "
-                              r"\(busy: the builder's data port has 16 connections from "
-                              r"127\.0\.0\.1 greeting at once")
+        self.assertEqual(c["greetings_evicted"], CAP - SHARE + 1)
+        self.assertEqual(c["greetings_busy"], CAP - SHARE + 1)
+        self.assertEqual(c["greetings_timed_out"], 0)
+        # The evicted, and those left when the crowd went if the run was
+        # still on.
+        self.assertGreaterEqual(c["refused_connections"], CAP - SHARE + 1)
+        self.assertNotIn("Greeting with the builder's data port", reader.log())
         blog = builder.log()
-        self.assertNotIn("the builder's control port has", blog)
-        self.assertIn("no complete greeting within the handshake timeout (1500 ms)", blog)
+        self.assertIn("Refused 127.0.0.1:", blog)
+        self.assertIn("evicted: the door was full", blog)
+        self.assertNotIn("the builder's control port holds", blog)
+        h.assert_clean()
+
+    def test_eviction_order(self) -> None:
+        """At a full share the idle greeting goes before one that has sent
+        part of its HELLO, the oldest first; with none idle, the oldest
+        partial one. Counted on /metrics; a run started after still gets
+        in and balances."""
+        h = self.h
+        builder, ports = h.start_builder(run=1, sources=2, readers=1, events=EVENTS,
+                                         handshake_timeout_ms=60000,
+                                         metrics_listen="127.0.0.1:0")
+        ports = h.wait_port_file(h.path("ports", "builder-0.port"), ("metrics",), 15, builder)
+        part = hello("reader", 0, sources=(0, 1))[:3]
+        held: list[socket.socket] = []
+
+        def come(partial: bool) -> socket.socket:
+            s = socket.create_connection(("127.0.0.1", ports["data"]), timeout=10)
+            self.assertIn(b"challenge", read_message(s))
+            if partial:
+                s.sendall(part)
+            held.append(s)
+            return s
+
+        def evicted_by_newcomer(partial: bool = False) -> list[socket.socket]:
+            """Who of those held was put out by one more connection."""
+            time.sleep(0.05)  # the builder has read the partial bytes
+            before = list(held)
+            come(partial)
+            gone = [before[i] for i in readable(before)]
+            for s in gone:
+                self.assertIn(b"evicted: the door was full", read_message(s))
+                held.remove(s)
+                s.close()
+            return gone
+
+        try:
+            oldest = come(partial=True)
+            idle = [come(partial=False) for _ in range(SHARE - 1)]
+            for s in idle:
+                self.assertEqual(evicted_by_newcomer(partial=True), [s],
+                                 "the oldest idle one, not the older partial one")
+            self.assertEqual(len(held), SHARE)
+            self.assertEqual(evicted_by_newcomer(partial=True), [oldest],
+                             "none idle: the oldest partial one")
+            with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics",
+                                        timeout=5) as r:
+                scrape = r.read().decode()
+            self.assertIn(f"\nes_builder_greetings_evicted_total {SHARE}\n", scrape)
+            self.assertIn(f"\nes_builder_greetings_busy_total {SHARE}\n", scrape)
+            # The reader gets in past the partial crowd: it puts out the
+            # oldest of it, not waiting for the 60 s deadline.
+            m = self.legit_run(builder, ports)
+        finally:
+            for s in held:
+                s.close()
+        self.assertEqual(m["counters"]["builder"]["greetings_evicted"], SHARE + 1)
+        self.assertEqual(m["counters"]["builder"]["greetings_timed_out"], 0)
         h.assert_clean()
 
     def test_a_peer_that_gives_up_says_what_it_was_told(self) -> None:
-        """A reader kept out longer than its connect timeout ends with the
-        listener's last words, not "greeting failed"."""
+        """A reader kept out longer than its connect timeout (by a data port
+        that answers every greeting busy) ends with the listener's last
+        words, not "greeting failed", after retrying with backoff."""
         h = self.h
-        builder, ports = h.start_builder(run=1, sources=1, readers=1, events=10,
-                                         handshake_timeout_ms=30000)
-        crowd = [socket.create_connection(("127.0.0.1", ports["data"]), timeout=10)
-                 for _ in range(SHARE)]
-        try:
-            for s in crowd:
-                self.assertIn(b"challenge", read_message(s))
-            reader, _ = h.start_reader(id=0, run=1, sources=(0,), builder=ports,
+        builder, ports = h.start_builder(run=1, sources=1, readers=1, events=10)
+        with busy_door("the data port has no room; retry later") as port:
+            reader, _ = h.start_reader(id=0, run=1, sources=(0,),
+                                       builder=dict(ports, data=port),
                                        connect_timeout_ms=1500)
             self.assertEqual(h.wait(reader, 20), 1, reader.tail())
-        finally:
-            for s in crowd:
-                s.close()
         self.assertRegex(reader.log(),
                          r"Gave up greeting the builder's data port at 127\.0\.0\.1:\d+ after "
-                         r"\d+ attempts in 1\.\d s; it said last: the builder's data port has 16 "
-                         r"connections from 127\.0\.0\.1 greeting at once, the most one address "
-                         r"may hold; retry later \(busy\)")
+                         r"\d+ attempts in 1\.\d s; it said last: the data port has no room; "
+                         r"retry later \(busy\)")
         attempts = int(re.search(r"after (\d+) attempts", reader.log()).group(1))
         self.assertGreater(attempts, 3, "retried with backoff")
         self.assertLess(attempts, 20, "backoff, not a busy loop")
@@ -259,21 +331,18 @@ class GreetTest(E2ETestCase):
         h.assert_clean()
 
     def test_reader_lost_while_kept_at_the_door(self) -> None:
-        """A reader whose data greeting is kept out by a crowd, and that is
-        killed meanwhile, is lost before the run starts: the others start
-        without it, and the run ends with the loss named and the books
-        balanced."""
+        """A reader whose data greeting is kept out (a data port that
+        answers busy), and that is killed meanwhile, is lost before the run
+        starts: the others start without it, and the run ends with the loss
+        named and the books balanced."""
         h = self.h
-        builder, ports = h.start_builder(run=1, sources=4, readers=2, events=EVENTS,
-                                         handshake_timeout_ms=30000)
+        builder, ports = h.start_builder(run=1, sources=4, readers=2, events=EVENTS)
         reader0, rport0 = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports)
         wait_for_line(builder, "Reader 0 data connected from")
-        crowd = [socket.create_connection(("127.0.0.1", ports["data"]), timeout=10)
-                 for _ in range(SHARE)]
-        try:
-            for s in crowd:
-                self.assertIn(b"challenge", read_message(s))
-            reader1, rport1 = h.start_reader(id=1, run=1, sources=(2, 3), builder=ports)
+        with busy_door("kept out; retry later") as port:
+            reader1, rport1 = h.start_reader(id=1, run=1, sources=(2, 3),
+                                             builder=dict(ports, data=port),
+                                             connect_timeout_ms=60000)
             sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS, payload=32,
                                       rate=5000, reader_port=rport0 if s < 2 else rport1,
                                       builder=ports) for s in range(4)]
@@ -284,9 +353,6 @@ class GreetTest(E2ETestCase):
             self.assertNotIn("starting", builder.log())
             os.killpg(reader1.pid, signal.SIGKILL)
             self.assertEqual(h.wait(builder, 90), 1, builder.tail())
-        finally:
-            for s in crowd:
-                s.close()
         for p in [reader0] + sources[:2]:
             self.assertEqual(h.wait(p, 20), 0, p.tail())
         for p in sources[2:]:
@@ -299,3 +365,41 @@ class GreetTest(E2ETestCase):
                                  r"control connection before reporting")
         self.assertIn("Run 1: all 4 sources and 2 readers connected; starting", builder.log())
         h.assert_clean()
+
+
+def readable(socks: list[socket.socket], timeout_s: float = 0.2) -> list[int]:
+    """The indices of those of socks the listener has said something more
+    on (or closed), waiting up to timeout_s for the first."""
+    ready = set(select.select(socks, [], [], timeout_s)[0])
+    if ready:
+        time.sleep(0.05)  # the others sent in the same turn of the loop
+        ready = set(select.select(socks, [], [], 0)[0])
+    return sorted(i for i, s in enumerate(socks) if s in ready)
+
+
+@contextlib.contextmanager
+def busy_door(reason: str):
+    """A listener on a loopback port that answers every connection with an
+    ERROR busy in place of the challenge, as a full door used to: yields
+    its port."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(message({"type": "error", "code": "busy", "reason": reason}))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        t.join()
+        listener.close()
