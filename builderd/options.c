@@ -3,7 +3,6 @@
 #include "core/builder.h"
 #include "io/shmlink.h"
 #include "io/shmring.h"
-#include "run.h"
 #include "wire/frame.h"
 
 #include <stdio.h>
