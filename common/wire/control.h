@@ -198,4 +198,18 @@ const struct ctl_group *ctl_report_find(const struct ctl_report *r, const char *
 bool ctl_group_set(struct ctl_group *g, const char *name, uint64_t value);
 bool ctl_group_get(const struct ctl_group *g, const char *name, uint64_t *value);
 
+/* The codec's field tables described for documents: docs/PROTOCOL.md's
+ * tables are written from these (make docs) and a test fails when the
+ * committed file differs. ctl_field_count() is the number of keys of a type
+ * besides "type" (0 outside the enum); ctl_field_describe() fills d for the
+ * i-th in encoding order, false when there is none. */
+struct ctl_field_doc {
+	const char *key;
+	const char *type;                   /* msgpack type: "uint", "int", "str", "map", ... */
+	char range[96];                     /* e.g. "0 .. 2^32−1", "≤ 255 bytes" */
+	const char *doc;                    /* what the field means */
+};
+size_t ctl_field_count(enum ctl_type type);
+bool ctl_field_describe(enum ctl_type type, size_t i, struct ctl_field_doc *d);
+
 #endif
