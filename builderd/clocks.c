@@ -93,11 +93,6 @@ static struct bd_peer *bdc_bd_peer(const struct bdc *c, uint32_t i)
 	return i < b->opt.sources ? &b->source_peers[i] : &b->reader_peers[i - b->opt.sources];
 }
 
-static const char *bdc_title(const struct bd_peer *p)
-{
-	return p->role == CTL_ROLE_SOURCE ? "Source" : "Reader";
-}
-
 /* Same host: the peer's control connection came from an address of the
  * builder's own network stack (net_fd_is_local, decided when it joined),
  * taken to mean the same kernel clock, so the true offset is the
@@ -332,7 +327,7 @@ void bdc_on_pong(struct bdc *c, struct bd_peer *bp, const struct ctl_pong *pong,
 	if (rc == 0)
 		bdc_apply(c, i);
 	else
-		log_debug("%s %u: clock exchange %" PRIu64 " refused (%s)", bdc_title(bp), bp->id,
+		log_debug("%s %u: clock exchange %" PRIu64 " refused (%s)", ctl_role_title(bp->role), bp->id,
 			  pong->sequence, strerror(-rc));
 	if (!p->snap[BDC_START].valid && p->pongs >= BDC_BURST)
 		bdc_snapshot(c, i, BDC_START);
@@ -415,7 +410,7 @@ void bdc_finish(struct bdc *c)
 		if (bdc_overall(c, i) == CKS_INCONSISTENT)
 			log_warn("%s %u on %s: in-band clock offset %" PRId64 " +/- %" PRId64
 				 " ns disagrees with chrony's bounds of both hosts",
-				 bdc_title(bp), bp->id, bp->host, s->offset_ns, s->bound_ns);
+				 ctl_role_title(bp->role), bp->id, bp->host, s->offset_ns, s->bound_ns);
 	}
 	c->finished = true;
 }
@@ -681,27 +676,16 @@ void bdc_latency_json(const struct bdc *c, json_t *latency)
 
 #undef SET
 
-static void bdc_print_duration(FILE *f, int64_t ns)
-{
-	uint64_t a = bdc_abs(ns);
-	const char *sign = ns < 0 ? "-" : "";
-	if (a < 10000)
-		fprintf(f, "%s%" PRIu64 " ns", sign, a);
-	else if (a < 10000000)
-		fprintf(f, "%s%.1f us", sign, (double)a / 1e3);
-	else
-		fprintf(f, "%s%.2f ms", sign, (double)a / 1e6);
-}
-
 void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f)
 {
 	struct out_uncertainty u = out_uncertainty(c->run->out);
+	char d[TEXT_DURATION_BYTES];
 	if (u.unbounded > 0) {
 		fprintf(f, " (+/- unknown: %" PRIu64 " samples had no clock estimate)", u.unbounded);
 		return;
 	}
 	fputs(" (+/- ", f);
-	bdc_print_duration(f, u.max_ns);
+	fputs(text_duration(d, u.max_ns), f);
 	if (bdc_all_sources_same_clock(c))
 		fputs(", same clock)", f);
 	else if (c->correction)
@@ -713,6 +697,7 @@ void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f)
 void bdc_print_summary(const struct bdc *c, FILE *f)
 {
 	uint32_t same = 0, chrony_peers = 0;
+	char d[TEXT_DURATION_BYTES];
 	for (uint32_t i = 0; i < c->count; i++) {
 		same += bdc_same_clock(c, i);
 		chrony_peers += cks_chrony_bound_ns(&c->peers[i].chrony[BDC_END]) >= 0;
@@ -721,7 +706,7 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 	int64_t hb = cks_chrony_bound_ns(&c->chrony[BDC_END]);
 	if (hb >= 0) {
 		fputs("; chrony bound of the builder host ", f);
-		bdc_print_duration(f, hb);
+		fputs(text_duration(d, hb), f);
 	} else {
 		fprintf(f, "; chrony on the builder host: %s",
 			c->chrony[BDC_END].available ? "not synchronised" : c->chrony[BDC_END].reason);
@@ -741,15 +726,15 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 			fputs("not measured", f);
 		} else {
 			fputs(best->offset_ns < 0 ? "" : "+", f);
-			bdc_print_duration(f, best->offset_ns);
+			fputs(text_duration(d, best->offset_ns), f);
 			fputs(" +/- ", f);
-			bdc_print_duration(f, best->bound_ns);
+			fputs(text_duration(d, best->bound_ns), f);
 			fprintf(f, " (in band, %" PRIu64 " exchanges)", p->est.accepted);
 		}
 		int64_t pb = cks_chrony_bound_ns(&p->chrony[BDC_END]);
 		if (pb >= 0) {
 			fputs(", chrony bound ", f);
-			bdc_print_duration(f, pb);
+			fputs(text_duration(d, pb), f);
 		} else {
 			fputs(", no chrony bound", f);
 		}
@@ -757,7 +742,7 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 			fputs("; DISAGREES with chrony beyond both bounds", f);
 		if (!c->correction && i < c->run->opt.sources && best != NULL && !bdc_same_clock(c, i)) {
 			fputs("; not corrected: its latencies are off by ", f);
-			bdc_print_duration(f, -best->offset_ns);
+			fputs(text_duration(d, -best->offset_ns), f);
 		}
 		fputc('\n', f);
 	}

@@ -479,21 +479,12 @@ out:
 	return rc;
 }
 
-static void print_duration(FILE *f, uint64_t ns)
-{
-	if (ns < 10000)
-		fprintf(f, "%" PRIu64 " ns", ns);
-	else if (ns < 10000000)
-		fprintf(f, "%.1f us", (double)ns / 1e3);
-	else
-		fprintf(f, "%.2f ms", (double)ns / 1e6);
-}
-
 void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 {
 	const struct bld_counters *c = bld_counters(b->core);
 	const struct hist *lat = out_latency(b->out);
 	struct metrics_rates rates = metrics_rates(b);
+	char d[TEXT_DURATION_BYTES];
 	fprintf(f, "run %u: %" PRIu64 " event IDs: %" PRIu64 " complete (%" PRIu64 " accepted, %" PRIu64
 		   " filtered), %" PRIu64 " expired (%" PRIu64 " timeout, %" PRIu64 " skipped, %" PRIu64
 		   " window, %" PRIu64 " end of run), %" PRIu64 " never observed\n",
@@ -508,11 +499,11 @@ void metrics_print_summary(FILE *f, const struct bd *b, const struct acct *a)
 	fprintf(f, "rates: offered %.0f events/s, accepted %.0f events/s over %.3f s\n",
 		rates.offered, rates.accepted, rates.duration_s);
 	fprintf(f, "latency: p50 ");
-	print_duration(f, hist_quantile(lat, 0.5));
+	fputs(text_duration(d, (int64_t)hist_quantile(lat, 0.5)), f);
 	fprintf(f, ", p99 ");
-	print_duration(f, hist_quantile(lat, 0.99));
+	fputs(text_duration(d, (int64_t)hist_quantile(lat, 0.99)), f);
 	fprintf(f, ", max ");
-	print_duration(f, lat->max);
+	fputs(text_duration(d, (int64_t)lat->max), f);
 	bdc_print_latency_uncertainty(b->clocks, f);
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
 	bdc_print_summary(b->clocks, f);

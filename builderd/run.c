@@ -37,11 +37,6 @@ static void bd_maybe_start(struct bd *b);
 static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why);
 static void bd_check_stalls(struct bd *b, uint64_t now);
 
-/* A role at the start of a sentence. */
-static const char *bd_title(enum ctl_role role)
-{
-	return role == CTL_ROLE_SOURCE ? "Source" : role == CTL_ROLE_READER ? "Reader" : "Builder";
-}
 static void bd_maybe_finish(struct bd *b);
 static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source);
 
@@ -454,7 +449,7 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 		return;
 	p->lost = true;
 	bd_error(b, "%s %u (%s, pid %u on %s) %s; what it held is counted as lost with it",
-		 bd_title(p->role), p->id, p->address, p->pid, p->host, why);
+		 ctl_role_title(p->role), p->id, p->address, p->pid, p->host, why);
 	if (p->conn != NULL) {
 		msgconn_free(p->conn);
 		p->conn = NULL;
@@ -687,7 +682,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	bdc_peer_joined(b->clocks, p);
 	b->last_progress_ns = clk_monotonic_ns();
 	if (!b->opt.quiet)
-		log_info("%s %u joined run %u from %s (pid %u on %s)", bd_title(h->role), h->id,
+		log_info("%s %u joined run %u from %s (pid %u on %s)", ctl_role_title(h->role), h->id,
 			 b->opt.run_id, peer, h->pid, h->host);
 	if (p->role == CTL_ROLE_READER && p->conn != NULL) {
 		/* The reader holds everything until it hears a limit. */
@@ -943,7 +938,7 @@ static void bd_collect_peer_errors(struct bd *b)
 							     : &b->reader_peers[i - b->opt.sources];
 		if (p->report != NULL && p->report->status != 0)
 			bd_error(b, "%s %u (pid %u on %s) ended with errors (status %d); see its log",
-				 bd_title(p->role), p->id, p->pid, p->host, p->report->status);
+				 ctl_role_title(p->role), p->id, p->pid, p->host, p->report->status);
 	}
 }
 
@@ -1146,12 +1141,9 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
 	}
 	if (opt->port_file[0] != '\0') {
-		char text[96];
-		int n = snprintf(text, sizeof text, "data %u\ncontrol %u\n", (unsigned)data_port,
-				 (unsigned)control_port);
-		if (b->prom != NULL)
-			snprintf(text + n, sizeof text - (size_t)n, "metrics %u\n", (unsigned)metrics_port);
-		if (net_write_port_file(opt->port_file, text) < 0)
+		const struct net_port ports[] = { { "data", data_port }, { "control", control_port },
+						  { "metrics", metrics_port } };
+		if (net_write_ports(opt->port_file, ports, 3) < 0)
 			goto fail;
 	}
 	if (!opt->quiet)

@@ -6,6 +6,7 @@
 #include "wire/frame.h"
 #include "io/handshake.h"
 #include "sys/log.h"
+#include "sys/opt.h"
 #include "io/net.h"
 #include "sys/procstat.h"
 #include "io/prom.h"
@@ -383,27 +384,14 @@ static void rdr_ring_failed(struct rdr *r, const char *what, int rc)
 
 bool rdr_parse_shm_inject(const char *arg, enum rdr_shm_inject *kind, uint64_t *after)
 {
-	static const struct {
-		const char *name;
-		enum rdr_shm_inject kind;
-	} kinds[] = {
-		{ "record", RDR_SHM_INJECT_RECORD }, { "crc", RDR_SHM_INJECT_CRC },
-		{ "length", RDR_SHM_INJECT_LENGTH }, { "head", RDR_SHM_INJECT_HEAD },
-	};
-	const char *at = strchr(arg, '@');
-	size_t n = at ? (size_t)(at - arg) : strlen(arg);
-	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-		if (strlen(kinds[i].name) != n || strncmp(arg, kinds[i].name, n) != 0)
-			continue;
-		*kind = kinds[i].kind;
-		*after = 0;
-		if (at == NULL)
-			return true;
-		char *end;
-		*after = strtoull(at + 1, &end, 10);
-		return *end == '\0' && end != at + 1;
-	}
-	return false;
+	static const char *const names[] = { "record", "crc", "length", "head" };
+	static const enum rdr_shm_inject kinds[] = { RDR_SHM_INJECT_RECORD, RDR_SHM_INJECT_CRC,
+						     RDR_SHM_INJECT_LENGTH, RDR_SHM_INJECT_HEAD };
+	size_t k;
+	if (!opt_kind_at(arg, names, sizeof names / sizeof names[0], &k, after))
+		return false;
+	*kind = kinds[k];
+	return true;
 }
 
 /* Test hook (--shm-inject): puts one damaged record where the next frame
@@ -878,16 +866,8 @@ static void rdr_on_builder_greeted(int fd, const struct ctl_msg *reply, void *ar
 /* The HELLO of the data path, the same over TCP and shared memory. */
 static void rdr_data_hello(const struct rdr *r, struct ctl_hello *hello)
 {
-	memset(hello, 0, sizeof *hello);
-	hello->role = CTL_ROLE_READER;
-	hello->id = r->opt.id;
-	hello->channel = CTL_CHANNEL_DATA;
-	hello->run_id = r->opt.run_id;
-	hello->protocol = CTL_PROTOCOL_VERSION;
-	hello->pid = (uint32_t)getpid();
-	hello->source_count = (uint32_t)r->opt.source_count;
-	memcpy(hello->sources, r->opt.sources, r->opt.source_count * sizeof r->opt.sources[0]);
-	net_host_name(hello->host, sizeof hello->host);
+	greet_hello_init(hello, CTL_ROLE_READER, r->opt.id, CTL_CHANNEL_DATA, r->opt.run_id,
+			 r->opt.sources, r->opt.source_count);
 }
 
 /* ---- shared-memory path ------------------------------------------------ */
@@ -1268,23 +1248,13 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	}
 	fflush(stdout);
 	if (opt->port_file[0] != '\0') {
-		char text[64];
-		int n = snprintf(text, sizeof text, "data %u\n", (unsigned)port);
-		if (r->prom != NULL)
-			snprintf(text + n, sizeof text - (size_t)n, "metrics %u\n", (unsigned)metrics_port);
-		if (net_write_port_file(opt->port_file, text) < 0)
+		const struct net_port ports[] = { { "data", port }, { "metrics", metrics_port } };
+		if (net_write_ports(opt->port_file, ports, 2) < 0)
 			goto fail;
 	}
-	struct ctl_hello hello = {
-		.role = CTL_ROLE_READER,
-		.id = opt->id,
-		.run_id = opt->run_id,
-		.protocol = CTL_PROTOCOL_VERSION,
-		.pid = (uint32_t)getpid(),
-		.source_count = (uint32_t)opt->source_count,
-	};
-	memcpy(hello.sources, opt->sources, opt->source_count * sizeof opt->sources[0]);
-	net_host_name(hello.host, sizeof hello.host);
+	struct ctl_hello hello;
+	greet_hello_init(&hello, CTL_ROLE_READER, opt->id, CTL_CHANNEL_CONTROL, opt->run_id,
+			 opt->sources, opt->source_count);
 	r->ctl = ctllink_start(base, opt->control_host, opt->control_port, &hello,
 			       opt->connect_timeout_ms, &rdr_ctl_ops, r);
 	struct ctl_hello data_hello;

@@ -220,6 +220,18 @@ _Static_assert(CTL_MAX_DEPTH < MSGPACK_EMBED_STACK_SIZE,
 	       "the scan must refuse nesting before msgpack does");
 _Static_assert(CTL_MAX_MESSAGE_BYTES <= UINT32_MAX, "the length prefix is 32 bits");
 
+const char *ctl_role_title(enum ctl_role role)
+{
+	static const char *const titles[] = {
+		[CTL_ROLE_SOURCE] = "Source",
+		[CTL_ROLE_READER] = "Reader",
+		[CTL_ROLE_BUILDER] = "Builder",
+	};
+	_Static_assert(CTL_ARRAY_SIZE(titles) == CTL_ARRAY_SIZE(ctl_role_names),
+		       "every role needs a title");
+	return (size_t)role < CTL_ARRAY_SIZE(titles) ? titles[role] : "Unknown";
+}
+
 const char *ctl_role_name(enum ctl_role role)
 {
 	if ((unsigned)role >= CTL_ARRAY_SIZE(ctl_role_names))

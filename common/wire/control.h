@@ -42,6 +42,9 @@ enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
 /* "source", "reader", "builder" ("unknown" for a value outside the enum);
  * and back (false when unknown). */
 const char *ctl_role_name(enum ctl_role role);
+/* The same capitalised, to start a sentence of a log line: "Source",
+ * "Reader", "Builder" ("Unknown" outside the enum). */
+const char *ctl_role_title(enum ctl_role role);
 bool ctl_role_parse(const char *name, enum ctl_role *role);
 /* "hello", "welcome", ... ("unknown" for a value outside the enum) */
 const char *ctl_type_name(enum ctl_type type);
