@@ -24,10 +24,9 @@
  *     abandoned, frames on wire = received by the reader).
  *  6. builderd's BYE ends the program with the run's status.
  *
- * What sourced does beyond this: pacing at --rate on a grid shared by every
- * source, faults from the seed, writing frames in place in batches without
- * copies, STOP, /metrics. This program queues every frame in a bufferevent
- * at once, which is fine for a few thousand. */
+ * sourced does more: pacing, the seed's faults, batches written in place,
+ * STOP, /metrics. This queues every frame in a bufferevent at once, which
+ * is fine for a few thousand. */
 #include "core/gen.h"
 #include "io/ctlclient.h"
 #include "io/handshake.h"
@@ -106,8 +105,8 @@ static void ex_on_written(struct bufferevent *bev, void *arg)
 static void ex_on_data_event(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
-	if (what & (BEV_EVENT_ERROR | BEV_EVENT_EOF))
-		ex_fail(arg, "the reader closed the data connection");
+	(void)what;   /* BEV_EVENT_ERROR or BEV_EVENT_EOF: nothing else is enabled */
+	ex_fail(arg, "the reader closed the data connection");
 }
 
 /* 4. Every fragment, then the END frame that closes the stream. */
@@ -233,10 +232,11 @@ static int ex_options(struct example *x, int argc, char **argv)
 		default: ok = false; break;
 		}
 	}
-	if (ok && (x->data_port == 0 || x->control_port == 0 || optind != argc))
-		opt_error("minimal_source", "needs --data HOST:PORT and --control HOST:PORT, "
-			  "and takes no other arguments");
-	return ok && x->data_port != 0 && x->control_port != 0 && optind == argc ? 0 : 2;
+	ok = ok && x->data_port != 0 && x->control_port != 0 && optind == argc;
+	if (!ok)
+		fprintf(stderr, "usage: minimal_source --id N --run N --events N --payload BYTES "
+			"--seed N --data HOST:PORT --control HOST:PORT [--run-key-file PATH]\n");
+	return ok ? 0 : 2;
 }
 
 int main(int argc, char **argv)
