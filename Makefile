@@ -4,7 +4,7 @@
 #   make test       set up, build, run unit then end-to-end tests
 #   make asan       the unit and end-to-end tests under AddressSanitizer/UBSan
 #   make valgrind   the unit tests under valgrind
-#   make docs       rewrite the generated regions of docs/PROTOCOL.md and README.md
+#   make docs       rewrite the generated regions of docs/PROTOCOL.md, METRICS.md, README.md
 #   make fuzz       libFuzzer targets of the decoders, FUZZ_SECONDS each (clang)
 # V=1 shows full commands.
 
@@ -47,7 +47,7 @@ HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)
 DOCGEN := $(BUILD)/tools/docgen
 EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 # The documents with regions written from the code (scripts/gendocs.py).
-GENERATED_DOCS := docs/PROTOCOL.md README.md
+GENERATED_DOCS := docs/PROTOCOL.md docs/METRICS.md README.md
 
 .PHONY: all deps run test check-layers check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
 all: $(BINS) $(DOCGEN) $(EXAMPLES)

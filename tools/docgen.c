@@ -5,6 +5,8 @@
  *   docgen fields TYPE [TYPE]   a message's key table, from the codec's field
  *                               table (TYPEs sharing one table: "stats end")
  *   docgen equations            README's table of the books' equations
+ *   docgen equations metrics    docs/METRICS.md's, with each side in words
+ *   docgen equations gone       docs/METRICS.md's of a peer lost before its report
  *
  * scripts/gendocs.py puts the output between the document's
  * "<!-- generated: ARGS -->" and "<!-- end -->" lines (make docs) and fails
@@ -12,6 +14,7 @@
 #include "core/acct.h"
 #include "wire/control.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,7 +63,7 @@ static int docgen_fields(int argc, char **argv)
 }
 
 /* An equation's name as metrics.json spells it, with the numbers as
- * letters: "source %u" becomes "source s", "reader %u" "reader r". */
+ * letters: "source %u" becomes "source N", "reader %u" "reader R". */
 static void docgen_equation_name(const char *fmt, char *out, size_t cap)
 {
 	size_t o = 0;
@@ -71,7 +74,7 @@ static void docgen_equation_name(const char *fmt, char *out, size_t cap)
 				word--;
 			while (word > fmt && word[-1] != ' ')
 				word--;
-			out[o++] = strncmp(word, "reader", 6) == 0 ? 'r' : 's';
+			out[o++] = strncmp(word, "reader", 6) == 0 ? 'R' : 'N';
 			p++;
 		} else {
 			out[o++] = *p;
@@ -80,15 +83,28 @@ static void docgen_equation_name(const char *fmt, char *out, size_t cap)
 	out[o] = '\0';
 }
 
-static int docgen_equations(void)
+/* which: NULL README's table of every kind; "metrics" or "gone" the kinds
+ * of a run without (with) a lost peer, with their sides. */
+static int docgen_equations(const char *which)
 {
 	char name[160];
-	printf("| equation (as `metrics.json` names it; s a source, r a reader) | counters from |\n");
-	printf("|---|---|\n");
+	if (which == NULL)
+		printf("| equation (as `metrics.json` names it; N a source, R a reader) | counters from |\n"
+		       "|---|---|\n");
+	else if (strcmp(which, "metrics") == 0 || strcmp(which, "gone") == 0)
+		printf("| name | lhs | rhs |\n|---|---|---|\n");
+	else {
+		fprintf(stderr, "docgen: equations takes 'metrics' or 'gone', not '%s'\n", which);
+		return 2;
+	}
 	for (int k = 0; k < ACCT_KIND_COUNT; k++) {
 		const struct acct_kind_doc *d = acct_kind_describe((enum acct_kind)k);
 		docgen_equation_name(d->format, name, sizeof name);
-		printf("| %s | %s |\n", name, d->from);
+		bool gone = strstr(d->format, "(gone)") != NULL;
+		if (which == NULL)
+			printf("| %s | %s |\n", name, d->from);
+		else if (gone == (strcmp(which, "gone") == 0))
+			printf("| `%s` | %s | %s |\n", name, d->lhs, d->rhs);
 	}
 	return 0;
 }
@@ -103,8 +119,8 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 2 && strcmp(argv[1], "fields") == 0)
 		return docgen_fields(argc - 2, argv + 2);
-	if (argc == 2 && strcmp(argv[1], "equations") == 0)
-		return docgen_equations();
-	fprintf(stderr, "usage: docgen version | fields TYPE [TYPE] | equations\n");
+	if ((argc == 2 || argc == 3) && strcmp(argv[1], "equations") == 0)
+		return docgen_equations(argc == 3 ? argv[2] : NULL);
+	fprintf(stderr, "usage: docgen version | fields TYPE [TYPE] | equations [metrics|gone]\n");
 	return 2;
 }

@@ -21,11 +21,9 @@
  * source, reader or hop where the name says so. */
 enum acct_kind {
 	ACCT_SOURCE_GENERATED,
-	ACCT_SOURCE_GONE,
 	ACCT_SOURCE_WIRE,
-	ACCT_ALL_WIRE,
-	ACCT_READER_GONE,
 	ACCT_HOP_SOURCE,
+	ACCT_ALL_WIRE,
 	ACCT_HOP_BUILDER,
 	ACCT_BUILDER_READ,
 	ACCT_RECEIVED,
@@ -33,14 +31,19 @@ enum acct_kind {
 	ACCT_EVENTS,
 	ACCT_COMPLETE,
 	ACCT_EXPIRED,
+	ACCT_SOURCE_GONE,
+	ACCT_READER_GONE,
 	ACCT_KIND_COUNT
 };
 
-/* A kind as documents show it: the printf format of its name (of unsigned
- * source and reader ids) and whose counters it reads. */
+/* A kind as documents show it (README, docs/METRICS.md): the printf format
+ * of its name (of unsigned source and reader ids), whose counters it reads,
+ * and its two sides in words (N a source, R a reader). */
 struct acct_kind_doc {
 	const char *format;
 	const char *from;
+	const char *lhs;
+	const char *rhs;
 };
 
 /* NULL outside the enum. */

@@ -1,6 +1,6 @@
-"""The generated regions of docs/PROTOCOL.md and README.md match the code
-(tools/docgen writes them from the control codec's field tables and the
-books' equation kinds), and the check fails on each kind of drift it exists
+"""The generated regions of docs/PROTOCOL.md, docs/METRICS.md and README.md
+match the code (tools/docgen writes them from the control codec's field
+tables and the books' equation kinds), and the check fails on each kind of drift it exists
 to catch: a changed row, a missing field, a region without its end."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 GENDOCS = ROOT / "scripts" / "gendocs.py"
 DOCGEN = os.environ.get("ES_DOCGEN", str(ROOT / "build" / "tools" / "docgen"))
-DOCS = [ROOT / "docs" / "PROTOCOL.md", ROOT / "README.md"]
+DOCS = [ROOT / "docs" / "PROTOCOL.md", ROOT / "README.md", ROOT / "docs" / "METRICS.md"]
 
 
 def gendocs(*args: str) -> subprocess.CompletedProcess:
@@ -77,6 +77,12 @@ class GeneratedDocsTest(unittest.TestCase):
         r = gendocs("--check", str(doc))
         self.assertEqual(r.returncode, 1)
         self.assertIn("region 'equations' differs from the code", r.stderr)
+
+    def test_changed_side_of_an_equation_fails(self):
+        doc = self._copy(DOCS[2], lambda t: t.replace("| `frags_unique` |", "| `frags_received` |", 1))
+        r = gendocs("--check", str(doc))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("region 'equations metrics' differs from the code", r.stderr)
 
     def test_region_without_end_fails(self):
         doc = self._copy(DOCS[0], lambda t: t.replace("<!-- end -->", "", 1))
