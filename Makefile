@@ -4,6 +4,7 @@
 #   make test       set up, build, run unit then end-to-end tests
 #   make asan       the unit and end-to-end tests under AddressSanitizer/UBSan
 #   make valgrind   the unit tests under valgrind
+#   make docs       rewrite the generated regions of docs/PROTOCOL.md, METRICS.md, README.md
 #   make fuzz       libFuzzer targets of the decoders, FUZZ_SECONDS each (clang)
 # V=1 shows full commands.
 
@@ -41,9 +42,32 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRC := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)
+# Programs that are one file each over libcommon.a: the document generator
+# and the examples of how a peer uses common/ (examples/README).
+DOCGEN := $(BUILD)/tools/docgen
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+# The documents with regions written from the code (scripts/gendocs.py).
+GENERATED_DOCS := docs/PROTOCOL.md docs/METRICS.md README.md
 
-.PHONY: all deps run test check-layers unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
-all: $(BINS)
+.PHONY: all deps run test check-layers check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
+all: $(BINS) $(DOCGEN) $(EXAMPLES)
+examples: $(EXAMPLES)
+.SECONDARY: $(DOCGEN:%=%.o) $(EXAMPLES:%=%.o)
+
+$(BUILD)/tools/%: $(BUILD)/tools/%.o $(BUILD)/libcommon.a
+	@$(if $(Q),echo "  LD $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libcommon.a
+	@$(if $(Q),echo "  LD $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# docs/PROTOCOL.md's field tables and README's equations come from the
+# codec's and the books' own tables; check-docs fails when they differ.
+docs: $(DOCGEN)
+	$(Q)$(PYTHON) scripts/gendocs.py --docgen $(DOCGEN) $(GENERATED_DOCS)
+check-docs: $(DOCGEN)
+	$(Q)$(PYTHON) scripts/gendocs.py --docgen $(DOCGEN) --check $(GENERATED_DOCS)
 
 deps:
 	$(Q)scripts/deps.sh
@@ -102,12 +126,14 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(HELPER_OBJ) $(BUILD)/libbu
 unit: $(UNIT_BIN)
 	$(Q)fail=0; for t in $(UNIT_BIN); do CK_DEFAULT_TIMEOUT=120 $(TEST_WRAP) $$t || fail=1; done; exit $$fail
 
-e2e: $(BINS)
-	$(Q)ES_BIN=$(abspath $(BIN)) $(PYTHON) tests/e2e/run.py $(E2E_ARGS)
+e2e: $(BINS) $(DOCGEN) $(EXAMPLES)
+	$(Q)ES_BIN=$(abspath $(BIN)) ES_DOCGEN=$(abspath $(DOCGEN)) ES_EXAMPLES=$(abspath $(BUILD)/examples) \
+		$(PYTHON) tests/e2e/run.py $(E2E_ARGS)
 
 test: deps
 	$(Q)$(PYTHON) scripts/check_layers.py
 	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory check-docs
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory e2e
 

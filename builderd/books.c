@@ -90,7 +90,7 @@ static void books_collect_peer_errors(const struct books *bk)
 		const struct bd_peer *p = peer_at(bk->peers, i);
 		if (p->report != NULL && p->report->status != 0)
 			books_error(bk, "%s %u (pid %u on %s) ended with errors (status %d); see its log",
-				 peer_title(p->role), p->id, p->pid, p->host, p->report->status);
+				 ctl_role_title(p->role), p->id, p->pid, p->host, p->report->status);
 	}
 }
 

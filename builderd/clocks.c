@@ -145,11 +145,6 @@ static struct bd_peer *bdc_bd_peer(const struct bdc *c, uint32_t i)
 	return peer_at(c->table, i);
 }
 
-static const char *bdc_title(const struct bd_peer *p)
-{
-	return peer_title(p->role);
-}
-
 /* Same host: the peer's control connection came from an address of the
  * builder's own network stack (net_fd_is_local, decided when it joined),
  * taken to mean the same kernel clock, so the true offset is the
@@ -445,7 +440,7 @@ static void bdc_pump(struct bdc *c)
 		struct bd_peer *bp = bdc_bd_peer(c, i);
 		if (!p->ready && p->joined_ns != 0 && now - p->joined_ns >= BDC_READY_TIMEOUT_NS) {
 			log_warn("%s %u: first clock exchanges not answered within %u ms; starting without",
-				 bdc_title(bp), bp->id, BDC_READY_TIMEOUT_NS / 1000000u);
+				 ctl_role_title(bp->role), bp->id, BDC_READY_TIMEOUT_NS / 1000000u);
 			bdc_set_ready(c, i);
 		}
 		if (!p->ready && p->joined_ns != 0 && p->joined_ns + BDC_READY_TIMEOUT_NS < next)
@@ -556,7 +551,7 @@ static void bdc_exchange(struct bdc *c, uint32_t i, const struct prb_exchange *x
 			p->stamps[k][x->stamp[k]]++;
 		bdc_apply(c, i);
 	} else {
-		log_debug("%s %u: clock exchange %" PRIu64 " refused (%s)", bdc_title(bp), bp->id,
+		log_debug("%s %u: clock exchange %" PRIu64 " refused (%s)", ctl_role_title(bp->role), bp->id,
 			  x->sequence, strerror(-rc));
 	}
 	if (!p->snap[BDC_START].valid && p->pongs >= BDC_BURST)
@@ -611,7 +606,7 @@ static void bdc_start_prober(struct bdc *c, uint32_t i, struct bd_peer *bp,
 	    !ctl_group_get(g, "token", &token) || port == 0 || port > 65535)
 		return;
 	char what[48];
-	snprintf(what, sizeof what, "%s %u", bdc_title(bp), bp->id);
+	snprintf(what, sizeof what, "%s %u", ctl_role_title(bp->role), bp->id);
 	p->prober = prb_prober_start(c->base, msgconn_fd(bp->conn), (uint16_t)port, token,
 				     what, bdc_on_probe, p);
 	/* The first burst again, kernel-stamped: the PINGs so far were only
@@ -711,7 +706,7 @@ void bdc_finish(struct bdc *c)
 		if (bdc_overall(c, i) == CKS_INCONSISTENT)
 			log_warn("%s %u on %s: in-band clock offset %" PRId64 " +/- %" PRId64
 				 " ns disagrees with chrony's bounds of both hosts",
-				 bdc_title(bp), bp->id, bp->host, s->offset_ns, s->bound_ns);
+				 ctl_role_title(bp->role), bp->id, bp->host, s->offset_ns, s->bound_ns);
 	}
 	c->finished = true;
 }
@@ -1103,16 +1098,10 @@ void bdc_latency_json(const struct bdc *c, json_t *latency)
 
 #undef SET
 
-static void bdc_print_duration(FILE *f, int64_t ns)
+static void bdc_put_duration(FILE *f, int64_t ns)
 {
-	uint64_t a = bdc_abs(ns);
-	const char *sign = ns < 0 ? "-" : "";
-	if (a < 10000)
-		fprintf(f, "%s%" PRIu64 " ns", sign, a);
-	else if (a < 10000000)
-		fprintf(f, "%s%.1f us", sign, (double)a / 1e3);
-	else
-		fprintf(f, "%s%.2f ms", sign, (double)a / 1e6);
+	char d[TEXT_DURATION_BYTES];
+	fputs(text_duration(d, ns), f);
 }
 
 void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f)
@@ -1123,13 +1112,13 @@ void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f)
 		return;
 	}
 	fputs(" (+/- ", f);
-	bdc_print_duration(f, u.max_ns);
+	bdc_put_duration(f, u.max_ns);
 	const struct hist *uh = out_uncertainty_hist(c->out);
 	if (u.max_ns > 0 && uh->samples > 0) {
 		fputs(" max, median ", f);
-		bdc_print_duration(f, (int64_t)hist_quantile(uh, 0.5));
+		bdc_put_duration(f, (int64_t)hist_quantile(uh, 0.5));
 		fputs(", p99 ", f);
-		bdc_print_duration(f, (int64_t)hist_quantile(uh, 0.99));
+		bdc_put_duration(f, (int64_t)hist_quantile(uh, 0.99));
 	}
 	if (bdc_all_sources_same_clock(c))
 		fputs(", same clock)", f);
@@ -1150,7 +1139,7 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 	int64_t hb = cks_chrony_bound_ns(&c->chrony[BDC_END]);
 	if (hb >= 0) {
 		fputs("; chrony bound of the builder host ", f);
-		bdc_print_duration(f, hb);
+		bdc_put_duration(f, hb);
 	} else {
 		fprintf(f, "; chrony on the builder host: %s",
 			c->chrony[BDC_END].available ? "not synchronised" : c->chrony[BDC_END].reason);
@@ -1170,25 +1159,25 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 			fputs("not measured", f);
 		} else {
 			fputs(best->offset_ns < 0 ? "" : "+", f);
-			bdc_print_duration(f, best->offset_ns);
+			bdc_put_duration(f, best->offset_ns);
 			fputs(" +/- ", f);
-			bdc_print_duration(f, best->bound_ns);
+			bdc_put_duration(f, best->bound_ns);
 			fprintf(f, " (in band, %" PRIu64 " exchanges, %s stamps)", p->est.accepted,
 				bdc_stamps_summary(p));
 		}
 		int64_t pb = cks_chrony_bound_ns(&p->chrony[BDC_END]);
 		if (pb >= 0) {
 			fputs(", chrony bound ", f);
-			bdc_print_duration(f, pb);
+			bdc_put_duration(f, pb);
 		} else {
 			fputs(", no chrony bound", f);
 		}
 		if (p->last_valid) {
 			fputs("; applied ", f);
 			fputs(p->last.offset_ns < 0 ? "" : "+", f);
-			bdc_print_duration(f, p->last.offset_ns);
+			bdc_put_duration(f, p->last.offset_ns);
 			fputs(" +/- ", f);
-			bdc_print_duration(f, p->last.bound_ns);
+			bdc_put_duration(f, p->last.bound_ns);
 			fprintf(f, " (%s)", ivl_basis_name(p->last.basis));
 		}
 		if (p->by_basis[IVL_BASIS_UNION] > 0)
@@ -1199,7 +1188,7 @@ void bdc_print_summary(const struct bdc *c, FILE *f)
 			fputs("; DISAGREES with chrony beyond both bounds", f);
 		if (!c->correction && i < c->sources && best != NULL && !bdc_same_clock(c, i)) {
 			fputs("; not corrected: its latencies are off by ", f);
-			bdc_print_duration(f, -best->offset_ns);
+			bdc_put_duration(f, -best->offset_ns);
 		}
 		fputc('\n', f);
 	}

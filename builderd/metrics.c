@@ -405,14 +405,10 @@ out:
 	return rc;
 }
 
-static void print_duration(FILE *f, uint64_t ns)
+static void put_duration(FILE *f, uint64_t ns)
 {
-	if (ns < 10000)
-		fprintf(f, "%" PRIu64 " ns", ns);
-	else if (ns < 10000000)
-		fprintf(f, "%.1f us", (double)ns / 1e3);
-	else
-		fprintf(f, "%.2f ms", (double)ns / 1e6);
+	char d[TEXT_DURATION_BYTES];
+	fputs(text_duration(d, ns > INT64_MAX ? INT64_MAX : (int64_t)ns), f);
 }
 
 void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct acct *a)
@@ -434,11 +430,11 @@ void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct ac
 	fprintf(f, "rates: offered %.0f events/s, accepted %.0f events/s over %.3f s\n",
 		rates.offered, rates.accepted, rates.duration_s);
 	fprintf(f, "latency: p50 ");
-	print_duration(f, hist_quantile(lat, 0.5));
+	put_duration(f, hist_quantile(lat, 0.5));
 	fprintf(f, ", p99 ");
-	print_duration(f, hist_quantile(lat, 0.99));
+	put_duration(f, hist_quantile(lat, 0.99));
 	fprintf(f, ", max ");
-	print_duration(f, lat->max);
+	put_duration(f, lat->max);
 	bdc_print_latency_uncertainty(b->clocks, f);
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
 	bdc_print_summary(b->clocks, f);

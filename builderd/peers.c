@@ -63,11 +63,6 @@ uint32_t peer_index(const struct peer_table *t, const struct bd_peer *p)
 	return (uint32_t)(p - t->peers);
 }
 
-const char *peer_title(enum ctl_role role)
-{
-	return role == CTL_ROLE_SOURCE ? "Source" : role == CTL_ROLE_READER ? "Reader" : "Builder";
-}
-
 const char *peer_how_gone(const struct bd_peer *p)
 {
 	return p->stalled ? "stalled" : p->stuck ? "stuck" : "died";

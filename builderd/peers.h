@@ -66,8 +66,6 @@ struct bd_peer *peer_reader(const struct peer_table *t, uint32_t reader);
 /* The position of p in the table, for state kept per peer elsewhere. */
 uint32_t peer_index(const struct peer_table *t, const struct bd_peer *p);
 
-/* A role at the start of a sentence: "Source", "Reader", "Builder". */
-const char *peer_title(enum ctl_role role);
 
 /* How a peer lost before its END went: "stalled", "stuck" or "died". */
 const char *peer_how_gone(const struct bd_peer *p);

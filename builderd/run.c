@@ -226,7 +226,7 @@ static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
 		return;
 	p->lost = true;
 	bd_error(b, "%s %u (%s, pid %u on %s) %s; what it held is counted as lost with it",
-		 peer_title(p->role), p->id, p->address, p->pid, p->host, why);
+		 ctl_role_title(p->role), p->id, p->address, p->pid, p->host, why);
 	if (p->conn != NULL) {
 		msgconn_free(p->conn);
 		p->conn = NULL;
@@ -352,7 +352,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	bdc_peer_joined(b->clocks, p);
 	b->last_progress_ns = clk_monotonic_ns();
 	if (!b->opt.quiet)
-		log_info("%s %u joined run %u from %s (pid %u on %s)", peer_title(h->role), h->id,
+		log_info("%s %u joined run %u from %s (pid %u on %s)", ctl_role_title(h->role), h->id,
 			 b->opt.run_id, peer, h->pid, h->host);
 	if (p->role == CTL_ROLE_READER && p->conn != NULL) {
 		/* The reader holds everything until it hears a limit. */
@@ -640,12 +640,10 @@ static int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port)
 		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
 	}
 	if (opt->port_file[0] != '\0') {
-		char text[96];
-		int n = snprintf(text, sizeof text, "data %u\ncontrol %u\n", (unsigned)data_port,
-				 (unsigned)control_port);
-		if (b->prom != NULL)
-			snprintf(text + n, sizeof text - (size_t)n, "metrics %u\n", (unsigned)metrics_port);
-		int rc = net_write_port_file(opt->port_file, text);
+		const struct net_port ports[] = { { "data", data_port },
+						  { "control", control_port },
+						  { "metrics", metrics_port } };
+		int rc = net_write_ports(opt->port_file, ports, 3);
 		if (rc < 0)
 			return rc;
 	}

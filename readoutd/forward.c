@@ -3,6 +3,7 @@
 #include "reader.h"
 #include "sys/log.h"
 #include "wire/control.h"
+#include "io/handshake.h"
 #include "io/net.h"
 
 #include <inttypes.h>
@@ -92,14 +93,6 @@ void fwd_destroy(struct fwd *f)
 
 void fwd_data_hello(const struct rdr_options *opt, struct ctl_hello *hello)
 {
-	memset(hello, 0, sizeof *hello);
-	hello->role = CTL_ROLE_READER;
-	hello->id = opt->id;
-	hello->channel = CTL_CHANNEL_DATA;
-	hello->run_id = opt->run_id;
-	hello->protocol = CTL_PROTOCOL_VERSION;
-	hello->pid = (uint32_t)getpid();
-	hello->source_count = (uint32_t)opt->source_count;
-	memcpy(hello->sources, opt->sources, opt->source_count * sizeof opt->sources[0]);
-	net_host_name(hello->host, sizeof hello->host);
+	greet_hello_init(hello, CTL_ROLE_READER, opt->id, CTL_CHANNEL_DATA, opt->run_id,
+			 opt->sources, opt->source_count);
 }

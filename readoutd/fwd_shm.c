@@ -5,6 +5,7 @@
 
 #include "reader.h"
 #include "sys/log.h"
+#include "sys/opt.h"
 #include "wire/control.h"
 #include "wire/frame.h"
 #include "io/handshake.h"
@@ -44,27 +45,14 @@ struct fwd_shm {
 
 bool rdr_parse_shm_inject(const char *arg, enum rdr_shm_inject *kind, uint64_t *after)
 {
-	static const struct {
-		const char *name;
-		enum rdr_shm_inject kind;
-	} kinds[] = {
-		{ "record", RDR_SHM_INJECT_RECORD }, { "crc", RDR_SHM_INJECT_CRC },
-		{ "length", RDR_SHM_INJECT_LENGTH }, { "head", RDR_SHM_INJECT_HEAD },
-	};
-	const char *at = strchr(arg, '@');
-	size_t n = at ? (size_t)(at - arg) : strlen(arg);
-	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-		if (strlen(kinds[i].name) != n || strncmp(arg, kinds[i].name, n) != 0)
-			continue;
-		*kind = kinds[i].kind;
-		*after = 0;
-		if (at == NULL)
-			return true;
-		char *end;
-		*after = strtoull(at + 1, &end, 10);
-		return *end == '\0' && end != at + 1;
-	}
-	return false;
+	static const char *const names[] = { "record", "crc", "length", "head" };
+	static const enum rdr_shm_inject kinds[] = { RDR_SHM_INJECT_RECORD, RDR_SHM_INJECT_CRC,
+						     RDR_SHM_INJECT_LENGTH, RDR_SHM_INJECT_HEAD };
+	size_t k;
+	if (!opt_kind_at(arg, names, sizeof names / sizeof names[0], &k, after))
+		return false;
+	*kind = kinds[k];
+	return true;
 }
 
 /* Nothing more can reach the builder through the ring: rather than let the

@@ -11,6 +11,7 @@
 
 #include "sys/log.h"
 #include "wire/control.h"
+#include "io/handshake.h"
 #include "wire/frame.h"
 #include "io/ctlclient.h"
 #include "io/net.h"
@@ -239,11 +240,8 @@ static int rdr_announce(struct rdr *r, uint16_t data_port)
 	}
 	fflush(stdout);
 	if (opt->port_file[0] != '\0') {
-		char text[64];
-		int n = snprintf(text, sizeof text, "data %u\n", (unsigned)data_port);
-		if (r->prom != NULL)
-			snprintf(text + n, sizeof text - (size_t)n, "metrics %u\n", (unsigned)metrics_port);
-		if (net_write_port_file(opt->port_file, text) < 0)
+		const struct net_port ports[] = { { "data", data_port }, { "metrics", metrics_port } };
+		if (net_write_ports(opt->port_file, ports, 2) < 0)
 			return -1;
 	}
 	return 0;
@@ -252,16 +250,9 @@ static int rdr_announce(struct rdr *r, uint16_t data_port)
 static struct ctllink *rdr_control_start(struct rdr *r)
 {
 	const struct rdr_options *opt = &r->opt;
-	struct ctl_hello hello = {
-		.role = CTL_ROLE_READER,
-		.id = opt->id,
-		.run_id = opt->run_id,
-		.protocol = CTL_PROTOCOL_VERSION,
-		.pid = (uint32_t)getpid(),
-		.source_count = (uint32_t)opt->source_count,
-	};
-	memcpy(hello.sources, opt->sources, opt->source_count * sizeof opt->sources[0]);
-	net_host_name(hello.host, sizeof hello.host);
+	struct ctl_hello hello;
+	greet_hello_init(&hello, CTL_ROLE_READER, opt->id, CTL_CHANNEL_CONTROL, opt->run_id,
+			 opt->sources, opt->source_count);
 	return ctllink_start(r->base, opt->control_host, opt->control_port, &hello,
 			     opt->connect_timeout_ms, &rdr_ctl_ops, r);
 }

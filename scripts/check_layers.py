@@ -24,7 +24,7 @@ from pathlib import Path
 
 LAYERS = ["wire", "core", "sys", "io"]
 DAEMONS = ["builderd", "readoutd", "sourced"]
-TREES = ["common", *DAEMONS, "tests/unit", "tests/fuzz", "tests/bench", "examples"]
+TREES = ["common", *DAEMONS, "tests/unit", "tests/fuzz", "tests/bench", "examples", "tools"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 # Cycles that exist today and are removed by a later step of the layout

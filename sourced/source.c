@@ -6,6 +6,7 @@
 #include "wire/frame.h"
 #include "io/handshake.h"
 #include "sys/log.h"
+#include "sys/opt.h"
 #include "io/net.h"
 #include "sys/procstat.h"
 #include "io/prom.h"
@@ -81,31 +82,11 @@ struct src {
 	struct ctl_msg report;
 };
 
-/* KIND@N with KIND one of names[0..count): the index, or false. */
-static bool src_parse_kind_at(const char *arg, const char *const *names, size_t count,
-			      size_t *kind, uint64_t *after)
-{
-	const char *at = strchr(arg, '@');
-	size_t n = at ? (size_t)(at - arg) : strlen(arg);
-	for (size_t i = 0; i < count; i++) {
-		if (strlen(names[i]) != n || strncmp(arg, names[i], n) != 0)
-			continue;
-		*kind = i;
-		*after = 0;
-		if (at == NULL)
-			return true;
-		char *end;
-		*after = strtoull(at + 1, &end, 10);
-		return *end == '\0' && end != at + 1;
-	}
-	return false;
-}
-
 bool src_parse_stall(const char *arg, enum src_stall *kind, uint64_t *after)
 {
 	static const char *const names[] = { "dribble", "blackhole" };
 	size_t k;
-	if (!src_parse_kind_at(arg, names, 2, &k, after))
+	if (!opt_kind_at(arg, names, 2, &k, after))
 		return false;
 	*kind = k == 0 ? SRC_STALL_DRIBBLE : SRC_STALL_BLACKHOLE;
 	return true;
@@ -120,7 +101,7 @@ bool src_parse_inject(const char *arg, enum src_inject *kind, uint64_t *after)
 						 SRC_INJECT_LENGTH, SRC_INJECT_RUN,
 						 SRC_INJECT_TRUNCATE, SRC_INJECT_NOEND };
 	size_t k;
-	if (!src_parse_kind_at(arg, names, sizeof names / sizeof names[0], &k, after))
+	if (!opt_kind_at(arg, names, sizeof names / sizeof names[0], &k, after))
 		return false;
 	*kind = kinds[k];
 	return true;
@@ -742,14 +723,8 @@ struct src *src_create(struct event_base *base, const struct src_options *opt)
 		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)port);
 		fflush(stdout);
 	}
-	struct ctl_hello hello = {
-		.role = CTL_ROLE_SOURCE,
-		.id = opt->id,
-		.run_id = opt->run_id,
-		.protocol = CTL_PROTOCOL_VERSION,
-		.pid = (uint32_t)getpid(),
-	};
-	net_host_name(hello.host, sizeof hello.host);
+	struct ctl_hello hello;
+	greet_hello_init(&hello, CTL_ROLE_SOURCE, opt->id, CTL_CHANNEL_CONTROL, opt->run_id, NULL, 0);
 	s->ctl = ctllink_start(base, opt->control_host, opt->control_port, &hello,
 			       opt->connect_timeout_ms, &src_ctl_ops, s);
 	hello.channel = CTL_CHANNEL_DATA;

@@ -71,22 +71,70 @@ static bool acct_sum3(uint64_t *sum, uint64_t x, uint64_t y, uint64_t z)
 	return acct_sum(sum, y) && acct_sum(sum, z);
 }
 
-static struct acct_equation *acct_add(struct acct *a, uint64_t lhs, uint64_t rhs, bool known,
-				      const char *note, const char *fmt, ...)
-	__attribute__((format(printf, 6, 7)));
+/* Every kind of equation, in README's order; its name is a format of the
+ * numbers it is about (the ids after "source" and "reader"), so README's
+ * table, written from this one (tools/docgen.c), names exactly what
+ * metrics.json does. */
+static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
+	[ACCT_SOURCE_GENERATED] = { "1 source %u: generated = omitted + sent + abandoned",
+				    "source", "`source.N.events`",
+				    "`frags_omitted + frags_sent + frags_abandoned`" },
+	[ACCT_SOURCE_WIRE] = { "2 source %u: frames on wire = received by reader %u",
+			       "source, reader", "`source.N.frames_wire`",
+			       "`reader.R.source.N.frames_received`" },
+	[ACCT_HOP_SOURCE] = { "hop reader %u, source %u: received = forwarded + rejected + held at end",
+			      "reader", "`frames_received`",
+			      "`frames_forwarded + frames_rejected + frames_held_at_end`" },
+	[ACCT_ALL_WIRE] = { "2 all sources: frames on wire = received by readers",
+			    "sources, readers", "sum of the above", "sum" },
+	[ACCT_HOP_BUILDER] = { "hop reader %u to builder: forwarded = received by builder",
+			       "reader, builder", "`reader.R.frames_forwarded`",
+			       "`builder.from_reader.R.frames_received`" },
+	[ACCT_BUILDER_READ] = { "builder: frames read from readers = fragments built",
+				"builder", "`frames_read`", "`frags_received`" },
+	[ACCT_RECEIVED] = { "3 builder: received = unique + duplicate + late + invalid",
+			    "builder", "`frags_received`", "sum" },
+	[ACCT_UNIQUE] = { "4 builder: unique = S x complete + held by expired",
+			  "builder", "`frags_unique`", "`S × events_complete + frags_in_expired`" },
+	[ACCT_EVENTS] = { "5 run: event IDs generated = complete + expired + never observed",
+			  "sources, builder", "the sources' `events` (they must agree)",
+			  "`events_complete + events_expired + events_unobserved`" },
+	[ACCT_COMPLETE] = { "6 builder: complete = accepted + filtered",
+			    "builder", "`events_complete`", "`events_accepted + events_filtered`" },
+	[ACCT_EXPIRED] = { "builder: expired = timeout + window + end of run + skipped",
+			   "builder", "`events_expired`", "sum of the four" },
+	[ACCT_SOURCE_GONE] = { "1+2 source %u (gone): generated = unique fragments built + lost with the source",
+			       "the other sources (`events`), builder",
+			       "event IDs the other sources generated",
+			       "the builder's unique fragments from N + `fragments_lost_with_sources`" },
+	[ACCT_READER_GONE] = { "2+hop reader %u (gone): frames its sources put on wire = received by builder + lost with the reader",
+			       "sources, builder", "its sources' `frames_wire`",
+			       "frames the builder read from R + `frames_lost_with_readers`" },
+};
+
+const struct acct_kind_doc *acct_kind_describe(enum acct_kind kind)
+{
+	return (unsigned)kind < ACCT_KIND_COUNT ? &acct_kinds[kind] : NULL;
+}
 
 /* known false: a side is unknown, and note says why. A side that overflowed
- * is passed as known = false with the overflow note. */
+ * is passed as known = false with the overflow note. The name is the
+ * kind's format of the ids that follow (unsigned each, as many as it has
+ * "%u"; the unit tests produce every kind). */
 static struct acct_equation *acct_add(struct acct *a, uint64_t lhs, uint64_t rhs, bool known,
-				      const char *note, const char *fmt, ...)
+				      const char *note, enum acct_kind kind, ...)
 {
 	if (a->count == a->cap)
 		return NULL;
 	struct acct_equation *e = &a->equations[a->count++];
 	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(e->name, sizeof e->name, fmt, ap);
+	va_start(ap, kind);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	vsnprintf(e->name, sizeof e->name, acct_kinds[kind].format, ap);
+#pragma GCC diagnostic pop
 	va_end(ap);
+	e->kind = kind;
 	e->lhs = lhs;
 	e->rhs = rhs;
 	e->ok = known && lhs == rhs;
@@ -192,7 +240,7 @@ static int acct_hop_equation(struct acct *a, const struct acct_reader *rd, uint1
 	if (!found)
 		snprintf(note, sizeof note, "no final counters from reader %u", rd->id);
 	acct_add(a, h->received, parts, found && fits, note,
-		 "hop reader %u, source %u: received = forwarded + rejected + held at end", rd->id, s);
+		 ACCT_HOP_SOURCE, rd->id, s);
 	if (found && !fits)
 		return acct_violation(a, "Impossible counters: reader %u's source.%u frames_forwarded + frames_rejected + frames_held_at_end overflows 2^64",
 				      rd->id, s);
@@ -282,7 +330,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 							  : "source %u is gone and the other sources' counts are missing",
 				 s, lost);
 			struct acct_equation *e = acct_add(a, generated_ids, unique + lost, known, note,
-							   "1+2 source %u (gone): generated = unique fragments built + lost with the source",
+							   ACCT_SOURCE_GONE,
 							   s);
 			if (e != NULL && known)
 				snprintf(e->note, sizeof e->note, "%s", note);
@@ -303,7 +351,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 		if (!found)
 			snprintf(note, sizeof note, "no final counters from source %u", s);
 		acct_add(a, events, parts, found && fits, note,
-			 "1 source %u: generated = omitted + sent + abandoned", s);
+			 ACCT_SOURCE_GENERATED, s);
 		if (rc == 0 && found && !fits)
 			rc = acct_violation(a, "Impossible counters: source %u's frags_omitted + frags_sent + frags_abandoned overflows 2^64",
 					    s);
@@ -325,7 +373,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 		else
 			snprintf(note, sizeof note, "no final counters from reader %u", rd->id);
 		acct_add(a, wire, hop.received, fw && hop.f_received, note,
-			 "2 source %u: frames on wire = received by reader %u", s,
+			 ACCT_SOURCE_WIRE, s,
 			 rd ? rd->id : 0);
 		totals_fit = acct_sum(&wire_total, wire) && totals_fit;
 		totals_fit = acct_sum(&reader_received_total, hop.received) && totals_fit;
@@ -340,7 +388,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 	snprintf(note, sizeof note, "%s",
 		 !totals_fit ? ACCT_OVERFLOW_NOTE : "counters missing from a source or a reader");
 	acct_add(a, wire_total, reader_received_total, wire_known && reader_known && totals_fit, note,
-		 "2 all sources: frames on wire = received by readers");
+		 ACCT_ALL_WIRE);
 	if (!totals_fit)
 		rc = acct_violation(a, "Impossible counters: the sources' frames_wire or the readers' frames_received overflow 2^64 in total");
 
@@ -369,7 +417,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 						  : "reader %u is gone and a source's counts are missing",
 				 rd->id, lost);
 			struct acct_equation *e = acct_add(a, wire, rd->frames_received_by_builder + lost, known,
-							   note, "2+hop reader %u (gone): frames its sources put on wire = received by builder + lost with the reader",
+							   note, ACCT_READER_GONE,
 							   rd->id);
 			if (e != NULL && known)
 				snprintf(e->note, sizeof e->note, "%s", note);
@@ -399,7 +447,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 			rc = acct_check_le(a, x, rd->frames_received_by_builder, true, y, fwd, found);
 		snprintf(note, sizeof note, "no final counters from reader %u", rd->id);
 		acct_add(a, fwd, rd->frames_received_by_builder, found, note,
-			 "hop reader %u to builder: forwarded = received by builder", rd->id);
+			 ACCT_HOP_BUILDER, rd->id);
 	}
 	if (rc != 0)
 		goto out;
@@ -410,28 +458,28 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 	uint64_t sum;
 	bool fits;
 	acct_add(a, run->builder_frames_received, b->frags_received, true, "",
-		 "builder: frames read from readers = fragments built");
+		 ACCT_BUILDER_READ);
 	fits = acct_sum3(&sum, b->frags_unique, b->frags_duplicate, b->frags_late) &&
 	       acct_sum(&sum, b->frags_invalid);
 	acct_add(a, b->frags_received, sum, fits, ACCT_OVERFLOW_NOTE,
-		 "3 builder: received = unique + duplicate + late + invalid");
+		 ACCT_RECEIVED);
 	fits = b->events_complete <= UINT64_MAX / (run->sources ? run->sources : 1);
 	sum = fits ? (uint64_t)run->sources * b->events_complete : UINT64_MAX;
 	fits = acct_sum(&sum, b->frags_in_expired) && fits;
 	acct_add(a, b->frags_unique, sum, fits, ACCT_OVERFLOW_NOTE,
-		 "4 builder: unique = S x complete + held by expired");
+		 ACCT_UNIQUE);
 	fits = acct_sum3(&sum, b->events_complete, b->events_expired, b->events_unobserved);
 	acct_add(a, generated_ids, sum, agree_generated && fits,
 		 fits ? "sources' event counts missing or disagreeing" : ACCT_OVERFLOW_NOTE,
-		 "5 run: event IDs generated = complete + expired + never observed");
+		 ACCT_EVENTS);
 	fits = acct_sum3(&sum, b->events_accepted, b->events_filtered, 0);
 	acct_add(a, b->events_complete, sum, fits, ACCT_OVERFLOW_NOTE,
-		 "6 builder: complete = accepted + filtered");
+		 ACCT_COMPLETE);
 	fits = acct_sum3(&sum, b->events_expired_timeout, b->events_expired_window,
 			 b->events_expired_end_of_run) &&
 	       acct_sum(&sum, b->events_expired_skipped);
 	acct_add(a, b->events_expired, sum, fits, ACCT_OVERFLOW_NOTE,
-		 "builder: expired = timeout + window + end of run + skipped");
+		 ACCT_EXPIRED);
 out:
 	if (rc != 0)
 		acct_free(a);

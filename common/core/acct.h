@@ -17,7 +17,40 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The kinds of equation (acct_kind_describe); a run has one of a kind per
+ * source, reader or hop where the name says so. */
+enum acct_kind {
+	ACCT_SOURCE_GENERATED,
+	ACCT_SOURCE_WIRE,
+	ACCT_HOP_SOURCE,
+	ACCT_ALL_WIRE,
+	ACCT_HOP_BUILDER,
+	ACCT_BUILDER_READ,
+	ACCT_RECEIVED,
+	ACCT_UNIQUE,
+	ACCT_EVENTS,
+	ACCT_COMPLETE,
+	ACCT_EXPIRED,
+	ACCT_SOURCE_GONE,
+	ACCT_READER_GONE,
+	ACCT_KIND_COUNT
+};
+
+/* A kind as documents show it (README, docs/METRICS.md): the printf format
+ * of its name (of unsigned source and reader ids), whose counters it reads,
+ * and its two sides in words (N a source, R a reader). */
+struct acct_kind_doc {
+	const char *format;
+	const char *from;
+	const char *lhs;
+	const char *rhs;
+};
+
+/* NULL outside the enum. */
+const struct acct_kind_doc *acct_kind_describe(enum acct_kind kind);
+
 struct acct_equation {
+	enum acct_kind kind;
 	char name[128];
 	uint64_t lhs;
 	uint64_t rhs;

@@ -32,7 +32,7 @@ struct ctllink {
 static void ctllink_read_chrony(struct ctllink *l, const char *when)
 {
 	int rc = cks_chrony_read(&l->chrony, cks_chrony_socket());
-	const char *who = l->hello.role == CTL_ROLE_SOURCE ? "Source" : "Reader";
+	const char *who = ctl_role_title(l->hello.role);
 
 	if (rc < 0)
 		log_info("%s %u: no chrony state at %s of run %u (%s); the builder reports no chrony bound for this host",
@@ -66,7 +66,7 @@ static void ctllink_add_clock_groups(struct ctllink *l, struct ctl_report *r)
 
 	if (!ok || !cks_chrony_encode(&l->chrony, ctl_report_group(r, CKS_CHRONY_GROUP)))
 		log_warn("%s %u: no room for the clock groups in its report; the builder will not know this host's clock state",
-			 l->hello.role == CTL_ROLE_SOURCE ? "Source" : "Reader", l->hello.id);
+			 ctl_role_title(l->hello.role), l->hello.id);
 }
 
 static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,

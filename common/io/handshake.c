@@ -808,3 +808,22 @@ void greet_dial_cancel(struct greet_dial *d)
 		event_free(d->ev_retry);
 	free(d);
 }
+
+void greet_hello_init(struct ctl_hello *hello, enum ctl_role role, uint32_t id,
+		      enum ctl_channel channel, uint32_t run_id, const uint16_t *sources,
+		      size_t count)
+{
+	memset(hello, 0, sizeof *hello);
+	hello->role = role;
+	hello->id = id;
+	hello->channel = channel;
+	hello->run_id = run_id;
+	hello->protocol = CTL_PROTOCOL_VERSION;
+	hello->pid = (uint32_t)getpid();
+	if (count > CTL_MAX_SOURCE_LIST)
+		count = CTL_MAX_SOURCE_LIST;
+	hello->source_count = (uint32_t)count;
+	if (count > 0)
+		memcpy(hello->sources, sources, count * sizeof sources[0]);
+	net_host_name(hello->host, sizeof hello->host);
+}

@@ -117,6 +117,14 @@ int greet_reply_welcome(int fd, uint32_t run_id, enum ctl_role role, uint32_t id
 void greet_reply_error(int fd, const char *peer, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* The HELLO this process greets with: role, id, channel and run as given;
+ * this protocol version, pid and host name (net_host_name); a reader's
+ * count sources (at most CTL_MAX_SOURCE_LIST; NULL with 0 for other roles).
+ * The proof is filled per connection, from the listener's challenge. */
+void greet_hello_init(struct ctl_hello *hello, enum ctl_role role, uint32_t id,
+		      enum ctl_channel channel, uint32_t run_id, const uint16_t *sources,
+		      size_t count);
+
 /* Every client's way in: dials host:port (TCP) or the abstract Unix socket
  * "\0name", greets, and retries a greeting cut for a transient reason (the
  * listener was busy, the greeting timed out, the connection was reset or

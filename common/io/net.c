@@ -271,6 +271,25 @@ fail:;
 	return rc;
 }
 
+int net_write_ports(const char *path, const struct net_port *ports, size_t count)
+{
+	char text[512];
+	size_t used = 0;
+	text[0] = '\0';
+	for (size_t i = 0; i < count; i++) {
+		if (ports[i].port == 0)
+			continue;
+		int n = snprintf(text + used, sizeof text - used, "%s %u\n", ports[i].name,
+				 (unsigned)ports[i].port);
+		if (n < 0 || (size_t)n >= sizeof text - used) {
+			log_error("Cannot write port file %s: %zu ports do not fit", path, count);
+			return -ENAMETOOLONG;
+		}
+		used += (size_t)n;
+	}
+	return net_write_port_file(path, text);
+}
+
 void net_tune(int fd, int buffer_bytes)
 {
 	int one = 1;

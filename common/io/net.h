@@ -21,6 +21,15 @@ int net_accept(int listen_fd, char *peer, size_t peer_len);
  * reader polling for the file never sees half of it. */
 int net_write_port_file(const char *path, const char *text);
 
+/* A daemon's port file: one line "NAME PORT" per port it listens on, in
+ * order (what tests and deploy/daqrun read, docs/DEPLOY.md); an entry with
+ * port 0 (not listening) has no line. Written with net_write_port_file. */
+struct net_port {
+	const char *name;
+	uint16_t port;
+};
+int net_write_ports(const char *path, const struct net_port *ports, size_t count);
+
 /* Whether the peer of fd is on this host: a Unix socket, 127.0.0.0/8 or
  * ::1 (also as a v4-mapped address). */
 bool net_fd_is_loopback(int fd);

@@ -385,3 +385,26 @@ enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv)
 out:
 	return result;
 }
+
+bool opt_kind_at(const char *arg, const char *const *names, size_t count, size_t *kind,
+		 uint64_t *after)
+{
+	const char *at = strchr(arg, '@');
+	size_t n = at ? (size_t)(at - arg) : strlen(arg);
+	for (size_t i = 0; i < count; i++) {
+		if (strlen(names[i]) != n || strncmp(arg, names[i], n) != 0)
+			continue;
+		*kind = i;
+		*after = 0;
+		if (at == NULL)
+			return true;
+		/* strtoull alone would take " 5", "+5" and "-5". */
+		if (at[1] < '0' || at[1] > '9')
+			return false;
+		char *end;
+		errno = 0;
+		*after = strtoull(at + 1, &end, 10);
+		return *end == '\0' && errno == 0;
+	}
+	return false;
+}

@@ -25,6 +25,12 @@ bool opt_hostport(const char *flag, const char *arg, char *host, size_t host_len
 bool opt_id_list(const char *flag, const char *arg, uint16_t *ids, size_t cap, size_t *count,
 		 uint32_t limit);
 
+/* KIND or KIND@N, KIND one of names[0..count): *kind its index, *after N
+ * (0 without "@N"). False for another KIND, an N that is not decimal
+ * digits or does not fit 64 bits. */
+bool opt_kind_at(const char *arg, const char *const *names, size_t count, size_t *kind,
+		 uint64_t *after);
+
 /* Reports a usage error (flag and message) on stderr. */
 void opt_error(const char *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -42,6 +42,9 @@ enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
 /* "source", "reader", "builder" ("unknown" for a value outside the enum);
  * and back (false when unknown). */
 const char *ctl_role_name(enum ctl_role role);
+/* The same capitalised, to start a sentence of a log line: "Source",
+ * "Reader", "Builder" ("Unknown" outside the enum). */
+const char *ctl_role_title(enum ctl_role role);
 bool ctl_role_parse(const char *name, enum ctl_role *role);
 /* "hello", "welcome", ... ("unknown" for a value outside the enum) */
 const char *ctl_type_name(enum ctl_type type);
@@ -197,5 +200,19 @@ struct ctl_group *ctl_report_group(struct ctl_report *r, const char *name);
 const struct ctl_group *ctl_report_find(const struct ctl_report *r, const char *name);
 bool ctl_group_set(struct ctl_group *g, const char *name, uint64_t value);
 bool ctl_group_get(const struct ctl_group *g, const char *name, uint64_t *value);
+
+/* The codec's field tables described for documents: docs/PROTOCOL.md's
+ * tables are written from these (make docs) and a test fails when the
+ * committed file differs. ctl_field_count() is the number of keys of a type
+ * besides "type" (0 outside the enum); ctl_field_describe() fills d for the
+ * i-th in encoding order, false when there is none. */
+struct ctl_field_doc {
+	const char *key;
+	const char *type;                   /* msgpack type: "uint", "int", "str", "map", ... */
+	char range[96];                     /* e.g. "0 .. 2^32−1", "≤ 255 bytes" */
+	const char *doc;                    /* what the field means */
+};
+size_t ctl_field_count(enum ctl_type type);
+bool ctl_field_describe(enum ctl_type type, size_t i, struct ctl_field_doc *d);
 
 #endif

@@ -1,7 +1,9 @@
 /* One escaping policy for peer strings (text.h). */
 #include "wire/text.h"
 
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char text_hex[] = "0123456789abcdef";
@@ -173,4 +175,17 @@ size_t text_prom_label_escape(char *dst, size_t cap, const char *s)
 	}
 	dst[o] = '\0';
 	return o;
+}
+
+const char *text_duration(char buf[TEXT_DURATION_BYTES], int64_t ns)
+{
+	uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+	const char *sign = ns < 0 ? "-" : "";
+	if (a < 10000)
+		snprintf(buf, TEXT_DURATION_BYTES, "%s%" PRIu64 " ns", sign, a);
+	else if (a < 10000000)
+		snprintf(buf, TEXT_DURATION_BYTES, "%s%.1f us", sign, (double)a / 1e3);
+	else
+		snprintf(buf, TEXT_DURATION_BYTES, "%s%.2f ms", sign, (double)a / 1e6);
+	return buf;
 }

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The longest host name the codec admits (a DNS name's limit). */
 #define TEXT_HOST_MAX 253u
@@ -53,5 +54,10 @@ size_t text_log_escape(char *dst, size_t cap, const char *s, size_t n);
  * as \", newline as \n, other control bytes and bytes that are not
  * well-formed UTF-8 as U+FFFD. Returns the length written. */
 size_t text_prom_label_escape(char *dst, size_t cap, const char *s);
+
+/* A duration for people, in the unit that keeps three digits or so:
+ * "850 ns", "12.3 us", "4.56 ms" (negative with a '-'). Returns buf. */
+#define TEXT_DURATION_BYTES 32u
+const char *text_duration(char buf[TEXT_DURATION_BYTES], int64_t ns);
 
 #endif

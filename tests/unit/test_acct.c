@@ -490,6 +490,54 @@ START_TEST(test_wrapped_gone_reader)
 }
 END_TEST
 
+/* The kinds README's table is written from: a clean run, a run with a
+ * gone source and one with a gone reader produce every kind between them,
+ * and every name is its kind's format of ids. */
+static void note_kinds(const struct acct *a, bool seen[ACCT_KIND_COUNT])
+{
+	for (size_t i = 0; i < a->count; i++) {
+		const struct acct_equation *e = &a->equations[i];
+		ck_assert_int_lt(e->kind, ACCT_KIND_COUNT);
+		const char *fmt = acct_kind_describe(e->kind)->format;
+		unsigned x = 0, y = 0;
+		char again[128];
+		/* Read the ids back out of the name by the format itself. */
+		int n = sscanf(e->name, fmt, &x, &y);
+		ck_assert_int_ge(n, 0);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+		snprintf(again, sizeof again, fmt, x, y);
+#pragma GCC diagnostic pop
+		ck_assert_str_eq(again, e->name);
+		seen[e->kind] = true;
+	}
+}
+
+START_TEST(test_every_kind_named_by_its_format)
+{
+	bool seen[ACCT_KIND_COUNT] = { false };
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	note_kinds(&a, seen);
+	acct_free(&a);
+
+	bool gone[S] = { false };
+	uint64_t unique[S] = { EVENTS, EVENTS, EVENTS, EVENTS };
+	gone[3] = true;
+	source_ptrs[3] = NULL;
+	run.source_gone = gone;
+	run.unique_from = unique;
+	readers[0].report = NULL;
+	readers[0].gone = true;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	note_kinds(&a, seen);
+	acct_free(&a);
+	for (int k = 0; k < ACCT_KIND_COUNT; k++)
+		ck_assert_msg(seen[k], "no run produced the kind '%s'", acct_kind_describe(k)->format);
+	ck_assert_ptr_null(acct_kind_describe(ACCT_KIND_COUNT));
+}
+END_TEST
+
 static Suite *acct_suite(void)
 {
 	Suite *s = suite_create("acct");
@@ -520,6 +568,7 @@ static Suite *acct_suite(void)
 	tcase_add_test(tc, test_wrapped_wire_parts);
 	tcase_add_test(tc, test_wrapped_reader_sum);
 	tcase_add_test(tc, test_wrapped_gone_reader);
+	tcase_add_test(tc, test_every_kind_named_by_its_format);
 	suite_add_tcase(s, tc);
 	return s;
 }

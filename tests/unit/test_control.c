@@ -1786,6 +1786,30 @@ END_TEST
 
 /* ---- runner ------------------------------------------------------------ */
 
+/* Names and titles of the roles, and the field tables as documents see
+ * them (docs/PROTOCOL.md is written from ctl_field_describe). */
+START_TEST(test_role_titles_and_field_docs)
+{
+	ck_assert_str_eq(ctl_role_title(CTL_ROLE_SOURCE), "Source");
+	ck_assert_str_eq(ctl_role_title(CTL_ROLE_READER), "Reader");
+	ck_assert_str_eq(ctl_role_title(CTL_ROLE_BUILDER), "Builder");
+	ck_assert_str_eq(ctl_role_title((enum ctl_role)7), "Unknown");
+	struct ctl_field_doc d;
+	size_t n = ctl_field_count(CTL_HELLO);
+	ck_assert(ctl_field_describe(CTL_HELLO, n - 1, &d));
+	ck_assert_str_eq(d.key, "proof");
+	ck_assert_str_eq(d.range, "≤ 64 bytes");
+	ck_assert(!ctl_field_describe(CTL_HELLO, n, &d));
+	ck_assert(ctl_field_describe(CTL_HELLO, 0, &d));
+	ck_assert_str_eq(d.range, "`\"source\"`, `\"reader\"`, `\"builder\"`");
+	ck_assert_uint_eq(ctl_field_count((enum ctl_type)99), 0);
+	for (int t = CTL_HELLO; t <= CTL_STOP; t++)
+		for (size_t i = 0; ctl_field_describe((enum ctl_type)t, i, &d); i++)
+			ck_assert_msg(d.doc != NULL && d.doc[0] != '\0', "%s.%s has no doc",
+				      ctl_type_name((enum ctl_type)t), d.key);
+}
+END_TEST
+
 static Suite *ctl_suite(void)
 {
 	Suite *s = suite_create("ctl");
@@ -1815,6 +1839,7 @@ static Suite *ctl_suite(void)
 
 	tc = tcase_create("report");
 	tcase_add_test(tc, test_report_helpers);
+	tcase_add_test(tc, test_role_titles_and_field_docs);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fuzz");

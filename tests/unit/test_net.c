@@ -62,6 +62,18 @@ START_TEST(test_listen_and_port_file)
 	uint16_t again;
 	ck_assert_int_eq(net_listen("127.0.0.1", port, &again), -EADDRINUSE);
 	ck_assert_int_lt(net_write_port_file("/nonexistent-dir/x", "y"), 0);
+	/* A daemon's lines, a port not listened on (0) left out. */
+	tmp = mkstemp(path);
+	close(tmp);
+	const struct net_port ports[] = { { "data", 1234 }, { "metrics", 0 }, { "control", 5678 } };
+	ck_assert_int_eq(net_write_ports(path, ports, 3), 0);
+	char all[64] = "";
+	f = fopen(path, "r");
+	size_t got = fread(all, 1, sizeof all - 1, f);
+	fclose(f);
+	all[got] = '\0';
+	ck_assert_str_eq(all, "data 1234\ncontrol 5678\n");
+	unlink(path);
 	close(fd);
 }
 END_TEST

@@ -418,6 +418,28 @@ START_TEST(test_table_bad_default)
 }
 END_TEST
 
+/* The fault options' KIND@N (sourced --stall/--inject, readoutd --shm-inject). */
+START_TEST(test_kind_at)
+{
+	static const char *const names[] = { "crc", "crcx", "head" };
+	size_t k = 99;
+	uint64_t n = 99;
+	ck_assert(opt_kind_at("crc", names, 3, &k, &n));
+	ck_assert_uint_eq(k, 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert(opt_kind_at("crcx@17", names, 3, &k, &n));
+	ck_assert_uint_eq(k, 1);
+	ck_assert_uint_eq(n, 17);
+	ck_assert(opt_kind_at("head@18446744073709551615", names, 3, &k, &n));
+	ck_assert_uint_eq(n, UINT64_MAX);
+	const char *bad[] = { "cr", "crcxx", "head@", "head@x", "head@5x", "head@-1", "head@+1",
+			      "head@ 1", "head@18446744073709551616", "", "@5" };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(!opt_kind_at(bad[i], names, 3, &k, &n), "'%s' accepted", bad[i]);
+}
+END_TEST
+
+
 int main(void)
 {
 	Suite *s = suite_create("opt");
@@ -426,6 +448,7 @@ int main(void)
 	tcase_add_test(tc, test_hostport);
 	tcase_add_test(tc, test_id_list);
 	tcase_add_test(tc, test_i64);
+	tcase_add_test(tc, test_kind_at);
 	suite_add_tcase(s, tc);
 	TCase *tt = tcase_create("tables");
 	tcase_add_test(tt, test_table_kinds);

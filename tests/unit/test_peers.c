@@ -57,9 +57,9 @@ END_TEST
 
 START_TEST(test_words)
 {
-	ck_assert_str_eq(peer_title(CTL_ROLE_SOURCE), "Source");
-	ck_assert_str_eq(peer_title(CTL_ROLE_READER), "Reader");
-	ck_assert_str_eq(peer_title(CTL_ROLE_BUILDER), "Builder");
+	ck_assert_str_eq(ctl_role_title(CTL_ROLE_SOURCE), "Source");
+	ck_assert_str_eq(ctl_role_title(CTL_ROLE_READER), "Reader");
+	ck_assert_str_eq(ctl_role_title(CTL_ROLE_BUILDER), "Builder");
 	struct bd_peer p;
 	memset(&p, 0, sizeof p);
 	ck_assert_str_eq(peer_how_gone(&p), "died");

@@ -129,6 +129,21 @@ START_TEST(test_random_bytes)
 }
 END_TEST
 
+START_TEST(test_duration)
+{
+	char d[TEXT_DURATION_BYTES];
+	ck_assert_str_eq(text_duration(d, 0), "0 ns");
+	ck_assert_str_eq(text_duration(d, 9999), "9999 ns");
+	ck_assert_str_eq(text_duration(d, 10000), "10.0 us");
+	ck_assert_str_eq(text_duration(d, -12345), "-12.3 us");
+	ck_assert_str_eq(text_duration(d, 9999999), "10000.0 us");
+	ck_assert_str_eq(text_duration(d, 10000000), "10.00 ms");
+	ck_assert_str_eq(text_duration(d, -4560000000), "-4560.00 ms");
+	ck_assert_ptr_eq(text_duration(d, INT64_MIN), d);
+	ck_assert_str_eq(d, "-9223372036854.78 ms");
+}
+END_TEST
+
 static Suite *text_suite(void)
 {
 	Suite *s = suite_create("text");
@@ -137,6 +152,7 @@ static Suite *text_suite(void)
 	tcase_add_test(tc, test_utf8);
 	tcase_add_test(tc, test_escapers);
 	tcase_add_test(tc, test_random_bytes);
+	tcase_add_test(tc, test_duration);
 	suite_add_tcase(s, tc);
 	return s;
 }

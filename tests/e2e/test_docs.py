@@ -1,0 +1,102 @@
+"""The generated regions of docs/PROTOCOL.md, docs/METRICS.md and README.md
+match the code (tools/docgen writes them from the control codec's field
+tables and the books' equation kinds), and the check fails on each kind of drift it exists
+to catch: a changed row, a missing field, a region without its end."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+GENDOCS = ROOT / "scripts" / "gendocs.py"
+DOCGEN = os.environ.get("ES_DOCGEN", str(ROOT / "build" / "tools" / "docgen"))
+DOCS = [ROOT / "docs" / "PROTOCOL.md", ROOT / "README.md", ROOT / "docs" / "METRICS.md"]
+
+
+def gendocs(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(GENDOCS), "--docgen", DOCGEN, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+@unittest.skipUnless(os.access(DOCGEN, os.X_OK), f"no docgen at {DOCGEN} (make)")
+class GeneratedDocsTest(unittest.TestCase):
+    def _copy(self, path: Path, edit) -> Path:
+        d = Path(tempfile.mkdtemp(prefix="es-docs-"))
+        self.addCleanup(subprocess.run, ["rm", "-rf", str(d)])
+        out = d / path.name
+        text = path.read_text()
+        changed = edit(text)
+        self.assertNotEqual(changed, text, "the edit must change the copy")
+        out.write_text(changed)
+        return out
+
+    def test_committed_documents_match_the_code(self):
+        r = gendocs("--check", *map(str, DOCS))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("generated regions match the code", r.stdout)
+
+    def test_protocol_names_the_codes_version_and_every_field(self):
+        text = DOCS[0].read_text()
+        version = subprocess.run([DOCGEN, "version"], capture_output=True, text=True, check=True)
+        self.assertIn(version.stdout.strip(), text)
+        header = (ROOT / "common" / "wire" / "control.h").read_text()
+        m = re.search(r"#define CTL_PROTOCOL_VERSION (\d+)u", header)
+        self.assertIsNotNone(m)
+        self.assertIn(f"This is version {m.group(1)} of the protocol", text)
+        for row in ("| `proof` | str |", "| `at_realtime_ns` | uint |", "| `reason` | str |"):
+            self.assertIn(row, text)
+
+    def test_drifted_row_fails_and_make_docs_repairs_it(self):
+        doc = self._copy(DOCS[0], lambda t: t.replace("| `run_id` | uint | 0 .. 2^32−1 | run the sender",
+                                                      "| `run_id` | uint | 0 .. 2^16−1 | run the sender", 1))
+        r = gendocs("--check", str(doc))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("region 'fields hello' differs from the code", r.stderr)
+        self.assertIn("-| `run_id` | uint | 0 .. 2^16−1", r.stderr)
+        self.assertIn("`make docs` rewrites them", r.stderr)
+        r = gendocs(str(doc))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(doc.read_text(), DOCS[0].read_text())
+
+    def test_missing_field_fails(self):
+        doc = self._copy(DOCS[0], lambda t: "\n".join(
+            l for l in t.split("\n") if not l.startswith("| `at_realtime_ns` |")))
+        r = gendocs("--check", str(doc))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("region 'fields start' differs from the code", r.stderr)
+
+    def test_missing_equation_fails(self):
+        doc = self._copy(DOCS[1], lambda t: "\n".join(
+            l for l in t.split("\n") if not l.startswith("| builder: expired = ")))
+        r = gendocs("--check", str(doc))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("region 'equations' differs from the code", r.stderr)
+
+    def test_changed_side_of_an_equation_fails(self):
+        doc = self._copy(DOCS[2], lambda t: t.replace("| `frags_unique` |", "| `frags_received` |", 1))
+        r = gendocs("--check", str(doc))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("region 'equations metrics' differs from the code", r.stderr)
+
+    def test_region_without_end_fails(self):
+        doc = self._copy(DOCS[0], lambda t: t.replace("<!-- end -->", "", 1))
+        r = gendocs("--check", str(doc))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("has no '<!-- end -->' line", r.stderr)
+
+    def test_unknown_message_type_fails(self):
+        doc = self._copy(DOCS[0], lambda t: t.replace("<!-- generated: fields bye -->",
+                                                      "<!-- generated: fields goodbye -->", 1))
+        r = gendocs("--check", str(doc))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no message type 'goodbye'", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
