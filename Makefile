@@ -299,6 +299,9 @@ install: all
 # e.g. COMPARE_SETS="--set events=20000". Every case runs COMPARE_REPEAT
 # times (default 5), interleaved, and the table shows median [min - max]:
 # on a shared machine one run's latency varies by a factor of two or more.
+# Percentiles are exact, from each run's events.jsonl (analysis/exact_latency.py
+# writes latency_exact.json beside metrics.json), so the verdict need not
+# allow for histogram buckets.
 # Five interleaved repeats are the fewest from which compare.py's verdict
 # can pair the runs (sign test at 90 %).
 COMPARE_DATE := $(shell date +%Y-%m-%d)
@@ -323,7 +326,9 @@ compare: deps
 		fi; \
 		grep -E '^(latency|clocks|equations|status):' $$run.log | sed 's/^/  /'; \
 		mkdir -p $(COMPARE_OUT)/runs/$$name; \
-		cp $$run/metrics.json $$run/params.json $$run.log $(COMPARE_OUT)/runs/$$name/; \
+		$(PYTHON) analysis/exact_latency.py $$run | sed 's/^/  exact: /'; \
+		cp $$run/metrics.json $$run/params.json $$run/latency_exact.json $$run.log \
+			$(COMPARE_OUT)/runs/$$name/; \
 		runs="$$runs $(COMPARE_OUT)/runs/$$name"; \
 	done; done; done; \
 	$(PYTHON) analysis/compare.py $$runs --group --out $(COMPARE_OUT) \

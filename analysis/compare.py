@@ -39,6 +39,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exact_latency  # noqa: E402
+
 NA = "n/a"
 
 
@@ -60,6 +63,7 @@ def load_run(arg: str, label: str | None = None) -> dict:
     except (OSError, json.JSONDecodeError):
         params = {}
     return {"path": str(run_dir), "metrics": metrics, "params": params,
+            "exact": exact_latency.load_or_make(run_dir),
             "label": label or default_label(run_dir, params)}
 
 
@@ -138,7 +142,12 @@ def fmt_mib(kib: Any) -> str:
 # --------------------------------------------------------------------------
 # The numbers of one run.
 
-def latency_rows(m: dict) -> dict[str, tuple[Any, Any]]:
+def latency_rows(m: dict, exact: dict | None = None) -> dict[str, tuple[Any, Any]]:
+    """(value, uncertainty) per percentile: exact from events.jsonl where the
+    run has one (analysis/exact_latency.py), else metrics.json's bucket edges."""
+    if exact is not None:
+        return {name: (exact.get(f"{name}_ns"), exact.get("uncertainty_ns"))
+                for name in ("p50", "p90", "p99", "max")}
     lat = m.get("latency") or {}
     wu = lat.get("with_uncertainty") or {}
     out = {}
@@ -219,7 +228,8 @@ def run_summary(run: dict) -> dict:
         "offered": get(m, "rates", "offered_events_per_s"),
         "accepted": get(m, "rates", "accepted_events_per_s"),
         "events_accepted": get(m, "counters", "builder", "events_accepted"),
-        "latency": latency_rows(m),
+        "latency": latency_rows(m, run.get("exact")),
+        "latency_exact": run.get("exact") is not None,
         "latency_min": lat.get("min_ns"),
         "latency_mean": lat.get("mean_ns"),
         "samples": lat.get("samples"),
@@ -473,7 +483,7 @@ def verdict(base: list[dict], other: list[dict], name: str) -> dict:
         out = []
         for s in col:
             v, u = s["latency"][name]
-            w = bucket_width(v)
+            w = 0 if s.get("latency_exact") else bucket_width(v)
             if w is None or not isinstance(u, (int, float)):
                 return None
             out.append((v, w, u))
@@ -732,8 +742,12 @@ def main(argv: list[str]) -> int:
     columns = [(label, [r["summary"] for r in members]) for label, members in groups.items()]
 
     text = ("## Runs\n\n" + runs_table(columns) + "\n\n"
-            "Latencies are histogram bucket upper edges (within 6.25 %) ± the largest clock "
-            "uncertainty of any event of the run (docs/CLOCKS.md)"
+            + ("Latencies are exact percentiles of every recorded event (events.jsonl)"
+               if all(s.get("latency_exact") for _, c in columns for s in c) else
+               "Latencies are histogram bucket upper edges (within 6.25 %)"
+               + (", exact percentiles of events.jsonl where a run has one"
+                  if any(s.get("latency_exact") for _, c in columns for s in c) else ""))
+            + " ± the largest clock uncertainty of any event of the run (docs/CLOCKS.md)"
             + ("; a column of several runs shows the median [min – max] over them, ± the "
                "largest uncertainty" if any(len(c) > 1 for _, c in columns) else "")
             + "; n/a: not in that run's metrics.json.\n\n## Clocks per host\n\n"

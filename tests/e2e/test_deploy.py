@@ -489,11 +489,18 @@ class CompareVerdictTest(E2ETestCase):
     difference is resolved only beyond what buckets, clocks and the spread
     between repeats could explain."""
 
-    def write_runs(self, name: str, p50s: list[int], unc: int) -> list[Path]:
+    def write_runs(self, name: str, p50s: list[int], unc: int,
+                   events: bool = False) -> list[Path]:
         out = []
         for k, v in enumerate(p50s):
             d = self.h.dir / f"{name}-{k}"
             d.mkdir()
+            if events:
+                # Nearest rank of three records: p50 the middle one, p90 and
+                # above the last; metrics.json's bucket edges say otherwise.
+                (d / "events.jsonl").write_text("".join(
+                    json.dumps({"run": 1, "event": i, "latency_ns": x, "uncertainty_ns": unc})
+                    + "\n" for i, x in enumerate((v + 1_000, v - 1_000, v))))
             lat = {"p50_ns": v, "p90_ns": 2 * v, "p99_ns": 4 * v, "max_ns": 8 * v,
                    "uncertainty_ns": unc,
                    "with_uncertainty": {q: {"value_ns": m * v, "uncertainty_ns": unc}
@@ -524,6 +531,24 @@ class CompareVerdictTest(E2ETestCase):
         # values) and the clocks (2 us): resolved, with a lower bound.
         self.assertRegex(out, r"p50: difference \+30\.0 us .* \*\*resolved: three add 30\.0 us "
                               r"at the median \(at least [\d.]+ us\)\*\*")
+
+    def test_exact_percentiles_from_events(self) -> None:
+        # 4 us apart at 100 us: within a histogram bucket (4.1 us there),
+        # so metrics.json's percentiles cannot resolve it; every event's
+        # latency in events.jsonl can.
+        load = [98_000, 131_000, 101_000, 150_000, 112_000]
+        a = self.write_runs("one", load, 0)
+        b = self.write_runs("three", [v + 4_000 for v in load], 500)
+        self.assertRegex(self.verdict(a, b), r"p50: difference .* \*\*not resolved at this noise")
+        a = self.write_runs("one-exact", load, 0, events=True)
+        b = self.write_runs("three-exact", [v + 4_000 for v in load], 500, events=True)
+        out = self.verdict(a, b)
+        self.assertIn("Latencies are exact percentiles of every recorded event", out)
+        self.assertRegex(out, r"p50: difference \+4\.0 us .* \*\*resolved: three add 4\.0 us "
+                              r"at the median \(at least 3\.5 us\)\*\*")
+        cached = json.loads((a[0] / "latency_exact.json").read_text())
+        self.assertEqual((cached["p50_ns"], cached["p99_ns"], cached["samples"]),
+                         (98_000, 99_000, 3))
 
     def test_not_resolved_within_noise(self) -> None:
         # The same spread, but the difference changes sign between pairs.
