@@ -304,24 +304,41 @@ install: all
 # allow for histogram buckets.
 # Five interleaved repeats are the fewest from which compare.py's verdict
 # can pair the runs (sign test at 90 %).
+# COMPARE_SCHEDULING says how the daemons are scheduled, one case per word:
+# `rt` (default) runs every daemon at SCHED_FIFO priority COMPARE_RTPRIO, so
+# other jobs on the machine no longer preempt them (the topology's rtprio);
+# `pinned` does that and also gives the builder the last CPU and every
+# other daemon the first (cpus); `free` leaves both to the kernel.
+# docs/DEPLOY.md has what each measured.
 COMPARE_DATE := $(shell date +%Y-%m-%d)
 COMPARE_OUT ?= results/compare-$(COMPARE_DATE)
 COMPARE_RUNS ?= runs/compare-$(COMPARE_DATE)
 COMPARE_TOPOLOGIES ?= one-host three-hosts
 COMPARE_SHAPING ?= none 1gbit
+COMPARE_SCHEDULING ?= rt
+COMPARE_RTPRIO ?= 20
 COMPARE_REPEAT ?= 5
 COMPARE_SETS ?=
 compare: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)mkdir -p $(COMPARE_OUT)/runs $(COMPARE_RUNS); runs=; \
+	first=$$($(PYTHON) -c 'import os; print(min(os.sched_getaffinity(0)))'); \
+	last=$$($(PYTHON) -c 'import os; print(max(os.sched_getaffinity(0)))'); \
+	rt="--set builder.rtprio=$(COMPARE_RTPRIO) --set sources.rtprio=$(COMPARE_RTPRIO)"; \
+	rt="$$rt --set reader.0.rtprio=$(COMPARE_RTPRIO) --set reader.1.rtprio=$(COMPARE_RTPRIO)"; \
+	pin="--set builder.cpus=\"$$last\" --set sources.cpus=\"$$first\""; \
+	pin="$$pin --set reader.0.cpus=\"$$first\" --set reader.1.cpus=\"$$first\""; \
 	for rep in $$(seq $(COMPARE_REPEAT)); do \
+	for sched in $(COMPARE_SCHEDULING); do \
+	case $$sched in free) how=;; rt) how=$$rt;; pinned) how="$$rt $$pin";; \
+		*) echo "compare: COMPARE_SCHEDULING: '$$sched' is not free, rt or pinned"; exit 2;; esac; \
 	for shaping in $(COMPARE_SHAPING); do for topo in $(COMPARE_TOPOLOGIES); do \
-		name=$$topo-$$shaping; [ $(COMPARE_REPEAT) -gt 1 ] && name=$$name-$$rep; \
+		name=$$topo-$$shaping-$$sched; [ $(COMPARE_REPEAT) -gt 1 ] && name=$$name-$$rep; \
 		run=$(COMPARE_RUNS)/$$name; \
 		echo "compare: $$name: deploy/daqrun deploy/topologies/$$topo.toml --backend netns" \
-			"--set netns.shaping=$$shaping $(COMPARE_SETS) (log: $$run.log)"; \
+			"--set netns.shaping=$$shaping $$how $(COMPARE_SETS) (log: $$run.log)"; \
 		if ! $(PYTHON) deploy/daqrun deploy/topologies/$$topo.toml --backend netns \
-			--set netns.shaping=$$shaping $(COMPARE_SETS) --out $$run > $$run.log 2>&1; then \
+			--set netns.shaping=$$shaping $$how $(COMPARE_SETS) --out $$run > $$run.log 2>&1; then \
 			tail -n 40 $$run.log; echo "compare: $$name FAILED (log: $$run.log)"; exit 1; \
 		fi; \
 		grep -E '^(latency|clocks|equations|status):' $$run.log | sed 's/^/  /'; \
@@ -330,6 +347,6 @@ compare: deps
 		cp $$run/metrics.json $$run/params.json $$run/latency_exact.json $$run.log \
 			$(COMPARE_OUT)/runs/$$name/; \
 		runs="$$runs $(COMPARE_OUT)/runs/$$name"; \
-	done; done; done; \
+	done; done; done; done; \
 	$(PYTHON) analysis/compare.py $$runs --group --out $(COMPARE_OUT) \
 		--title "One host against three hosts (network namespaces), without and with gigabit shaping"

@@ -90,6 +90,23 @@ def shaping_of(params: dict) -> str | None:
     return ",".join(sorted(rates))
 
 
+def scheduling_of(params: dict) -> str | None:
+    """How the daemons were placed on CPUs and prioritised (the topology's
+    `cpus` and `rtprio`), e.g. "rtprio 20, cpus pinned"; None when neither
+    was set. Runs that differ in it are different cases."""
+    t = params.get("topology") or {}
+    tables = [t.get("builder") or {}, t.get("sources") or {}]
+    tables += list(t.get("reader") or []) + list(t.get("source") or [])
+    prios = sorted({x.get("rtprio") for x in tables if isinstance(x, dict)} - {None})
+    pinned = any(isinstance(x, dict) and x.get("cpus") for x in tables)
+    parts = []
+    if prios:
+        parts.append("rtprio " + "/".join(str(v) for v in prios))
+    if pinned:
+        parts.append("cpus pinned")
+    return ", ".join(parts) or None
+
+
 def default_label(run_dir: Path, params: dict) -> str:
     topo = params.get("topology_file")
     if not topo:
@@ -98,6 +115,9 @@ def default_label(run_dir: Path, params: dict) -> str:
     shaping = shaping_of(params)
     if shaping is not None:
         how.append("no shaping" if shaping == "none" else f"tbf {shaping}")
+    scheduling = scheduling_of(params)
+    if scheduling is not None:
+        how.append(scheduling)
     return f"{Path(topo).stem} ({', '.join(how)})"
 
 
@@ -218,6 +238,7 @@ def run_summary(run: dict) -> dict:
         "placement": placement(run),
         "backend": params.get("backend", NA),
         "shaping": shaping_of(params),
+        "scheduling": scheduling_of(params),
         "transports": transports(m),
         "workload": (f"{r.get('sources', '?')} sources x {r.get('events', '?')} events x "
                      f"{r.get('payload', '?')} B, "
@@ -395,6 +416,7 @@ def runs_table(columns: list[tuple[str, list[dict]]]) -> str:
     text("backend", lambda s: s["backend"] + ("" if s["shaping"] is None else
                                               ", no shaping" if s["shaping"] == "none" else
                                               f", tbf {s['shaping']} per link"))
+    text("scheduling", lambda s: s["scheduling"] or "as the kernel chooses")
     text("reader → builder", lambda s: s["transports"])
     text("workload", lambda s: s["workload"])
     text("status", lambda s: f"{s['status']}, {s['balanced'][0]}/{s['balanced'][1]} balanced")
@@ -551,12 +573,12 @@ def verdict_text(base_label: str, label: str, v: dict) -> str:
 def verdicts(columns: list[tuple[str, list[dict]]]) -> tuple[str, list[dict]]:
     """For p50, p99 and max: each column of another topology than the
     first column's against the column of the first topology with the same
-    backend and shaping (one host against three hosts, unshaped against
-    unshaped), else against the first column."""
+    backend, shaping and scheduling (one host against three hosts,
+    unshaped against unshaped), else against the first column."""
     if len(columns) < 2:
         return "", []
     def key(col):
-        return (col[0]["backend"], col[0]["shaping"])
+        return (col[0]["backend"], col[0]["shaping"], col[0]["scheduling"])
     first_topology = columns[0][1][0]["topology"]
     bases: dict = {}
     for label, col in columns:
@@ -759,7 +781,7 @@ def main(argv: list[str]) -> int:
     vtext, vdoc = verdicts(columns)
     if vtext:
         text += ("\n## Verdict\n\nEach case against the same case on the first topology (or the first case). A run's true percentile lies "
-                 "within [value − bucket width − U, value + U]. With as many interleaved "
+                 "within [value − bucket width − U, value + U] (bucket width 0 where the percentiles are exact, from events.jsonl). With as many interleaved "
                  "repeats of each case (at least 5), run k of one case is paired with run k "
                  "of the other; each pair's difference less what its buckets and clocks could "
                  "explain bounds that pair's true difference, and the sign test makes the "

@@ -550,6 +550,32 @@ class CompareVerdictTest(E2ETestCase):
         self.assertEqual((cached["p50_ns"], cached["p99_ns"], cached["samples"]),
                          (98_000, 99_000, 3))
 
+    def test_scheduling_is_a_case_of_its_own(self) -> None:
+        # Runs of one topology at SCHED_FIFO and without are different
+        # columns, and each is judged against its own kind.
+        def params(d: Path, topo: str, rtprio: int | None, cpus: str | None) -> None:
+            t = {"builder": {"rtprio": rtprio, "cpus": cpus}, "sources": {"rtprio": rtprio},
+                 "reader": [{"id": 0, "rtprio": rtprio}], "source": []}
+            (d / "params.json").write_text(json.dumps(
+                {"topology_file": f"deploy/topologies/{topo}.toml", "backend": "netns",
+                 "topology": t}))
+        runs = []
+        for name, topo, rtprio, cpus, p50 in (("a", "one-host", None, None, 100_000),
+                                              ("b", "three-hosts", None, None, 200_000),
+                                              ("c", "one-host", 20, "1", 100_000),
+                                              ("d", "three-hosts", 20, "1", 150_000)):
+            (d,) = self.write_runs(name, [p50], 0)
+            params(d, topo, rtprio, cpus)
+            runs.append(d)
+        r = self.h.run("compare", [SYSTEM_PYTHON, COMPARE] + runs + ["--no-plot"], 60)
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertIn("three-hosts (netns, no shaping, rtprio 20, cpus pinned) against "
+                      "one-host (netns, no shaping, rtprio 20, cpus pinned):", r.output)
+        self.assertIn("three-hosts (netns, no shaping) against one-host (netns, no shaping):",
+                      r.output)
+        self.assertRegex(r.output, r"\| scheduling \| as the kernel chooses \| as the kernel "
+                                   r"chooses \| rtprio 20, cpus pinned \|")
+
     def test_not_resolved_within_noise(self) -> None:
         # The same spread, but the difference changes sign between pairs.
         a = self.write_runs("one", [90_000, 130_000, 100_000, 160_000, 110_000], 0)
