@@ -18,7 +18,11 @@
  * decided ID frees one slot. A total rather than an increment, so that a
  * report that goes backwards or claims more than the builder was given is
  * caught by name. Its tokens are slots - in flight, in flight = assigned -
- * decided: a builder is never given more events than it has slots.
+ * decided: a builder is never given more events than it has slots. A
+ * builder may report fewer than it decided, never more: a builder whose
+ * core keeps a window of consecutive IDs reports those below its lowest
+ * undecided one, so its tokens are the room left in that window and no
+ * assignment can make the window slide over an incomplete event.
  *
  * Choice. EVM_MANAGER: round-robin over the builders that are free. A
  * builder goes busy when an assignment leaves it below low_water tokens and
