@@ -2,6 +2,7 @@
 #include "metrics_json.h"
 
 #include "core/builder.h"
+#include "clockreport.h"
 #include "clocks.h"
 #include "core/hist.h"
 #include "sys/log.h"
@@ -273,7 +274,7 @@ static json_t *json_latency(const struct bd_snapshot *b)
 	SET(o, "min_ns", U64(lat->samples ? lat->min : 0));
 	SET(o, "mean_ns", U64(lat->samples ? lat->sum / lat->samples : 0));
 	SET(o, "samples", U64(lat->samples));
-	bdc_latency_json(b->clocks, o);
+	clkr_latency_json(b->clocks, o);
 	json_t *buckets = json_array();
 	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
 		if (lat->counts[i] == 0)
@@ -369,7 +370,7 @@ json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
 	SET(root, "errors", json_errors(b));
 	SET(root, "counters", json_counters(b));
 	SET(root, "latency", json_latency(b));
-	SET(root, "clocks", bdc_json(b->clocks));
+	SET(root, "clocks", clkr_json(b->clocks));
 	SET(root, "rates", json_rates(b));
 	json_processes(root, b);
 	SET(root, "reader_links", json_reader_links(b));
@@ -435,9 +436,9 @@ void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct ac
 	put_duration(f, hist_quantile(lat, 0.99));
 	fprintf(f, ", max ");
 	put_duration(f, lat->max);
-	bdc_print_latency_uncertainty(b->clocks, f);
+	clkr_print_latency_uncertainty(b->clocks, f);
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
-	bdc_print_summary(b->clocks, f);
+	clkr_print_summary(b->clocks, f);
 	fprintf(f, "peak RSS: builder %.1f MiB", (double)b->self_peak_rss_kib / 1024.0);
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
 		const struct bd_peer *p = peer_at(b->peers, i);
