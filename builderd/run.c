@@ -5,7 +5,9 @@
 #include "credits.h"
 #include "ingest.h"
 #include "metrics.h"
+#include "live.h"
 #include "peers.h"
+#include "progress.h"
 #include "shm.h"
 #include "snapshot.h"
 #include "tcp.h"
@@ -55,8 +57,7 @@ struct bd {
 	uint64_t start_ns;
 	uint64_t last_progress_ns;
 	uint64_t wind_up_ns;              /* the watchdog fired: gathering final counters */
-	uint64_t last_progress_log_ns;
-	uint64_t progress_complete_at_log;
+	struct prog *prog;                /* progress.c: the rate, the progress line */
 	uint64_t credits_sent;
 	uint32_t open_conns;              /* after the run: peers still flushing BYE */
 	char *errors[BD_MAX_ERRORS];
@@ -64,12 +65,7 @@ struct bd {
 	uint32_t errors_dropped;
 	uint64_t end_ns;
 	bool started;                     /* START sent to the sources */
-	double recent_events_per_s;       /* completions over the last second */
-	uint64_t rate_sample_ns;
-	uint64_t rate_sample_complete;
 	struct prom_server *prom;         /* --metrics-listen */
-	bool progress_on_terminal;        /* stderr is a terminal: one live line */
-	bool progress_line_shown;
 	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
 	char host[256];                   /* the builder's host name */
 };
@@ -408,28 +404,6 @@ static bool bd_all_connected(const struct bd *b)
 	return true;
 }
 
-/* One line on how the run goes: on a terminal it is rewritten in place
- * every second, elsewhere (a log file, CI) logged every five seconds. */
-static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
-{
-	const struct bld_counters *c = ing_counters(b->ing);
-	double secs = (double)(now - b->last_progress_log_ns) / 1e9;
-	double rate = secs > 0 ? (double)(c->events_complete - b->progress_complete_at_log) / secs : 0;
-	struct bd_snapshot snap;
-	bd_snapshot_fill(b, &snap, NULL);
-	char line[360];
-	metrics_progress_line(line, sizeof line, &snap, rate);
-	if (terminal) {
-		fprintf(stderr, "\r%s\033[K", line);
-		fflush(stderr);
-		b->progress_line_shown = true;
-	} else {
-		log_info("%s", line);
-	}
-	b->last_progress_log_ns = now;
-	b->progress_complete_at_log = c->events_complete;
-}
-
 static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -441,13 +415,7 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	ing_tick(b->ing, now);
 	bd_publish_credits(b, true);
 	wd_check_stalls(&b->wd, now);
-	if (now - b->rate_sample_ns >= 1000000000u) {
-		uint64_t complete = ing_counters(b->ing)->events_complete;
-		b->recent_events_per_s = (double)(complete - b->rate_sample_complete) * 1e9 /
-					 (double)(now - b->rate_sample_ns);
-		b->rate_sample_ns = now;
-		b->rate_sample_complete = complete;
-	}
+	prog_sample(b->prog, now, ing_counters(b->ing)->events_complete);
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
@@ -470,10 +438,10 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 		bd_maybe_finish(b);
 		return;
 	}
-	if (!b->opt.quiet) {
-		bool terminal = b->progress_on_terminal;
-		if (now - b->last_progress_log_ns >= (terminal ? 1000000000u : 5000000000u))
-			bd_log_progress(b, now, terminal);
+	if (!b->opt.quiet && prog_due(b->prog, now)) {
+		struct bd_snapshot snap;
+		bd_snapshot_fill(b, &snap, NULL);
+		prog_show(b->prog, now, &snap);
 	}
 }
 
@@ -507,7 +475,7 @@ static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_rep
 		.greetings_evicted = b->door.evicted,
 		.greetings_timed_out = b->door.timed_out,
 		.credits_sent = b->credits_sent,
-		.recent_events_per_s = b->recent_events_per_s,
+		.recent_events_per_s = prog_rate(b->prog),
 		.links = b->snap_links,
 		.clocks = b->clocks,
 		.self = self,
@@ -522,7 +490,7 @@ static void bd_fill_live(struct evbuffer *out, bool json, void *arg)
 {
 	struct bd_snapshot s;
 	bd_snapshot_fill(arg, &s, NULL);
-	metrics_fill_live(out, json, &s);
+	live_fill(out, json, &s);
 }
 
 /* metrics.json and the summary. */
@@ -547,8 +515,7 @@ static void bd_finish(struct bd *b, const char *why)
 		return;
 	b->phase = BD_FINISHED;
 	b->end_ns = clk_monotonic_ns();
-	if (b->progress_line_shown)
-		fputc('\n', stderr);
+	prog_end(b->prog);
 	if (why != NULL)
 		log_warn("Ending run %u early: %s", b->opt.run_id, why);
 	event_del(b->ev_tick);
@@ -660,13 +627,13 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	b->control_fd = -1;
 	greet_door_init(&b->door, base, "the builder's control port", "the builder",
 			opt->handshake_timeout_ms, &b->refused_connections);
-	b->start_ns = b->last_progress_ns = b->last_progress_log_ns = clk_monotonic_ns();
-	b->progress_on_terminal = isatty(STDERR_FILENO);
+	b->start_ns = b->last_progress_ns = clk_monotonic_ns();
+	b->prog = prog_create(b->start_ns, isatty(STDERR_FILENO) ? stderr : NULL);
 	net_host_name(b->host, sizeof b->host);
 	b->source_offsets_ns = calloc(opt->sources + 1, sizeof *b->source_offsets_ns);
 	b->snap_links = calloc(opt->readers + 1, sizeof *b->snap_links);
 	if (peer_table_init(&b->peers, opt->sources, opt->readers, b) < 0 || !b->source_offsets_ns ||
-	    !b->snap_links)
+	    !b->snap_links || b->prog == NULL)
 		goto fail;
 	struct ing_hooks hooks = {
 		.ctx = b,
@@ -755,6 +722,7 @@ void bd_destroy(struct bd *b)
 		free(b->errors[i]);
 	free(b->source_offsets_ns);
 	free(b->snap_links);
+	prog_destroy(b->prog);
 	peer_table_free(&b->peers);
 	free(b);
 }
