@@ -3,6 +3,7 @@
 #include "books.h"
 #include "clocks.h"
 #include "credits.h"
+#include "ctlport.h"
 #include "ingest.h"
 #include "metrics.h"
 #include "live.h"
@@ -14,7 +15,6 @@
 #include "watchdog.h"
 
 #include "core/acct.h"
-#include "io/handshake.h"
 #include "io/msgstream.h"
 #include "io/net.h"
 #include "io/prom.h"
@@ -45,15 +45,13 @@ struct bd {
 	struct bd_options opt;
 	enum bd_phase phase;
 	int status;
-	int control_fd;
-	struct event *ev_control_accept, *ev_tick;
-	struct greet_door door;           /* the control port's */
+	struct event *ev_tick;
+	struct ctlport *ctlport;          /* ctlport.c: the control port and its greetings */
 	struct ing *ing;                  /* ingest.c: readers' data, core, records */
 	struct bdc *clocks;               /* clocks.c: offsets and bounds */
 	struct wd wd;                     /* watchdog.c: stalled and stuck peers */
 	int64_t *source_offsets_ns;
 	struct peer_table peers;          /* every source and reader */
-	uint64_t refused_connections;     /* at the control port */
 	uint64_t start_ns;
 	uint64_t last_progress_ns;
 	uint64_t wind_up_ns;              /* the watchdog fired: gathering final counters */
@@ -121,34 +119,6 @@ static void bd_publish_credits(struct bd *b, bool tick)
 }
 
 /* ---- greetings ---------------------------------------------------------- */
-
-/* Common checks of every HELLO; false after refusing it. */
-static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, const char *peer,
-			   enum ctl_channel channel)
-{
-	/* The protocol version is checked with the greeting (common/io/handshake.c),
-	 * by every listener alike. */
-	if (h->run_id != b->opt.run_id) {
-		greet_reply_error(fd, peer, "wrong_run", "%s %u is in run %u but the builder is in run %u",
-				  ctl_role_name(h->role), h->id, h->run_id, b->opt.run_id);
-	} else if (h->channel != channel) {
-		greet_reply_error(fd, peer, "wrong_channel", "%s %u greeted the %s port as a %s connection",
-				  ctl_role_name(h->role), h->id,
-				  channel == CTL_CHANNEL_DATA ? "data" : "control",
-				  h->channel == CTL_CHANNEL_DATA ? "data" : "control");
-	} else if (b->phase != BD_RUNNING) {
-		greet_reply_error(fd, peer, "run_over", "run %u is over", b->opt.run_id);
-	} else if (peer_find(&b->peers, h->role, h->id) == NULL) {
-		greet_reply_error(fd, peer, "unknown_peer",
-				  "%s %u is not part of run %u (%u sources, %u readers)",
-				  ctl_role_name(h->role), h->id, b->opt.run_id, b->opt.sources,
-				  b->opt.readers);
-	} else {
-		return true;
-	}
-	b->refused_connections++;
-	return false;
-}
 
 static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
 			       void *arg)
@@ -306,43 +276,14 @@ static void bd_maybe_start(struct bd *b)
 			 b->opt.sources, b->opt.readers);
 }
 
-static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+/* The control port welcomed p: its control connection, its first clock
+ * burst, and for a reader its first admission limit. */
+static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_hello *h,
+			 const char *peer)
 {
-	struct bd *b = arg;
-	if (fd < 0) {
-		b->refused_connections++;
-		return;
-	}
-	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_CONTROL))
-		return;
-	struct bd_peer *p = peer_find(&b->peers, h->role, h->id);
-	if (p->connected && p->conn != NULL) {
-		greet_reply_error(fd, peer, "duplicate_id", "%s %u is already connected from %s (pid %u)",
-				  ctl_role_name(h->role), h->id, p->address, p->pid);
-		b->refused_connections++;
-		return;
-	}
-	if (p->connected) {
-		/* Its share of the run is booked (reported, or counted lost):
-		 * a second one would be counted twice. */
-		greet_reply_error(fd, peer, "peer_left",
-				  "%s %u was connected from %s (pid %u) and left run %u %s; it cannot rejoin",
-				  ctl_role_name(h->role), h->id, p->address, p->pid, b->opt.run_id,
-				  p->reported ? "after its final report" : "before it, counted as lost");
-		b->refused_connections++;
-		return;
-	}
-	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0) {
-		close(fd);
-		return;
-	}
-	p->connected = true;
-	p->pid = h->pid;
-	snprintf(p->host, sizeof p->host, "%s", h->host);
-	snprintf(p->address, sizeof p->address, "%s", peer);
+	struct bd *b = ctx;
 	if (p->role == CTL_ROLE_READER)
 		ing_claim(b->ing, h);
-	net_tune(fd, 0);
 	p->conn = msgconn_new(b->base, fd, peer, &bd_peer_ops, p);
 	p->last_heard_ns = clk_monotonic_ns();
 	bdc_peer_joined(b->clocks, p);
@@ -356,13 +297,6 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 			       clk_monotonic_ns());
 	}
 	bd_maybe_start(b);
-}
-
-static void bd_on_control_accept(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	struct bd *b = arg;
-	greet_accept_all(&b->door, fd, bd_on_control_greeted, b);
 }
 
 /* ---- progress, watchdog, end of run ------------------------------------ */
@@ -470,10 +404,6 @@ static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_rep
 		.errors = (const char *const *)b->errors,
 		.error_count = b->error_count,
 		.errors_dropped = b->errors_dropped,
-		.refused_connections = b->refused_connections,
-		.greetings_busy = b->door.busy,
-		.greetings_evicted = b->door.evicted,
-		.greetings_timed_out = b->door.timed_out,
 		.credits_sent = b->credits_sent,
 		.recent_events_per_s = prog_rate(b->prog),
 		.links = b->snap_links,
@@ -483,6 +413,7 @@ static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_rep
 		.self_host = b->host,
 		.self_peak_rss_kib = procstat_peak_rss_kib(),
 	};
+	ctlport_snapshot(b->ctlport, s);
 	ing_snapshot(b->ing, s);
 }
 
@@ -583,7 +514,7 @@ static void bd_wd_send(void *ctx, struct bd_peer *p, const struct ctl_msg *m)
 	msgconn_send(p->conn, m);
 }
 
-static bool bd_wd_running(void *ctx)
+static bool bd_hook_running(void *ctx)
 {
 	const struct bd *b = ctx;
 	return b->phase == BD_RUNNING;
@@ -624,9 +555,6 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 		return NULL;
 	b->base = base;
 	b->opt = *opt;
-	b->control_fd = -1;
-	greet_door_init(&b->door, base, "the builder's control port", "the builder",
-			opt->handshake_timeout_ms, &b->refused_connections);
 	b->start_ns = b->last_progress_ns = clk_monotonic_ns();
 	b->prog = prog_create(b->start_ns, isatty(STDERR_FILENO) ? stderr : NULL);
 	net_host_name(b->host, sizeof b->host);
@@ -666,15 +594,13 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 		.peers = &b->peers,
 		.ing = b->ing,
 		.hooks = { .ctx = b, .gone = bd_wd_gone, .send = bd_wd_send, .error = bd_hook_error,
-			   .running = bd_wd_running },
+			   .running = bd_hook_running },
 	};
-	b->control_fd = net_listen(opt->control_host, opt->control_port, &control_port);
-	if (b->control_fd < 0)
+	struct ctlport_hooks ch = { .ctx = b, .running = bd_hook_running, .joined = bd_on_joined };
+	b->ctlport = ctlport_open(base, &b->opt, &b->peers, &ch, &control_port);
+	if (b->ctlport == NULL)
 		goto fail;
-	b->ev_control_accept = event_new(base, b->control_fd, EV_READ | EV_PERSIST,
-					 bd_on_control_accept, b);
 	b->ev_tick = event_new(base, -1, EV_PERSIST, bd_on_tick, b);
-	event_add(b->ev_control_accept, NULL);
 	struct timeval tick = { 0, BD_TICK_US };
 	event_add(b->ev_tick, &tick);
 	if (bd_announce(b, data_port, control_port) < 0)
@@ -709,14 +635,10 @@ void bd_destroy(struct bd *b)
 	for (uint32_t i = 0; b->peers.peers && i < peer_count(&b->peers); i++)
 		msgconn_free(peer_at(&b->peers, i)->conn);
 	ing_destroy(b->ing);
-	if (b->ev_control_accept)
-		event_free(b->ev_control_accept);
+	ctlport_close(b->ctlport);
 	if (b->ev_tick)
 		event_free(b->ev_tick);
 	prom_server_stop(b->prom);
-	if (b->control_fd >= 0)
-		close(b->control_fd);
-	greet_door_close(&b->door);
 	bdc_destroy(b->clocks);
 	for (uint32_t i = 0; i < b->error_count; i++)
 		free(b->errors[i]);
