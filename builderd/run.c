@@ -7,6 +7,7 @@
 #include "ingest.h"
 #include "metrics.h"
 #include "live.h"
+#include "peerlink.h"
 #include "peers.h"
 #include "progress.h"
 #include "shm.h"
@@ -37,9 +38,10 @@
 
 enum bd_phase { BD_RUNNING, BD_FINISHED };
 
-/* The run's hub: the peers on the control channel and what the run owes
- * them (START, credits, STOP, BYE), the watchdog and the end of the run.
- * The data side is behind ingest.h. */
+/* The run's hub: what the run owes its peers (START, credits, BYE), the
+ * tick that drives the watchdog and the progress line, and the end of the
+ * run. The control port's greetings are ctlport.c's, each peer's control
+ * link and its loss peerlink.c's; the data side is behind ingest.h. */
 struct bd {
 	struct event_base *base;
 	struct bd_options opt;
@@ -50,6 +52,7 @@ struct bd {
 	struct ing *ing;                  /* ingest.c: readers' data, core, records */
 	struct bdc *clocks;               /* clocks.c: offsets and bounds */
 	struct wd wd;                     /* watchdog.c: stalled and stuck peers */
+	struct plink *plink;              /* peerlink.c: each peer's control link, its loss */
 	int64_t *source_offsets_ns;
 	struct peer_table peers;          /* every source and reader */
 	uint64_t start_ns;
@@ -74,11 +77,9 @@ struct bd {
 static void bd_finish(struct bd *b, const char *why);
 static void bd_maybe_start(struct bd *b);
 static bool bd_all_connected(const struct bd *b);
-static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why);
 
 static void bd_maybe_finish(struct bd *b);
 static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self);
-static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source);
 
 /* Records an error of the run: logged, listed in metrics.json, and the run
  * ends non-zero. */
@@ -118,139 +119,7 @@ static void bd_publish_credits(struct bd *b, bool tick)
 						   b->opt.max_inflight, tick, clk_monotonic_ns());
 }
 
-/* ---- greetings ---------------------------------------------------------- */
-
-static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
-			       void *arg)
-{
-	(void)c;
-	struct bd_peer *p = arg;
-	struct bd *b = p->run;
-	p->last_heard_ns = clk_monotonic_ns();
-	switch (msg->type) {
-	case CTL_END:
-		/* Only data and final reports are progress: clock answers keep
-		 * coming from a peer that is stuck. */
-		b->last_progress_ns = clk_monotonic_ns();
-		bdc_on_report(b->clocks, p, &msg->u.report, true);
-		if (p->report == NULL)
-			p->report = malloc(sizeof *p->report);
-		if (p->report != NULL)
-			*p->report = msg->u.report;
-		p->reported = true;
-		if (msg->u.report.status != 0)
-			b->status = 1;
-		bd_maybe_finish(b);
-		break;
-	case CTL_STATS:
-		bdc_on_report(b->clocks, p, &msg->u.report, false);
-		p->held_ns = acct_value(&msg->u.report, "", "held_ns", NULL);
-		p->verified = acct_value(&msg->u.report, "", "frames_verified", NULL);
-		break;
-	case CTL_PONG:
-		bdc_on_pong(b->clocks, p, &msg->u.pong, rx_ns);
-		break;
-	case CTL_STOP:
-		if (p->role == CTL_ROLE_READER) {
-			bd_on_source_given_up(b, p, msg->u.stop.source);
-			break;
-		}
-		log_warn("Ignoring a stop message from %s %u", ctl_role_name(p->role), p->id);
-		break;
-	default:
-		log_warn("Ignoring a %s message from %s %u", ctl_type_name(msg->type),
-			 ctl_role_name(p->role), p->id);
-		break;
-	}
-}
-
-static void bd_on_peer_close(struct msgconn *c, const char *reason, void *arg)
-{
-	struct bd_peer *p = arg;
-	struct bd *b = p->run;
-	msgconn_free(c);
-	p->conn = NULL;
-	if (b->phase == BD_FINISHED) {
-		if (b->open_conns > 0 && --b->open_conns == 0)
-			event_base_loopexit(b->base, NULL);
-		return;
-	}
-	if (!p->reported) {
-		char why[CTL_MAX_TEXT + 64];
-		snprintf(why, sizeof why, "lost its control connection before reporting (%s)", reason);
-		bd_peer_gone(b, p, why);
-	}
-}
-
-/* A peer died or stalled before its final report. What it held is counted
- * as lost with it (metrics.json, equations), the peers that depend on it are
- * told to stop or to drop it so the run can still end, and nothing waits for
- * it any more. */
-static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
-{
-	if (p->lost || p->reported)
-		return;
-	p->lost = true;
-	bd_error(b, "%s %u (%s, pid %u on %s) %s; what it held is counted as lost with it",
-		 ctl_role_title(p->role), p->id, p->address, p->pid, p->host, why);
-	if (p->conn != NULL) {
-		msgconn_free(p->conn);
-		p->conn = NULL;
-	}
-	struct ctl_msg stop = { .type = CTL_STOP };
-	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
-		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" : "is gone");
-	if (p->role == CTL_ROLE_READER) {
-		enum bd_data_state st = ing_reader_state(b->ing, p->id);
-		/* A dead reader's data connection ends by itself, and its
-		 * transport says how; a stalled one's must be cut here. */
-		if (st == BD_DATA_WAITING || ((p->stalled || p->stuck) && st == BD_DATA_STREAMING))
-			ing_cut(b->ing, p->id);
-		stop.u.stop.source = CTL_STOP_ALL;
-		for (uint16_t s = 0; s < b->opt.sources; s++)
-			if (ing_reader_of_source(b->ing, s) == (int32_t)p->id && peer_source(&b->peers, s)->conn != NULL)
-				msgconn_send(peer_source(&b->peers, s)->conn, &stop);
-	} else if (p->role == CTL_ROLE_SOURCE) {
-		int32_t r = ing_reader_of_source(b->ing, (uint16_t)p->id);
-		stop.u.stop.source = p->id;
-		if (r >= 0 && peer_reader(&b->peers, r)->conn != NULL)
-			msgconn_send(peer_reader(&b->peers, r)->conn, &stop);
-	}
-	/* Lost before the start (its greeting was kept waiting at a busy
-	 * door, say): the others start without it rather than wait for ever. */
-	bd_maybe_start(b);
-	bd_maybe_finish(b);
-}
-
-/* A reader gave up one of its sources: no complete frame on its data
- * connection for the reader's inactivity limit (stuck inside a frame, or a
- * data path that stopped delivering), though the source may still answer on
- * its control link. It is lost like a dead one: named, its reader's books
- * close without it, and what it generated beyond what the builder got is
- * counted as lost with it. */
-static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source)
-{
-	if (source >= b->opt.sources ||
-	    ing_reader_of_source(b->ing, (uint16_t)source) != (int32_t)reader->id) {
-		log_warn("Reader %u gave up source %" PRIu32 ", which it does not serve; ignored",
-			 reader->id, source);
-		return;
-	}
-	struct bd_peer *p = peer_source(&b->peers, source);
-	if (p->reported || p->lost)
-		return;
-	p->stuck = true;
-	char why[200];
-	snprintf(why, sizeof why,
-		 "was given up by reader %u: its data connection delivered no complete frame within the reader's inactivity limit%s",
-		 reader->id, p->conn != NULL ? " while its control link was alive" : "");
-	bd_peer_gone(b, p, why);
-}
-
-static const struct msgconn_ops bd_peer_ops = {
-	.on_message = bd_on_peer_message,
-	.on_close = bd_on_peer_close,
-};
+/* ---- joining and START ------------------------------------------------- */
 
 /* Once every peer is up, tells the sources to start together, so that the
  * fragments of one event leave every source at about the same moment. */
@@ -284,7 +153,7 @@ static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_
 	struct bd *b = ctx;
 	if (p->role == CTL_ROLE_READER)
 		ing_claim(b->ing, h);
-	p->conn = msgconn_new(b->base, fd, peer, &bd_peer_ops, p);
+	plink_attach(b->plink, p, fd, peer);
 	p->last_heard_ns = clk_monotonic_ns();
 	bdc_peer_joined(b->clocks, p);
 	b->last_progress_ns = clk_monotonic_ns();
@@ -299,8 +168,7 @@ static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_
 	bd_maybe_start(b);
 }
 
-/* ---- progress, watchdog, end of run ------------------------------------ */
-
+/* ---- the tick and the end of the run ----------------------------------- */
 
 static bool bd_reports_done(const struct bd *b)
 {
@@ -505,7 +373,8 @@ static bool bd_hook_holds_slot(void *ctx, uint32_t reader, uint32_t pid)
 
 static void bd_wd_gone(void *ctx, struct bd_peer *p, const char *why)
 {
-	bd_peer_gone(ctx, p, why);
+	const struct bd *b = ctx;
+	plink_gone(b->plink, p, why);
 }
 
 static void bd_wd_send(void *ctx, struct bd_peer *p, const struct ctl_msg *m)
@@ -518,6 +387,35 @@ static bool bd_hook_running(void *ctx)
 {
 	const struct bd *b = ctx;
 	return b->phase == BD_RUNNING;
+}
+
+/* ---- what the peers' links ask of the hub ------------------------------ */
+
+static void bd_hook_reported(void *ctx, struct bd_peer *p, int32_t status)
+{
+	(void)p;
+	struct bd *b = ctx;
+	if (status != 0)
+		b->status = 1;
+	bd_maybe_finish(b);
+}
+
+static void bd_hook_lost(void *ctx, struct bd_peer *p)
+{
+	(void)p;
+	struct bd *b = ctx;
+	/* Lost before the start (its greeting was kept waiting at a busy
+	 * door, say): the others start without it rather than wait for ever. */
+	bd_maybe_start(b);
+	bd_maybe_finish(b);
+}
+
+/* A peer closed after BYE: the loop ends once the last one has. */
+static void bd_hook_closed(void *ctx)
+{
+	struct bd *b = ctx;
+	if (b->open_conns > 0 && --b->open_conns == 0)
+		event_base_loopexit(b->base, NULL);
 }
 
 /* ---- life --------------------------------------------------------------- */
@@ -560,7 +458,7 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	net_host_name(b->host, sizeof b->host);
 	b->source_offsets_ns = calloc(opt->sources + 1, sizeof *b->source_offsets_ns);
 	b->snap_links = calloc(opt->readers + 1, sizeof *b->snap_links);
-	if (peer_table_init(&b->peers, opt->sources, opt->readers, b) < 0 || !b->source_offsets_ns ||
+	if (peer_table_init(&b->peers, opt->sources, opt->readers) < 0 || !b->source_offsets_ns ||
 	    !b->snap_links || b->prog == NULL)
 		goto fail;
 	struct ing_hooks hooks = {
@@ -588,6 +486,18 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	};
 	b->clocks = bdc_create(&cc);
 	if (b->clocks == NULL)
+		goto fail;
+	struct plink_config lc = {
+		.base = base,
+		.peers = &b->peers,
+		.ing = b->ing,
+		.clocks = b->clocks,
+		.hooks = { .ctx = b, .error = bd_hook_error, .progress = bd_hook_progress,
+			   .reported = bd_hook_reported, .lost = bd_hook_lost,
+			   .closed = bd_hook_closed, .running = bd_hook_running },
+	};
+	b->plink = plink_create(&lc);
+	if (b->plink == NULL)
 		goto fail;
 	b->wd = (struct wd){
 		.opt = &b->opt,
@@ -632,8 +542,7 @@ void bd_destroy(struct bd *b)
 {
 	if (b == NULL)
 		return;
-	for (uint32_t i = 0; b->peers.peers && i < peer_count(&b->peers); i++)
-		msgconn_free(peer_at(&b->peers, i)->conn);
+	plink_destroy(b->plink);
 	ing_destroy(b->ing);
 	ctlport_close(b->ctlport);
 	if (b->ev_tick)

@@ -51,7 +51,7 @@ static void run(bool correction, int64_t source_offset_ns, const char *source_ho
 	ck_assert_ptr_nonnull(base);
 	snprintf(dir, sizeof dir, "/tmp/test_clockreport.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
-	ck_assert_int_eq(peer_table_init(&peers, 1, 1, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&peers, 1, 1), 0);
 	out = out_open(dir, 8, 1, NULL);
 	ck_assert_ptr_nonnull(out);
 	struct bdc_config cc = { .base = base, .peers = &peers, .out = out, .run_id = 4,

@@ -53,7 +53,7 @@ static void setup(void)
 {
 	base = event_base_new();
 	ck_assert_ptr_nonnull(base);
-	ck_assert_int_eq(peer_table_init(&peers, 1, 1, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&peers, 1, 1), 0);
 	struct bdc_config cc = { .base = base, .peers = &peers, .run_id = 9, .correction = true,
 				 .quiet = true, .ready = on_ready };
 	clocks = bdc_create(&cc);

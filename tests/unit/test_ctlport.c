@@ -74,7 +74,7 @@ static void setup(void)
 	opt = (struct bd_options){ .run_id = 5, .sources = 2, .readers = 1,
 				   .handshake_timeout_ms = 200 };
 	snprintf(opt.control_host, sizeof opt.control_host, "127.0.0.1");
-	ck_assert_int_eq(peer_table_init(&peers, 2, 1, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&peers, 2, 1), 0);
 	struct ctlport_hooks hooks = { .running = hook_running, .joined = hook_joined };
 	port = ctlport_open(base, &opt, &peers, &hooks, &port_number);
 	ck_assert_ptr_nonnull(port);

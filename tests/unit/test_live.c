@@ -27,7 +27,7 @@ static void setup(void)
 {
 	opt = (struct bd_options){ .run_id = 7, .sources = 2, .readers = 2, .events = 120,
 				   .max_inflight = 64 };
-	ck_assert_int_eq(peer_table_init(&peers, 2, 2, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&peers, 2, 2), 0);
 	peer_reader(&peers, 0)->held_ns = 1500000000;
 	links[0] = (struct bd_snapshot_link){ .transport = "tcp", .frames_received = 100 };
 	links[1] = (struct bd_snapshot_link){ .transport = "shm", .frames_received = 30 };

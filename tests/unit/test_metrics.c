@@ -66,7 +66,7 @@ static void setup(void)
 	fx.opt = (struct bd_options){ .run_id = 7, .sources = 2, .readers = 2, .max_inflight = 64,
 				      .timeout_ms = 1000, .filter_modulo = 1, .flush_every = 8 };
 	snprintf(fx.opt.out_dir, sizeof fx.opt.out_dir, "%s", fx.dir);
-	ck_assert_int_eq(peer_table_init(&fx.peers, 2, 2, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&fx.peers, 2, 2), 0);
 	fx.out = out_open(fx.dir, 8, 2, NULL);
 	ck_assert_ptr_nonnull(fx.out);
 	struct bdc_config cc = { .base = fx.base, .peers = &fx.peers, .out = fx.out, .run_id = 7,

@@ -23,7 +23,7 @@ static struct bd_snapshot snap;
 static void setup(void)
 {
 	opt = (struct bd_options){ .run_id = 7, .sources = 2, .readers = 2, .events = 120 };
-	ck_assert_int_eq(peer_table_init(&peers, 2, 2, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&peers, 2, 2), 0);
 	peer_reader(&peers, 0)->held_ns = 1500000;
 	peer_reader(&peers, 1)->held_ns = 500000;
 	snap = (struct bd_snapshot){
