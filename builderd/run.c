@@ -50,7 +50,7 @@ struct bd {
 	struct event *ev_tick;
 	struct ctlport *ctlport;          /* ctlport.c: the control port and its greetings */
 	struct ing *ing;                  /* ingest.c: readers' data, core, records */
-	struct bdc *clocks;               /* clocks.c: offsets and bounds */
+	struct bdc *clocks;               /* clocks.c: the exchanges, offsets and bounds */
 	struct wd wd;                     /* watchdog.c: stalled and stuck peers */
 	struct plink *plink;              /* peerlink.c: each peer's control link, its loss */
 	int64_t *source_offsets_ns;
