@@ -1,17 +1,21 @@
-/* builderd's view of every peer's clock (docs/CLOCKS.md): four-timestamp
- * PING/PONG exchanges on each control connection feeding one cks_estimator
- * per peer, the chrony state of every host (the builder's own read, the
- * peers' sent in their first STATS and their END), the offsets and bounds
- * the output module applies to each source's timestamps, and the "clocks"
- * part of metrics.json. run.c calls the hooks below; everything else about
- * clocks stays here. */
+/* builderd's clock exchanges with every peer (docs/CLOCKS.md): a burst of
+ * four-timestamp exchanges when a peer joins, then one each period, over
+ * the peer's UDP probe socket (PING/PONG on its control connection where it
+ * has none), a few retries after a busy moment, the final burst at the end
+ * of the run; the builder host's chrony state read at start and end, the
+ * peers' taken from their first STATS and their END. Each peer's estimate
+ * is a peerclock.h; what the output module applies to each source's
+ * timestamps is set from it here. run.c calls the hooks below; the report
+ * (clockreport.h) reads the plain views at the end. */
 #ifndef ES_CLOCKS_H
 #define ES_CLOCKS_H
 
-#include <jansson.h>
+#include "peerclock.h"
+
+#include "io/probe.h"
+
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 
 struct event_base;
 struct out;
@@ -98,18 +102,43 @@ bool bdc_peer_estimate(const struct bdc *c, const struct bd_peer *p, int64_t *of
  * metrics are written; later calls do nothing. */
 void bdc_finish(struct bdc *c);
 
-/* Adds the latency fields that depend on clocks to metrics.json's
- * "latency" object. */
-void bdc_latency_json(const struct bdc *c, json_t *latency);
+/* How a peer is taken to share the builder's clock (metrics.json says it). */
+#define BDC_SAME_CLOCK_RULE \
+	"a peer shares the builder's clock when its control connection comes from an address of " \
+	"the builder's own network stack (loopback or an address of one of its interfaces) and " \
+	"neither was started with a non-zero --clock-offset-ns; the host name a peer sends is " \
+	"not trusted for this"
 
-/* The "clocks" member of metrics.json (a new reference). */
-json_t *bdc_json(const struct bdc *c);
+/* What the report reads of the clocks as a whole. */
+struct bdc_view {
+	const char *host;               /* the builder's host name */
+	const struct pclk_host *clock;  /* the builder host's side of every pair */
+	const struct out *out;          /* the latencies the offsets corrected; may be NULL */
+	bool correction;
+	bool all_sources_same_clock;
+	uint16_t sources;
+	uint32_t count;                 /* peers: sources, then readers */
+};
 
-/* " (+/- U, how)" after the latency percentiles of the summary. */
-void bdc_print_latency_uncertainty(const struct bdc *c, FILE *f);
+void bdc_view(const struct bdc *c, struct bdc_view *v);
 
-/* Summary lines: peers not on the builder's clock, and any whose in-band
- * and chrony estimates disagree. */
-void bdc_print_summary(const struct bdc *c, FILE *f);
+/* What the report reads of one peer's clock: a plain copy. */
+struct bdc_peer_view {
+	const struct bd_peer *peer;
+	bool same_host;                 /* its control connection is from our own addresses */
+	bool same_clock;                /* BDC_SAME_CLOCK_RULE */
+	bool udp;                       /* exchanges over its probe socket */
+	struct prb_prober_stats probe;  /* zero without one */
+	uint64_t pings;
+	uint64_t pongs;
+	uint64_t pongs_unmatched;       /* PONGs answering no PING of ours */
+	uint64_t retried;               /* early exchanges after a busy one */
+	struct pclk_view clock;
+	enum cks_verdict verdict[PCLK_PHASES];
+	enum cks_verdict overall;
+};
+
+/* Peer i of the table (sources, then readers). */
+void bdc_peer_view(const struct bdc *c, uint32_t i, struct bdc_peer_view *v);
 
 #endif

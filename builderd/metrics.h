@@ -1,5 +1,6 @@
 /* The end-of-run report: metrics.json (docs/METRICS.md lists every field)
- * and the short summary builderd prints. */
+ * and the short summary builderd prints. The live view is live.h, the
+ * progress line progress.h. */
 #ifndef ES_METRICS_H
 #define ES_METRICS_H
 
@@ -23,15 +24,5 @@ int metrics_write(const struct bd_snapshot *s, const struct acct *a);
 
 /* A few lines a person reads at the end of a run. */
 void metrics_print_summary(FILE *f, const struct bd_snapshot *s, const struct acct *a);
-
-/* The run's progress in one line: built, accepted, expired, pending, the
- * admission limit, readers' hold time, p99, ETA; rate in events/s. */
-void metrics_progress_line(char *line, size_t size, const struct bd_snapshot *s, double rate);
-
-struct evbuffer;
-
-/* The live view of the run for /metrics (Prometheus text) and /status
- * (JSON), from builderd's --metrics-listen. */
-void metrics_fill_live(struct evbuffer *out, bool json, const struct bd_snapshot *s);
 
 #endif

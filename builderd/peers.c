@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-int peer_table_init(struct peer_table *t, uint16_t sources, uint32_t readers, struct bd *run)
+int peer_table_init(struct peer_table *t, uint16_t sources, uint32_t readers)
 {
 	t->sources = sources;
 	t->readers = readers;
@@ -13,7 +13,6 @@ int peer_table_init(struct peer_table *t, uint16_t sources, uint32_t readers, st
 	for (uint32_t i = 0; i < (uint32_t)sources + readers; i++) {
 		bool source = i < sources;
 		t->peers[i] = (struct bd_peer){
-			.run = run,
 			.role = source ? CTL_ROLE_SOURCE : CTL_ROLE_READER,
 			.id = source ? i : i - sources,
 		};

@@ -9,12 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct bd;
 struct msgconn;
 
 /* A daemon on the control channel. */
 struct bd_peer {
-	struct bd *run;          /* the hub it reports to (callbacks' context) */
 	enum ctl_role role;
 	uint32_t id;
 	bool connected;          /* greeted at least once */
@@ -41,9 +39,9 @@ struct peer_table {
 	struct bd_peer *peers;   /* [sources + readers] */
 };
 
-/* Allocates the table: every peer not connected, roles and ids set, run
- * as each one's context. 0 or -ENOMEM. */
-int peer_table_init(struct peer_table *t, uint16_t sources, uint32_t readers, struct bd *run);
+/* Allocates the table: every peer not connected, roles and ids set.
+ * 0 or -ENOMEM. */
+int peer_table_init(struct peer_table *t, uint16_t sources, uint32_t readers);
 
 /* Frees every peer's report and the table; the connections are the
  * caller's to free first. Safe on a table that failed to init. */

@@ -3,16 +3,19 @@
 #include "books.h"
 #include "clocks.h"
 #include "credits.h"
+#include "ctlport.h"
 #include "ingest.h"
 #include "metrics.h"
+#include "live.h"
+#include "peerlink.h"
 #include "peers.h"
+#include "progress.h"
 #include "shm.h"
 #include "snapshot.h"
 #include "tcp.h"
 #include "watchdog.h"
 
 #include "core/acct.h"
-#include "io/handshake.h"
 #include "io/msgstream.h"
 #include "io/net.h"
 #include "io/prom.h"
@@ -35,28 +38,27 @@
 
 enum bd_phase { BD_RUNNING, BD_FINISHED };
 
-/* The run's hub: the peers on the control channel and what the run owes
- * them (START, credits, STOP, BYE), the watchdog and the end of the run.
- * The data side is behind ingest.h. */
+/* The run's hub: what the run owes its peers (START, credits, BYE), the
+ * tick that drives the watchdog and the progress line, and the end of the
+ * run. The control port's greetings are ctlport.c's, each peer's control
+ * link and its loss peerlink.c's; the data side is behind ingest.h. */
 struct bd {
 	struct event_base *base;
 	struct bd_options opt;
 	enum bd_phase phase;
 	int status;
-	int control_fd;
-	struct event *ev_control_accept, *ev_tick;
-	struct greet_door door;           /* the control port's */
+	struct event *ev_tick;
+	struct ctlport *ctlport;          /* ctlport.c: the control port and its greetings */
 	struct ing *ing;                  /* ingest.c: readers' data, core, records */
-	struct bdc *clocks;               /* clocks.c: offsets and bounds */
+	struct bdc *clocks;               /* clocks.c: the exchanges, offsets and bounds */
 	struct wd wd;                     /* watchdog.c: stalled and stuck peers */
+	struct plink *plink;              /* peerlink.c: each peer's control link, its loss */
 	int64_t *source_offsets_ns;
 	struct peer_table peers;          /* every source and reader */
-	uint64_t refused_connections;     /* at the control port */
 	uint64_t start_ns;
 	uint64_t last_progress_ns;
 	uint64_t wind_up_ns;              /* the watchdog fired: gathering final counters */
-	uint64_t last_progress_log_ns;
-	uint64_t progress_complete_at_log;
+	struct prog *prog;                /* progress.c: the rate, the progress line */
 	uint64_t credits_sent;
 	uint32_t open_conns;              /* after the run: peers still flushing BYE */
 	char *errors[BD_MAX_ERRORS];
@@ -64,12 +66,7 @@ struct bd {
 	uint32_t errors_dropped;
 	uint64_t end_ns;
 	bool started;                     /* START sent to the sources */
-	double recent_events_per_s;       /* completions over the last second */
-	uint64_t rate_sample_ns;
-	uint64_t rate_sample_complete;
 	struct prom_server *prom;         /* --metrics-listen */
-	bool progress_on_terminal;        /* stderr is a terminal: one live line */
-	bool progress_line_shown;
 	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
 	char host[256];                   /* the builder's host name */
 };
@@ -80,11 +77,9 @@ struct bd {
 static void bd_finish(struct bd *b, const char *why);
 static void bd_maybe_start(struct bd *b);
 static bool bd_all_connected(const struct bd *b);
-static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why);
 
 static void bd_maybe_finish(struct bd *b);
 static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self);
-static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source);
 
 /* Records an error of the run: logged, listed in metrics.json, and the run
  * ends non-zero. */
@@ -124,167 +119,7 @@ static void bd_publish_credits(struct bd *b, bool tick)
 						   b->opt.max_inflight, tick, clk_monotonic_ns());
 }
 
-/* ---- greetings ---------------------------------------------------------- */
-
-/* Common checks of every HELLO; false after refusing it. */
-static bool bd_check_hello(struct bd *b, int fd, const struct ctl_hello *h, const char *peer,
-			   enum ctl_channel channel)
-{
-	/* The protocol version is checked with the greeting (common/io/handshake.c),
-	 * by every listener alike. */
-	if (h->run_id != b->opt.run_id) {
-		greet_reply_error(fd, peer, "wrong_run", "%s %u is in run %u but the builder is in run %u",
-				  ctl_role_name(h->role), h->id, h->run_id, b->opt.run_id);
-	} else if (h->channel != channel) {
-		greet_reply_error(fd, peer, "wrong_channel", "%s %u greeted the %s port as a %s connection",
-				  ctl_role_name(h->role), h->id,
-				  channel == CTL_CHANNEL_DATA ? "data" : "control",
-				  h->channel == CTL_CHANNEL_DATA ? "data" : "control");
-	} else if (b->phase != BD_RUNNING) {
-		greet_reply_error(fd, peer, "run_over", "run %u is over", b->opt.run_id);
-	} else if (peer_find(&b->peers, h->role, h->id) == NULL) {
-		greet_reply_error(fd, peer, "unknown_peer",
-				  "%s %u is not part of run %u (%u sources, %u readers)",
-				  ctl_role_name(h->role), h->id, b->opt.run_id, b->opt.sources,
-				  b->opt.readers);
-	} else {
-		return true;
-	}
-	b->refused_connections++;
-	return false;
-}
-
-static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
-			       void *arg)
-{
-	(void)c;
-	struct bd_peer *p = arg;
-	struct bd *b = p->run;
-	p->last_heard_ns = clk_monotonic_ns();
-	switch (msg->type) {
-	case CTL_END:
-		/* Only data and final reports are progress: clock answers keep
-		 * coming from a peer that is stuck. */
-		b->last_progress_ns = clk_monotonic_ns();
-		bdc_on_report(b->clocks, p, &msg->u.report, true);
-		if (p->report == NULL)
-			p->report = malloc(sizeof *p->report);
-		if (p->report != NULL)
-			*p->report = msg->u.report;
-		p->reported = true;
-		if (msg->u.report.status != 0)
-			b->status = 1;
-		bd_maybe_finish(b);
-		break;
-	case CTL_STATS:
-		bdc_on_report(b->clocks, p, &msg->u.report, false);
-		p->held_ns = acct_value(&msg->u.report, "", "held_ns", NULL);
-		p->verified = acct_value(&msg->u.report, "", "frames_verified", NULL);
-		break;
-	case CTL_PONG:
-		bdc_on_pong(b->clocks, p, &msg->u.pong, rx_ns);
-		break;
-	case CTL_STOP:
-		if (p->role == CTL_ROLE_READER) {
-			bd_on_source_given_up(b, p, msg->u.stop.source);
-			break;
-		}
-		log_warn("Ignoring a stop message from %s %u", ctl_role_name(p->role), p->id);
-		break;
-	default:
-		log_warn("Ignoring a %s message from %s %u", ctl_type_name(msg->type),
-			 ctl_role_name(p->role), p->id);
-		break;
-	}
-}
-
-static void bd_on_peer_close(struct msgconn *c, const char *reason, void *arg)
-{
-	struct bd_peer *p = arg;
-	struct bd *b = p->run;
-	msgconn_free(c);
-	p->conn = NULL;
-	if (b->phase == BD_FINISHED) {
-		if (b->open_conns > 0 && --b->open_conns == 0)
-			event_base_loopexit(b->base, NULL);
-		return;
-	}
-	if (!p->reported) {
-		char why[CTL_MAX_TEXT + 64];
-		snprintf(why, sizeof why, "lost its control connection before reporting (%s)", reason);
-		bd_peer_gone(b, p, why);
-	}
-}
-
-/* A peer died or stalled before its final report. What it held is counted
- * as lost with it (metrics.json, equations), the peers that depend on it are
- * told to stop or to drop it so the run can still end, and nothing waits for
- * it any more. */
-static void bd_peer_gone(struct bd *b, struct bd_peer *p, const char *why)
-{
-	if (p->lost || p->reported)
-		return;
-	p->lost = true;
-	bd_error(b, "%s %u (%s, pid %u on %s) %s; what it held is counted as lost with it",
-		 ctl_role_title(p->role), p->id, p->address, p->pid, p->host, why);
-	if (p->conn != NULL) {
-		msgconn_free(p->conn);
-		p->conn = NULL;
-	}
-	struct ctl_msg stop = { .type = CTL_STOP };
-	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
-		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" : "is gone");
-	if (p->role == CTL_ROLE_READER) {
-		enum bd_data_state st = ing_reader_state(b->ing, p->id);
-		/* A dead reader's data connection ends by itself, and its
-		 * transport says how; a stalled one's must be cut here. */
-		if (st == BD_DATA_WAITING || ((p->stalled || p->stuck) && st == BD_DATA_STREAMING))
-			ing_cut(b->ing, p->id);
-		stop.u.stop.source = CTL_STOP_ALL;
-		for (uint16_t s = 0; s < b->opt.sources; s++)
-			if (ing_reader_of_source(b->ing, s) == (int32_t)p->id && peer_source(&b->peers, s)->conn != NULL)
-				msgconn_send(peer_source(&b->peers, s)->conn, &stop);
-	} else if (p->role == CTL_ROLE_SOURCE) {
-		int32_t r = ing_reader_of_source(b->ing, (uint16_t)p->id);
-		stop.u.stop.source = p->id;
-		if (r >= 0 && peer_reader(&b->peers, r)->conn != NULL)
-			msgconn_send(peer_reader(&b->peers, r)->conn, &stop);
-	}
-	/* Lost before the start (its greeting was kept waiting at a busy
-	 * door, say): the others start without it rather than wait for ever. */
-	bd_maybe_start(b);
-	bd_maybe_finish(b);
-}
-
-/* A reader gave up one of its sources: no complete frame on its data
- * connection for the reader's inactivity limit (stuck inside a frame, or a
- * data path that stopped delivering), though the source may still answer on
- * its control link. It is lost like a dead one: named, its reader's books
- * close without it, and what it generated beyond what the builder got is
- * counted as lost with it. */
-static void bd_on_source_given_up(struct bd *b, struct bd_peer *reader, uint32_t source)
-{
-	if (source >= b->opt.sources ||
-	    ing_reader_of_source(b->ing, (uint16_t)source) != (int32_t)reader->id) {
-		log_warn("Reader %u gave up source %" PRIu32 ", which it does not serve; ignored",
-			 reader->id, source);
-		return;
-	}
-	struct bd_peer *p = peer_source(&b->peers, source);
-	if (p->reported || p->lost)
-		return;
-	p->stuck = true;
-	char why[200];
-	snprintf(why, sizeof why,
-		 "was given up by reader %u: its data connection delivered no complete frame within the reader's inactivity limit%s",
-		 reader->id, p->conn != NULL ? " while its control link was alive" : "");
-	bd_peer_gone(b, p, why);
-}
-
-static const struct msgconn_ops bd_peer_ops = {
-	.on_message = bd_on_peer_message,
-	.on_close = bd_on_peer_close,
-};
+/* ---- joining and START ------------------------------------------------- */
 
 /* Once every peer is up, tells the sources to start together, so that the
  * fragments of one event leave every source at about the same moment. */
@@ -310,44 +145,15 @@ static void bd_maybe_start(struct bd *b)
 			 b->opt.sources, b->opt.readers);
 }
 
-static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+/* The control port welcomed p: its control connection, its first clock
+ * burst, and for a reader its first admission limit. */
+static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_hello *h,
+			 const char *peer)
 {
-	struct bd *b = arg;
-	if (fd < 0) {
-		b->refused_connections++;
-		return;
-	}
-	if (!bd_check_hello(b, fd, h, peer, CTL_CHANNEL_CONTROL))
-		return;
-	struct bd_peer *p = peer_find(&b->peers, h->role, h->id);
-	if (p->connected && p->conn != NULL) {
-		greet_reply_error(fd, peer, "duplicate_id", "%s %u is already connected from %s (pid %u)",
-				  ctl_role_name(h->role), h->id, p->address, p->pid);
-		b->refused_connections++;
-		return;
-	}
-	if (p->connected) {
-		/* Its share of the run is booked (reported, or counted lost):
-		 * a second one would be counted twice. */
-		greet_reply_error(fd, peer, "peer_left",
-				  "%s %u was connected from %s (pid %u) and left run %u %s; it cannot rejoin",
-				  ctl_role_name(h->role), h->id, p->address, p->pid, b->opt.run_id,
-				  p->reported ? "after its final report" : "before it, counted as lost");
-		b->refused_connections++;
-		return;
-	}
-	if (greet_reply_welcome(fd, b->opt.run_id, CTL_ROLE_BUILDER, 0) < 0) {
-		close(fd);
-		return;
-	}
-	p->connected = true;
-	p->pid = h->pid;
-	snprintf(p->host, sizeof p->host, "%s", h->host);
-	snprintf(p->address, sizeof p->address, "%s", peer);
+	struct bd *b = ctx;
 	if (p->role == CTL_ROLE_READER)
 		ing_claim(b->ing, h);
-	net_tune(fd, 0);
-	p->conn = msgconn_new(b->base, fd, peer, &bd_peer_ops, p);
+	plink_attach(b->plink, p, fd, peer);
 	p->last_heard_ns = clk_monotonic_ns();
 	bdc_peer_joined(b->clocks, p);
 	b->last_progress_ns = clk_monotonic_ns();
@@ -362,15 +168,7 @@ static void bd_on_control_greeted(int fd, const struct ctl_hello *h, const char 
 	bd_maybe_start(b);
 }
 
-static void bd_on_control_accept(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	struct bd *b = arg;
-	greet_accept_all(&b->door, fd, bd_on_control_greeted, b);
-}
-
-/* ---- progress, watchdog, end of run ------------------------------------ */
-
+/* ---- the tick and the end of the run ----------------------------------- */
 
 static bool bd_reports_done(const struct bd *b)
 {
@@ -408,28 +206,6 @@ static bool bd_all_connected(const struct bd *b)
 	return true;
 }
 
-/* One line on how the run goes: on a terminal it is rewritten in place
- * every second, elsewhere (a log file, CI) logged every five seconds. */
-static void bd_log_progress(struct bd *b, uint64_t now, bool terminal)
-{
-	const struct bld_counters *c = ing_counters(b->ing);
-	double secs = (double)(now - b->last_progress_log_ns) / 1e9;
-	double rate = secs > 0 ? (double)(c->events_complete - b->progress_complete_at_log) / secs : 0;
-	struct bd_snapshot snap;
-	bd_snapshot_fill(b, &snap, NULL);
-	char line[360];
-	metrics_progress_line(line, sizeof line, &snap, rate);
-	if (terminal) {
-		fprintf(stderr, "\r%s\033[K", line);
-		fflush(stderr);
-		b->progress_line_shown = true;
-	} else {
-		log_info("%s", line);
-	}
-	b->last_progress_log_ns = now;
-	b->progress_complete_at_log = c->events_complete;
-}
-
 static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -441,13 +217,7 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	ing_tick(b->ing, now);
 	bd_publish_credits(b, true);
 	wd_check_stalls(&b->wd, now);
-	if (now - b->rate_sample_ns >= 1000000000u) {
-		uint64_t complete = ing_counters(b->ing)->events_complete;
-		b->recent_events_per_s = (double)(complete - b->rate_sample_complete) * 1e9 /
-					 (double)(now - b->rate_sample_ns);
-		b->rate_sample_ns = now;
-		b->rate_sample_complete = complete;
-	}
+	prog_sample(b->prog, now, ing_counters(b->ing)->events_complete);
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
@@ -470,10 +240,10 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 		bd_maybe_finish(b);
 		return;
 	}
-	if (!b->opt.quiet) {
-		bool terminal = b->progress_on_terminal;
-		if (now - b->last_progress_log_ns >= (terminal ? 1000000000u : 5000000000u))
-			bd_log_progress(b, now, terminal);
+	if (!b->opt.quiet && prog_due(b->prog, now)) {
+		struct bd_snapshot snap;
+		bd_snapshot_fill(b, &snap, NULL);
+		prog_show(b->prog, now, &snap);
 	}
 }
 
@@ -502,12 +272,8 @@ static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_rep
 		.errors = (const char *const *)b->errors,
 		.error_count = b->error_count,
 		.errors_dropped = b->errors_dropped,
-		.refused_connections = b->refused_connections,
-		.greetings_busy = b->door.busy,
-		.greetings_evicted = b->door.evicted,
-		.greetings_timed_out = b->door.timed_out,
 		.credits_sent = b->credits_sent,
-		.recent_events_per_s = b->recent_events_per_s,
+		.recent_events_per_s = prog_rate(b->prog),
 		.links = b->snap_links,
 		.clocks = b->clocks,
 		.self = self,
@@ -515,6 +281,7 @@ static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_rep
 		.self_host = b->host,
 		.self_peak_rss_kib = procstat_peak_rss_kib(),
 	};
+	ctlport_snapshot(b->ctlport, s);
 	ing_snapshot(b->ing, s);
 }
 
@@ -522,7 +289,7 @@ static void bd_fill_live(struct evbuffer *out, bool json, void *arg)
 {
 	struct bd_snapshot s;
 	bd_snapshot_fill(arg, &s, NULL);
-	metrics_fill_live(out, json, &s);
+	live_fill(out, json, &s);
 }
 
 /* metrics.json and the summary. */
@@ -547,8 +314,7 @@ static void bd_finish(struct bd *b, const char *why)
 		return;
 	b->phase = BD_FINISHED;
 	b->end_ns = clk_monotonic_ns();
-	if (b->progress_line_shown)
-		fputc('\n', stderr);
+	prog_end(b->prog);
 	if (why != NULL)
 		log_warn("Ending run %u early: %s", b->opt.run_id, why);
 	event_del(b->ev_tick);
@@ -607,7 +373,8 @@ static bool bd_hook_holds_slot(void *ctx, uint32_t reader, uint32_t pid)
 
 static void bd_wd_gone(void *ctx, struct bd_peer *p, const char *why)
 {
-	bd_peer_gone(ctx, p, why);
+	const struct bd *b = ctx;
+	plink_gone(b->plink, p, why);
 }
 
 static void bd_wd_send(void *ctx, struct bd_peer *p, const struct ctl_msg *m)
@@ -616,10 +383,39 @@ static void bd_wd_send(void *ctx, struct bd_peer *p, const struct ctl_msg *m)
 	msgconn_send(p->conn, m);
 }
 
-static bool bd_wd_running(void *ctx)
+static bool bd_hook_running(void *ctx)
 {
 	const struct bd *b = ctx;
 	return b->phase == BD_RUNNING;
+}
+
+/* ---- what the peers' links ask of the hub ------------------------------ */
+
+static void bd_hook_reported(void *ctx, struct bd_peer *p, int32_t status)
+{
+	(void)p;
+	struct bd *b = ctx;
+	if (status != 0)
+		b->status = 1;
+	bd_maybe_finish(b);
+}
+
+static void bd_hook_lost(void *ctx, struct bd_peer *p)
+{
+	(void)p;
+	struct bd *b = ctx;
+	/* Lost before the start (its greeting was kept waiting at a busy
+	 * door, say): the others start without it rather than wait for ever. */
+	bd_maybe_start(b);
+	bd_maybe_finish(b);
+}
+
+/* A peer closed after BYE: the loop ends once the last one has. */
+static void bd_hook_closed(void *ctx)
+{
+	struct bd *b = ctx;
+	if (b->open_conns > 0 && --b->open_conns == 0)
+		event_base_loopexit(b->base, NULL);
 }
 
 /* ---- life --------------------------------------------------------------- */
@@ -657,16 +453,13 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 		return NULL;
 	b->base = base;
 	b->opt = *opt;
-	b->control_fd = -1;
-	greet_door_init(&b->door, base, "the builder's control port", "the builder",
-			opt->handshake_timeout_ms, &b->refused_connections);
-	b->start_ns = b->last_progress_ns = b->last_progress_log_ns = clk_monotonic_ns();
-	b->progress_on_terminal = isatty(STDERR_FILENO);
+	b->start_ns = b->last_progress_ns = clk_monotonic_ns();
+	b->prog = prog_create(b->start_ns, isatty(STDERR_FILENO) ? stderr : NULL);
 	net_host_name(b->host, sizeof b->host);
 	b->source_offsets_ns = calloc(opt->sources + 1, sizeof *b->source_offsets_ns);
 	b->snap_links = calloc(opt->readers + 1, sizeof *b->snap_links);
-	if (peer_table_init(&b->peers, opt->sources, opt->readers, b) < 0 || !b->source_offsets_ns ||
-	    !b->snap_links)
+	if (peer_table_init(&b->peers, opt->sources, opt->readers) < 0 || !b->source_offsets_ns ||
+	    !b->snap_links || b->prog == NULL)
 		goto fail;
 	struct ing_hooks hooks = {
 		.ctx = b,
@@ -694,20 +487,30 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	b->clocks = bdc_create(&cc);
 	if (b->clocks == NULL)
 		goto fail;
+	struct plink_config lc = {
+		.base = base,
+		.peers = &b->peers,
+		.ing = b->ing,
+		.clocks = b->clocks,
+		.hooks = { .ctx = b, .error = bd_hook_error, .progress = bd_hook_progress,
+			   .reported = bd_hook_reported, .lost = bd_hook_lost,
+			   .closed = bd_hook_closed, .running = bd_hook_running },
+	};
+	b->plink = plink_create(&lc);
+	if (b->plink == NULL)
+		goto fail;
 	b->wd = (struct wd){
 		.opt = &b->opt,
 		.peers = &b->peers,
 		.ing = b->ing,
 		.hooks = { .ctx = b, .gone = bd_wd_gone, .send = bd_wd_send, .error = bd_hook_error,
-			   .running = bd_wd_running },
+			   .running = bd_hook_running },
 	};
-	b->control_fd = net_listen(opt->control_host, opt->control_port, &control_port);
-	if (b->control_fd < 0)
+	struct ctlport_hooks ch = { .ctx = b, .running = bd_hook_running, .joined = bd_on_joined };
+	b->ctlport = ctlport_open(base, &b->opt, &b->peers, &ch, &control_port);
+	if (b->ctlport == NULL)
 		goto fail;
-	b->ev_control_accept = event_new(base, b->control_fd, EV_READ | EV_PERSIST,
-					 bd_on_control_accept, b);
 	b->ev_tick = event_new(base, -1, EV_PERSIST, bd_on_tick, b);
-	event_add(b->ev_control_accept, NULL);
 	struct timeval tick = { 0, BD_TICK_US };
 	event_add(b->ev_tick, &tick);
 	if (bd_announce(b, data_port, control_port) < 0)
@@ -739,22 +542,18 @@ void bd_destroy(struct bd *b)
 {
 	if (b == NULL)
 		return;
-	for (uint32_t i = 0; b->peers.peers && i < peer_count(&b->peers); i++)
-		msgconn_free(peer_at(&b->peers, i)->conn);
+	plink_destroy(b->plink);
 	ing_destroy(b->ing);
-	if (b->ev_control_accept)
-		event_free(b->ev_control_accept);
+	ctlport_close(b->ctlport);
 	if (b->ev_tick)
 		event_free(b->ev_tick);
 	prom_server_stop(b->prom);
-	if (b->control_fd >= 0)
-		close(b->control_fd);
-	greet_door_close(&b->door);
 	bdc_destroy(b->clocks);
 	for (uint32_t i = 0; i < b->error_count; i++)
 		free(b->errors[i]);
 	free(b->source_offsets_ns);
 	free(b->snap_links);
+	prog_destroy(b->prog);
 	peer_table_free(&b->peers);
 	free(b);
 }

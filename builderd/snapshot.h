@@ -1,9 +1,11 @@
 /* What builderd's reports are made from: a plain copy of the run's figures,
- * filled by the modules that own them (the hub: peers, errors, status;
- * ingest: the data paths and the builder core; the output: latencies and
- * records), read by metrics.c for metrics.json, the summary and the live
- * /metrics and /status views. Nothing here is a module's state: a report
- * never reaches into another module. Private to builderd. */
+ * filled by the modules that own them (the hub: peers, errors, status; the
+ * control port: its greetings; progress: the rate; ingest: the data paths
+ * and the builder core; the output: latencies and records), read by
+ * metrics.c for metrics.json and the summary, live.c for the live /metrics
+ * and /status views, progress.c for the progress line. Nothing here is a
+ * module's state: a report never reaches into another module. Private to
+ * builderd. */
 #ifndef ES_BD_SNAPSHOT_H
 #define ES_BD_SNAPSHOT_H
 

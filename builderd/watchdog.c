@@ -53,7 +53,7 @@ void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns)
 		if (!p->connected || p->reported || p->lost)
 			continue;
 		if (r >= 0 && peer_reader(w->peers, r)->stuck)
-			continue;   /* told to stop by bd_peer_gone(); waited for below */
+			continue;   /* told to stop by plink_gone(); waited for below */
 		p->stuck = true;
 		char why[200];
 		snprintf(why, sizeof why,

@@ -66,7 +66,7 @@ static void setup(void)
 	fx.opt = (struct bd_options){ .run_id = 7, .sources = 2, .readers = 2, .max_inflight = 64,
 				      .timeout_ms = 1000, .filter_modulo = 1, .flush_every = 8 };
 	snprintf(fx.opt.out_dir, sizeof fx.opt.out_dir, "%s", fx.dir);
-	ck_assert_int_eq(peer_table_init(&fx.peers, 2, 2, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&fx.peers, 2, 2), 0);
 	fx.out = out_open(fx.dir, 8, 2, NULL);
 	ck_assert_ptr_nonnull(fx.out);
 	struct bdc_config cc = { .base = fx.base, .peers = &fx.peers, .out = fx.out, .run_id = 7,
@@ -298,27 +298,6 @@ START_TEST(test_u64_beyond_int64)
 }
 END_TEST
 
-START_TEST(test_progress_line)
-{
-	char line[360];
-	fx.opt.events = 120;
-	fx.snap.builder.events_accepted = 29;
-	fx.snap.builder.events_expired = 2;
-	fx.snap.pending = 5;
-	fx.snap.oldest_pending = 33;
-	fx.snap.admission_limit = 97;
-	peer_reader(&fx.peers, 0)->held_ns = 1500000;
-	peer_reader(&fx.peers, 1)->held_ns = 500000;
-	metrics_progress_line(line, sizeof line, &fx.snap, 10.0);
-	ck_assert_str_eq(line, "Run 7: 30 built (10/s), 29 accepted, 2 expired, 25.0% complete, 5 pending (oldest 33), limit 97, readers held 2.0 ms, p99 n/a, ETA 9 s");
-	fx.opt.events = 0;
-	fx.opt.no_admission = true;
-	fx.snap.oldest_pending = UINT64_MAX;
-	metrics_progress_line(line, sizeof line, &fx.snap, 0.0);
-	ck_assert_str_eq(line, "Run 7: 30 built (0/s), 29 accepted, 2 expired, 5 pending, limit off, readers held 2.0 ms, p99 n/a");
-}
-END_TEST
-
 static Suite *metrics_suite(void)
 {
 	Suite *s = suite_create("metrics");
@@ -330,7 +309,6 @@ static Suite *metrics_suite(void)
 	tcase_add_test(tc, test_strings_valid_utf8);
 	tcase_add_test(tc, test_write);
 	tcase_add_test(tc, test_u64_beyond_int64);
-	tcase_add_test(tc, test_progress_line);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,7 +10,7 @@
 START_TEST(test_layout)
 {
 	struct peer_table t;
-	ck_assert_int_eq(peer_table_init(&t, 3, 2, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&t, 3, 2), 0);
 	ck_assert_uint_eq(peer_count(&t), 5);
 	for (uint32_t i = 0; i < peer_count(&t); i++) {
 		const struct bd_peer *p = peer_at(&t, i);
@@ -33,7 +33,7 @@ END_TEST
 START_TEST(test_find_out_of_range)
 {
 	struct peer_table t;
-	ck_assert_int_eq(peer_table_init(&t, 2, 1, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&t, 2, 1), 0);
 	ck_assert_ptr_null(peer_find(&t, CTL_ROLE_SOURCE, 2));
 	ck_assert_ptr_null(peer_find(&t, CTL_ROLE_READER, 1));
 	ck_assert_ptr_null(peer_find(&t, CTL_ROLE_READER, UINT32_MAX));
@@ -47,7 +47,7 @@ END_TEST
 START_TEST(test_free_reports)
 {
 	struct peer_table t;
-	ck_assert_int_eq(peer_table_init(&t, 1, 1, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&t, 1, 1), 0);
 	peer_at(&t, 0)->report = calloc(1, sizeof *peer_at(&t, 0)->report);
 	peer_at(&t, 1)->report = calloc(1, sizeof *peer_at(&t, 1)->report);
 	peer_table_free(&t);

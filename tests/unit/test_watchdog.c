@@ -95,7 +95,7 @@ static void setup(void)
 				   .max_fragment_bytes = 1024, .batch_bytes = 4096,
 				   .peer_timeout_ms = 1000, .stall_timeout_ms = 500 };
 	snprintf(opt.out_dir, sizeof opt.out_dir, "%s", dir);
-	ck_assert_int_eq(peer_table_init(&peers, 3, 2, NULL), 0);
+	ck_assert_int_eq(peer_table_init(&peers, 3, 2), 0);
 	struct ing_hooks hooks = { .ctx = &rec, .error = on_error, .data_started = ing_started_hook,
 				   .progress = ing_progress_hook, .after_frames = ing_after_hook,
 				   .reader_holds_slot = ing_holds };

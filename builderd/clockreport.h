@@ -1,0 +1,28 @@
+/* The clocks' part of builderd's report (docs/METRICS.md, docs/CLOCKS.md):
+ * the "clocks" member of metrics.json, the latency fields that depend on
+ * clocks, and the summary's lines about them, made from the clock module's
+ * plain views (bdc_view, bdc_peer_view) and the output's uncertainties.
+ * Private to builderd. */
+#ifndef ES_BD_CLOCKREPORT_H
+#define ES_BD_CLOCKREPORT_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+struct bdc;
+
+/* The "clocks" member of metrics.json (a new reference). */
+json_t *clkr_json(const struct bdc *c);
+
+/* Adds the latency fields that depend on clocks to metrics.json's
+ * "latency" object. */
+void clkr_latency_json(const struct bdc *c, json_t *latency);
+
+/* " (+/- U, how)" after the latency percentiles of the summary. */
+void clkr_print_latency_uncertainty(const struct bdc *c, FILE *f);
+
+/* Summary lines: peers not on the builder's clock, and any whose in-band
+ * and chrony estimates disagree. */
+void clkr_print_summary(const struct bdc *c, FILE *f);
+
+#endif

@@ -1,0 +1,123 @@
+#include "live.h"
+
+#include "clocks.h"
+#include "snapshot.h"
+
+#include "core/builder.h"
+#include "core/hist.h"
+#include "io/prom.h"
+
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+/* /status: numbers and fixed words only, so plain printf is strict JSON. */
+static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
+{
+	const struct bld_counters *c = &b->builder;
+	const struct hist *lat = b->latency;
+	uint64_t generated = b->opt->events;
+	double completeness = generated ? (double)c->events_complete / (double)generated : 0.0;
+	char oldest_text[24] = "null";
+	if (b->oldest_pending != UINT64_MAX)
+		snprintf(oldest_text, sizeof oldest_text, "%" PRIu64, b->oldest_pending);
+	evbuffer_add_printf(out, "{\"run\": %u, \"phase\": \"%s\", \"events_complete\": %" PRIu64
+			    ", \"events_accepted\": %" PRIu64 ", \"events_expired\": %" PRIu64
+			    ", \"events_pending\": %u, \"events_expected\": %" PRIu64
+			    ", \"completeness\": %.6f, \"admission_limit\": %" PRIu64
+			    ", \"oldest_pending\": %s, \"events_per_s\": %.1f, \"latency_p99_ns\": %" PRIu64
+			    ", \"frames_read\": %" PRIu64 ", \"errors\": %u}\n",
+			    b->opt->run_id, b->running ? "running" : "finished",
+			    c->events_complete, c->events_accepted, c->events_expired,
+			    b->pending, generated, completeness, b->admission_limit, oldest_text,
+			    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
+			    b->frames_read, b->error_count);
+}
+
+/* Each connected peer's in-band clock offset and its bound. */
+static void live_peer_clocks(struct evbuffer *out, const struct bd_snapshot *b)
+{
+	prom_family(out, "es_builder_peer_clock_offset_seconds", "gauge", "in-band clock offset of each peer (peer minus builder)");
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1)
+			prom_family(out, "es_builder_peer_clock_bound_seconds", "gauge", "error bound of that offset");
+		for (uint32_t i = 0; i < peer_count(b->peers); i++) {
+			const struct bd_peer *p = peer_at(b->peers, i);
+			int64_t offset, bound;
+			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
+				continue;
+			char labels[96] = "", id[16];
+			snprintf(id, sizeof id, "%u", p->id);
+			prom_label_add(labels, sizeof labels, "role", ctl_role_name(p->role));
+			prom_label_add(labels, sizeof labels, "id", id);
+			prom_sample_f64(out, pass == 0 ? "es_builder_peer_clock_offset_seconds"
+						       : "es_builder_peer_clock_bound_seconds",
+					labels, (double)(pass == 0 ? offset : bound) / 1e9);
+		}
+	}
+}
+
+void live_fill(struct evbuffer *out, bool json, const struct bd_snapshot *b)
+{
+	if (json) {
+		live_status(out, b);
+		return;
+	}
+	const struct bld_counters *c = &b->builder;
+	const struct hist *lat = b->latency;
+	uint64_t limit = b->admission_limit;
+	uint64_t oldest = b->oldest_pending;
+	uint64_t generated = b->opt->events;
+	double completeness = generated ? (double)c->events_complete / (double)generated : 0.0;
+#define LIVE_COUNTER(name) \
+	prom_family(out, "es_builder_" #name "_total", "counter", "builder core: " #name); \
+	prom_sample_u64(out, "es_builder_" #name "_total", NULL, c->name);
+	BLD_COUNTERS(LIVE_COUNTER)
+#undef LIVE_COUNTER
+	prom_family(out, "es_builder_frames_read_total", "counter", "frames read from all readers");
+	prom_sample_u64(out, "es_builder_frames_read_total", NULL, b->frames_read);
+	prom_family(out, "es_builder_reader_frames_total", "counter", "frames read from each reader");
+	for (uint32_t r = 0; r < b->opt->readers; r++)
+		prom_sample_u64_id(out, "es_builder_reader_frames_total", "reader", r,
+				   b->links[r].frames_received);
+	prom_family(out, "es_builder_reader_held_seconds", "gauge", "time each reader held sources back (its last report)");
+	for (uint32_t r = 0; r < b->opt->readers; r++)
+		prom_sample_f64_id(out, "es_builder_reader_held_seconds", "reader", r,
+				   (double)peer_reader(b->peers, r)->held_ns / 1e9);
+	prom_family(out, "es_builder_refused_connections_total", "counter", "connections refused at greeting");
+	prom_sample_u64(out, "es_builder_refused_connections_total", NULL, b->refused_connections);
+	uint64_t busy = b->greetings_busy, timed_out = b->greetings_timed_out;
+	prom_family(out, "es_builder_greetings_busy_total", "counter",
+		    "connections told busy: a listener's greeting cap or one address's share was full");
+	prom_sample_u64(out, "es_builder_greetings_busy_total", NULL, busy);
+	prom_family(out, "es_builder_greetings_evicted_total", "counter",
+		    "greetings in progress evicted to make room for a newcomer at a full door");
+	prom_sample_u64(out, "es_builder_greetings_evicted_total", NULL, b->greetings_evicted);
+	prom_family(out, "es_builder_greetings_timed_out_total", "counter",
+		    "greetings dropped at the handshake deadline");
+	prom_sample_u64(out, "es_builder_greetings_timed_out_total", NULL, timed_out);
+	prom_family(out, "es_builder_credits_sent_total", "counter", "CREDIT messages sent to readers");
+	prom_sample_u64(out, "es_builder_credits_sent_total", NULL, b->credits_sent);
+	prom_family(out, "es_builder_errors", "gauge", "errors recorded so far in the run");
+	prom_sample_u64(out, "es_builder_errors", NULL, b->error_count);
+	prom_family(out, "es_builder_pending_events", "gauge", "events waiting for fragments");
+	prom_sample_u64(out, "es_builder_pending_events", NULL, b->pending);
+	prom_family(out, "es_builder_window_events", "gauge", "the window (--max-inflight)");
+	prom_sample_u64(out, "es_builder_window_events", NULL, b->opt->max_inflight);
+	prom_family(out, "es_builder_admission_limit", "gauge", "readers forward event IDs below this (0: admission off)");
+	prom_sample_u64(out, "es_builder_admission_limit", NULL, limit);
+	if (oldest != UINT64_MAX) {
+		prom_family(out, "es_builder_oldest_pending_event", "gauge", "lowest event ID still pending");
+		prom_sample_u64(out, "es_builder_oldest_pending_event", NULL, oldest);
+	}
+	prom_family(out, "es_builder_events_per_second", "gauge", "events completed per second over the last second");
+	prom_sample_f64(out, "es_builder_events_per_second", NULL, b->recent_events_per_s);
+	if (generated) {
+		prom_family(out, "es_builder_completeness_ratio", "gauge", "complete events over the events of the run");
+		prom_sample_f64(out, "es_builder_completeness_ratio", NULL, completeness);
+	}
+	live_peer_clocks(out, b);
+	if (lat != NULL)
+		prom_histogram_ns(out, "es_builder_latency_seconds",
+				  "source timestamp to record write, clock-corrected", lat);
+}

@@ -1,0 +1,171 @@
+/* Unit tests of builderd/live.c: /status and /metrics from a snapshot
+ * built by hand (a peer table, two readers' data paths, builder counters),
+ * while the run goes on and after: /status is strict JSON with the
+ * figures, /metrics has each family with its samples and leaves out the
+ * ones that have nothing to say. */
+#include <check.h>
+#include <event2/buffer.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builderd/live.h"
+#include "builderd/options.h"
+#include "builderd/peers.h"
+#include "builderd/snapshot.h"
+#include "core/hist.h"
+
+static struct bd_options opt;
+static struct peer_table peers;
+static struct bd_snapshot_link links[2];
+static struct hist latency;
+static struct bd_snapshot snap;
+static const char *const errors[] = { "one", "two" };
+
+static void setup(void)
+{
+	opt = (struct bd_options){ .run_id = 7, .sources = 2, .readers = 2, .events = 120,
+				   .max_inflight = 64 };
+	ck_assert_int_eq(peer_table_init(&peers, 2, 2), 0);
+	peer_reader(&peers, 0)->held_ns = 1500000000;
+	links[0] = (struct bd_snapshot_link){ .transport = "tcp", .frames_received = 100 };
+	links[1] = (struct bd_snapshot_link){ .transport = "shm", .frames_received = 30 };
+	hist_reset(&latency);
+	hist_add(&latency, 2000000);
+	snap = (struct bd_snapshot){
+		.opt = &opt, .running = true, .peers = &peers, .errors = errors, .error_count = 2,
+		.refused_connections = 4, .greetings_busy = 5, .greetings_evicted = 1,
+		.greetings_timed_out = 6, .credits_sent = 9, .recent_events_per_s = 12.5,
+		.links = links, .frames_read = 130, .pending = 5, .admission_limit = 97,
+		.oldest_pending = 33, .latency = &latency,
+		.builder = { .events_complete = 30, .events_accepted = 29, .events_expired = 2 },
+	};
+}
+
+static void teardown(void)
+{
+	peer_table_free(&peers);
+}
+
+/* The view as a string (the caller frees it). */
+static char *fill(bool json)
+{
+	struct evbuffer *b = evbuffer_new();
+	ck_assert_ptr_nonnull(b);
+	live_fill(b, json, &snap);
+	size_t n = evbuffer_get_length(b);
+	char *s = malloc(n + 1);
+	ck_assert_ptr_nonnull(s);
+	evbuffer_remove(b, s, n);
+	s[n] = '\0';
+	evbuffer_free(b);
+	return s;
+}
+
+static bool has_line(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+	for (const char *p = strstr(text, line); p != NULL; p = strstr(p + 1, line))
+		if ((p == text || p[-1] == '\n') && p[n] == '\n')
+			return true;
+	return false;
+}
+
+START_TEST(test_status)
+{
+	char *s = fill(true);
+	json_error_t err;
+	json_t *o = json_loads(s, 0, &err);
+	ck_assert_msg(o != NULL, "%s: %s", err.text, s);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "run")), 7);
+	ck_assert_str_eq(json_string_value(json_object_get(o, "phase")), "running");
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "events_complete")), 30);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "events_accepted")), 29);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "events_expired")), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "events_pending")), 5);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "events_expected")), 120);
+	ck_assert(json_real_value(json_object_get(o, "completeness")) == 0.25);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "admission_limit")), 97);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "oldest_pending")), 33);
+	ck_assert(json_real_value(json_object_get(o, "events_per_s")) == 12.5);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "latency_p99_ns")),
+			 (json_int_t)hist_quantile(&latency, 0.99));
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "frames_read")), 130);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "errors")), 2);
+	json_decref(o);
+	free(s);
+
+	/* Over, nothing pending, the record files closed. */
+	snap.running = false;
+	snap.oldest_pending = UINT64_MAX;
+	snap.latency = NULL;
+	s = fill(true);
+	o = json_loads(s, 0, &err);
+	ck_assert_msg(o != NULL, "%s: %s", err.text, s);
+	ck_assert_str_eq(json_string_value(json_object_get(o, "phase")), "finished");
+	ck_assert(json_is_null(json_object_get(o, "oldest_pending")));
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "latency_p99_ns")), 0);
+	json_decref(o);
+	free(s);
+}
+END_TEST
+
+START_TEST(test_metrics)
+{
+	char *s = fill(false);
+	ck_assert_msg(has_line(s, "es_builder_events_complete_total 30"), "%s", s);
+	ck_assert(has_line(s, "# TYPE es_builder_events_complete_total counter"));
+	ck_assert(has_line(s, "es_builder_frames_read_total 130"));
+	ck_assert(has_line(s, "es_builder_reader_frames_total{reader=\"0\"} 100"));
+	ck_assert(has_line(s, "es_builder_reader_frames_total{reader=\"1\"} 30"));
+	ck_assert(strstr(s, "es_builder_reader_held_seconds{reader=\"0\"} 1.5") != NULL);
+	ck_assert(has_line(s, "es_builder_refused_connections_total 4"));
+	ck_assert(has_line(s, "es_builder_greetings_busy_total 5"));
+	ck_assert(has_line(s, "es_builder_greetings_evicted_total 1"));
+	ck_assert(has_line(s, "es_builder_greetings_timed_out_total 6"));
+	ck_assert(has_line(s, "es_builder_credits_sent_total 9"));
+	ck_assert(has_line(s, "es_builder_errors 2"));
+	ck_assert(has_line(s, "es_builder_pending_events 5"));
+	ck_assert(has_line(s, "es_builder_window_events 64"));
+	ck_assert(has_line(s, "es_builder_admission_limit 97"));
+	ck_assert(has_line(s, "es_builder_oldest_pending_event 33"));
+	ck_assert(has_line(s, "es_builder_completeness_ratio 0.25"));
+	ck_assert(has_line(s, "es_builder_latency_seconds_count 1"));
+	/* No clock module: the families, no peer in them. */
+	ck_assert(has_line(s, "# TYPE es_builder_peer_clock_offset_seconds gauge"));
+	ck_assert(strstr(s, "es_builder_peer_clock_offset_seconds{") == NULL);
+	free(s);
+
+	/* What has nothing to say is left out. */
+	opt.events = 0;
+	snap.oldest_pending = UINT64_MAX;
+	snap.latency = NULL;
+	s = fill(false);
+	ck_assert(strstr(s, "es_builder_oldest_pending_event") == NULL);
+	ck_assert(strstr(s, "es_builder_completeness_ratio") == NULL);
+	ck_assert(strstr(s, "es_builder_latency_seconds") == NULL);
+	ck_assert(has_line(s, "es_builder_events_complete_total 30"));
+	free(s);
+}
+END_TEST
+
+static Suite *live_suite(void)
+{
+	Suite *s = suite_create("live");
+	TCase *tc = tcase_create("live");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_status);
+	tcase_add_test(tc, test_metrics);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(live_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
