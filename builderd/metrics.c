@@ -226,7 +226,7 @@ static json_t *json_counters(const struct bd_snapshot *b)
 	const struct bld_counters *c = &b->builder;
 	json_t *counters = json_object(), *bld = json_object();
 #define BLD_JSON(name) SET(bld, #name, U64(c->name));
-	BLD_COUNTERS(BLD_JSON)
+	CNT_LIST_BUILDER_CORE(BLD_JSON)
 #undef BLD_JSON
 	SET(bld, "greetings_busy", U64(b->greetings_busy));
 	SET(bld, "greetings_evicted", U64(b->greetings_evicted));
@@ -565,7 +565,7 @@ void metrics_fill_live(struct evbuffer *out, bool json, const struct bd_snapshot
 #define LIVE_COUNTER(name) \
 	prom_family(out, "es_builder_" #name "_total", "counter", "builder core: " #name); \
 	prom_sample_u64(out, "es_builder_" #name "_total", NULL, c->name);
-	BLD_COUNTERS(LIVE_COUNTER)
+	CNT_LIST_BUILDER_CORE(LIVE_COUNTER)
 #undef LIVE_COUNTER
 	prom_family(out, "es_builder_frames_read_total", "counter", "frames read from all readers");
 	prom_sample_u64(out, "es_builder_frames_read_total", NULL, b->frames_read);

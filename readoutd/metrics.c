@@ -24,12 +24,12 @@ void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const stru
 		snprintf(name, sizeof name, "source.%u", v.id);
 		struct ctl_group *g = ctl_report_group(&m->u.report, name);
 #define RMET_SET(f) ctl_group_set(g, #f, v.c.f); total->f += v.c.f;
-		RDR_SOURCE_COUNTERS(RMET_SET)
+		CNT_LIST_READER_SOURCE(RMET_SET)
 #undef RMET_SET
 	}
 	struct ctl_group *g = ctl_report_group(&m->u.report, "");
 #define RMET_SET_TOTAL(f) ctl_group_set(g, #f, total->f);
-	RDR_SOURCE_COUNTERS(RMET_SET_TOTAL)
+	CNT_LIST_READER_SOURCE(RMET_SET_TOTAL)
 #undef RMET_SET_TOTAL
 	struct fwd_stats st;
 	fwd_stats(f, &st);
@@ -167,6 +167,6 @@ void rmet_exposition(struct evbuffer *out, bool json, const struct rmet_reader *
 	for (size_t i = 0; i < n; i++)
 		prom_sample_u64_id(out, "es_reader_held", "source", views[i].id, views[i].held);
 #define RMET_PROM(f) rmet_prom_counter(out, views, n, #f, offsetof(struct rdr_counters, f));
-	RDR_SOURCE_COUNTERS(RMET_PROM)
+	CNT_LIST_READER_SOURCE(RMET_PROM)
 #undef RMET_PROM
 }

@@ -2,6 +2,7 @@
 
 #include "sys/clock.h"
 #include "wire/control.h"
+#include "wire/counters.h"
 #include "io/ctlclient.h"
 #include "wire/frame.h"
 #include "io/handshake.h"
@@ -21,15 +22,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The counters a source reports; the names are those of metrics.json. */
-#define SRC_COUNTERS(X) \
-	X(events) X(frags_omitted) X(frags_sent) X(frags_duplicated) X(frags_delayed) \
-	X(frags_abandoned) X(frames_wire) X(frames_bad_injected) X(frames_unsent) \
-	X(bytes_wire) X(write_calls) X(write_blocked) X(sending_ns)
-
+/* The counters a source reports, from their list (wire/counters.h). */
 struct src_counters {
 #define SRC_FIELD(name) uint64_t name;
-	SRC_COUNTERS(SRC_FIELD)
+	CNT_LIST_SOURCE(SRC_FIELD)
 #undef SRC_FIELD
 };
 
@@ -497,7 +493,7 @@ static void src_send_report(struct src *s)
 	m->u.report.status = s->status;
 	struct ctl_group *g = ctl_report_group(&m->u.report, "");
 #define SRC_SET(name) ctl_group_set(g, #name, s->c.name);
-	SRC_COUNTERS(SRC_SET)
+	CNT_LIST_SOURCE(SRC_SET)
 #undef SRC_SET
 	procstat_report(&m->u.report);
 	if (ctllink_send(s->ctl, m) < 0) {
@@ -682,7 +678,7 @@ static void src_fill_metrics(struct evbuffer *out, bool json, void *arg)
 		return;
 	}
 #define SRC_PROM(f) src_prom_counter(out, #f, s->c.f);
-	SRC_COUNTERS(SRC_PROM)
+	CNT_LIST_SOURCE(SRC_PROM)
 #undef SRC_PROM
 	prom_family(out, "es_source_position", "gauge", "send positions done of the run's events");
 	prom_sample_u64(out, "es_source_position", NULL, s->next_index);
