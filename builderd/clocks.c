@@ -13,6 +13,7 @@
 #include "io/probe.h"
 #include "peers.h"
 #include "wire/text.h"
+#include "wire/counters.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -602,8 +603,8 @@ static void bdc_start_prober(struct bdc *c, uint32_t i, struct bd_peer *bp,
 {
 	struct bdc_peer *p = &c->peers[i];
 	uint64_t port = 0, token = 0;
-	if (p->prober != NULL || bp->conn == NULL || !ctl_group_get(g, "udp_port", &port) ||
-	    !ctl_group_get(g, "token", &token) || port == 0 || port > 65535)
+	if (p->prober != NULL || bp->conn == NULL || !ctl_group_get(g, CNT_PROBE(udp_port), &port) ||
+	    !ctl_group_get(g, CNT_PROBE(token), &token) || port == 0 || port > 65535)
 		return;
 	char what[48];
 	snprintf(what, sizeof what, "%s %u", ctl_role_title(bp->role), bp->id);
@@ -624,15 +625,15 @@ void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r
 	uint32_t i = bdc_index(c, bp);
 	struct bdc_peer *p = &c->peers[i];
 	int phase = final ? BDC_END : BDC_START;
-	const struct ctl_group *g = ctl_report_find(r, "clock");
+	const struct ctl_group *g = ctl_report_find(r, CNT_GROUP_CLOCK);
 	uint64_t mag = 0, negative = 0;
-	if (ctl_group_get(g, "injected_offset_ns", &mag)) {
-		ctl_group_get(g, "injected_offset_negative", &negative);
+	if (ctl_group_get(g, CNT_CLOCK(injected_offset_ns), &mag)) {
+		ctl_group_get(g, CNT_CLOCK(injected_offset_negative), &negative);
 		p->injected_ns = negative ? (int64_t)(0 - mag) : (int64_t)mag;
 		p->clock_seen = true;
 	}
 	if (!p->stats_seen) {
-		bdc_start_prober(c, i, bp, ctl_report_find(r, PRB_GROUP));
+		bdc_start_prober(c, i, bp, ctl_report_find(r, CNT_GROUP_PROBE));
 		p->stats_seen = true;
 		bdc_pump(c);
 	}
@@ -966,7 +967,7 @@ static json_t *bdc_json_peer(const struct bdc *c, uint32_t i)
 	SET(o, "host", metrics_json_text(bp->host));
 	SET(o, "same_host", json_boolean(same_host));
 	SET(o, "same_clock", json_boolean(same_clock));
-	SET(o, "injected_offset_ns", p->clock_seen ? json_integer(p->injected_ns) : NULL);
+	SET(o, CNT_CLOCK(injected_offset_ns), p->clock_seen ? json_integer(p->injected_ns) : NULL);
 
 	/* On one host the truth is known: the difference of the injections. */
 	if (same_host && p->clock_seen) {
@@ -1024,7 +1025,7 @@ json_t *bdc_json(const struct bdc *c)
 	SET(o, "default_drift_ppm", bdc_json_whole(CKS_DEFAULT_DRIFT_PPM));
 	SET(o, "same_clock_rule", metrics_json_text(BDC_SAME_CLOCK_RULE));
 	SET(builder, "host", metrics_json_text(c->host));
-	SET(builder, "injected_offset_ns", json_integer(c->injected_ns));
+	SET(builder, CNT_CLOCK(injected_offset_ns), json_integer(c->injected_ns));
 	for (int k = 0; k < BDC_PHASES; k++) {
 		snprintf(name, sizeof name, "chrony_%s", bdc_phase_name[k]);
 		SET(builder, name, bdc_json_chrony(&c->chrony[k]));

@@ -20,6 +20,7 @@
 #include "sys/log.h"
 #include "sys/procstat.h"
 #include "wire/control.h"
+#include "wire/counters.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -178,8 +179,9 @@ static void bd_on_peer_message(struct msgconn *c, const struct ctl_msg *msg, uin
 		break;
 	case CTL_STATS:
 		bdc_on_report(b->clocks, p, &msg->u.report, false);
-		p->held_ns = acct_value(&msg->u.report, "", "held_ns", NULL);
-		p->verified = acct_value(&msg->u.report, "", "frames_verified", NULL);
+		p->held_ns = acct_value(&msg->u.report, CNT_GROUP_TOTALS, CNT_READER_SOURCE(held_ns), NULL);
+		p->verified = acct_value(&msg->u.report, CNT_GROUP_TOTALS,
+					 CNT_READER_SOURCE(frames_verified), NULL);
 		break;
 	case CTL_PONG:
 		bdc_on_pong(b->clocks, p, &msg->u.pong, rx_ns);

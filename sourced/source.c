@@ -491,8 +491,8 @@ static void src_send_report(struct src *s)
 	memset(m, 0, sizeof *m);
 	m->type = CTL_END;
 	m->u.report.status = s->status;
-	struct ctl_group *g = ctl_report_group(&m->u.report, "");
-#define SRC_SET(name) ctl_group_set(g, #name, s->c.name);
+	struct ctl_group *g = ctl_report_group(&m->u.report, CNT_GROUP_TOTALS);
+#define SRC_SET(name) ctl_group_set(g, CNT_SOURCE(name), s->c.name);
 	CNT_LIST_SOURCE(SRC_SET)
 #undef SRC_SET
 	procstat_report(&m->u.report);
@@ -648,13 +648,14 @@ static const struct ctllink_ops src_ctl_ops = {
  * first frame to the last, set once sending ends, a gauge
  * es_source_sending_seconds; every other one a counter es_source_<its
  * metrics.json name>_total. */
-static void src_prom_counter(struct evbuffer *out, const char *field, uint64_t value)
+static void src_prom_counter(struct evbuffer *out, enum cnt_source counter, uint64_t value)
 {
+	const char *field = cnt_source_names[counter];
 	char name[96], help[128];
-	if (strcmp(field, "events") == 0) {
+	if (counter == CNT_SOURCE_events) {
 		prom_family(out, "es_source_events", "gauge", "event IDs this source is to generate a fragment for (--events)");
 		prom_sample_u64(out, "es_source_events", NULL, value);
-	} else if (strcmp(field, "sending_ns") == 0) {
+	} else if (counter == CNT_SOURCE_sending_ns) {
 		prom_family(out, "es_source_sending_seconds", "gauge",
 			    "time from the first frame sent to the last, once sending has ended (sending_ns)");
 		prom_sample_f64(out, "es_source_sending_seconds", NULL, (double)value / 1e9);
@@ -672,12 +673,13 @@ static void src_fill_metrics(struct evbuffer *out, bool json, void *arg)
 	const struct src *s = arg;
 	if (json) {
 		evbuffer_add_printf(out, "{\"source\": %u, \"run\": %u, \"state\": %d, \"position\": %" PRIu64
-				    ", \"events\": %" PRIu64 ", \"frames_wire\": %" PRIu64 ", \"delayed_held\": %u}\n",
-				    s->opt.id, s->opt.run_id, (int)s->state, s->next_index, s->opt.events,
+				    ", \"%s\": %" PRIu64 ", \"%s\": %" PRIu64 ", \"delayed_held\": %u}\n",
+				    s->opt.id, s->opt.run_id, (int)s->state, s->next_index,
+				    CNT_SOURCE(events), s->opt.events, CNT_SOURCE(frames_wire),
 				    s->c.frames_wire, s->delayed_count);
 		return;
 	}
-#define SRC_PROM(f) src_prom_counter(out, #f, s->c.f);
+#define SRC_PROM(f) src_prom_counter(out, CNT_SOURCE_##f, s->c.f);
 	CNT_LIST_SOURCE(SRC_PROM)
 #undef SRC_PROM
 	prom_family(out, "es_source_position", "gauge", "send positions done of the run's events");

@@ -26,7 +26,8 @@
 #define CNT_GROUP_PROCESS "process"  /* CPU time and peak memory: CNT_LIST_PROCESS */
 #define CNT_GROUP_CLOCK "clock"      /* the injected clock offset: CNT_LIST_CLOCK */
 #define CNT_GROUP_PROBE "probe"      /* where the UDP clock probes go: CNT_LIST_PROBE */
-#define CNT_GROUP_CHRONY "chrony"    /* chrony's tracking state: core/clockoffset's codec */
+/* The group "chrony" (CKS_CHRONY_GROUP) is no counters but chrony's tracking
+ * state, written and read by one codec, core/clockoffset's. */
 
 /* A group name, with its NUL. */
 #define CNT_GROUP_BYTES CTL_MAX_NAME

@@ -76,7 +76,6 @@ START_TEST(test_group_names)
 	ck_assert_str_eq(CNT_GROUP_PROCESS, "process");
 	ck_assert_str_eq(CNT_GROUP_CLOCK, "clock");
 	ck_assert_str_eq(CNT_GROUP_PROBE, "probe");
-	ck_assert_str_eq(CNT_GROUP_CHRONY, "chrony");
 }
 END_TEST
 
