@@ -49,7 +49,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 # The documents with regions written from the code (scripts/gendocs.py).
 GENERATED_DOCS := docs/PROTOCOL.md docs/METRICS.md README.md
 
-.PHONY: all deps run test check-layers check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
+.PHONY: all deps run test check-layers check-counters check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
 all: $(BINS) $(DOCGEN) $(EXAMPLES)
 examples: $(EXAMPLES)
 .SECONDARY: $(DOCGEN:%=%.o) $(EXAMPLES:%=%.o)
@@ -76,6 +76,11 @@ deps:
 check-layers:
 	$(Q)$(PYTHON) scripts/check_layers.py
 
+# Every counter named once, in common/wire/counters.h: no counter or group
+# name as a string literal elsewhere in the C tree.
+check-counters:
+	$(Q)$(PYTHON) scripts/check_counters.py
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC $<")
@@ -100,6 +105,7 @@ $(BIN)/%: $(BUILD)/%/main.o $(BUILD)/libcommon.a
 # tests of those modules, tests/unit/test_<name>.c for each <name> listed in
 # DAEMON_TESTS_<daemon>, link them too.
 DAEMON_TESTS_readoutd := intake forward
+DAEMON_TESTS_sourced := pace faults
 define daemon_modules
 DAEMON_OBJ_$(1) := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(1)/main.c,$(wildcard $(1)/*.c)))
 $(BIN)/$(1): $$(DAEMON_OBJ_$(1))
@@ -132,6 +138,7 @@ e2e: $(BINS) $(DOCGEN) $(EXAMPLES)
 
 test: deps
 	$(Q)$(PYTHON) scripts/check_layers.py
+	$(Q)$(PYTHON) scripts/check_counters.py
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory check-docs
 	$(Q)$(MAKE) --no-print-directory unit

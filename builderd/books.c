@@ -3,6 +3,7 @@
 #include "ingest.h"
 
 #include "core/acct.h"
+#include "wire/counters.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -28,7 +29,8 @@ uint64_t books_events_generated(const struct books *bk)
 	uint64_t n = 0;
 	for (uint16_t s = 0; s < bk->opt->sources; s++) {
 		bool found;
-		uint64_t v = acct_value(peer_source(bk->peers, s)->report, "", "events", &found);
+		uint64_t v = acct_value(peer_source(bk->peers, s)->report, CNT_GROUP_TOTALS,
+					CNT_SOURCE(events), &found);
 		if (found && v > n)
 			n = v;
 		uint64_t announced;
@@ -43,7 +45,8 @@ static void books_check_end_frames(const struct books *bk)
 {
 	for (uint16_t s = 0; s < bk->opt->sources; s++) {
 		bool found;
-		uint64_t v = acct_value(peer_source(bk->peers, s)->report, "", "events", &found);
+		uint64_t v = acct_value(peer_source(bk->peers, s)->report, CNT_GROUP_TOTALS,
+					CNT_SOURCE(events), &found);
 		uint64_t announced;
 		if (ing_end_frame(bk->ing, s, &announced) && found && announced != v)
 			books_error(bk, "Source %u's END frame announced %" PRIu64 " events but it reported %" PRIu64,
@@ -55,34 +58,35 @@ static void books_check_end_frames(const struct books *bk)
 static void books_collect_peer_errors(const struct books *bk)
 {
 	static const struct {
-		const char *counter;
+		enum cnt_reader_source counter;
 		const char *what;
 	} kinds[] = {
-		{ "err_magic", "frames with a bad magic" },
-		{ "err_version", "frames with a bad version" },
-		{ "err_flags", "frames with bad flags" },
-		{ "err_length", "frames with an oversized length" },
-		{ "err_crc", "frames with a checksum mismatch" },
-		{ "err_run", "frames of another run" },
-		{ "err_truncated", "connections closed inside a frame" },
-		{ "err_no_end", "connections closed without an END frame" },
-		{ "err_after_end", "connections with data after END" },
-		{ "err_dropped", "connections dropped because the source was gone" },
-		{ "err_idle", "connections given up with no complete frame within the inactivity limit" },
+		{ CNT_READER_SOURCE_err_magic, "frames with a bad magic" },
+		{ CNT_READER_SOURCE_err_version, "frames with a bad version" },
+		{ CNT_READER_SOURCE_err_flags, "frames with bad flags" },
+		{ CNT_READER_SOURCE_err_length, "frames with an oversized length" },
+		{ CNT_READER_SOURCE_err_crc, "frames with a checksum mismatch" },
+		{ CNT_READER_SOURCE_err_run, "frames of another run" },
+		{ CNT_READER_SOURCE_err_truncated, "connections closed inside a frame" },
+		{ CNT_READER_SOURCE_err_no_end, "connections closed without an END frame" },
+		{ CNT_READER_SOURCE_err_after_end, "connections with data after END" },
+		{ CNT_READER_SOURCE_err_dropped, "connections dropped because the source was gone" },
+		{ CNT_READER_SOURCE_err_idle, "connections given up with no complete frame within the inactivity limit" },
 	};
 	for (uint32_t r = 0; r < bk->opt->readers; r++) {
 		const struct bd_peer *p = peer_reader(bk->peers, r);
 		size_t count;
 		const uint16_t *sources = ing_reader_sources(bk->ing, r, &count);
 		for (size_t i = 0; i < count; i++) {
-			char group[CTL_MAX_NAME];
+			char group[CNT_GROUP_BYTES];
 			uint16_t sid = sources[i];
-			snprintf(group, sizeof group, "source.%u", sid);
+			cnt_group_peer(group, CTL_ROLE_SOURCE, sid);
 			for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-				uint64_t v = acct_value(p->report, group, kinds[k].counter, NULL);
+				const char *counter = cnt_reader_source_names[kinds[k].counter];
+				uint64_t v = acct_value(p->report, group, counter, NULL);
 				if (v > 0)
 					books_error(bk, "Reader %u rejected source %u: %" PRIu64 " %s (%s)", r, sid,
-						 v, kinds[k].what, kinds[k].counter);
+						 v, kinds[k].what, counter);
 			}
 		}
 	}

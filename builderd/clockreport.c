@@ -1,4 +1,5 @@
 #include "clockreport.h"
+#include "wire/counters.h"
 
 #include "clocks.h"
 #include "metrics_json.h"
@@ -213,7 +214,7 @@ static json_t *clkr_json_peer(const struct bdc_view *c, const struct bdc_peer_vi
 	SET(o, "host", metrics_json_text(bp->host));
 	SET(o, "same_host", json_boolean(p->same_host));
 	SET(o, "same_clock", json_boolean(p->same_clock));
-	SET(o, "injected_offset_ns", v->clock_seen ? json_integer(v->injected_ns) : NULL);
+	SET(o, CNT_CLOCK(injected_offset_ns), v->clock_seen ? json_integer(v->injected_ns) : NULL);
 
 	/* On one host the truth is known: the difference of the injections. */
 	if (p->same_host && v->clock_seen) {
@@ -260,7 +261,7 @@ json_t *clkr_json(const struct bdc *clocks)
 	SET(o, "default_drift_ppm", clkr_json_whole(CKS_DEFAULT_DRIFT_PPM));
 	SET(o, "same_clock_rule", metrics_json_text(BDC_SAME_CLOCK_RULE));
 	SET(builder, "host", metrics_json_text(c.host));
-	SET(builder, "injected_offset_ns", json_integer(c.clock->injected_ns));
+	SET(builder, CNT_CLOCK(injected_offset_ns), json_integer(c.clock->injected_ns));
 	for (int k = 0; k < PCLK_PHASES; k++) {
 		snprintf(name, sizeof name, "chrony_%s", pclk_phase_name(k));
 		SET(builder, name, clkr_json_chrony(&c.clock->chrony[k]));

@@ -1,4 +1,5 @@
 #include "clocks.h"
+#include "wire/counters.h"
 
 #include "output.h"
 #include "peerclock.h"
@@ -418,8 +419,8 @@ static void bdc_start_prober(struct bdc *c, uint32_t i, struct bd_peer *bp,
 {
 	struct bdc_peer *p = &c->peers[i];
 	uint64_t port = 0, token = 0;
-	if (p->prober != NULL || bp->conn == NULL || !ctl_group_get(g, "udp_port", &port) ||
-	    !ctl_group_get(g, "token", &token) || port == 0 || port > 65535)
+	if (p->prober != NULL || bp->conn == NULL || !ctl_group_get(g, CNT_PROBE(udp_port), &port) ||
+	    !ctl_group_get(g, CNT_PROBE(token), &token) || port == 0 || port > 65535)
 		return;
 	char what[48];
 	snprintf(what, sizeof what, "%s %u", ctl_role_title(bp->role), bp->id);
@@ -441,7 +442,7 @@ void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r
 	struct bdc_peer *p = &c->peers[i];
 	pclk_take_clock(p->clock, r);
 	if (!p->stats_seen) {
-		bdc_start_prober(c, i, bp, ctl_report_find(r, PRB_GROUP));
+		bdc_start_prober(c, i, bp, ctl_report_find(r, CNT_GROUP_PROBE));
 		p->stats_seen = true;
 		bdc_pump(c);
 	}

@@ -2,6 +2,7 @@
 
 #include "clocks.h"
 #include "snapshot.h"
+#include "wire/counters.h"
 
 #include "core/builder.h"
 #include "core/hist.h"
@@ -21,17 +22,19 @@ static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
 	char oldest_text[24] = "null";
 	if (b->oldest_pending != UINT64_MAX)
 		snprintf(oldest_text, sizeof oldest_text, "%" PRIu64, b->oldest_pending);
-	evbuffer_add_printf(out, "{\"run\": %u, \"phase\": \"%s\", \"events_complete\": %" PRIu64
-			    ", \"events_accepted\": %" PRIu64 ", \"events_expired\": %" PRIu64
+	evbuffer_add_printf(out, "{\"run\": %u, \"phase\": \"%s\", \"%s\": %" PRIu64
+			    ", \"%s\": %" PRIu64 ", \"%s\": %" PRIu64
 			    ", \"events_pending\": %u, \"events_expected\": %" PRIu64
 			    ", \"completeness\": %.6f, \"admission_limit\": %" PRIu64
 			    ", \"oldest_pending\": %s, \"events_per_s\": %.1f, \"latency_p99_ns\": %" PRIu64
-			    ", \"frames_read\": %" PRIu64 ", \"errors\": %u}\n",
+			    ", \"%s\": %" PRIu64 ", \"errors\": %u}\n",
 			    b->opt->run_id, b->running ? "running" : "finished",
-			    c->events_complete, c->events_accepted, c->events_expired,
+			    CNT_BUILDER_CORE(events_complete), c->events_complete,
+			    CNT_BUILDER_CORE(events_accepted), c->events_accepted,
+			    CNT_BUILDER_CORE(events_expired), c->events_expired,
 			    b->pending, generated, completeness, b->admission_limit, oldest_text,
 			    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
-			    b->frames_read, b->error_count);
+			    CNT_BUILDER(frames_read), b->frames_read, b->error_count);
 }
 
 /* Each connected peer's in-band clock offset and its bound. */
@@ -72,7 +75,7 @@ void live_fill(struct evbuffer *out, bool json, const struct bd_snapshot *b)
 #define LIVE_COUNTER(name) \
 	prom_family(out, "es_builder_" #name "_total", "counter", "builder core: " #name); \
 	prom_sample_u64(out, "es_builder_" #name "_total", NULL, c->name);
-	BLD_COUNTERS(LIVE_COUNTER)
+	CNT_LIST_BUILDER_CORE(LIVE_COUNTER)
 #undef LIVE_COUNTER
 	prom_family(out, "es_builder_frames_read_total", "counter", "frames read from all readers");
 	prom_sample_u64(out, "es_builder_frames_read_total", NULL, b->frames_read);

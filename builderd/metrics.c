@@ -2,11 +2,13 @@
 #include "metrics_json.h"
 
 #include "core/builder.h"
+#include "core/clockoffset.h"
 #include "clockreport.h"
 #include "core/hist.h"
 #include "sys/log.h"
 #include "io/shmring.h"
 #include "snapshot.h"
+#include "wire/counters.h"
 #include "wire/text.h"
 
 #include <errno.h>
@@ -35,9 +37,10 @@ static void json_report(json_t *counters, const char *prefix, const struct ctl_r
 		return;
 	for (uint32_t i = 0; i < r->group_count; i++) {
 		const struct ctl_group *g = &r->groups[i];
-		/* "clock" and "chrony" are reported under "clocks". */
-		if (strcmp(g->name, "process") == 0 || strcmp(g->name, "clock") == 0 ||
-		    strcmp(g->name, "chrony") == 0)
+		/* The clock groups are reported under "clocks", the process
+		 * group under "processes". */
+		if (strcmp(g->name, CNT_GROUP_PROCESS) == 0 || strcmp(g->name, CNT_GROUP_CLOCK) == 0 ||
+		    strcmp(g->name, CKS_CHRONY_GROUP) == 0)
 			continue;
 		char name[96];
 		if (g->name[0] == '\0')
@@ -63,7 +66,8 @@ static struct metrics_rates metrics_rates(const struct bd_snapshot *b)
 	uint64_t longest_ns = 0;
 	for (uint16_t s = 0; s < b->opt->sources; s++) {
 		bool found;
-		uint64_t ns = acct_value(peer_source(b->peers, s)->report, "", "sending_ns", &found);
+		uint64_t ns = acct_value(peer_source(b->peers, s)->report, CNT_GROUP_TOTALS,
+					  CNT_SOURCE(sending_ns), &found);
 		if (found && ns > longest_ns)
 			longest_ns = ns;
 	}
@@ -80,9 +84,9 @@ static json_t *json_process(const char *role, uint32_t id, const char *host, uin
 			    const struct ctl_report *r)
 {
 	bool found;
-	uint64_t user = acct_value(r, "process", "cpu_user_us", &found);
-	uint64_t sys = acct_value(r, "process", "cpu_sys_us", NULL);
-	uint64_t rss = acct_value(r, "process", "max_rss_kib", NULL);
+	uint64_t user = acct_value(r, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_user_us), &found);
+	uint64_t sys = acct_value(r, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_sys_us), NULL);
+	uint64_t rss = acct_value(r, CNT_GROUP_PROCESS, CNT_PROCESS(max_rss_kib), NULL);
 	json_t *o = json_object();
 	SET(o, "role", metrics_json_text(role));
 	SET(o, "id", U64(id));
@@ -90,7 +94,7 @@ static json_t *json_process(const char *role, uint32_t id, const char *host, uin
 	SET(o, "pid", U64(pid));
 	SET(o, "cpu_user_s", found ? metrics_json_real((double)user / 1e6, 6) : NULL);
 	SET(o, "cpu_sys_s", found ? metrics_json_real((double)sys / 1e6, 6) : NULL);
-	SET(o, "max_rss_kib", found ? U64(rss) : NULL);
+	SET(o, CNT_PROCESS(max_rss_kib), found ? U64(rss) : NULL);
 	if (!found)
 		SET(o, "note", metrics_json_text("no final counters"));
 	return o;
@@ -112,22 +116,23 @@ static json_t *json_reader_links(const struct bd_snapshot *b)
 		SET(o, "transport", metrics_json_text(transport));
 		if (via_shm) {
 			SET(o, "segment", metrics_json_text(rd->segment));
-			SET(o, "ring_capacity_bytes", U64(rd->ring_capacity_bytes));
+			/* The ring's size, named as its reader's counter of it. */
+			SET(o, CNT_READER(ring_capacity_bytes), U64(rd->ring_capacity_bytes));
 			SET(o, "attached", json_boolean(rd->attached));
 			SET(o, "wakeups", U64(rd->wakeups));
 		} else if (strcmp(transport, "none") != 0) {
 			SET(o, "address", metrics_json_text(rd->address));
 		}
-		SET(o, "frames_received", U64(rd->frames_received));
-		SET(o, "end_frames", U64(rd->end_frames));
+		SET(o, CNT_BUILDER_LINK(frames_received), U64(rd->frames_received));
+		SET(o, CNT_BUILDER_LINK(end_frames), U64(rd->end_frames));
 		SET(o, "died", json_boolean((via_shm && rd->peer_died) || (p->lost && !p->reported)));
 		if (p->report == NULL) {
 			uint64_t wire = 0;
 			bool known = rd->source_count > 0;
 			for (size_t i = 0; i < rd->source_count; i++) {
 				bool found;
-				uint64_t v = acct_value(peer_source(b->peers, rd->sources[i])->report, "",
-							"frames_wire", &found);
+				uint64_t v = acct_value(peer_source(b->peers, rd->sources[i])->report,
+							CNT_GROUP_TOTALS, CNT_SOURCE(frames_wire), &found);
 				/* A sum beyond 2^64 is an impossible count, not a loss. */
 				known = known && found && v <= UINT64_MAX - wire;
 				wire = known ? wire + v : wire;
@@ -224,39 +229,28 @@ static json_t *json_counters(const struct bd_snapshot *b)
 	const struct bld_counters *c = &b->builder;
 	json_t *counters = json_object(), *bld = json_object();
 #define BLD_JSON(name) SET(bld, #name, U64(c->name));
-	BLD_COUNTERS(BLD_JSON)
+	CNT_LIST_BUILDER_CORE(BLD_JSON)
 #undef BLD_JSON
-	SET(bld, "greetings_busy", U64(b->greetings_busy));
-	SET(bld, "greetings_evicted", U64(b->greetings_evicted));
-	SET(bld, "greetings_timed_out", U64(b->greetings_timed_out));
-	SET(bld, "frames_read", U64(b->frames_read));
-	SET(bld, "refused_connections", U64(b->refused_connections));
-	SET(bld, "credits_sent", U64(b->credits_sent));
-	SET(bld, "events_written", U64(b->events_written));
-	SET(bld, "record_writes", U64(b->record_writes));
-	SET(bld, "negative_latencies", U64(b->negative_latencies));
-	SET(counters, "builder", bld);
+	/* The snapshot's fields are named as the counters. */
+#define BD_JSON(name) SET(bld, CNT_BUILDER(name), U64(b->name));
+	CNT_LIST_BUILDER(BD_JSON)
+#undef BD_JSON
+	SET(counters, ctl_role_name(CTL_ROLE_BUILDER), bld);
+	char name[CNT_GROUP_BYTES];
 	for (uint32_t r = 0; r < b->opt->readers; r++) {
 		const struct bd_snapshot_link *rd = &b->links[r];
-		char name[48];
-		snprintf(name, sizeof name, "builder.from_reader.%u", r);
 		json_t *o = json_object();
-		SET(o, "frames_received", U64(rd->frames_received));
-		SET(o, "end_frames", U64(rd->end_frames));
-		SET(o, "bytes_received", U64(rd->bytes_received));
-		SET(o, "read_calls", U64(rd->read_calls));
-		SET(counters, name, o);
+#define LINK_JSON(field) SET(o, CNT_BUILDER_LINK(field), U64(rd->field));
+		CNT_LIST_BUILDER_LINK(LINK_JSON)
+#undef LINK_JSON
+		SET(counters, cnt_group_builder_link(name, r), o);
 	}
-	for (uint16_t s = 0; s < b->opt->sources; s++) {
-		char prefix[32];
-		snprintf(prefix, sizeof prefix, "source.%u", s);
-		json_report(counters, prefix, peer_source(b->peers, s)->report);
-	}
-	for (uint32_t r = 0; r < b->opt->readers; r++) {
-		char prefix[32];
-		snprintf(prefix, sizeof prefix, "reader.%u", r);
-		json_report(counters, prefix, peer_reader(b->peers, r)->report);
-	}
+	for (uint16_t s = 0; s < b->opt->sources; s++)
+		json_report(counters, cnt_group_peer(name, CTL_ROLE_SOURCE, s),
+			    peer_source(b->peers, s)->report);
+	for (uint32_t r = 0; r < b->opt->readers; r++)
+		json_report(counters, cnt_group_peer(name, CTL_ROLE_READER, r),
+			    peer_reader(b->peers, r)->report);
 	return counters;
 }
 
@@ -302,16 +296,17 @@ static void json_processes(json_t *root, const struct bd_snapshot *b)
 {
 	json_t *procs = json_array();
 	json_array_append_new(procs, json_process("builder", 0, b->self_host, b->self_pid, b->self));
-	double cpu_total_us = (double)acct_value(b->self, "process", "cpu_user_us", NULL) +
-			      (double)acct_value(b->self, "process", "cpu_sys_us", NULL);
+	double cpu_total_us =
+		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_user_us), NULL) +
+		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_sys_us), NULL);
 	bool cpu_complete = true;
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
 		const struct bd_peer *p = peer_at(b->peers, i);
 		json_array_append_new(procs, json_process(ctl_role_name(p->role), p->id, p->host,
 							  p->pid, p->report));
 		bool found;
-		uint64_t u = acct_value(p->report, "process", "cpu_user_us", &found);
-		uint64_t s = acct_value(p->report, "process", "cpu_sys_us", NULL);
+		uint64_t u = acct_value(p->report, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_user_us), &found);
+		uint64_t s = acct_value(p->report, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_sys_us), NULL);
 		cpu_total_us += (double)u + (double)s;   /* a peer's u + s may wrap in 64 bits */
 		cpu_complete = cpu_complete && found;
 	}
@@ -333,7 +328,8 @@ static json_t *json_memory_bounds(const struct bd_snapshot *b)
 	SET(o, "builder_output_bytes", U64(b->output_bytes));
 	for (uint32_t r = 0; r < b->opt->readers; r++) {
 		bool found;
-		uint64_t v = acct_value(peer_reader(b->peers, r)->report, "", "buffer_bytes", &found);
+		uint64_t v = acct_value(peer_reader(b->peers, r)->report, CNT_GROUP_TOTALS,
+					CNT_READER(buffer_bytes), &found);
 		if (found) {
 			char name[48];
 			snprintf(name, sizeof name, "reader_%u_buffers_bytes", r);
@@ -440,7 +436,7 @@ void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct ac
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
 		const struct bd_peer *p = peer_at(b->peers, i);
 		bool found;
-		uint64_t rss = acct_value(p->report, "process", "max_rss_kib", &found);
+		uint64_t rss = acct_value(p->report, CNT_GROUP_PROCESS, CNT_PROCESS(max_rss_kib), &found);
 		if (found)
 			fprintf(f, ", %s %u %.1f MiB", ctl_role_name(p->role), p->id, (double)rss / 1024.0);
 	}

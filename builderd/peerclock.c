@@ -1,4 +1,5 @@
 #include "peerclock.h"
+#include "wire/counters.h"
 
 #include "wire/control.h"
 
@@ -99,10 +100,10 @@ int64_t pclk_latest_delay(const struct pclk *p)
 
 void pclk_take_clock(struct pclk *p, const struct ctl_report *r)
 {
-	const struct ctl_group *g = ctl_report_find(r, "clock");
+	const struct ctl_group *g = ctl_report_find(r, CNT_GROUP_CLOCK);
 	uint64_t mag = 0, negative = 0;
-	if (ctl_group_get(g, "injected_offset_ns", &mag)) {
-		ctl_group_get(g, "injected_offset_negative", &negative);
+	if (ctl_group_get(g, CNT_CLOCK(injected_offset_ns), &mag)) {
+		ctl_group_get(g, CNT_CLOCK(injected_offset_negative), &negative);
 		p->injected_ns = negative ? (int64_t)(0 - mag) : (int64_t)mag;
 		p->clock_seen = true;
 	}

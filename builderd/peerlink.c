@@ -1,4 +1,5 @@
 #include "peerlink.h"
+#include "wire/counters.h"
 
 #include "clocks.h"
 #include "ingest.h"
@@ -89,8 +90,9 @@ static void plink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint6
 		break;
 	case CTL_STATS:
 		bdc_on_report(l->clocks, p, &msg->u.report, false);
-		p->held_ns = acct_value(&msg->u.report, "", "held_ns", NULL);
-		p->verified = acct_value(&msg->u.report, "", "frames_verified", NULL);
+		p->held_ns = acct_value(&msg->u.report, CNT_GROUP_TOTALS, CNT_READER_SOURCE(held_ns), NULL);
+		p->verified = acct_value(&msg->u.report, CNT_GROUP_TOTALS,
+					 CNT_READER_SOURCE(frames_verified), NULL);
 		break;
 	case CTL_PONG:
 		bdc_on_pong(l->clocks, p, &msg->u.pong, rx_ns);

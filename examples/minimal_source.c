@@ -21,7 +21,8 @@
  *     analysis/refbuild.py can rebuild the run), then the END frame.
  *  5. Once the reader has every byte, the END report (wire/control) carries
  *     the counters the books need (core/acct: generated = omitted + sent +
- *     abandoned, frames on wire = received by the reader).
+ *     abandoned, frames on wire = received by the reader), each named by
+ *     its symbol in wire/counters.
  *  6. builderd's BYE ends the program with the run's status.
  *
  * sourced does more: pacing, the seed's faults, batches written in place,
@@ -34,6 +35,7 @@
 #include "sys/clock.h"
 #include "sys/log.h"
 #include "sys/opt.h"
+#include "wire/counters.h"
 #include "wire/frame.h"
 
 #include <event2/buffer.h>
@@ -71,19 +73,20 @@ static void ex_fail(struct example *x, const char *what)
 	event_base_loopexit(x->base, NULL);
 }
 
-/* 5. The final counters. A real peer counts as it goes; here every
- * fragment was sent, none omitted or abandoned. */
+/* 5. The final counters, named by the source's list in wire/counters.h
+ * (CNT_LIST_SOURCE). A real peer counts as it goes; here every fragment
+ * was sent, none omitted or abandoned. */
 static void ex_send_report(struct example *x)
 {
 	struct ctl_msg *m = &x->report;
 	memset(m, 0, sizeof *m);
 	m->type = CTL_END;
-	struct ctl_group *g = ctl_report_group(&m->u.report, "");
-	ctl_group_set(g, "events", x->events);
-	ctl_group_set(g, "frags_sent", x->events);
-	ctl_group_set(g, "frags_omitted", 0);
-	ctl_group_set(g, "frags_abandoned", 0);
-	ctl_group_set(g, "frames_wire", x->frames_wire);
+	struct ctl_group *g = ctl_report_group(&m->u.report, CNT_GROUP_TOTALS);
+	ctl_group_set(g, CNT_SOURCE(events), x->events);
+	ctl_group_set(g, CNT_SOURCE(frags_sent), x->events);
+	ctl_group_set(g, CNT_SOURCE(frags_omitted), 0);
+	ctl_group_set(g, CNT_SOURCE(frags_abandoned), 0);
+	ctl_group_set(g, CNT_SOURCE(frames_wire), x->frames_wire);
 	if (ctllink_send(x->ctl, m) < 0)
 		ex_fail(x, "could not send its final counters");
 	else

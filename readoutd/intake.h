@@ -12,6 +12,7 @@
 #include "reader.h"
 
 #include "wire/control.h"
+#include "wire/counters.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,17 +20,11 @@
 
 struct event_base;
 
-/* Counters kept per source and summed for the reader; names as in
- * metrics.json. */
-#define RDR_SOURCE_COUNTERS(X) \
-	X(frames_received) X(frames_forwarded) X(frames_rejected) X(frames_held_at_end) \
-	X(frames_verified) X(bytes_received) X(read_calls) X(held_count) X(held_ns) \
-	X(end_frames) X(err_magic) X(err_version) X(err_flags) X(err_length) X(err_crc) \
-	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end) X(err_dropped) X(err_idle)
-
+/* Counters kept per source and summed for the reader, from their list
+ * (wire/counters.h). */
 struct rdr_counters {
 #define RDR_FIELD(name) uint64_t name;
-	RDR_SOURCE_COUNTERS(RDR_FIELD)
+	CNT_LIST_READER_SOURCE(RDR_FIELD)
 #undef RDR_FIELD
 };
 

@@ -2,6 +2,7 @@
 
 #include "sys/procstat.h"
 #include "wire/control.h"
+#include "wire/counters.h"
 #include "io/prom.h"
 
 #include <event2/buffer.h>
@@ -20,33 +21,33 @@ void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const stru
 	for (size_t i = 0; i < intake_source_count(in); i++) {
 		struct intake_view v;
 		intake_view(in, i, &v);
-		char name[CTL_MAX_NAME];
-		snprintf(name, sizeof name, "source.%u", v.id);
-		struct ctl_group *g = ctl_report_group(&m->u.report, name);
-#define RMET_SET(f) ctl_group_set(g, #f, v.c.f); total->f += v.c.f;
-		RDR_SOURCE_COUNTERS(RMET_SET)
+		char name[CNT_GROUP_BYTES];
+		struct ctl_group *g =
+			ctl_report_group(&m->u.report, cnt_group_peer(name, CTL_ROLE_SOURCE, v.id));
+#define RMET_SET(f) ctl_group_set(g, CNT_READER_SOURCE(f), v.c.f); total->f += v.c.f;
+		CNT_LIST_READER_SOURCE(RMET_SET)
 #undef RMET_SET
 	}
-	struct ctl_group *g = ctl_report_group(&m->u.report, "");
-#define RMET_SET_TOTAL(f) ctl_group_set(g, #f, total->f);
-	RDR_SOURCE_COUNTERS(RMET_SET_TOTAL)
+	struct ctl_group *g = ctl_report_group(&m->u.report, CNT_GROUP_TOTALS);
+#define RMET_SET_TOTAL(f) ctl_group_set(g, CNT_READER_SOURCE(f), total->f);
+	CNT_LIST_READER_SOURCE(RMET_SET_TOTAL)
 #undef RMET_SET_TOTAL
 	struct fwd_stats st;
 	fwd_stats(f, &st);
-	ctl_group_set(g, "writev_calls", st.writev_calls);
-	ctl_group_set(g, "bytes_forwarded", st.bytes_forwarded);
-	ctl_group_set(g, "transport_shm", st.shm ? 1 : 0);
+	ctl_group_set(g, CNT_READER(writev_calls), st.writev_calls);
+	ctl_group_set(g, CNT_READER(bytes_forwarded), st.bytes_forwarded);
+	ctl_group_set(g, CNT_READER(transport_shm), st.shm ? 1 : 0);
 	if (st.shm) {
-		ctl_group_set(g, "ring_records", st.ring_records);
-		ctl_group_set(g, "ring_full_waits", st.ring_full_waits);
-		ctl_group_set(g, "ring_capacity_bytes", st.ring_capacity_bytes);
+		ctl_group_set(g, CNT_READER(ring_records), st.ring_records);
+		ctl_group_set(g, CNT_READER(ring_full_waits), st.ring_full_waits);
+		ctl_group_set(g, CNT_READER(ring_capacity_bytes), st.ring_capacity_bytes);
 	}
-	ctl_group_set(g, "credits_received", rd->credits_received);
-	ctl_group_set(g, "refused_connections", rd->refused_connections);
-	ctl_group_set(g, "greetings_busy", rd->greetings_busy);
-	ctl_group_set(g, "greetings_evicted", rd->greetings_evicted);
-	ctl_group_set(g, "greetings_timed_out", rd->greetings_timed_out);
-	ctl_group_set(g, "buffer_bytes", rd->buffer_bytes);
+	ctl_group_set(g, CNT_READER(credits_received), rd->credits_received);
+	ctl_group_set(g, CNT_READER(refused_connections), rd->refused_connections);
+	ctl_group_set(g, CNT_READER(greetings_busy), rd->greetings_busy);
+	ctl_group_set(g, CNT_READER(greetings_evicted), rd->greetings_evicted);
+	ctl_group_set(g, CNT_READER(greetings_timed_out), rd->greetings_timed_out);
+	ctl_group_set(g, CNT_READER(buffer_bytes), rd->buffer_bytes);
 	procstat_report(&m->u.report);
 }
 
@@ -64,10 +65,10 @@ void rmet_stats(struct ctl_msg *m, const struct intake *in)
 	m->type = CTL_STATS;
 	m->u.report.group_count = 0;
 	m->u.report.status = 0;
-	struct ctl_group *g = ctl_report_group(&m->u.report, "");
-	ctl_group_set(g, "held_ns", held_ns);
-	ctl_group_set(g, "held_count", held_count);
-	ctl_group_set(g, "frames_verified", verified);
+	struct ctl_group *g = ctl_report_group(&m->u.report, CNT_GROUP_TOTALS);
+	ctl_group_set(g, CNT_READER_SOURCE(held_ns), held_ns);
+	ctl_group_set(g, CNT_READER_SOURCE(held_count), held_count);
+	ctl_group_set(g, CNT_READER_SOURCE(frames_verified), verified);
 }
 
 /* One per-source counter family of /metrics. Prometheus names a counter
@@ -76,13 +77,14 @@ void rmet_stats(struct ctl_msg *m, const struct intake *in)
  * END report counts it), held_count es_reader_holds_total, and every other
  * counter es_reader_<its metrics.json name>_total. */
 static void rmet_prom_counter(struct evbuffer *out, const struct intake_view *views, size_t n,
-			      const char *field, size_t offset)
+			      enum cnt_reader_source counter, size_t offset)
 {
-	bool seconds = strcmp(field, "held_ns") == 0;
+	const char *field = cnt_reader_source_names[counter];
+	bool seconds = counter == CNT_READER_SOURCE_held_ns;
 	char name[96], help[128];
 	if (seconds)
 		snprintf(name, sizeof name, "es_reader_held_seconds_total");
-	else if (strcmp(field, "held_count") == 0)
+	else if (counter == CNT_READER_SOURCE_held_count)
 		snprintf(name, sizeof name, "es_reader_holds_total");
 	else
 		snprintf(name, sizeof name, "es_reader_%s_total", field);
@@ -107,10 +109,11 @@ static void rmet_status_json(struct evbuffer *out, const struct rmet_reader *rd,
 			    ", \"sources\": [", rd->id, rd->run_id, limit);
 	for (size_t i = 0; i < n; i++) {
 		const struct intake_view *v = &views[i];
-		evbuffer_add_printf(out, "%s{\"source\": %u, \"state\": %d, \"frames_verified\": %" PRIu64
-				    ", \"frames_rejected\": %" PRIu64 ", \"held\": %s}", i ? ", " : "",
-				    v->id, (int)v->state, v->c.frames_verified, v->c.frames_rejected,
-				    v->held ? "true" : "false");
+		evbuffer_add_printf(out, "%s{\"source\": %u, \"state\": %d, \"%s\": %" PRIu64
+				    ", \"%s\": %" PRIu64 ", \"held\": %s}", i ? ", " : "",
+				    v->id, (int)v->state, CNT_READER_SOURCE(frames_verified),
+				    v->c.frames_verified, CNT_READER_SOURCE(frames_rejected),
+				    v->c.frames_rejected, v->held ? "true" : "false");
 	}
 	evbuffer_add_printf(out, "]}\n");
 }
@@ -166,7 +169,8 @@ void rmet_exposition(struct evbuffer *out, bool json, const struct rmet_reader *
 	prom_family(out, "es_reader_held", "gauge", "1 while a source is held by the admission limit");
 	for (size_t i = 0; i < n; i++)
 		prom_sample_u64_id(out, "es_reader_held", "source", views[i].id, views[i].held);
-#define RMET_PROM(f) rmet_prom_counter(out, views, n, #f, offsetof(struct rdr_counters, f));
-	RDR_SOURCE_COUNTERS(RMET_PROM)
+#define RMET_PROM(f) \
+	rmet_prom_counter(out, views, n, CNT_READER_SOURCE_##f, offsetof(struct rdr_counters, f));
+	CNT_LIST_READER_SOURCE(RMET_PROM)
 #undef RMET_PROM
 }

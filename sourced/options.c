@@ -1,7 +1,5 @@
 #include "options.h"
 
-#include "source.h"
-
 #include <stdio.h>
 
 const char src_usage_synopsis[] =
@@ -15,6 +13,31 @@ const char src_usage_description[] =
 const char src_usage_example[] =
 	"  sourced --id 0 --run 1 --seed 42 --events 100000 --payload 256 --rate 10000 \\\n"
 	"          --connect 127.0.0.1:7000 --control 127.0.0.1:6999\n";
+
+bool src_parse_stall(const char *arg, enum src_stall *kind, uint64_t *after)
+{
+	static const char *const names[] = { "dribble", "blackhole" };
+	size_t k;
+	if (!opt_kind_at(arg, names, 2, &k, after))
+		return false;
+	*kind = k == 0 ? SRC_STALL_DRIBBLE : SRC_STALL_BLACKHOLE;
+	return true;
+}
+
+bool src_parse_inject(const char *arg, enum src_inject *kind, uint64_t *after)
+{
+	static const char *const names[] = { "crc", "magic", "version", "flags",
+					     "length", "run", "truncate", "noend" };
+	static const enum src_inject kinds[] = { SRC_INJECT_CRC, SRC_INJECT_MAGIC,
+						 SRC_INJECT_VERSION, SRC_INJECT_FLAGS,
+						 SRC_INJECT_LENGTH, SRC_INJECT_RUN,
+						 SRC_INJECT_TRUNCATE, SRC_INJECT_NOEND };
+	size_t k;
+	if (!opt_kind_at(arg, names, sizeof names / sizeof names[0], &k, after))
+		return false;
+	*kind = kinds[k];
+	return true;
+}
 
 static bool src_take_inject(const char *flag, const char *arg, void *opts)
 {

@@ -23,6 +23,8 @@
 #ifndef ES_CORE_BUILDER_H
 #define ES_CORE_BUILDER_H
 
+#include "wire/counters.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -103,17 +105,11 @@ enum bld_outcome {
 			  * within 2 x window of 2^64 past first_event) */
 };
 
-/* Counters of the core; the names match metrics.json. */
-#define BLD_COUNTERS(X) \
-	X(frags_received) X(frags_unique) X(frags_duplicate) X(frags_late) X(frags_invalid) \
-	X(frags_in_expired) X(events_created) X(events_complete) X(events_accepted) \
-	X(events_filtered) X(events_expired) X(events_expired_timeout) \
-	X(events_expired_window) X(events_expired_end_of_run) X(events_expired_skipped) \
-	X(events_unobserved) X(window_slides) X(ids_given_up)
-
+/* Counters of the core, from their list (wire/counters.h): the names
+ * are metrics.json's. */
 struct bld_counters {
 #define BLD_COUNTER_FIELD(name) uint64_t name;
-	BLD_COUNTERS(BLD_COUNTER_FIELD)
+	CNT_LIST_BUILDER_CORE(BLD_COUNTER_FIELD)
 #undef BLD_COUNTER_FIELD
 };
 

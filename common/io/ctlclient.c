@@ -4,6 +4,7 @@
 #include "core/clockoffset.h"
 #include "io/handshake.h"
 #include "sys/log.h"
+#include "wire/counters.h"
 #include "io/msgstream.h"
 #include "io/net.h"
 #include "io/probe.h"
@@ -59,10 +60,10 @@ static void ctllink_add_clock_groups(struct ctllink *l, struct ctl_report *r)
 	const char *undeclared = getenv(CTLLINK_UNDECLARED_OFFSET_ENV);
 	if (undeclared != NULL && strcmp(undeclared, "1") == 0)
 		injected = 0;
-	struct ctl_group *g = ctl_report_group(r, "clock");
-	bool ok = ctl_group_set(g, "injected_offset_ns",
+	struct ctl_group *g = ctl_report_group(r, CNT_GROUP_CLOCK);
+	bool ok = ctl_group_set(g, CNT_CLOCK(injected_offset_ns),
 				injected < 0 ? 0 - (uint64_t)injected : (uint64_t)injected) &&
-		  ctl_group_set(g, "injected_offset_negative", injected < 0);
+		  ctl_group_set(g, CNT_CLOCK(injected_offset_negative), injected < 0);
 
 	if (!ok || !cks_chrony_encode(&l->chrony, ctl_report_group(r, CKS_CHRONY_GROUP)))
 		log_warn("%s %u: no room for the clock groups in its report; the builder will not know this host's clock state",
@@ -150,9 +151,9 @@ static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 	l->report.type = CTL_STATS;
 	ctllink_add_clock_groups(l, &l->report.u.report);
 	if (l->probe != NULL) {
-		struct ctl_group *g = ctl_report_group(&l->report.u.report, PRB_GROUP);
-		if (!ctl_group_set(g, "udp_port", prb_responder_port(l->probe)) ||
-		    !ctl_group_set(g, "token", prb_responder_token(l->probe)))
+		struct ctl_group *g = ctl_report_group(&l->report.u.report, CNT_GROUP_PROBE);
+		if (!ctl_group_set(g, CNT_PROBE(udp_port), prb_responder_port(l->probe)) ||
+		    !ctl_group_set(g, CNT_PROBE(token), prb_responder_token(l->probe)))
 			log_warn("%s %u: no room for the probe group in its report; clock probes go over the control connection",
 				 l->hello.role == CTL_ROLE_SOURCE ? "Source" : "Reader", l->hello.id);
 	}

@@ -103,9 +103,9 @@ struct prb_exchange {
 
 /* ---- peer side: answers the builder's probes ---- */
 
-/* Report group of a peer's first STATS saying where its probe socket is:
- * "udp_port" and "token". Absent: probe over the control connection. */
-#define PRB_GROUP "probe"
+/* A peer's first STATS says where its probe socket is in the group
+ * CNT_GROUP_PROBE (wire/counters.h); without it, the builder probes over
+ * the control connection. */
 
 struct prb_responder;
 

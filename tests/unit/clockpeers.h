@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "wire/counters.h"
 #include "builderd/clocks.h"
 #include "builderd/peers.h"
 #include "io/msgstream.h"
@@ -138,7 +139,7 @@ static inline void clockpeers_report(struct fake_peer *f, struct event_base *bas
 	if (probe) {
 		f->responder = prb_responder_start(base, msgconn_fd(f->conn), "test peer");
 		ck_assert_ptr_nonnull(f->responder);
-		g = ctl_report_group(r, PRB_GROUP);
+		g = ctl_report_group(r, CNT_GROUP_PROBE);
 		ck_assert(ctl_group_set(g, "udp_port", prb_responder_port(f->responder)));
 		ck_assert(ctl_group_set(g, "token", prb_responder_token(f->responder)));
 	}

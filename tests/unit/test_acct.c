@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/acct.h"
+#include "wire/counters.h"
 
 enum { S = 4, N = 2, EVENTS = 1000 };
 
@@ -538,6 +539,151 @@ START_TEST(test_every_kind_named_by_its_format)
 }
 END_TEST
 
+/* A source gone without a report: the fragments the builder did not get of
+ * it are the named bucket, its equation balances with it, and its hop at
+ * the reader that did report still counts. */
+START_TEST(test_gone_source_counts_lost)
+{
+	bool gone[S] = { false };
+	uint64_t unique[S] = { EVENTS, EVENTS, EVENTS - 10, EVENTS };
+	gone[2] = true;
+	source_ptrs[2] = NULL;
+	run.source_gone = gone;
+	run.unique_from = unique;
+	core.frags_unique = core.frags_received = S * EVENTS - 10;
+	core.events_complete = core.events_accepted = EVENTS - 10;
+	core.frags_in_expired = 3 * 10;
+	core.events_expired = core.events_expired_end_of_run = 10;
+	run.builder_frames_received = core.frags_received;
+	set(&reader_reports[1], "source.2", "frames_received", EVENTS - 10);
+	set(&reader_reports[1], "source.2", "frames_forwarded", EVENTS - 10);
+	set(&reader_reports[1], "", "frames_forwarded", 2 * EVENTS - 10);
+	readers[1].frames_received_by_builder = 2 * EVENTS - 10;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	const struct acct_equation *e = find(&a, "1+2 source 2 (gone)");
+	ck_assert(e->ok);
+	ck_assert_uint_eq(e->lhs, EVENTS);
+	ck_assert_uint_eq(e->rhs, EVENTS);
+	ck_assert_str_eq(e->note, "source 2 is gone: 10 fragments counted as lost with it");
+	ck_assert_uint_eq(a.lost_with_sources, 10);
+	ck_assert(find(&a, "hop reader 1, source 2")->ok);
+	ck_assert(acct_balanced(&a));
+	acct_free(&a);
+
+	/* Without the other sources' counts nothing can be said of it. */
+	for (int s = 0; s < S; s++)
+		if (s != 2)
+			source_ptrs[s] = NULL;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	e = find(&a, "1+2 source 2 (gone)");
+	ck_assert(!e->ok);
+	ck_assert_str_eq(e->note, "source 2 is gone and the other sources' counts are missing");
+	ck_assert_uint_eq(a.lost_with_sources, 0);
+	acct_free(&a);
+}
+END_TEST
+
+/* A reader gone without a report: what its sources put on the wire less
+ * what the builder read from it is lost with it. */
+START_TEST(test_gone_reader_counts_lost)
+{
+	readers[1].report = NULL;
+	readers[1].gone = true;
+	readers[1].frames_received_by_builder = 2 * EVENTS - 7;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	const struct acct_equation *e = find(&a, "2+hop reader 1 (gone)");
+	ck_assert(e->ok);
+	ck_assert_uint_eq(e->lhs, 2 * EVENTS);
+	ck_assert_uint_eq(e->rhs, 2 * EVENTS);
+	ck_assert_str_eq(e->note, "reader 1 is gone: 7 frames counted as lost with it");
+	ck_assert_uint_eq(a.lost_with_readers, 7);
+	/* Its sources have no equation 2 or hop of their own. */
+	for (size_t i = 0; i < a.count; i++) {
+		ck_assert(strncmp(a.equations[i].name, "2 source 2:", 11) != 0);
+		ck_assert(strncmp(a.equations[i].name, "hop reader 1", 12) != 0);
+	}
+	acct_free(&a);
+
+	source_ptrs[3] = NULL;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	e = find(&a, "2+hop reader 1 (gone)");
+	ck_assert(!e->ok);
+	ck_assert_str_eq(e->note, "reader 1 is gone and a source's counts are missing");
+	acct_free(&a);
+}
+END_TEST
+
+/* Each builder equation's two sides, from core counters that all differ:
+ * a part taken from the wrong counter shows. */
+START_TEST(test_builder_sides)
+{
+	uint64_t next = 100;
+#define DISTINCT(name) core.name = next += 7;
+	CNT_LIST_BUILDER_CORE(DISTINCT)
+#undef DISTINCT
+	run.builder_frames_received = 5;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	const struct {
+		const char *name;
+		uint64_t lhs, rhs;
+	} want[] = {
+		{ "builder: frames read", 5, core.frags_received },
+		{ "3 builder", core.frags_received,
+		  core.frags_unique + core.frags_duplicate + core.frags_late + core.frags_invalid },
+		{ "4 builder", core.frags_unique, S * core.events_complete + core.frags_in_expired },
+		{ "5 run", EVENTS, core.events_complete + core.events_expired + core.events_unobserved },
+		{ "6 builder", core.events_complete, core.events_accepted + core.events_filtered },
+		{ "builder: expired", core.events_expired,
+		  core.events_expired_timeout + core.events_expired_window +
+			  core.events_expired_end_of_run + core.events_expired_skipped },
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		const struct acct_equation *e = find(&a, want[i].name);
+		ck_assert_msg(e->lhs == want[i].lhs && e->rhs == want[i].rhs, "%s: %llu = %llu",
+			      e->name, (unsigned long long)e->lhs, (unsigned long long)e->rhs);
+		ck_assert(!e->ok);
+	}
+	acct_free(&a);
+}
+END_TEST
+
+/* The counters the kinds' descriptions name (README's table) are counters
+ * of wire/counters.h, or the losses metrics.json adds: a renamed counter
+ * breaks this rather than leaving the documents behind. */
+START_TEST(test_kind_docs_name_real_counters)
+{
+	for (int k = 0; k < ACCT_KIND_COUNT; k++) {
+		const struct acct_kind_doc *d = acct_kind_describe(k);
+		const char *sides[] = { d->lhs, d->rhs };
+		for (size_t i = 0; i < 2; i++) {
+			const char *p = sides[i];
+			while ((p = strchr(p, '`')) != NULL) {
+				const char *end = strchr(++p, '`');
+				ck_assert_ptr_nonnull(end);
+				for (const char *w = p; w < end;) {
+					size_t n = strspn(w, "abcdefghijklmnopqrstuvwxyz_");
+					char word[64] = "";
+					if (n > 0 && n < sizeof word)
+						memcpy(word, w, n);
+					/* A word before a '.' is part of a group's name. */
+					bool group = w[n] == '.';
+					if (!group && (strchr(word, '_') != NULL || strcmp(word, "events") == 0))
+						ck_assert_msg(cnt_known(word) ||
+								      strcmp(word, "fragments_lost_with_sources") == 0 ||
+								      strcmp(word, "frames_lost_with_readers") == 0,
+							      "kind %d names %s, no counter", k, word);
+					w += n ? n : 1;
+				}
+				p = end + 1;
+			}
+		}
+	}
+}
+END_TEST
+
 static Suite *acct_suite(void)
 {
 	Suite *s = suite_create("acct");
@@ -569,6 +715,10 @@ static Suite *acct_suite(void)
 	tcase_add_test(tc, test_wrapped_reader_sum);
 	tcase_add_test(tc, test_wrapped_gone_reader);
 	tcase_add_test(tc, test_every_kind_named_by_its_format);
+	tcase_add_test(tc, test_gone_source_counts_lost);
+	tcase_add_test(tc, test_gone_reader_counts_lost);
+	tcase_add_test(tc, test_builder_sides);
+	tcase_add_test(tc, test_kind_docs_name_real_counters);
 	suite_add_tcase(s, tc);
 	return s;
 }

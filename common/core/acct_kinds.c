@@ -1,0 +1,53 @@
+/* The kinds of equation of core/acct as documents show them
+ * (acct_kind_describe): acct.c names each equation it computes by its
+ * kind's format, and tools/docgen writes README's and docs/METRICS.md's
+ * tables from the same entries. */
+#include "core/acct.h"
+
+#include <stddef.h>
+
+/* Every kind of equation, in README's order; its name is a format of the
+ * numbers it is about (the ids after "source" and "reader"), so README's
+ * table, written from this one (tools/docgen.c), names exactly what
+ * metrics.json does. */
+static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
+	[ACCT_SOURCE_GENERATED] = { "1 source %u: generated = omitted + sent + abandoned",
+				    "source", "`source.N.events`",
+				    "`frags_omitted + frags_sent + frags_abandoned`" },
+	[ACCT_SOURCE_WIRE] = { "2 source %u: frames on wire = received by reader %u",
+			       "source, reader", "`source.N.frames_wire`",
+			       "`reader.R.source.N.frames_received`" },
+	[ACCT_HOP_SOURCE] = { "hop reader %u, source %u: received = forwarded + rejected + held at end",
+			      "reader", "`frames_received`",
+			      "`frames_forwarded + frames_rejected + frames_held_at_end`" },
+	[ACCT_ALL_WIRE] = { "2 all sources: frames on wire = received by readers",
+			    "sources, readers", "sum of the above", "sum" },
+	[ACCT_HOP_BUILDER] = { "hop reader %u to builder: forwarded = received by builder",
+			       "reader, builder", "`reader.R.frames_forwarded`",
+			       "`builder.from_reader.R.frames_received`" },
+	[ACCT_BUILDER_READ] = { "builder: frames read from readers = fragments built",
+				"builder", "`frames_read`", "`frags_received`" },
+	[ACCT_RECEIVED] = { "3 builder: received = unique + duplicate + late + invalid",
+			    "builder", "`frags_received`", "sum" },
+	[ACCT_UNIQUE] = { "4 builder: unique = S x complete + held by expired",
+			  "builder", "`frags_unique`", "`S × events_complete + frags_in_expired`" },
+	[ACCT_EVENTS] = { "5 run: event IDs generated = complete + expired + never observed",
+			  "sources, builder", "the sources' `events` (they must agree)",
+			  "`events_complete + events_expired + events_unobserved`" },
+	[ACCT_COMPLETE] = { "6 builder: complete = accepted + filtered",
+			    "builder", "`events_complete`", "`events_accepted + events_filtered`" },
+	[ACCT_EXPIRED] = { "builder: expired = timeout + window + end of run + skipped",
+			   "builder", "`events_expired`", "sum of the four" },
+	[ACCT_SOURCE_GONE] = { "1+2 source %u (gone): generated = unique fragments built + lost with the source",
+			       "the other sources (`events`), builder",
+			       "event IDs the other sources generated",
+			       "the builder's unique fragments from N + `fragments_lost_with_sources`" },
+	[ACCT_READER_GONE] = { "2+hop reader %u (gone): frames its sources put on wire = received by builder + lost with the reader",
+			       "sources, builder", "its sources' `frames_wire`",
+			       "frames the builder read from R + `frames_lost_with_readers`" },
+};
+
+const struct acct_kind_doc *acct_kind_describe(enum acct_kind kind)
+{
+	return (unsigned)kind < ACCT_KIND_COUNT ? &acct_kinds[kind] : NULL;
+}

@@ -1,0 +1,64 @@
+#include "wire/counters.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CNT_NAME_(name) #name,
+
+const char *const cnt_source_names[CNT_SOURCE_COUNT] = { CNT_LIST_SOURCE(CNT_NAME_) };
+const char *const cnt_reader_source_names[CNT_READER_SOURCE_COUNT] = {
+	CNT_LIST_READER_SOURCE(CNT_NAME_)
+};
+const char *const cnt_reader_names[CNT_READER_COUNT] = { CNT_LIST_READER(CNT_NAME_) };
+const char *const cnt_process_names[CNT_PROCESS_COUNT] = { CNT_LIST_PROCESS(CNT_NAME_) };
+const char *const cnt_clock_names[CNT_CLOCK_COUNT] = { CNT_LIST_CLOCK(CNT_NAME_) };
+const char *const cnt_probe_names[CNT_PROBE_COUNT] = { CNT_LIST_PROBE(CNT_NAME_) };
+const char *const cnt_builder_core_names[CNT_BUILDER_CORE_COUNT] = {
+	CNT_LIST_BUILDER_CORE(CNT_NAME_)
+};
+const char *const cnt_builder_names[CNT_BUILDER_COUNT] = { CNT_LIST_BUILDER(CNT_NAME_) };
+const char *const cnt_builder_link_names[CNT_BUILDER_LINK_COUNT] = {
+	CNT_LIST_BUILDER_LINK(CNT_NAME_)
+};
+
+const char *cnt_group_peer(char buf[CNT_GROUP_BYTES], enum ctl_role role, uint32_t id)
+{
+	snprintf(buf, CNT_GROUP_BYTES, "%s.%u", ctl_role_name(role), id);
+	return buf;
+}
+
+const char *cnt_group_builder_link(char buf[CNT_GROUP_BYTES], uint32_t id)
+{
+	snprintf(buf, CNT_GROUP_BYTES, "%s.from_reader.%u", ctl_role_name(CTL_ROLE_BUILDER), id);
+	return buf;
+}
+
+static bool cnt_in(const char *const *names, size_t count, const char *name)
+{
+	for (size_t i = 0; i < count; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+bool cnt_known(const char *name)
+{
+	static const struct {
+		const char *const *names;
+		size_t count;
+	} lists[] = {
+		{ cnt_source_names, CNT_SOURCE_COUNT },
+		{ cnt_reader_source_names, CNT_READER_SOURCE_COUNT },
+		{ cnt_reader_names, CNT_READER_COUNT },
+		{ cnt_process_names, CNT_PROCESS_COUNT },
+		{ cnt_clock_names, CNT_CLOCK_COUNT },
+		{ cnt_probe_names, CNT_PROBE_COUNT },
+		{ cnt_builder_core_names, CNT_BUILDER_CORE_COUNT },
+		{ cnt_builder_names, CNT_BUILDER_COUNT },
+		{ cnt_builder_link_names, CNT_BUILDER_LINK_COUNT },
+	};
+	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+		if (cnt_in(lists[i].names, lists[i].count, name))
+			return true;
+	return false;
+}

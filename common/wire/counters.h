@@ -1,0 +1,143 @@
+/* Every counter that leaves a process, named once: the lists of the END and
+ * STATS reports (docs/PROTOCOL.md) and of metrics.json's counters
+ * (docs/METRICS.md), and the names of their groups. A daemon builds its
+ * counter struct from its list, writes its report from it, and a reader of
+ * a report (the books, metrics.json, the watchdog) asks for a counter by
+ * the list's symbol, CNT_SOURCE(frames_wire), never by a string: a renamed
+ * counter then fails to compile where it is read rather than reading 0 at
+ * run time. scripts/check_counters.py fails on a counter's or a group's
+ * name written as a string literal anywhere else in the C tree.
+ *
+ * Each list CNT_LIST_<L>(X) calls X(name) once per counter, in report
+ * order; for each there is an index enum (CNT_<L>_<name>, CNT_<L>_COUNT),
+ * a table of names (cnt_<l>_names) and CNT_<L>(name), the name as a
+ * string. Pure: no allocation, no I/O. */
+#ifndef ES_WIRE_COUNTERS_H
+#define ES_WIRE_COUNTERS_H
+
+#include "wire/control.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The groups of a report (struct ctl_group's name). */
+#define CNT_GROUP_TOTALS ""          /* the daemon's own counters */
+#define CNT_GROUP_PROCESS "process"  /* CPU time and peak memory: CNT_LIST_PROCESS */
+#define CNT_GROUP_CLOCK "clock"      /* the injected clock offset: CNT_LIST_CLOCK */
+#define CNT_GROUP_PROBE "probe"      /* where the UDP clock probes go: CNT_LIST_PROBE */
+/* The group "chrony" (CKS_CHRONY_GROUP) is no counters but chrony's tracking
+ * state, written and read by one codec, core/clockoffset's. */
+
+/* A group name, with its NUL. */
+#define CNT_GROUP_BYTES CTL_MAX_NAME
+
+/* A source's END report, group "": what it generated and sent. */
+#define CNT_LIST_SOURCE(X) \
+	X(events) X(frags_omitted) X(frags_sent) X(frags_duplicated) X(frags_delayed) \
+	X(frags_abandoned) X(frames_wire) X(frames_bad_injected) X(frames_unsent) \
+	X(bytes_wire) X(write_calls) X(write_blocked) X(sending_ns)
+
+/* A reader's counters of one source, in group "source.N" of its END report
+ * (cnt_group_peer) and summed over its sources in "". Its STATS carries
+ * the sums of held_ns, held_count and frames_verified in "". */
+#define CNT_LIST_READER_SOURCE(X) \
+	X(frames_received) X(frames_forwarded) X(frames_rejected) X(frames_held_at_end) \
+	X(frames_verified) X(bytes_received) X(read_calls) X(held_count) X(held_ns) \
+	X(end_frames) X(err_magic) X(err_version) X(err_flags) X(err_length) X(err_crc) \
+	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end) X(err_dropped) X(err_idle)
+
+/* A reader's END report, group "", after those sums: its forwarder (the
+ * ring_ ones only over shared memory), its door and its buffers. */
+#define CNT_LIST_READER(X) \
+	X(writev_calls) X(bytes_forwarded) X(transport_shm) X(ring_records) \
+	X(ring_full_waits) X(ring_capacity_bytes) X(credits_received) \
+	X(refused_connections) X(greetings_busy) X(greetings_evicted) \
+	X(greetings_timed_out) X(buffer_bytes)
+
+/* Every peer's END report, group "process". */
+#define CNT_LIST_PROCESS(X) X(cpu_user_us) X(cpu_sys_us) X(max_rss_kib)
+
+/* Every peer's first STATS and its END, group "clock": the offset injected
+ * with --clock-offset-ns, as a magnitude and a sign. */
+#define CNT_LIST_CLOCK(X) X(injected_offset_ns) X(injected_offset_negative)
+
+/* Every peer's first STATS, group "probe", when it has a probe socket. */
+#define CNT_LIST_PROBE(X) X(udp_port) X(token)
+
+/* The builder core's counters (core/builder), metrics.json's "builder". */
+#define CNT_LIST_BUILDER_CORE(X) \
+	X(frags_received) X(frags_unique) X(frags_duplicate) X(frags_late) X(frags_invalid) \
+	X(frags_in_expired) X(events_created) X(events_complete) X(events_accepted) \
+	X(events_filtered) X(events_expired) X(events_expired_timeout) \
+	X(events_expired_window) X(events_expired_end_of_run) X(events_expired_skipped) \
+	X(events_unobserved) X(window_slides) X(ids_given_up)
+
+/* builderd's own counters, in metrics.json's "builder" after the core's. */
+#define CNT_LIST_BUILDER(X) \
+	X(greetings_busy) X(greetings_evicted) X(greetings_timed_out) X(frames_read) \
+	X(refused_connections) X(credits_sent) X(events_written) X(record_writes) \
+	X(negative_latencies)
+
+/* builderd's counters of one reader's data link, metrics.json's
+ * "builder.from_reader.R" (cnt_group_builder_link). */
+#define CNT_LIST_BUILDER_LINK(X) X(frames_received) X(end_frames) X(bytes_received) X(read_calls)
+
+#define CNT_ENUM_ITEM_(list, name) CNT_##list##_##name,
+#define CNT_ENUM_SOURCE_(name) CNT_ENUM_ITEM_(SOURCE, name)
+#define CNT_ENUM_READER_SOURCE_(name) CNT_ENUM_ITEM_(READER_SOURCE, name)
+#define CNT_ENUM_READER_(name) CNT_ENUM_ITEM_(READER, name)
+#define CNT_ENUM_PROCESS_(name) CNT_ENUM_ITEM_(PROCESS, name)
+#define CNT_ENUM_CLOCK_(name) CNT_ENUM_ITEM_(CLOCK, name)
+#define CNT_ENUM_PROBE_(name) CNT_ENUM_ITEM_(PROBE, name)
+#define CNT_ENUM_BUILDER_CORE_(name) CNT_ENUM_ITEM_(BUILDER_CORE, name)
+#define CNT_ENUM_BUILDER_(name) CNT_ENUM_ITEM_(BUILDER, name)
+#define CNT_ENUM_BUILDER_LINK_(name) CNT_ENUM_ITEM_(BUILDER_LINK, name)
+
+enum cnt_source { CNT_LIST_SOURCE(CNT_ENUM_SOURCE_) CNT_SOURCE_COUNT };
+enum cnt_reader_source { CNT_LIST_READER_SOURCE(CNT_ENUM_READER_SOURCE_) CNT_READER_SOURCE_COUNT };
+enum cnt_reader { CNT_LIST_READER(CNT_ENUM_READER_) CNT_READER_COUNT };
+enum cnt_process { CNT_LIST_PROCESS(CNT_ENUM_PROCESS_) CNT_PROCESS_COUNT };
+enum cnt_clock { CNT_LIST_CLOCK(CNT_ENUM_CLOCK_) CNT_CLOCK_COUNT };
+enum cnt_probe { CNT_LIST_PROBE(CNT_ENUM_PROBE_) CNT_PROBE_COUNT };
+enum cnt_builder_core { CNT_LIST_BUILDER_CORE(CNT_ENUM_BUILDER_CORE_) CNT_BUILDER_CORE_COUNT };
+enum cnt_builder { CNT_LIST_BUILDER(CNT_ENUM_BUILDER_) CNT_BUILDER_COUNT };
+enum cnt_builder_link { CNT_LIST_BUILDER_LINK(CNT_ENUM_BUILDER_LINK_) CNT_BUILDER_LINK_COUNT };
+
+/* The names, indexed by the enums. */
+extern const char *const cnt_source_names[CNT_SOURCE_COUNT];
+extern const char *const cnt_reader_source_names[CNT_READER_SOURCE_COUNT];
+extern const char *const cnt_reader_names[CNT_READER_COUNT];
+extern const char *const cnt_process_names[CNT_PROCESS_COUNT];
+extern const char *const cnt_clock_names[CNT_CLOCK_COUNT];
+extern const char *const cnt_probe_names[CNT_PROBE_COUNT];
+extern const char *const cnt_builder_core_names[CNT_BUILDER_CORE_COUNT];
+extern const char *const cnt_builder_names[CNT_BUILDER_COUNT];
+extern const char *const cnt_builder_link_names[CNT_BUILDER_LINK_COUNT];
+
+/* A counter's name by its list and name: a name outside the list does not
+ * compile. */
+#define CNT_SOURCE(name) (cnt_source_names[CNT_SOURCE_##name])
+#define CNT_READER_SOURCE(name) (cnt_reader_source_names[CNT_READER_SOURCE_##name])
+#define CNT_READER(name) (cnt_reader_names[CNT_READER_##name])
+#define CNT_PROCESS(name) (cnt_process_names[CNT_PROCESS_##name])
+#define CNT_CLOCK(name) (cnt_clock_names[CNT_CLOCK_##name])
+#define CNT_PROBE(name) (cnt_probe_names[CNT_PROBE_##name])
+#define CNT_BUILDER_CORE(name) (cnt_builder_core_names[CNT_BUILDER_CORE_##name])
+#define CNT_BUILDER(name) (cnt_builder_names[CNT_BUILDER_##name])
+#define CNT_BUILDER_LINK(name) (cnt_builder_link_names[CNT_BUILDER_LINK_##name])
+
+/* "<role>.<id>": a reader's group of source id in its report
+ * (CTL_ROLE_SOURCE), and metrics.json's prefix of a peer's report groups
+ * ("source.3", "reader.1"). Writes into buf (CNT_GROUP_BYTES) and returns
+ * it. */
+const char *cnt_group_peer(char buf[CNT_GROUP_BYTES], enum ctl_role role, uint32_t id);
+
+/* "builder.from_reader.<id>": metrics.json's group of builderd's counters
+ * of reader id's data link. Writes into buf and returns it. */
+const char *cnt_group_builder_link(char buf[CNT_GROUP_BYTES], uint32_t id);
+
+/* Whether name is a counter of any list above. */
+bool cnt_known(const char *name);
+
+#endif
