@@ -2,6 +2,7 @@
  * clocksync.h for the contracts and docs/CLOCKS.md for the reasoning. */
 #include "core/clockoffset.h"
 
+#include "core/saturate.h"
 #include "wire/control.h"
 
 #include <errno.h>
@@ -17,38 +18,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-/* ---- saturating int64 helpers ---- */
-
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_add_overflow(a, b, &r))
-		return a < 0 ? INT64_MIN : INT64_MAX;
-	return r;
-}
-
-static int64_t sat_sub(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_sub_overflow(a, b, &r))
-		return a < 0 ? INT64_MIN : INT64_MAX;
-	return r;
-}
-
-/* |a - b| without overflow: the distance between any two int64 fits in
- * uint64. */
-static uint64_t abs_diff(int64_t a, int64_t b)
-{
-	return a >= b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
-}
-
-static uint64_t sat_addu(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
 
 /* ---- in-band estimator ---- */
 
@@ -123,13 +92,13 @@ int64_t cks_sample_bound_ns(const struct cks_sample *s, double drift_ppm, int64_
 {
 	/* A negative age means the builder clock stepped back; the distance
 	 * still measures how far the offset may have wandered. */
-	uint64_t age = abs_diff(now_ns, s->taken_ns);
+	uint64_t age = abs_diff_i64(now_ns, s->taken_ns);
 	double widen = ceil(drift_ppm * (double)age / 1e6);
 	int64_t half = s->delay_ns / 2 + (s->delay_ns & 1);
 
 	if (!(widen < 9.2e18))
 		return INT64_MAX;
-	return sat_add(half, (int64_t)widen);
+	return sat_add_i64(half, (int64_t)widen);
 }
 
 int cks_estimate(const struct cks_estimator *est, int64_t now_ns, int64_t *offset_ns,
@@ -169,7 +138,7 @@ int cks_estimate_range(const struct cks_estimator *est, int64_t now_ns, int64_t 
 	for (i = 0; i < est->count; i++) {
 		const struct cks_sample *s = &est->samples[i];
 		int64_t b = cks_sample_bound_ns(s, est->drift_ppm, now_ns);
-		int64_t slo = sat_sub(s->offset_ns, b), shi = sat_add(s->offset_ns, b);
+		int64_t slo = sat_sub_i64(s->offset_ns, b), shi = sat_add_i64(s->offset_ns, b);
 
 		if (slo > lo)
 			lo = slo;
@@ -177,8 +146,8 @@ int cks_estimate_range(const struct cks_estimator *est, int64_t now_ns, int64_t 
 			hi = shi;
 	}
 	if (lo > hi) {
-		*lo_ns = sat_sub(off, bound);
-		*hi_ns = sat_add(off, bound);
+		*lo_ns = sat_sub_i64(off, bound);
+		*hi_ns = sat_add_i64(off, bound);
 		return -ERANGE;
 	}
 	*lo_ns = lo;
@@ -188,7 +157,7 @@ int cks_estimate_range(const struct cks_estimator *est, int64_t now_ns, int64_t 
 
 int64_t cks_correct(int64_t peer_ts_ns, int64_t offset_ns)
 {
-	return sat_sub(peer_ts_ns, offset_ns);
+	return sat_sub_i64(peer_ts_ns, offset_ns);
 }
 
 /* ---- chrony tracking ---- */
@@ -431,7 +400,7 @@ int64_t cks_chrony_bound_ns(const struct cks_chrony *c)
 	if (!secs_to_ns(fabs(c->offset_s), &off) || !secs_to_ns(c->root_dispersion_s, &disp) ||
 	    !secs_to_ns(c->root_delay_s, &delay))
 		return INT64_MAX;
-	return sat_add(sat_add(off, disp), delay / 2 + (delay & 1));
+	return sat_add_i64(sat_add_i64(off, disp), delay / 2 + (delay & 1));
 }
 
 /* ---- chrony state in a report group ---- */
@@ -582,9 +551,9 @@ enum cks_verdict cks_check_consistent(int64_t offset_ns, int64_t bound_inband_ns
 
 	if (bound_inband_ns < 0 || chrony_bound_a_ns < 0 || chrony_bound_b_ns < 0)
 		return CKS_UNKNOWN;
-	limit = sat_addu(sat_addu((uint64_t)bound_inband_ns, (uint64_t)chrony_bound_a_ns),
+	limit = sat_add_u64(sat_add_u64((uint64_t)bound_inband_ns, (uint64_t)chrony_bound_a_ns),
 			 (uint64_t)chrony_bound_b_ns);
-	return abs_diff(offset_ns, 0) <= limit ? CKS_CONSISTENT : CKS_INCONSISTENT;
+	return abs_diff_i64(offset_ns, 0) <= limit ? CKS_CONSISTENT : CKS_INCONSISTENT;
 }
 
 /* ---- running chronyc ---- */
