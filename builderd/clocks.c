@@ -2,6 +2,7 @@
 
 #include "sys/clock.h"
 #include "core/clockoffset.h"
+#include "io/chronyc.h"
 #include "wire/control.h"
 #include "core/hist.h"
 #include "sys/log.h"
