@@ -24,7 +24,7 @@
  * pieces; all three must agree. */
 void fuzz_frame_input(const uint8_t *data, size_t size);
 
-/* Control-message decoder (common/wire/control.c). Input: a mode byte, then (bit 0
+/* Control-message decoder (common/wire/control_decode.c). Input: a mode byte, then (bit 0
  * clear) a byte stream of length-prefixed messages or (bit 0 set) one
  * message body, to which the harness adds the length prefix. The stream is
  * decoded whole and byte by byte; every message accepted must re-encode to
