@@ -31,7 +31,7 @@ void fuzz_frame_input(const uint8_t *data, size_t size);
  * a canonical form that decodes to itself. */
 void fuzz_ctl_input(const uint8_t *data, size_t size);
 
-/* Shared-memory ring (common/io/shmring.c), consumer first. Input: a config
+/* Shared-memory ring (common/io/shmring*.c), consumer first. Input: a config
  * byte (bit 0: capacity 4096 or 8192 bytes), then operations that write
  * the segment's header or data area as a hostile producer would, produce
  * through the real producer side, or consume. See harness_ring.c. */
