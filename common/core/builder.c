@@ -251,22 +251,15 @@ static void bld_expire_slot(struct bld *b, uint32_t si, enum bld_expiry_reason r
 		.missing_count = n,
 		.missing = b->missing,
 	};
+	uint64_t *by_reason[] = {
+		[BLD_EXPIRED_TIMEOUT] = &b->c.events_expired_timeout,
+		[BLD_EXPIRED_WINDOW] = &b->c.events_expired_window,
+		[BLD_EXPIRED_END_OF_RUN] = &b->c.events_expired_end_of_run,
+		[BLD_EXPIRED_SKIPPED] = &b->c.events_expired_skipped,
+	};
 	b->c.events_expired++;
 	b->c.frags_in_expired += s->present;
-	switch (reason) {
-	case BLD_EXPIRED_TIMEOUT:
-		b->c.events_expired_timeout++;
-		break;
-	case BLD_EXPIRED_WINDOW:
-		b->c.events_expired_window++;
-		break;
-	case BLD_EXPIRED_END_OF_RUN:
-		b->c.events_expired_end_of_run++;
-		break;
-	case BLD_EXPIRED_SKIPPED:
-		b->c.events_expired_skipped++;
-		break;
-	}
+	(*by_reason[reason])++;
 	bld_retire(b, si, BLD_ID_EXPIRED);
 	if (b->sink.on_expired != NULL)
 		b->sink.on_expired(b->sink.ctx, &ex);
