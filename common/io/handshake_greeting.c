@@ -30,6 +30,16 @@ void greet_free(struct greet *g, bool close_fd)
 	free(g);
 }
 
+void greet_drop(struct greet *g)
+{
+	greet_accept_cb cb = g->accept_cb;
+	void *arg = g->arg;
+	char peer[CTL_MAX_TEXT];
+	snprintf(peer, sizeof peer, "%s", g->peer);
+	greet_free(g, true);
+	cb(-1, NULL, peer, arg);
+}
+
 void greet_cancel(struct greet *g)
 {
 	if (g != NULL)
@@ -73,12 +83,7 @@ static void greet_fail(struct greet *g, const char *why, bool transient)
 		return;
 	}
 	greet_door_log(g->door, "Greeting with %s failed: %s", g->peer, why);
-	greet_accept_cb cb = g->accept_cb;
-	void *arg = g->arg;
-	char peer[CTL_MAX_TEXT];
-	snprintf(peer, sizeof peer, "%s", g->peer);
-	greet_free(g, true);
-	cb(-1, NULL, peer, arg);
+	greet_drop(g);
 }
 
 static void greet_on_deadline(evutil_socket_t fd, short what, void *arg)

@@ -37,11 +37,14 @@ struct greet {
 
 /* handshake_greeting.c: a greeting on fd with its deadline timeout_ms from now,
  * reading from the loop (NULL, fd closed, when out of memory); its end
- * (events freed, out of its door, fd closed if close_fd); one message
- * written whole to a fresh fd (0 or -errno, -EAGAIN for a short write). */
+ * (events freed, out of its door, fd closed if close_fd); a listener's
+ * greeting ended as failed (its fd closed unless already -1) and reported
+ * so to its accept callback; one message written whole to a fresh fd (0 or
+ * -errno, -EAGAIN for a short write). */
 struct greet *greet_new(struct event_base *base, int fd, const char *peer, uint64_t timeout_ms,
 			void *arg);
 void greet_free(struct greet *g, bool close_fd);
+void greet_drop(struct greet *g);
 int greet_send(int fd, const struct ctl_msg *msg);
 
 /* handshake_listen.c: a listener's log line within its door's rate limit

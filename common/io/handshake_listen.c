@@ -210,13 +210,8 @@ void greet_on_hello(struct greet *g)
 		return;
 	}
 	/* Refused here: the fd is closed, the daemon only counts it. */
-	greet_accept_cb cb = g->accept_cb;
-	void *cb_arg = g->arg;
-	char peer[CTL_MAX_TEXT];
-	snprintf(peer, sizeof peer, "%s", g->peer);
 	g->fd = -1;
-	greet_free(g, false);
-	cb(-1, NULL, peer, cb_arg);
+	greet_drop(g);
 }
 
 static struct greet *greet_accept_in(struct greet_door *door, struct event_base *base, int fd,
@@ -248,8 +243,7 @@ static struct greet *greet_accept_in(struct greet_door *door, struct event_base 
 	int rc = greet_send(fd, &challenge);
 	if (rc < 0) {
 		greet_door_log(door, "Cannot challenge %s: %s", peer, strerror(-rc));
-		greet_free(g, true);
-		cb(-1, NULL, peer, arg);
+		greet_drop(g);
 		return NULL;
 	}
 	return g;
@@ -319,12 +313,7 @@ static void greet_evict(struct greet_door *d, struct greet *g, const char *limit
 		     "(%s); retry later", limit);
 	d->busy++;
 	d->evicted++;
-	greet_accept_cb cb = g->accept_cb;
-	void *arg = g->arg;
-	char peer[CTL_MAX_TEXT];
-	snprintf(peer, sizeof peer, "%s", g->peer);
-	greet_free(g, false);
-	cb(-1, NULL, peer, arg);
+	greet_drop(g);
 }
 
 void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb, void *arg)
