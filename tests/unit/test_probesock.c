@@ -212,8 +212,9 @@ START_TEST(test_socket_recv)
 	ck_assert_uint_eq(ntohs(((struct sockaddr_in *)&from)->sin_port), prb_sock_port(&a));
 	ck_assert(prb_same_ip(&from, &b_addr));
 	/* The receive time, kernel or user space, lies between the send and
-	 * the read. */
-	ck_assert_int_eq(kind, b.kernel ? PRB_STAMP_SOFTWARE : PRB_STAMP_USER);
+	 * the read. The kernel turns stamping on a moment after the first
+	 * socket asks, so the first datagrams may come without a stamp. */
+	ck_assert(kind == PRB_STAMP_USER || (b.kernel && kind == PRB_STAMP_SOFTWARE));
 	ck_assert_int_ge(rx, (int64_t)before);
 	ck_assert_int_le(rx, (int64_t)after);
 	/* A sender whose address is not ours is told apart. */

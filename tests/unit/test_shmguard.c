@@ -2,6 +2,7 @@
  * cut short reads zeros where its pages were lost and reports it; an
  * unguarded one still dies of SIGBUS; slots are reused and run out. */
 #include <check.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -62,6 +63,9 @@ START_TEST(test_unguarded_still_dies)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
+		/* A sanitizer's report of the fault would only look alarming. */
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 2);
 		volatile uint8_t b = map[0];
 		(void)b;
 		_exit(0);
