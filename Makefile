@@ -199,8 +199,10 @@ FUZZ_TARGETS := frame ctl ring
 FUZZ_CFLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Icommon $(DEP_CFLAGS)
 FUZZ_SRC_frame := tests/fuzz/harness_frame.c common/wire/frame.c common/wire/crc.c
-FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c common/wire/control.c common/wire/text.c
-FUZZ_SRC_ring := tests/fuzz/harness_ring.c common/io/shmring.c
+FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c $(wildcard common/wire/control*.c) common/wire/msgpack_scan.c \
+	common/wire/text.c
+FUZZ_SRC_ring := tests/fuzz/harness_ring.c $(wildcard common/io/shmring*.c) common/io/shmguard.c \
+	common/sys/proclive.c
 FUZZ_ARGS_frame := -max_len=20000
 FUZZ_ARGS_ctl = -dict=$(FUZZ_DIR)/corpus/ctl.dict
 FUZZ_ARGS_ring := -max_len=12288

@@ -7,6 +7,7 @@
 
 #include "io/msgstream.h"
 #include "io/net.h"
+#include "io/chronyc.h"
 #include "io/probe.h"
 #include "sys/clock.h"
 #include "sys/log.h"

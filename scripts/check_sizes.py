@@ -16,7 +16,7 @@ FOLDERS = ("common", "builderd", "readoutd", "sourced", "tools", "examples")
 
 # function name -> why it may be longer than FUNCTION_LIMIT
 LONG_ALLOWED = {
-    "ctl_scan": "the msgpack pre-scan's state machine, one case per type byte",
+    "mps_scan": "the msgpack pre-scan's state machine, one case per type byte",
 }
 
 # A definition starts at column 0 with a name followed by "(", its body

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/saturate.h"
 #include "wire/crc.h"
 
 /* What is known of one event ID. UNSEEN is 0 so calloc() starts every ID
@@ -88,11 +89,6 @@ const char *bld_expiry_reason_name(enum bld_expiry_reason reason)
 		return "skipped";
 	}
 	return "unknown";
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 static uint8_t *bld_state(struct bld *b, uint64_t rel)
@@ -255,22 +251,15 @@ static void bld_expire_slot(struct bld *b, uint32_t si, enum bld_expiry_reason r
 		.missing_count = n,
 		.missing = b->missing,
 	};
+	uint64_t *by_reason[] = {
+		[BLD_EXPIRED_TIMEOUT] = &b->c.events_expired_timeout,
+		[BLD_EXPIRED_WINDOW] = &b->c.events_expired_window,
+		[BLD_EXPIRED_END_OF_RUN] = &b->c.events_expired_end_of_run,
+		[BLD_EXPIRED_SKIPPED] = &b->c.events_expired_skipped,
+	};
 	b->c.events_expired++;
 	b->c.frags_in_expired += s->present;
-	switch (reason) {
-	case BLD_EXPIRED_TIMEOUT:
-		b->c.events_expired_timeout++;
-		break;
-	case BLD_EXPIRED_WINDOW:
-		b->c.events_expired_window++;
-		break;
-	case BLD_EXPIRED_END_OF_RUN:
-		b->c.events_expired_end_of_run++;
-		break;
-	case BLD_EXPIRED_SKIPPED:
-		b->c.events_expired_skipped++;
-		break;
-	}
+	(*by_reason[reason])++;
 	bld_retire(b, si, BLD_ID_EXPIRED);
 	if (b->sink.on_expired != NULL)
 		b->sink.on_expired(b->sink.ctx, &ex);
@@ -458,7 +447,7 @@ static void bld_expire_skipped(struct bld *b, uint64_t now_ns)
 		uint8_t *st = bld_state(b, b->base);
 		if (*st == BLD_ID_PENDING) {
 			uint32_t si = (uint32_t)(b->base % b->window);
-			if (sat_add(b->slots[si].created_ns, b->cfg.skip_timeout_ns) > now_ns ||
+			if (sat_add_u64(b->slots[si].created_ns, b->cfg.skip_timeout_ns) > now_ns ||
 			    !bld_absent_sources_passed(b, b->base,
 							&b->present[(size_t)si * b->present_words]))
 				return;
@@ -466,7 +455,7 @@ static void bld_expire_skipped(struct bld *b, uint64_t now_ns)
 			bld_settle(b);
 			bld_watch_base(b, now_ns);
 		} else if (b->base_waiting) {
-			if (sat_add(b->base_waiting_since_ns, b->cfg.skip_timeout_ns) > now_ns ||
+			if (sat_add_u64(b->base_waiting_since_ns, b->cfg.skip_timeout_ns) > now_ns ||
 			    !bld_absent_sources_passed(b, b->base, NULL))
 				return;
 			bld_give_up_base(b);
@@ -481,7 +470,7 @@ static void bld_expire_timeouts(struct bld *b, uint64_t now_ns)
 {
 	bool any = false;
 	while (b->head != BLD_NIL &&
-	       sat_add(b->slots[b->head].created_ns, b->cfg.timeout_ns) <= now_ns) {
+	       sat_add_u64(b->slots[b->head].created_ns, b->cfg.timeout_ns) <= now_ns) {
 		bld_expire_slot(b, b->head, BLD_EXPIRED_TIMEOUT);
 		any = true;
 	}
@@ -491,7 +480,7 @@ static void bld_expire_timeouts(struct bld *b, uint64_t now_ns)
 	}
 	/* IDs unseen at base for a timeout are given up; those right behind
 	 * it were unseen as long and go with it. */
-	while (b->base_waiting && sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns) <= now_ns)
+	while (b->base_waiting && sat_add_u64(b->base_waiting_since_ns, b->cfg.timeout_ns) <= now_ns)
 		bld_give_up_base(b);
 }
 
@@ -513,18 +502,18 @@ uint64_t bld_next_deadline_ns(const struct bld *b)
 	uint64_t deadline = UINT64_MAX;
 	if (b->cfg.timeout_ns != 0) {
 		if (b->head != BLD_NIL)
-			deadline = sat_add(b->slots[b->head].created_ns, b->cfg.timeout_ns);
+			deadline = sat_add_u64(b->slots[b->head].created_ns, b->cfg.timeout_ns);
 		if (b->base_waiting)
-			deadline = earlier(deadline, sat_add(b->base_waiting_since_ns, b->cfg.timeout_ns));
+			deadline = earlier(deadline, sat_add_u64(b->base_waiting_since_ns, b->cfg.timeout_ns));
 	}
 	if (b->cfg.skip_timeout_ns != 0) {
 		const uint8_t st = b->states[b->base % b->span];
 		uint32_t si = (uint32_t)(b->base % b->window);
 		if (st == BLD_ID_PENDING &&
 		    bld_absent_sources_passed(b, b->base, &b->present[(size_t)si * b->present_words]))
-			deadline = earlier(deadline, sat_add(b->slots[si].created_ns, b->cfg.skip_timeout_ns));
+			deadline = earlier(deadline, sat_add_u64(b->slots[si].created_ns, b->cfg.skip_timeout_ns));
 		else if (b->base_waiting && bld_absent_sources_passed(b, b->base, NULL))
-			deadline = earlier(deadline, sat_add(b->base_waiting_since_ns, b->cfg.skip_timeout_ns));
+			deadline = earlier(deadline, sat_add_u64(b->base_waiting_since_ns, b->cfg.skip_timeout_ns));
 	}
 	return deadline;
 }
@@ -559,7 +548,7 @@ uint64_t bld_oldest_pending(const struct bld *b)
 
 uint64_t bld_admission_limit(const struct bld *b)
 {
-	return sat_add(b->cfg.first_event, sat_add(b->base, b->window));
+	return sat_add_u64(b->cfg.first_event, sat_add_u64(b->base, b->window));
 }
 
 uint32_t bld_pending(const struct bld *b)

@@ -1,27 +1,13 @@
 /* Interval arithmetic of clock bounds; see interval.h. */
 #include "core/interval.h"
 
-static int64_t ivl_sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-	if (__builtin_add_overflow(a, b, &r))
-		return a < 0 ? INT64_MIN : INT64_MAX;
-	return r;
-}
-
-static int64_t ivl_sat_sub(int64_t a, int64_t b)
-{
-	int64_t r;
-	if (__builtin_sub_overflow(a, b, &r))
-		return a < 0 ? INT64_MIN : INT64_MAX;
-	return r;
-}
+#include "core/saturate.h"
 
 struct ivl ivl_around(int64_t center_ns, int64_t half_ns)
 {
 	if (half_ns < 0)
 		half_ns = 0;
-	return (struct ivl){ ivl_sat_sub(center_ns, half_ns), ivl_sat_add(center_ns, half_ns) };
+	return (struct ivl){ sat_sub_i64(center_ns, half_ns), sat_add_i64(center_ns, half_ns) };
 }
 
 bool ivl_intersect(struct ivl a, struct ivl b, struct ivl *out)

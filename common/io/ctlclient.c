@@ -2,6 +2,7 @@
 
 #include "sys/clock.h"
 #include "core/clockoffset.h"
+#include "io/chronyc.h"
 #include "io/handshake.h"
 #include "sys/log.h"
 #include "wire/counters.h"
@@ -65,7 +66,8 @@ static void ctllink_add_clock_groups(struct ctllink *l, struct ctl_report *r)
 				injected < 0 ? 0 - (uint64_t)injected : (uint64_t)injected) &&
 		  ctl_group_set(g, CNT_CLOCK(injected_offset_negative), injected < 0);
 
-	if (!ok || !cks_chrony_encode(&l->chrony, ctl_report_group(r, CKS_CHRONY_GROUP)))
+	if (!ok || !cks_chrony_encode(&l->chrony, clk_monotonic_ns(),
+				      ctl_report_group(r, CKS_CHRONY_GROUP)))
 		log_warn("%s %u: no room for the clock groups in its report; the builder will not know this host's clock state",
 			 ctl_role_title(l->hello.role), l->hello.id);
 }

@@ -303,11 +303,7 @@ void net_tune(int fd, int buffer_bytes)
 struct net_dial {
 	struct event_base *base;
 	struct event *ev;
-	char what[64];
-	char host[256];
-	uint16_t port;
-	bool unix_socket;              /* host is an abstract Unix socket name */
-	char target[300];              /* "host:port" or "@name", for log lines */
+	struct net_target t;
 	uint64_t deadline_ns;
 	uint64_t backoff_ms;
 	unsigned attempts;
@@ -326,10 +322,10 @@ static void net_dial_retry(struct net_dial *d, int err)
 		d->fd = -1;
 	}
 	if (d->attempts == 1)
-		log_info("Waiting for %s at %s (%s); retrying", d->what, d->target, strerror(-err));
+		log_info("Waiting for %s at %s (%s); retrying", d->t.what, d->t.name, strerror(-err));
 	if (clk_monotonic_ns() >= d->deadline_ns) {
-		log_error("Gave up connecting to %s at %s after %u attempts: %s", d->what,
-			  d->target, d->attempts, strerror(-err));
+		log_error("Gave up connecting to %s at %s after %u attempts: %s", d->t.what,
+			  d->t.name, d->attempts, strerror(-err));
 		net_dial_cb cb = d->cb;
 		void *arg = d->arg;
 		net_dial_cancel(d);
@@ -369,8 +365,8 @@ static void net_dial_attempt(struct net_dial *d)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	d->attempts++;
-	int rc = d->unix_socket ? net_unix_addr(d->host, &ss, &len)
-				: net_resolve(d->host, d->port, &ss, &len);
+	int rc = d->t.unix_socket ? net_unix_addr(d->t.host, &ss, &len)
+				  : net_resolve(d->t.host, d->t.port, &ss, &len);
 	if (rc < 0) {
 		net_dial_retry(d, rc);
 		return;
@@ -396,29 +392,34 @@ static void net_dial_on_timer(evutil_socket_t fd, short what, void *arg)
 	net_dial_attempt(arg);
 }
 
-static struct net_dial *net_dial_new(struct event_base *base, const char *what, const char *host,
-				     uint16_t port, bool unix_socket, uint64_t timeout_ms,
-				     net_dial_cb cb, void *arg)
+void net_target_init(struct net_target *t, const char *what, const char *host, uint16_t port,
+		     bool unix_socket)
+{
+	snprintf(t->what, sizeof t->what, "%s", what);
+	snprintf(t->host, sizeof t->host, "%s", host);
+	t->port = port;
+	t->unix_socket = unix_socket;
+	if (unix_socket)
+		snprintf(t->name, sizeof t->name, "@%s", host);
+	else
+		snprintf(t->name, sizeof t->name, "%s:%u", host, (unsigned)port);
+}
+
+struct net_dial *net_dial_target(struct event_base *base, const struct net_target *t,
+				 uint64_t timeout_ms, net_dial_cb cb, void *arg)
 {
 	struct net_dial *d = calloc(1, sizeof *d);
 	if (d == NULL)
 		return NULL;
 	d->base = base;
-	snprintf(d->what, sizeof d->what, "%s", what);
-	snprintf(d->host, sizeof d->host, "%s", host);
-	d->port = port;
-	d->unix_socket = unix_socket;
-	if (unix_socket)
-		snprintf(d->target, sizeof d->target, "@%s", host);
-	else
-		snprintf(d->target, sizeof d->target, "%s:%u", host, (unsigned)port);
+	d->t = *t;
 	d->deadline_ns = clk_monotonic_ns() + timeout_ms * 1000000u;
 	d->backoff_ms = 10;
 	d->fd = -1;
 	d->cb = cb;
 	d->arg = arg;
 	/* The first attempt runs from the loop so the callback never fires
-	 * before net_dial_start() has returned. */
+	 * before net_dial_target() has returned. */
 	d->ev = evtimer_new(base, net_dial_on_timer, d);
 	struct timeval zero = { 0, 0 };
 	evtimer_add(d->ev, &zero);
@@ -428,13 +429,17 @@ static struct net_dial *net_dial_new(struct event_base *base, const char *what, 
 struct net_dial *net_dial_start(struct event_base *base, const char *what, const char *host,
 				uint16_t port, uint64_t timeout_ms, net_dial_cb cb, void *arg)
 {
-	return net_dial_new(base, what, host, port, false, timeout_ms, cb, arg);
+	struct net_target t;
+	net_target_init(&t, what, host, port, false);
+	return net_dial_target(base, &t, timeout_ms, cb, arg);
 }
 
 struct net_dial *net_dial_unix_start(struct event_base *base, const char *what, const char *name,
 				     uint64_t timeout_ms, net_dial_cb cb, void *arg)
 {
-	return net_dial_new(base, what, name, 0, true, timeout_ms, cb, arg);
+	struct net_target t;
+	net_target_init(&t, what, name, 0, true);
+	return net_dial_target(base, &t, timeout_ms, cb, arg);
 }
 
 void net_dial_cancel(struct net_dial *d)

@@ -62,6 +62,24 @@ typedef void (*net_dial_cb)(int fd, void *arg);
 
 struct net_dial;
 
+/* Where a client dials: host:port over TCP, or the abstract Unix-domain
+ * socket "\0host"; what names the listener in log lines ("the builder's
+ * control port"). */
+struct net_target {
+	char what[64];
+	char host[256];
+	uint16_t port;
+	bool unix_socket;
+	char name[300];                /* "host:port" or "@host", for log lines */
+};
+
+void net_target_init(struct net_target *t, const char *what, const char *host, uint16_t port,
+		     bool unix_socket);
+
+/* net_dial_start() or net_dial_unix_start() as t says. */
+struct net_dial *net_dial_target(struct event_base *base, const struct net_target *t,
+				 uint64_t timeout_ms, net_dial_cb cb, void *arg);
+
 /* Connects to host:port, retrying refused or unreachable attempts with
  * backoff (10 ms doubling to 500 ms) until timeout_ms has passed, so daemons
  * may start in any order. Logs the first failure and the final give-up. */

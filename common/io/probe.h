@@ -21,77 +21,19 @@
  * just after its receive): the user-space fallback. Kernel stamps are
  * CLOCK_REALTIME too; both get the daemon's injected --clock-offset-ns.
  *
- * Wire format: every datagram is PRB_MSG_SIZE bytes, big-endian:
- *   magic u32 "ESPB" | version u8 | type u8 | flags u16 |
- *   token u64 | sequence u64 | t2_ns u64 | t3_ns u64
- * The token is chosen at random by the peer and told to the builder over the
- * authenticated control connection; the peer answers only PROBEs carrying
- * it, from the builder's address. */
+ * The datagram is wire/probemsg.h's, the socket and its stamps
+ * io/probesock.h's; this module is the two ends of the exchange. */
 #ifndef ES_IO_PROBE_H
 #define ES_IO_PROBE_H
+
+#include "io/probesock.h"
+#include "wire/probemsg.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct event_base;
-struct msghdr;
-
-#define PRB_MAGIC UINT32_C(0x45535042) /* "ESPB" */
-#define PRB_VERSION 1u
-#define PRB_MSG_SIZE 40u
-
-enum prb_type { PRB_PROBE = 1, PRB_REPLY = 2, PRB_FOLLOWUP = 3 };
-
-/* REPLY: t2 is the kernel's receive stamp (else a user-space read). */
-#define PRB_F_T2_KERNEL 0x01u
-/* REPLY: a FOLLOWUP with the kernel's send stamp of this REPLY will come
- * (the peer's socket has send stamps on). FOLLOWUP: t3 is that stamp. */
-#define PRB_F_FOLLOWUP 0x02u
-/* t2 (REPLY) or t3 (FOLLOWUP) is a hardware stamp. */
-#define PRB_F_HARDWARE 0x04u
-
-struct prb_msg {
-	uint8_t type;        /* enum prb_type */
-	uint8_t flags;       /* PRB_F_* */
-	uint64_t token;
-	uint64_t sequence;
-	uint64_t t2_ns;      /* REPLY */
-	uint64_t t3_ns;      /* REPLY: user-space read; FOLLOWUP: kernel stamp */
-};
-
-/* Writes m into buf. */
-void prb_encode(const struct prb_msg *m, uint8_t buf[PRB_MSG_SIZE]);
-
-/* Reads one datagram: false unless it is exactly PRB_MSG_SIZE bytes with the
- * magic, the version and a known type. */
-bool prb_decode(struct prb_msg *m, const uint8_t *buf, size_t len);
-
-/* Where a stamp came from. */
-enum prb_stamp { PRB_STAMP_USER, PRB_STAMP_SOFTWARE, PRB_STAMP_HARDWARE };
-
-/* Name for metrics.json: "user space", "kernel software", "hardware". */
-const char *prb_stamp_name(enum prb_stamp s);
-
-/* The SCM_TIMESTAMPING stamp among the control messages of a received
- * message: the hardware one (ts[2]) when hardware is true and it is set,
- * else the software one (ts[0]) when set. CLOCK_REALTIME ns in *ns (no
- * injected offset), its origin in *kind. false when there is none: the
- * caller falls back to a user-space read. */
-bool prb_stamp_from_cmsgs(const struct msghdr *mh, bool hardware, int64_t *ns,
-			  enum prb_stamp *kind);
-
-/* For a message read from the error queue: true when it is the send stamp
- * of a packet (sock_extended_err of origin SO_EE_ORIGIN_TIMESTAMPING, info
- * SCM_TSTAMP_SND) and carries a stamp, read as prb_stamp_from_cmsgs()
- * does. Scheduling or acknowledgement stamps and real errors: false. */
-bool prb_tx_stamp_from_cmsgs(const struct msghdr *mh, bool hardware, int64_t *ns,
-			     enum prb_stamp *kind);
-
-/* Set to 1 in a daemon's environment: its probe socket asks the kernel for
- * no stamps, so every stamp it takes is the user-space fallback. For tests,
- * as --clock-offset-ns is. */
-#define PRB_USER_STAMPS_ENV "ES_PROBE_USER_STAMPS"
 
 /* One completed exchange, builder clock for t1 and t4, peer clock for t2
  * and t3, each with its origin. */

@@ -82,8 +82,9 @@ struct shr_header {
 };
 
 /* One side's view of a ring. Lives in the caller's storage; the fields are
- * private to shmring.c: other modules and tests use the functions below
- * (shr_capacity(), shr_header() and the other hooks), never a field. */
+ * private to the ring's own files (shmring*.c): other modules and tests use
+ * the functions below (shr_capacity(), shr_header() and the other hooks),
+ * never a field. */
 struct shr_ring {
 	struct shr_header *hdr;
 	uint8_t *data;

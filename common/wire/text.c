@@ -83,14 +83,24 @@ static bool text_put(char *dst, size_t cap, size_t *o, const char *src, size_t n
 	return true;
 }
 
-size_t text_to_utf8(char *dst, size_t cap, const char *s)
+/* What an escaper writes for one character: the UTF-8 sequence of k bytes
+ * starting with byte c (k = 0: c begins no valid sequence and is taken
+ * alone). Returns the length of the replacement written to esc, or 0 to
+ * copy the sequence as it is. */
+#define TEXT_ESC_MAX 6
+typedef size_t (*text_rule)(unsigned char c, size_t k, char esc[TEXT_ESC_MAX]);
+
+/* The one loop every escaper is: a character whole or not at all, so the
+ * output never ends in half a sequence or half an escape. */
+static size_t text_escape(char *dst, size_t cap, const char *s, size_t n, text_rule rule)
 {
-	size_t o = 0, n = strlen(s);
+	size_t o = 0;
 	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
 		size_t k = text_utf8_seq(s + i, n - i);
-		bool ok = k ? text_put(dst, cap, &o, s + i, k)
-			    : text_put(dst, cap, &o, text_replacement, 3);
-		if (!ok)
+		char esc[TEXT_ESC_MAX];
+		size_t e = rule(c, k, esc);
+		if (!(e ? text_put(dst, cap, &o, esc, e) : text_put(dst, cap, &o, s + i, k)))
 			break;
 		i += k ? k : 1;
 	}
@@ -98,83 +108,79 @@ size_t text_to_utf8(char *dst, size_t cap, const char *s)
 	return o;
 }
 
+static size_t text_put_replacement(char esc[TEXT_ESC_MAX])
+{
+	memcpy(esc, text_replacement, 3);
+	return 3;
+}
+
+static size_t text_rule_utf8(unsigned char c, size_t k, char esc[TEXT_ESC_MAX])
+{
+	(void)c;
+	return k == 0 ? text_put_replacement(esc) : 0;
+}
+
+static size_t text_rule_json(unsigned char c, size_t k, char esc[TEXT_ESC_MAX])
+{
+	if (k == 0) {
+		memcpy(esc, "\\ufffd", 6);
+		return 6;
+	}
+	if (c == '"' || c == '\\') {
+		esc[0] = '\\';
+		esc[1] = (char)c;
+		return 2;
+	}
+	if (c < 0x20 || c == 0x7f) {
+		memcpy(esc, "\\u00", 4);
+		esc[4] = text_hex[c >> 4];
+		esc[5] = text_hex[c & 15];
+		return 6;
+	}
+	return 0;
+}
+
+static size_t text_rule_log(unsigned char c, size_t k, char esc[TEXT_ESC_MAX])
+{
+	if (k != 0 && c >= 0x20 && c != 0x7f)
+		return 0;
+	esc[0] = '\\';
+	esc[1] = 'x';
+	esc[2] = text_hex[c >> 4];
+	esc[3] = text_hex[c & 15];
+	return 4;
+}
+
+static size_t text_rule_prom(unsigned char c, size_t k, char esc[TEXT_ESC_MAX])
+{
+	if (c == '\\' || c == '"' || c == '\n') {
+		esc[0] = '\\';
+		esc[1] = c == '\n' ? 'n' : (char)c;
+		return 2;
+	}
+	if (k == 0 || c < 0x20 || c == 0x7f)
+		return text_put_replacement(esc);
+	return 0;
+}
+
+size_t text_to_utf8(char *dst, size_t cap, const char *s)
+{
+	return text_escape(dst, cap, s, strlen(s), text_rule_utf8);
+}
+
 size_t text_json_escape(char *dst, size_t cap, const char *s)
 {
-	size_t o = 0, n = strlen(s);
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t k = text_utf8_seq(s + i, n - i);
-		char esc[6];
-		bool ok;
-		if (k == 0) {
-			ok = text_put(dst, cap, &o, "\\ufffd", 6);
-			k = 1;
-		} else if (c == '"' || c == '\\') {
-			esc[0] = '\\';
-			esc[1] = (char)c;
-			ok = text_put(dst, cap, &o, esc, 2);
-		} else if (c < 0x20 || c == 0x7f) {
-			memcpy(esc, "\\u00", 4);
-			esc[4] = text_hex[c >> 4];
-			esc[5] = text_hex[c & 15];
-			ok = text_put(dst, cap, &o, esc, 6);
-		} else {
-			ok = text_put(dst, cap, &o, s + i, k);
-		}
-		if (!ok)
-			break;
-		i += k;
-	}
-	dst[o] = '\0';
-	return o;
+	return text_escape(dst, cap, s, strlen(s), text_rule_json);
 }
 
 size_t text_log_escape(char *dst, size_t cap, const char *s, size_t n)
 {
-	size_t o = 0;
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t k = text_utf8_seq(s + i, n - i);
-		bool ok;
-		if (k == 0 || c < 0x20 || c == 0x7f) {
-			char esc[4] = { '\\', 'x', text_hex[c >> 4], text_hex[c & 15] };
-			ok = text_put(dst, cap, &o, esc, 4);
-			k = 1;
-		} else {
-			ok = text_put(dst, cap, &o, s + i, k);
-		}
-		if (!ok)
-			break;
-		i += k;
-	}
-	dst[o] = '\0';
-	return o;
+	return text_escape(dst, cap, s, n, text_rule_log);
 }
 
 size_t text_prom_label_escape(char *dst, size_t cap, const char *s)
 {
-	size_t o = 0, n = strlen(s);
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t k = text_utf8_seq(s + i, n - i);
-		bool ok;
-		if (c == '\\' || c == '"') {
-			char esc[2] = { '\\', (char)c };
-			ok = text_put(dst, cap, &o, esc, 2);
-		} else if (c == '\n') {
-			ok = text_put(dst, cap, &o, "\\n", 2);
-		} else if (k == 0 || c < 0x20 || c == 0x7f) {
-			ok = text_put(dst, cap, &o, text_replacement, 3);
-			k = 1;
-		} else {
-			ok = text_put(dst, cap, &o, s + i, k);
-		}
-		if (!ok)
-			break;
-		i += k;
-	}
-	dst[o] = '\0';
-	return o;
+	return text_escape(dst, cap, s, strlen(s), text_rule_prom);
 }
 
 const char *text_duration(char buf[TEXT_DURATION_BYTES], int64_t ns)

@@ -1,4 +1,4 @@
-/* libFuzzer target: the control-message codec (common/wire/control.c).
+/* libFuzzer target: the control-message codec (common/wire/control_*.c).
  * The body is fuzz_ctl_input() in harness_ctl.c, shared with the regression
  * test; `make fuzz` builds and runs it (docs/FUZZING.md). */
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* libFuzzer target: the shared-memory ring (common/io/shmring.c).
+/* libFuzzer target: the shared-memory ring (common/io/shmring*.c).
  * The body is fuzz_ring_input() in harness_ring.c, shared with the regression
  * test; `make fuzz` builds and runs it (docs/FUZZING.md). */
 #include <stddef.h>

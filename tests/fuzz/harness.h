@@ -24,14 +24,14 @@
  * pieces; all three must agree. */
 void fuzz_frame_input(const uint8_t *data, size_t size);
 
-/* Control-message decoder (common/wire/control.c). Input: a mode byte, then (bit 0
+/* Control-message decoder (common/wire/control_decode.c). Input: a mode byte, then (bit 0
  * clear) a byte stream of length-prefixed messages or (bit 0 set) one
  * message body, to which the harness adds the length prefix. The stream is
  * decoded whole and byte by byte; every message accepted must re-encode to
  * a canonical form that decodes to itself. */
 void fuzz_ctl_input(const uint8_t *data, size_t size);
 
-/* Shared-memory ring (common/io/shmring.c), consumer first. Input: a config
+/* Shared-memory ring (common/io/shmring*.c), consumer first. Input: a config
  * byte (bit 0: capacity 4096 or 8192 bytes), then operations that write
  * the segment's header or data area as a hostile producer would, produce
  * through the real producer side, or consume. See harness_ring.c. */

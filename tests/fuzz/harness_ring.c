@@ -333,7 +333,7 @@ static void notify(struct ring_fuzz *f)
 }
 
 /* Cuts the segment to size bytes, as a hostile or confused process could:
- * the next access to a lost page raises SIGBUS, which shmring.c turns into
+ * the next access to a lost page raises SIGBUS, which shmguard.c turns into
  * zero pages and -EFAULT. The segment is replaced after this input. */
 static void truncate_segment(struct ring_fuzz *f, uint64_t size)
 {

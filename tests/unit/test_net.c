@@ -1,9 +1,10 @@
 /* Unit tests of the connection plumbing over real loopback sockets and a
- * real libevent loop: common/io/net.c (listen, port files, dialing with retry),
- * common/io/handshake.c (the greeting both ways, refusals, silent and garbled
- * peers), common/io/msgstream.c (control messages, a malformed one closes) and
- * common/io/ctlclient.c (a peer's link answering PING, delivering CREDIT, START
- * and BYE). */
+ * real libevent loop: common/io/net.c (listen, port files, dialing with
+ * retry), common/io/handshake*.c (the greeting both ways, refusals, silent
+ * and garbled peers, a dial retried while busy; the doors are in
+ * test_handshake), common/io/msgstream.c (control messages, a malformed one
+ * closes) and common/io/ctlclient.c (a peer's link answering PING,
+ * delivering CREDIT, START and BYE). */
 #include <check.h>
 #include <errno.h>
 #include <event2/event.h>
@@ -18,6 +19,8 @@
 #include "sys/log.h"
 #include "io/msgstream.h"
 #include "io/net.h"
+
+#include "loop.h"
 
 static struct event_base *base;
 
@@ -35,11 +38,7 @@ static void loop_teardown(void)
 /* Runs the loop until *done or timeout_ms. */
 static void run_until(const bool *done, int timeout_ms)
 {
-	for (int i = 0; i < timeout_ms && !*done; i++) {
-		struct timeval tv = { 0, 1000 };
-		event_base_loopexit(base, &tv);
-		event_base_dispatch(base);
-	}
+	test_run_until(base, done, timeout_ms);
 }
 
 START_TEST(test_listen_and_port_file)

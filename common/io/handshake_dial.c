@@ -1,0 +1,187 @@
+/* The client's side: dial a listener, greet, and retry a greeting cut for
+ * a transient reason with backoff until the deadline. See handshake.h. */
+#include "io/handshake_internal.h"
+
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "io/net.h"
+
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct greet_dial {
+	struct event_base *base;
+	struct net_dial *dial;
+	struct greet *greet;
+	struct event *ev_retry;
+	struct net_target target;
+	char peer[CTL_MAX_TEXT];   /* "<what> at host:port", for log lines */
+	int buffer_bytes;
+	struct ctl_hello hello;
+	uint64_t started_ns;
+	uint64_t deadline_ns;
+	uint64_t backoff_ms;
+	unsigned attempts;
+	struct ctl_msg last;       /* CTL_ERROR: what the last attempt ended with */
+	greet_connect_cb cb;
+	void *arg;
+};
+
+static void greet_dial_attempt(struct greet_dial *d);
+
+static uint64_t greet_dial_left_ms(const struct greet_dial *d)
+{
+	uint64_t now = clk_monotonic_ns();
+	return now >= d->deadline_ns ? 0 : (d->deadline_ns - now + 999999u) / 1000000u;
+}
+
+static void greet_dial_finish(struct greet_dial *d, int fd, const struct ctl_msg *reply)
+{
+	greet_connect_cb cb = d->cb;
+	void *arg = d->arg;
+	struct ctl_msg copy = *reply;
+	greet_dial_cancel(d);
+	cb(fd, &copy, arg);
+}
+
+static void greet_dial_set_last(struct greet_dial *d, const struct ctl_msg *reply, const char *code,
+				const char *why)
+{
+	if (reply != NULL && reply->type == CTL_ERROR) {
+		d->last = *reply;
+		return;
+	}
+	memset(&d->last, 0, sizeof d->last);
+	d->last.type = CTL_ERROR;
+	snprintf(d->last.u.error.code, sizeof d->last.u.error.code, "%s", code);
+	snprintf(d->last.u.error.reason, sizeof d->last.u.error.reason, "%.*s",
+		 (int)sizeof d->last.u.error.reason - 1, why);
+}
+
+void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl_msg *reply,
+			   const char *why, bool transient)
+{
+	d->greet = NULL;
+	if (fd >= 0) {
+		greet_dial_finish(d, fd, reply);
+		return;
+	}
+	greet_dial_set_last(d, reply, "greeting_failed", why);
+	const char *code = d->last.u.error.code, *reason = d->last.u.error.reason;
+	bool refused = reply != NULL;
+	if (!transient) {
+		if (refused)
+			log_error("Refused by %s: %s (%s)", d->peer, reason, code);
+		else
+			log_warn("Greeting with %s failed: %s", d->peer, reason);
+		greet_dial_finish(d, -1, &d->last);
+		return;
+	}
+	uint64_t left = greet_dial_left_ms(d);
+	if (left <= d->backoff_ms) {
+		log_error("Gave up greeting %s after %u attempts in %.1f s; it said last: %s (%s)",
+			  d->peer, d->attempts, (double)(clk_monotonic_ns() - d->started_ns) / 1e9,
+			  reason, code);
+		greet_dial_finish(d, -1, &d->last);
+		return;
+	}
+	if (d->attempts == 1)
+		log_info("Greeting with %s cut (%s: %s); retrying with backoff for up to %" PRIu64 " ms",
+			 d->peer, code, reason, left);
+	struct timeval tv = { .tv_sec = (time_t)(d->backoff_ms / 1000),
+			      .tv_usec = (suseconds_t)(d->backoff_ms % 1000) * 1000 };
+	if (d->backoff_ms < 500)
+		d->backoff_ms *= 2;
+	evtimer_add(d->ev_retry, &tv);
+}
+
+static void greet_dial_on_dialed(int fd, void *arg)
+{
+	struct greet_dial *d = arg;
+	d->dial = NULL;
+	if (fd < 0) {
+		/* net_dial has logged its give-up. */
+		char why[CTL_MAX_TEXT + 64];
+		snprintf(why, sizeof why, "%s unreachable: %s", d->peer, strerror(-fd));
+		greet_dial_set_last(d, NULL, "unreachable", why);
+		greet_dial_finish(d, -1, &d->last);
+		return;
+	}
+	if (d->buffer_bytes >= 0)
+		net_tune(fd, d->buffer_bytes);
+	uint64_t left = greet_dial_left_ms(d);
+	struct greet *g = greet_new(d->base, fd, d->peer, left ? left : 1, d);
+	if (g == NULL) {
+		greet_dial_set_last(d, NULL, "greeting_failed", "out of memory");
+		greet_dial_finish(d, -1, &d->last);
+		return;
+	}
+	g->dial = d;
+	g->hello = d->hello;
+	d->greet = g;
+}
+
+static void greet_dial_attempt(struct greet_dial *d)
+{
+	d->attempts++;
+	uint64_t left = greet_dial_left_ms(d);
+	if (left == 0)
+		left = 1;
+	d->dial = net_dial_target(d->base, &d->target, left, greet_dial_on_dialed, d);
+	if (d->dial == NULL) {
+		greet_dial_set_last(d, NULL, "greeting_failed", "out of memory");
+		greet_dial_finish(d, -1, &d->last);
+	}
+}
+
+static void greet_dial_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	greet_dial_attempt(arg);
+}
+
+struct greet_dial *greet_dial_start(struct event_base *base, const char *what, const char *host,
+				    uint16_t port, bool unix_socket, const struct ctl_hello *hello,
+				    uint64_t timeout_ms, int buffer_bytes, greet_connect_cb cb,
+				    void *arg)
+{
+	struct greet_dial *d = calloc(1, sizeof *d);
+	if (d == NULL)
+		return NULL;
+	d->base = base;
+	net_target_init(&d->target, what, host, port, unix_socket);
+	/* Cut, if ever, for the log line only: the dial uses the target. */
+	snprintf(d->peer, sizeof d->peer, "%.63s at %.180s", what, d->target.name);
+	d->buffer_bytes = buffer_bytes;
+	d->hello = *hello;
+	d->started_ns = clk_monotonic_ns();
+	d->deadline_ns = d->started_ns + timeout_ms * 1000000u;
+	d->backoff_ms = 10;
+	d->cb = cb;
+	d->arg = arg;
+	d->ev_retry = evtimer_new(base, greet_dial_on_retry, d);
+	if (d->ev_retry == NULL) {
+		free(d);
+		return NULL;
+	}
+	/* The first attempt runs from the loop so the callback never fires
+	 * before greet_dial_start() has returned. */
+	struct timeval zero = { 0, 0 };
+	evtimer_add(d->ev_retry, &zero);
+	return d;
+}
+
+void greet_dial_cancel(struct greet_dial *d)
+{
+	if (d == NULL)
+		return;
+	net_dial_cancel(d->dial);
+	greet_cancel(d->greet);
+	if (d->ev_retry != NULL)
+		event_free(d->ev_retry);
+	free(d);
+}

@@ -1,0 +1,317 @@
+/* The control codec's tables: message, role and channel names, the
+ * character sets of peer strings, one field table per message type, and
+ * the same tables as text for docs/PROTOCOL.md (ctl_field_describe, make
+ * docs). See control_table.h. */
+#include "wire/control_table.h"
+
+#include "wire/text.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *const ctl_type_names[] = {
+	[CTL_HELLO] = "hello",
+	[CTL_WELCOME] = "welcome",
+	[CTL_ERROR] = "error",
+	[CTL_CREDIT] = "credit",
+	[CTL_PING] = "ping",
+	[CTL_PONG] = "pong",
+	[CTL_STATS] = "stats",
+	[CTL_END] = "end",
+	[CTL_BYE] = "bye",
+	[CTL_START] = "start",
+	[CTL_CHALLENGE] = "challenge",
+	[CTL_STOP] = "stop",
+};
+
+const char *const ctl_role_names[] = {
+	[CTL_ROLE_SOURCE] = "source",
+	[CTL_ROLE_READER] = "reader",
+	[CTL_ROLE_BUILDER] = "builder",
+};
+
+const char *const ctl_channel_names[] = {
+	[CTL_CHANNEL_CONTROL] = "control",
+	[CTL_CHANNEL_DATA] = "data",
+};
+
+_Static_assert(CTL_ARRAY_SIZE(ctl_type_names) == CTL_TYPE_COUNT, "a name for every message type");
+_Static_assert(CTL_ARRAY_SIZE(ctl_role_names) == CTL_ROLE_COUNT, "a name for every role");
+_Static_assert(CTL_ARRAY_SIZE(ctl_channel_names) == CTL_CHANNEL_COUNT, "a name for every channel");
+
+/* Each enum ctl_charset (control_table.h says why they are so narrow). */
+const struct ctl_charset_rule ctl_charsets[] = {
+	[CTL_CHARSET_ANY] = { NULL, 0, "any byte but NUL" },
+	[CTL_CHARSET_HOST] = { text_host_char, TEXT_HOST_MAX,
+			       "a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
+	[CTL_CHARSET_NAME] = { text_name_char, 0,
+			       "a name is ASCII letters, digits, '_', '.' and '-'" },
+};
+_Static_assert(CTL_ARRAY_SIZE(ctl_charsets) == (size_t)CTL_CHARSET_NAME + 1, "a rule for every set");
+
+#define CTL_FIELD(key, kind, member, doc) \
+	{ key, kind, offsetof(struct ctl_msg, u.member), sizeof(((struct ctl_msg *)0)->u.member), \
+	  CTL_CHARSET_ANY, doc }
+#define CTL_FIELD_TEXT(key, member, charset, doc) \
+	{ key, CTL_KIND_STR, offsetof(struct ctl_msg, u.member), \
+	  sizeof(((struct ctl_msg *)0)->u.member), charset, doc }
+
+static const struct ctl_field ctl_hello_fields[] = {
+	CTL_FIELD("role", CTL_KIND_ROLE, hello.role, "sender's role"),
+	CTL_FIELD("id", CTL_KIND_U32, hello.id,
+		  "sender's id within its role (a source's number, a reader's number)"),
+	CTL_FIELD("channel", CTL_KIND_CHANNEL, hello.channel, "what this connection carries"),
+	CTL_FIELD("run_id", CTL_KIND_U32, hello.run_id, "run the sender belongs to"),
+	CTL_FIELD("protocol", CTL_KIND_U32, hello.protocol,
+		  "sender's protocol version, `CTL_PROTOCOL_VERSION` (above)"),
+	CTL_FIELD("pid", CTL_KIND_U32, hello.pid, "sender's process id"),
+	CTL_FIELD_TEXT("host", hello.host, CTL_CHARSET_HOST,
+		       "sender's host name; informational only: the builder decides whether a peer "
+		       "shares its clock from the connection's addresses (docs/CLOCKS.md)"),
+	CTL_FIELD("sources", CTL_KIND_SOURCES, hello,
+		  "a reader's served source ids; `[]` for other roles"),
+	CTL_FIELD("proof", CTL_KIND_STR, hello.proof,
+		  "HMAC-SHA256 of the challenge's nonce and these fields, lowercase hex; "
+		  "`\"\"` without a run key (Authentication)"),
+};
+
+static const struct ctl_field ctl_welcome_fields[] = {
+	CTL_FIELD("run_id", CTL_KIND_U32, welcome.run_id, "the listener's run"),
+	CTL_FIELD("role", CTL_KIND_ROLE, welcome.role, "the listener's role"),
+	CTL_FIELD("id", CTL_KIND_U32, welcome.id, "the listener's id"),
+};
+
+static const struct ctl_field ctl_error_fields[] = {
+	CTL_FIELD_TEXT("code", error.code, CTL_CHARSET_NAME,
+		       "machine-readable, e.g. `wrong_run`, `duplicate_id`, `expected_hello`, "
+		       "`bad_message`"),
+	CTL_FIELD("reason", CTL_KIND_STR, error.reason, "a sentence a person can act on"),
+};
+
+static const struct ctl_field ctl_credit_fields[] = {
+	CTL_FIELD("limit", CTL_KIND_U64, credit.limit,
+		  "forward fragments whose event_id is below this"),
+	CTL_FIELD("sequence", CTL_KIND_U64, credit.sequence,
+		  "the builder's count of credits sent to this reader (1, 2, ...), for logs and "
+		  "ordering checks"),
+};
+
+static const struct ctl_field ctl_ping_fields[] = {
+	CTL_FIELD("sequence", CTL_KIND_U64, ping.sequence, "matches the pong to its ping"),
+	CTL_FIELD("t1_ns", CTL_KIND_U64, ping.t1_ns,
+		  "builder's CLOCK_REALTIME at send, ns since the epoch"),
+};
+
+static const struct ctl_field ctl_pong_fields[] = {
+	CTL_FIELD("sequence", CTL_KIND_U64, pong.sequence, "the ping's"),
+	CTL_FIELD("t1_ns", CTL_KIND_U64, pong.t1_ns, "the ping's, echoed"),
+	CTL_FIELD("t2_ns", CTL_KIND_U64, pong.t2_ns, "peer's CLOCK_REALTIME when the ping arrived"),
+	CTL_FIELD("t3_ns", CTL_KIND_U64, pong.t3_ns, "peer's CLOCK_REALTIME when the pong was sent"),
+};
+
+static const struct ctl_field ctl_report_fields[] = {
+	CTL_FIELD("status", CTL_KIND_I32, report.status,
+		  "`end`: 0 clean, else the daemon's error count"),
+	CTL_FIELD("groups", CTL_KIND_GROUPS, report, "group name → group (below)"),
+};
+
+static const struct ctl_field ctl_bye_fields[] = {
+	CTL_FIELD("status", CTL_KIND_I32, bye.status, "the run's exit status"),
+};
+
+static const struct ctl_field ctl_start_fields[] = {
+	CTL_FIELD("delay_ns", CTL_KIND_U64, start.delay_ns,
+		  "start this long after receipt, when `at_realtime_ns` is 0 or more than 10 s "
+		  "from the source's clock"),
+	CTL_FIELD("at_realtime_ns", CTL_KIND_U64, start.at_realtime_ns,
+		  "start at this CLOCK_REALTIME of the builder's host (without any injected offset), "
+		  "ns since the epoch; 0: unset"),
+};
+
+static const struct ctl_field ctl_challenge_fields[] = {
+	CTL_FIELD("nonce", CTL_KIND_STR, challenge.nonce,
+		  "32 random bytes (libsodium) as 64 lowercase hex digits"),
+};
+
+static const struct ctl_field ctl_stop_fields[] = {
+	CTL_FIELD("source", CTL_KIND_U32, stop.source,
+		  "a source id, or 4294967295 (`CTL_STOP_ALL`)"),
+	CTL_FIELD("reason", CTL_KIND_STR, stop.reason, "why, for the receiver's log"),
+};
+
+/* The report is 78 kB, too much to clear for every STATS; its decoder sets
+ * the counts of what it fills instead. */
+#define CTL_SPEC(fields, member, clear) \
+	{ fields, CTL_ARRAY_SIZE(fields), offsetof(struct ctl_msg, u.member), \
+	  sizeof(((struct ctl_msg *)0)->u.member), clear }
+
+const struct ctl_spec ctl_specs[] = {
+	[CTL_HELLO] = CTL_SPEC(ctl_hello_fields, hello, true),
+	[CTL_WELCOME] = CTL_SPEC(ctl_welcome_fields, welcome, true),
+	[CTL_ERROR] = CTL_SPEC(ctl_error_fields, error, true),
+	[CTL_CREDIT] = CTL_SPEC(ctl_credit_fields, credit, true),
+	[CTL_PING] = CTL_SPEC(ctl_ping_fields, ping, true),
+	[CTL_PONG] = CTL_SPEC(ctl_pong_fields, pong, true),
+	[CTL_STATS] = CTL_SPEC(ctl_report_fields, report, false),
+	[CTL_END] = CTL_SPEC(ctl_report_fields, report, false),
+	[CTL_BYE] = CTL_SPEC(ctl_bye_fields, bye, true),
+	[CTL_START] = CTL_SPEC(ctl_start_fields, start, true),
+	[CTL_CHALLENGE] = CTL_SPEC(ctl_challenge_fields, challenge, true),
+	[CTL_STOP] = CTL_SPEC(ctl_stop_fields, stop, true),
+};
+
+_Static_assert(CTL_ARRAY_SIZE(ctl_specs) == CTL_TYPE_COUNT,
+	       "every message type needs a name and a field table");
+_Static_assert(CTL_ARRAY_SIZE(ctl_hello_fields) <= 32, "the decoder's seen mask is 32 bits");
+
+bool ctl_charset_ok(enum ctl_charset cs, const char *s, size_t n, size_t *bad)
+{
+	const struct ctl_charset_rule *rule = &ctl_charsets[cs];
+	if (rule->max_bytes != 0 && n > rule->max_bytes) {
+		*bad = n;
+		return false;
+	}
+	if (rule->allowed == NULL)
+		return true;
+	for (size_t i = 0; i < n; i++) {
+		if (!rule->allowed((unsigned char)s[i])) {
+			*bad = i;
+			return false;
+		}
+	}
+	return true;
+}
+
+bool ctl_name_ok(const char *name)
+{
+	size_t n = strnlen(name, CTL_MAX_NAME), bad;
+	return n < CTL_MAX_NAME && ctl_charset_ok(CTL_CHARSET_NAME, name, n, &bad);
+}
+
+const char *ctl_role_title(enum ctl_role role)
+{
+	static const char *const titles[] = {
+		[CTL_ROLE_SOURCE] = "Source",
+		[CTL_ROLE_READER] = "Reader",
+		[CTL_ROLE_BUILDER] = "Builder",
+	};
+	_Static_assert(CTL_ARRAY_SIZE(titles) == CTL_ROLE_COUNT,
+		       "every role needs a title");
+	return (size_t)role < CTL_ARRAY_SIZE(titles) ? titles[role] : "Unknown";
+}
+
+const char *ctl_role_name(enum ctl_role role)
+{
+	if ((unsigned)role >= CTL_ARRAY_SIZE(ctl_role_names))
+		return "unknown";
+	return ctl_role_names[role];
+}
+
+bool ctl_role_parse(const char *name, enum ctl_role *role)
+{
+	for (size_t i = 0; i < CTL_ARRAY_SIZE(ctl_role_names); i++) {
+		if (strcmp(name, ctl_role_names[i]) == 0) {
+			*role = (enum ctl_role)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *ctl_channel_name(enum ctl_channel channel)
+{
+	if ((unsigned)channel >= CTL_ARRAY_SIZE(ctl_channel_names))
+		return "unknown";
+	return ctl_channel_names[channel];
+}
+
+bool ctl_channel_parse(const char *name, enum ctl_channel *channel)
+{
+	for (size_t i = 0; i < CTL_ARRAY_SIZE(ctl_channel_names); i++) {
+		if (strcmp(name, ctl_channel_names[i]) == 0) {
+			*channel = (enum ctl_channel)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *ctl_type_name(enum ctl_type type)
+{
+	if ((unsigned)type >= CTL_ARRAY_SIZE(ctl_type_names))
+		return "unknown";
+	return ctl_type_names[type];
+}
+
+/* The tables above as text, so that docs/PROTOCOL.md is written from them
+ * (tools/docgen.c) and cannot drift from what the codec does. */
+static void ctl_describe_enum(char *out, size_t cap, const char *const *names, size_t count)
+{
+	size_t used = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < count && used < cap; i++) {
+		int n = snprintf(out + used, cap - used, "%s`\"%s\"`", i ? ", " : "", names[i]);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+}
+
+size_t ctl_field_count(enum ctl_type type)
+{
+	if ((size_t)type >= CTL_ARRAY_SIZE(ctl_specs))
+		return 0;
+	return ctl_specs[type].count;
+}
+
+bool ctl_field_describe(enum ctl_type type, size_t i, struct ctl_field_doc *d)
+{
+	if (i >= ctl_field_count(type))
+		return false;
+	const struct ctl_field *f = &ctl_specs[type].fields[i];
+	d->key = f->key;
+	d->doc = f->doc;
+	switch (f->kind) {
+	case CTL_KIND_U64:
+		d->type = "uint";
+		snprintf(d->range, sizeof d->range, "0 .. 2^64−1");
+		break;
+	case CTL_KIND_U32:
+		d->type = "uint";
+		snprintf(d->range, sizeof d->range, "0 .. 2^32−1");
+		break;
+	case CTL_KIND_I32:
+		d->type = "int";
+		snprintf(d->range, sizeof d->range, "int32");
+		break;
+	case CTL_KIND_STR: {
+		const struct ctl_charset_rule *rule = &ctl_charsets[f->charset];
+		size_t max = rule->max_bytes ? rule->max_bytes : f->size - 1;
+		d->type = "str";
+		snprintf(d->range, sizeof d->range, "≤ %zu bytes%s", max,
+			 f->charset == CTL_CHARSET_HOST ? " of the host name set (Strings)"
+			 : f->charset == CTL_CHARSET_NAME ? " of the name set (Strings)" : "");
+		break;
+	}
+	case CTL_KIND_ROLE:
+		d->type = "str";
+		ctl_describe_enum(d->range, sizeof d->range, ctl_role_names,
+				  CTL_ARRAY_SIZE(ctl_role_names));
+		break;
+	case CTL_KIND_CHANNEL:
+		d->type = "str";
+		ctl_describe_enum(d->range, sizeof d->range, ctl_channel_names,
+				  CTL_ARRAY_SIZE(ctl_channel_names));
+		break;
+	case CTL_KIND_SOURCES:
+		d->type = "array of uint";
+		snprintf(d->range, sizeof d->range, "≤ %u elements, each 0 .. %u", CTL_MAX_SOURCE_LIST,
+			 (unsigned)UINT16_MAX);
+		break;
+	case CTL_KIND_GROUPS:
+		d->type = "map";
+		snprintf(d->range, sizeof d->range, "≤ %u entries", CTL_MAX_GROUPS);
+		break;
+	}
+	return true;
+}
