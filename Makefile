@@ -49,7 +49,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 # The documents with regions written from the code (scripts/gendocs.py).
 GENERATED_DOCS := docs/PROTOCOL.md docs/METRICS.md README.md
 
-.PHONY: all deps run test check-layers check-counters check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
+.PHONY: all deps run test check-layers check-counters check-sizes check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
 all: $(BINS) $(DOCGEN) $(EXAMPLES)
 examples: $(EXAMPLES)
 .SECONDARY: $(DOCGEN:%=%.o) $(EXAMPLES:%=%.o)
@@ -80,6 +80,10 @@ check-layers:
 # name as a string literal elsewhere in the C tree.
 check-counters:
 	$(Q)$(PYTHON) scripts/check_counters.py
+
+# No C file over 600 lines, no function over 80 (docs/CODE.md).
+check-sizes:
+	$(Q)$(PYTHON) scripts/check_sizes.py
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -139,6 +143,7 @@ e2e: $(BINS) $(DOCGEN) $(EXAMPLES)
 test: deps
 	$(Q)$(PYTHON) scripts/check_layers.py
 	$(Q)$(PYTHON) scripts/check_counters.py
+	$(Q)$(PYTHON) scripts/check_sizes.py
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory check-docs
 	$(Q)$(MAKE) --no-print-directory unit

@@ -68,3 +68,52 @@ class LayerCheckTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+SIZES = ROOT / "scripts" / "check_sizes.py"
+
+
+class SizeCheckTest(unittest.TestCase):
+    """scripts/check_sizes.py: no C file over 600 lines, no function over 80
+    (docs/CODE.md), on the real tree and on small trees that break it."""
+
+    def _tree(self, files: dict[str, str]) -> Path:
+        d = Path(tempfile.mkdtemp(prefix="es-sizes-"))
+        self.addCleanup(subprocess.run, ["rm", "-rf", str(d)])
+        for name, text in files.items():
+            p = d / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        return d
+
+    def run_sizes(self, root: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(SIZES), str(root)],
+                              capture_output=True, text=True, timeout=60)
+
+    @staticmethod
+    def function(name: str, body_lines: int, header: str = "static int") -> str:
+        return (f"{header} {name}(int a,\n\t\tint b)\n{{\n" + "\ta += b;\n" * body_lines
+                + "\treturn a;\n}\n")
+
+    def test_tree_within_limits(self):
+        r = self.run_sizes(ROOT)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("every file and function within the limits", r.stdout)
+
+    def test_long_function_and_file_fail_by_name(self):
+        d = self._tree({
+            "common/core/short.c": self.function("short_enough", 75),
+            "builderd/long.c": "/* a file */\n" + self.function("too_long", 80, "int"),
+            "sourced/big.c": "".join(self.function(f"f{i}", 10) for i in range(50)),
+        })
+        r = self.run_sizes(d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("builderd/long.c:2: too_long() is 85 lines (limit 80)", r.stdout)
+        self.assertRegex(r.stdout, r"sourced/big\.c: \d+ lines \(limit 600\)")
+        self.assertNotIn("short_enough", r.stdout)
+        self.assertIn("check_sizes: 2 over the limits", r.stdout)
+
+    def test_a_declared_exception_passes(self):
+        # The msgpack scan's state machine is the one long function allowed.
+        d = self._tree({"common/wire/scan.c": self.function("mps_scan", 100, "bool")})
+        self.assertEqual(self.run_sizes(d).returncode, 0)
