@@ -1,7 +1,17 @@
 #include "core/evm.h"
 
+#include "wire/control.h"
+
 #include <errno.h>
 #include <stdlib.h>
+
+/* The control messages bound a plan by these limits (wire/control.h): a
+ * routing or assign the codec lets through must be one the manager and
+ * the readers' tables can take. */
+_Static_assert(CTL_MAX_BUILDERS == EVM_MAX_BUILDERS, "routing's builders bound is the manager's");
+_Static_assert(CTL_MAX_BATCH == EVM_MAX_BATCH, "routing's batch bound is the manager's");
+_Static_assert(CTL_MAX_WINDOW_BATCHES == EVM_MAX_WINDOW_BATCHES,
+	       "routing's window bound is the manager's");
 
 /* A builder's books at the manager. */
 struct evm_builder {

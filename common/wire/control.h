@@ -21,6 +21,13 @@
 #define CTL_MAX_SOURCE_LIST 256u
 #define CTL_NONCE_TEXT 65u               /* 32 random bytes in hex, with NUL */
 #define CTL_PROOF_TEXT 65u               /* HMAC-SHA256 in hex, with NUL */
+/* The limits of several builders (docs/BUILDERS.md): core/evm's
+ * EVM_MAX_BUILDERS, EVM_MAX_BATCH and EVM_MAX_WINDOW_BATCHES, which must
+ * agree (evm.c checks), so a plan the codec lets through is one the manager
+ * and the readers' tables can take. */
+#define CTL_MAX_BUILDERS 256u
+#define CTL_MAX_BATCH (1u << 20)
+#define CTL_MAX_WINDOW_BATCHES (1u << 20)
 
 enum ctl_type {
 	CTL_HELLO,    /* first message of every connection, client to listener */
@@ -35,6 +42,11 @@ enum ctl_type {
 	CTL_START,    /* builder to source: every peer is up, start sending */
 	CTL_CHALLENGE, /* listener to client, first on every connection: a nonce */
 	CTL_STOP,     /* builder to peer: stop (a source) or drop a source (a reader) */
+	/* Several builders (docs/BUILDERS.md); no daemon sends these yet. */
+	CTL_ROUTING,  /* hub to reader and builder: the run's plan of batches */
+	CTL_TOKEN,    /* builder to hub: its slots and the IDs it has decided */
+	CTL_ASSIGN,   /* hub to every reader and builder: one batch's builder */
+	CTL_LOST,     /* hub to every reader and builder: a builder given up */
 };
 
 enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
@@ -50,6 +62,15 @@ bool ctl_role_parse(const char *name, enum ctl_role *role);
 const char *ctl_type_name(enum ctl_type type);
 
 enum ctl_channel { CTL_CHANNEL_CONTROL, CTL_CHANNEL_DATA };
+
+/* How the hub chooses a batch's builder: its event manager over the
+ * builders' tokens, or the formula (event_id / batch) mod builders. */
+enum ctl_routing_mode { CTL_ROUTING_MANAGER, CTL_ROUTING_STATIC };
+
+/* "manager", "static" ("unknown" for a value outside the enum); and back
+ * (false when unknown). */
+const char *ctl_routing_mode_name(enum ctl_routing_mode mode);
+bool ctl_routing_mode_parse(const char *name, enum ctl_routing_mode *mode);
 
 /* "control", "data" ("unknown" for a value outside the enum); and back
  * (false when unknown). */
@@ -146,6 +167,41 @@ struct ctl_bye {
 	int32_t status;                     /* the run's exit status */
 };
 
+/* The plan every reader and builder makes its table from (core/evm's
+ * struct evm_plan and mode); the codec bounds each field, the receiver
+ * checks the plan as a whole against its own options. */
+struct ctl_routing {
+	enum ctl_routing_mode mode;
+	uint32_t builders;                  /* 1 .. CTL_MAX_BUILDERS */
+	uint64_t first_event;
+	uint64_t events;                    /* >= 1 */
+	uint32_t batch;                     /* 1 .. CTL_MAX_BATCH */
+	uint32_t window_batches;            /* 1 .. CTL_MAX_WINDOW_BATCHES */
+};
+
+/* A builder's running totals (evm_join on the first, evm_tokens after). */
+struct ctl_token {
+	uint32_t slots;
+	uint64_t decided;                   /* IDs of its own decided, in all */
+	uint64_t decided_below;             /* every ID of its own below is decided */
+	uint64_t sequence;
+};
+
+/* One record of the manager (struct evm_assignment), with the hub's
+ * retired_below at the time. */
+struct ctl_assign {
+	uint64_t first;
+	uint32_t count;                     /* 1 .. CTL_MAX_BATCH */
+	uint32_t builder;                   /* 0 .. CTL_MAX_BUILDERS - 1 */
+	uint64_t retired_below;
+	uint64_t sequence;
+};
+
+struct ctl_lost {
+	uint32_t builder;                   /* 0 .. CTL_MAX_BUILDERS - 1 */
+	char reason[CTL_MAX_TEXT];
+};
+
 struct ctl_msg {
 	enum ctl_type type;
 	union {
@@ -160,6 +216,10 @@ struct ctl_msg {
 		struct ctl_start start;
 		struct ctl_challenge challenge;
 		struct ctl_stop stop;
+		struct ctl_routing routing;
+		struct ctl_token token;
+		struct ctl_assign assign;
+		struct ctl_lost lost;
 	} u;
 };
 
@@ -167,7 +227,8 @@ struct ctl_msg {
  * allocating. Returns the bytes written, or 0 when it does not fit in cap or
  * its body would exceed CTL_MAX_MESSAGE_BYTES (a report of 40 groups of 48
  * counters with 31-byte names does not), or when the decoder would refuse it:
- * a type, role or channel outside its enum, a string not terminated inside
+ * a type, role, channel or routing mode outside its enum, an integer outside
+ * its field's range, a string not terminated inside
  * its buffer or with a byte outside its field's set (a host name, group,
  * counter or error code name: docs/PROTOCOL.md, Strings), a count above its
  * maximum, or two groups (two counters of a group) with the same name. */
@@ -179,7 +240,8 @@ size_t ctl_encode(const struct ctl_msg *msg, uint8_t *dst, size_t cap);
  * *msg (*need set to the same), or -1 with a reason in err (capacity errlen)
  * when the bytes are not a valid message (body length 0 or oversized, judged
  * from the prefix alone; not msgpack, not a map, trailing bytes, unknown
- * type, missing, duplicate or mistyped field, string or list too long, a
+ * type, missing, duplicate or mistyped field, an integer outside its
+ * field's range, string or list too long, a
  * name or host name with a byte outside its set, naming the field). The
  * caller then closes the connection. *msg is unspecified after -1. need may
  * be NULL; err may be NULL. Allocates only inside msgpack, bounded by the

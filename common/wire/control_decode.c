@@ -272,20 +272,23 @@ static bool ctl_get_field(struct ctl_ctx *cx, const struct ctl_field *f, const m
 {
 	char *p = (char *)msg + f->offset;
 	char what[48];
-	uint64_t v;
+	uint64_t v, lo, hi;
 	unsigned e;
 
 	snprintf(what, sizeof what, "key '%s'", f->key);
 	switch (f->kind) {
 	case CTL_KIND_U64:
-		if (!ctl_get_uint(cx, o, UINT64_MAX, &v, what))
-			return false;
-		*(uint64_t *)p = v;
-		return true;
 	case CTL_KIND_U32:
-		if (!ctl_get_uint(cx, o, UINT32_MAX, &v, what))
+		ctl_field_range(f, &lo, &hi);
+		if (!ctl_get_uint(cx, o, hi, &v, what))
 			return false;
-		*(uint32_t *)p = (uint32_t)v;
+		if (v < lo)
+			return ctl_fail(cx, "%s in %s is %" PRIu64 ", less than %" PRIu64, what,
+					cx->what, v, lo);
+		if (f->kind == CTL_KIND_U64)
+			*(uint64_t *)p = v;
+		else
+			*(uint32_t *)p = (uint32_t)v;
 		return true;
 	case CTL_KIND_I32:
 		return ctl_get_i32(cx, o, (int32_t *)p, what);
@@ -301,6 +304,11 @@ static bool ctl_get_field(struct ctl_ctx *cx, const struct ctl_field *f, const m
 				  what))
 			return false;
 		*(enum ctl_channel *)p = (enum ctl_channel)e;
+		return true;
+	case CTL_KIND_ROUTING_MODE:
+		if (!ctl_get_enum(cx, o, ctl_routing_mode_names, CTL_ROUTING_MODE_COUNT, &e, what))
+			return false;
+		*(enum ctl_routing_mode *)p = (enum ctl_routing_mode)e;
 		return true;
 	case CTL_KIND_SOURCES:
 		return ctl_get_sources(cx, o, (struct ctl_hello *)p);

@@ -105,9 +105,14 @@ static bool ctl_pack_field(msgpack_packer *pk, const struct ctl_field *f, const 
 
 	switch (f->kind) {
 	case CTL_KIND_U64:
-		return msgpack_pack_uint64(pk, *(const uint64_t *)p) == 0;
-	case CTL_KIND_U32:
-		return msgpack_pack_uint32(pk, *(const uint32_t *)p) == 0;
+	case CTL_KIND_U32: {
+		uint64_t v = f->kind == CTL_KIND_U64 ? *(const uint64_t *)p : *(const uint32_t *)p;
+		uint64_t lo, hi;
+		ctl_field_range(f, &lo, &hi);
+		if (v < lo || v > hi)
+			return false;
+		return msgpack_pack_uint64(pk, v) == 0;
+	}
 	case CTL_KIND_I32:
 		return msgpack_pack_int32(pk, *(const int32_t *)p) == 0;
 	case CTL_KIND_STR:
@@ -123,6 +128,12 @@ static bool ctl_pack_field(msgpack_packer *pk, const struct ctl_field *f, const 
 		if ((unsigned)channel >= CTL_CHANNEL_COUNT)
 			return false;
 		return ctl_pack_cstr(pk, ctl_channel_names[channel]);
+	}
+	case CTL_KIND_ROUTING_MODE: {
+		enum ctl_routing_mode mode = *(const enum ctl_routing_mode *)p;
+		if ((unsigned)mode >= CTL_ROUTING_MODE_COUNT)
+			return false;
+		return ctl_pack_cstr(pk, ctl_routing_mode_names[mode]);
 	}
 	case CTL_KIND_SOURCES:
 		return ctl_pack_sources(pk, (const struct ctl_hello *)p);

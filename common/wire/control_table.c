@@ -6,6 +6,7 @@
 
 #include "wire/text.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,10 @@ const char *const ctl_type_names[] = {
 	[CTL_START] = "start",
 	[CTL_CHALLENGE] = "challenge",
 	[CTL_STOP] = "stop",
+	[CTL_ROUTING] = "routing",
+	[CTL_TOKEN] = "token",
+	[CTL_ASSIGN] = "assign",
+	[CTL_LOST] = "lost",
 };
 
 const char *const ctl_role_names[] = {
@@ -35,9 +40,16 @@ const char *const ctl_channel_names[] = {
 	[CTL_CHANNEL_DATA] = "data",
 };
 
+const char *const ctl_routing_mode_names[] = {
+	[CTL_ROUTING_MANAGER] = "manager",
+	[CTL_ROUTING_STATIC] = "static",
+};
+
 _Static_assert(CTL_ARRAY_SIZE(ctl_type_names) == CTL_TYPE_COUNT, "a name for every message type");
 _Static_assert(CTL_ARRAY_SIZE(ctl_role_names) == CTL_ROLE_COUNT, "a name for every role");
 _Static_assert(CTL_ARRAY_SIZE(ctl_channel_names) == CTL_CHANNEL_COUNT, "a name for every channel");
+_Static_assert(CTL_ARRAY_SIZE(ctl_routing_mode_names) == CTL_ROUTING_MODE_COUNT,
+	       "a name for every routing mode");
 
 /* Each enum ctl_charset (control_table.h says why they are so narrow). */
 const struct ctl_charset_rule ctl_charsets[] = {
@@ -51,15 +63,20 @@ _Static_assert(CTL_ARRAY_SIZE(ctl_charsets) == (size_t)CTL_CHARSET_NAME + 1, "a 
 
 #define CTL_FIELD(key, kind, member, doc) \
 	{ key, kind, offsetof(struct ctl_msg, u.member), sizeof(((struct ctl_msg *)0)->u.member), \
-	  CTL_CHARSET_ANY, doc }
+	  CTL_CHARSET_ANY, doc, 0, 0 }
+/* An integer narrower than its kind: the decoder refuses, and the encoder
+ * will not write, a value outside [lo, hi]. */
+#define CTL_FIELD_RANGE(key, kind, member, lo, hi, doc) \
+	{ key, kind, offsetof(struct ctl_msg, u.member), sizeof(((struct ctl_msg *)0)->u.member), \
+	  CTL_CHARSET_ANY, doc, lo, hi }
 #define CTL_FIELD_TEXT(key, member, charset, doc) \
 	{ key, CTL_KIND_STR, offsetof(struct ctl_msg, u.member), \
-	  sizeof(((struct ctl_msg *)0)->u.member), charset, doc }
+	  sizeof(((struct ctl_msg *)0)->u.member), charset, doc, 0, 0 }
 
 static const struct ctl_field ctl_hello_fields[] = {
 	CTL_FIELD("role", CTL_KIND_ROLE, hello.role, "sender's role"),
 	CTL_FIELD("id", CTL_KIND_U32, hello.id,
-		  "sender's id within its role (a source's number, a reader's number)"),
+		  "sender's id within its role (a source's, a reader's or a builder's number)"),
 	CTL_FIELD("channel", CTL_KIND_CHANNEL, hello.channel, "what this connection carries"),
 	CTL_FIELD("run_id", CTL_KIND_U32, hello.run_id, "run the sender belongs to"),
 	CTL_FIELD("protocol", CTL_KIND_U32, hello.protocol,
@@ -139,6 +156,56 @@ static const struct ctl_field ctl_stop_fields[] = {
 	CTL_FIELD("reason", CTL_KIND_STR, stop.reason, "why, for the receiver's log"),
 };
 
+/* Several builders (docs/BUILDERS.md). */
+static const struct ctl_field ctl_routing_fields[] = {
+	CTL_FIELD("mode", CTL_KIND_ROUTING_MODE, routing.mode,
+		  "who chooses a batch's builder: the hub's event manager over the builders' "
+		  "tokens, or the formula (event_id / `batch`) mod `builders`"),
+	CTL_FIELD_RANGE("builders", CTL_KIND_U32, routing.builders, 1, CTL_MAX_BUILDERS,
+			"builders of the run, ids 0 .. `builders` − 1; the top is `CTL_MAX_BUILDERS`"),
+	CTL_FIELD("first_event", CTL_KIND_U64, routing.first_event, "lowest event ID of the run"),
+	CTL_FIELD_RANGE("events", CTL_KIND_U64, routing.events, 1, UINT64_MAX,
+			"event IDs of the run, from `first_event` on"),
+	CTL_FIELD_RANGE("batch", CTL_KIND_U32, routing.batch, 1, CTL_MAX_BATCH,
+			"IDs per batch: batch k is the IDs of [k × `batch`, (k + 1) × `batch`) in "
+			"the run; the top is `CTL_MAX_BATCH`"),
+	CTL_FIELD_RANGE("window_batches", CTL_KIND_U32, routing.window_batches, 1,
+			CTL_MAX_WINDOW_BATCHES,
+			"the most batches live at once (assigned, not yet retired); the top is "
+			"`CTL_MAX_WINDOW_BATCHES`"),
+};
+
+static const struct ctl_field ctl_token_fields[] = {
+	CTL_FIELD("slots", CTL_KIND_U32, token.slots,
+		  "the builder's window of events in flight (`--max-inflight`); the hub takes it from "
+		  "the first token, which joins the builder"),
+	CTL_FIELD("decided", CTL_KIND_U64, token.decided,
+		  "running total of its IDs decided: recorded, expired or given up as never "
+		  "observed"),
+	CTL_FIELD("decided_below", CTL_KIND_U64, token.decided_below,
+		  "every ID of its own below this is decided"),
+	CTL_FIELD("sequence", CTL_KIND_U64, token.sequence,
+		  "the builder's count of tokens sent (1, 2, ...); the first joins it"),
+};
+
+static const struct ctl_field ctl_assign_fields[] = {
+	CTL_FIELD("first", CTL_KIND_U64, assign.first, "first event ID of the batch"),
+	CTL_FIELD_RANGE("count", CTL_KIND_U32, assign.count, 1, CTL_MAX_BATCH,
+			"IDs `first` .. `first` + `count` − 1"),
+	CTL_FIELD_RANGE("builder", CTL_KIND_U32, assign.builder, 0, CTL_MAX_BUILDERS - 1,
+			"the builder that builds them"),
+	CTL_FIELD("retired_below", CTL_KIND_U64, assign.retired_below,
+		  "the hub's oldest live ID: a fragment of an ID below it is late"),
+	CTL_FIELD("sequence", CTL_KIND_U64, assign.sequence,
+		  "the hub's count of assignments (1, 2, ...), the same for every receiver"),
+};
+
+static const struct ctl_field ctl_lost_fields[] = {
+	CTL_FIELD_RANGE("builder", CTL_KIND_U32, lost.builder, 0, CTL_MAX_BUILDERS - 1,
+			"the builder given up"),
+	CTL_FIELD("reason", CTL_KIND_STR, lost.reason, "why, for the receiver's log"),
+};
+
 /* The report is 78 kB, too much to clear for every STATS; its decoder sets
  * the counts of what it fills instead. */
 #define CTL_SPEC(fields, member, clear) \
@@ -158,6 +225,10 @@ const struct ctl_spec ctl_specs[] = {
 	[CTL_START] = CTL_SPEC(ctl_start_fields, start, true),
 	[CTL_CHALLENGE] = CTL_SPEC(ctl_challenge_fields, challenge, true),
 	[CTL_STOP] = CTL_SPEC(ctl_stop_fields, stop, true),
+	[CTL_ROUTING] = CTL_SPEC(ctl_routing_fields, routing, true),
+	[CTL_TOKEN] = CTL_SPEC(ctl_token_fields, token, true),
+	[CTL_ASSIGN] = CTL_SPEC(ctl_assign_fields, assign, true),
+	[CTL_LOST] = CTL_SPEC(ctl_lost_fields, lost, true),
 };
 
 _Static_assert(CTL_ARRAY_SIZE(ctl_specs) == CTL_TYPE_COUNT,
@@ -180,6 +251,12 @@ bool ctl_charset_ok(enum ctl_charset cs, const char *s, size_t n, size_t *bad)
 		}
 	}
 	return true;
+}
+
+void ctl_field_range(const struct ctl_field *f, uint64_t *min, uint64_t *max)
+{
+	*min = f->min;
+	*max = f->max != 0 ? f->max : f->kind == CTL_KIND_U32 ? UINT32_MAX : UINT64_MAX;
 }
 
 bool ctl_name_ok(const char *name)
@@ -236,6 +313,24 @@ bool ctl_channel_parse(const char *name, enum ctl_channel *channel)
 	return false;
 }
 
+const char *ctl_routing_mode_name(enum ctl_routing_mode mode)
+{
+	if ((unsigned)mode >= CTL_ARRAY_SIZE(ctl_routing_mode_names))
+		return "unknown";
+	return ctl_routing_mode_names[mode];
+}
+
+bool ctl_routing_mode_parse(const char *name, enum ctl_routing_mode *mode)
+{
+	for (size_t i = 0; i < CTL_ARRAY_SIZE(ctl_routing_mode_names); i++) {
+		if (strcmp(name, ctl_routing_mode_names[i]) == 0) {
+			*mode = (enum ctl_routing_mode)i;
+			return true;
+		}
+	}
+	return false;
+}
+
 const char *ctl_type_name(enum ctl_type type)
 {
 	if ((unsigned)type >= CTL_ARRAY_SIZE(ctl_type_names))
@@ -257,6 +352,27 @@ static void ctl_describe_enum(char *out, size_t cap, const char *const *names, s
 	}
 }
 
+/* "2^64−1" and "2^32−1" for the tops of the kinds, other bounds in digits. */
+static void ctl_describe_bound(char *out, size_t cap, uint64_t v)
+{
+	if (v == UINT64_MAX)
+		snprintf(out, cap, "2^64−1");
+	else if (v == UINT32_MAX)
+		snprintf(out, cap, "2^32−1");
+	else
+		snprintf(out, cap, "%" PRIu64, v);
+}
+
+static void ctl_describe_range(char *out, size_t cap, const struct ctl_field *f)
+{
+	char lo[24], hi[24];
+	uint64_t min, max;
+	ctl_field_range(f, &min, &max);
+	ctl_describe_bound(lo, sizeof lo, min);
+	ctl_describe_bound(hi, sizeof hi, max);
+	snprintf(out, cap, "%s .. %s", lo, hi);
+}
+
 size_t ctl_field_count(enum ctl_type type)
 {
 	if ((size_t)type >= CTL_ARRAY_SIZE(ctl_specs))
@@ -273,12 +389,9 @@ bool ctl_field_describe(enum ctl_type type, size_t i, struct ctl_field_doc *d)
 	d->doc = f->doc;
 	switch (f->kind) {
 	case CTL_KIND_U64:
-		d->type = "uint";
-		snprintf(d->range, sizeof d->range, "0 .. 2^64−1");
-		break;
 	case CTL_KIND_U32:
 		d->type = "uint";
-		snprintf(d->range, sizeof d->range, "0 .. 2^32−1");
+		ctl_describe_range(d->range, sizeof d->range, f);
 		break;
 	case CTL_KIND_I32:
 		d->type = "int";
@@ -302,6 +415,11 @@ bool ctl_field_describe(enum ctl_type type, size_t i, struct ctl_field_doc *d)
 		d->type = "str";
 		ctl_describe_enum(d->range, sizeof d->range, ctl_channel_names,
 				  CTL_ARRAY_SIZE(ctl_channel_names));
+		break;
+	case CTL_KIND_ROUTING_MODE:
+		d->type = "str";
+		ctl_describe_enum(d->range, sizeof d->range, ctl_routing_mode_names,
+				  CTL_ARRAY_SIZE(ctl_routing_mode_names));
 		break;
 	case CTL_KIND_SOURCES:
 		d->type = "array of uint";

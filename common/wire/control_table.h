@@ -9,19 +9,22 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CTL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Entries of each name table; control_table.c checks that every table has
  * exactly this many. */
-#define CTL_TYPE_COUNT ((size_t)CTL_STOP + 1)
+#define CTL_TYPE_COUNT ((size_t)CTL_LOST + 1)
 #define CTL_ROLE_COUNT ((size_t)CTL_ROLE_BUILDER + 1)
 #define CTL_CHANNEL_COUNT ((size_t)CTL_CHANNEL_DATA + 1)
+#define CTL_ROUTING_MODE_COUNT ((size_t)CTL_ROUTING_STATIC + 1)
 
 /* The wire names of the enums, indexed by value. */
 extern const char *const ctl_type_names[];
 extern const char *const ctl_role_names[];
 extern const char *const ctl_channel_names[];
+extern const char *const ctl_routing_mode_names[];
 
 enum ctl_kind {
 	CTL_KIND_U64,
@@ -30,6 +33,7 @@ enum ctl_kind {
 	CTL_KIND_STR,           /* char[size], NUL-terminated */
 	CTL_KIND_ROLE,
 	CTL_KIND_CHANNEL,
+	CTL_KIND_ROUTING_MODE,
 	CTL_KIND_SOURCES,       /* struct ctl_hello: source_count, sources */
 	CTL_KIND_GROUPS,        /* struct ctl_report: group_count, groups */
 };
@@ -58,6 +62,7 @@ struct ctl_field {
 	size_t size;            /* of the member; the capacity of a string */
 	enum ctl_charset charset;       /* CTL_KIND_STR: what it may contain */
 	const char *doc;        /* what it means, for docs/PROTOCOL.md (ctl_field_describe) */
+	uint64_t min, max;      /* CTL_KIND_U32/U64: the range; max 0: the kind's whole range */
 };
 
 struct ctl_spec {
@@ -75,6 +80,10 @@ extern const struct ctl_charset_rule ctl_charsets[];
 /* Whether the n bytes at s belong to the set; else *bad is the offset of
  * the first byte outside it, or n when the string is too long for it. */
 bool ctl_charset_ok(enum ctl_charset cs, const char *s, size_t n, size_t *bad);
+
+/* The range of an integer field: [min, max] as the table gives it, else
+ * the whole range of its kind. */
+void ctl_field_range(const struct ctl_field *f, uint64_t *min, uint64_t *max);
 
 /* A group or counter name: fits CTL_MAX_NAME and is of the name set. */
 bool ctl_name_ok(const char *name);

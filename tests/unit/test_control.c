@@ -126,6 +126,25 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 	case CTL_STOP:
 		return a->u.stop.source == b->u.stop.source &&
 		       strcmp(a->u.stop.reason, b->u.stop.reason) == 0;
+	case CTL_ROUTING: {
+		const struct ctl_routing *x = &a->u.routing, *y = &b->u.routing;
+		return x->mode == y->mode && x->builders == y->builders &&
+		       x->first_event == y->first_event && x->events == y->events &&
+		       x->batch == y->batch && x->window_batches == y->window_batches;
+	}
+	case CTL_TOKEN: {
+		const struct ctl_token *x = &a->u.token, *y = &b->u.token;
+		return x->slots == y->slots && x->decided == y->decided &&
+		       x->decided_below == y->decided_below && x->sequence == y->sequence;
+	}
+	case CTL_ASSIGN: {
+		const struct ctl_assign *x = &a->u.assign, *y = &b->u.assign;
+		return x->first == y->first && x->count == y->count && x->builder == y->builder &&
+		       x->retired_below == y->retired_below && x->sequence == y->sequence;
+	}
+	case CTL_LOST:
+		return a->u.lost.builder == b->u.lost.builder &&
+		       strcmp(a->u.lost.reason, b->u.lost.reason) == 0;
 	}
 	return false;
 }
@@ -323,13 +342,27 @@ static void expect_error_at(int line, const uint8_t *buf, size_t n, const char *
 /* Spelled out here rather than taken from ctl_type_name(), to check it. */
 static const char *const type_names[] = {
 	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye", "start", "challenge", "stop",
+	"routing", "token", "assign", "lost",
 };
 
 START_TEST(test_names)
 {
-	for (unsigned t = CTL_HELLO; t <= CTL_STOP; t++)
+	ck_assert_uint_eq(sizeof type_names / sizeof type_names[0], CTL_LOST + 1);
+	for (unsigned t = CTL_HELLO; t <= CTL_LOST; t++)
 		ck_assert_str_eq(ctl_type_name((enum ctl_type)t), type_names[t]);
-	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_STOP + 1)), "unknown");
+	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_LOST + 1)), "unknown");
+
+	enum ctl_routing_mode mode = CTL_ROUTING_STATIC;
+	ck_assert_str_eq(ctl_routing_mode_name(CTL_ROUTING_MANAGER), "manager");
+	ck_assert_str_eq(ctl_routing_mode_name(CTL_ROUTING_STATIC), "static");
+	ck_assert_str_eq(ctl_routing_mode_name((enum ctl_routing_mode)2), "unknown");
+	ck_assert(ctl_routing_mode_parse("manager", &mode));
+	ck_assert_int_eq(mode, CTL_ROUTING_MANAGER);
+	ck_assert(ctl_routing_mode_parse("static", &mode));
+	ck_assert_int_eq(mode, CTL_ROUTING_STATIC);
+	ck_assert(!ctl_routing_mode_parse("Static", &mode));
+	ck_assert(!ctl_routing_mode_parse("", &mode));
+	ck_assert_int_eq(mode, CTL_ROUTING_STATIC);
 
 	enum ctl_role role = CTL_ROLE_SOURCE;
 	ck_assert_str_eq(ctl_role_name(CTL_ROLE_SOURCE), "source");
@@ -553,7 +586,7 @@ START_TEST(test_encode_refuses)
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
-	m.type = (enum ctl_type)(CTL_STOP + 1);
+	m.type = (enum ctl_type)(CTL_LOST + 1);
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
@@ -1422,6 +1455,328 @@ START_TEST(test_unknown_keys_ignored)
 }
 END_TEST
 
+/* ---- several builders (docs/BUILDERS.md) -------------------------------- */
+
+static void make_routing(struct ctl_msg *m)
+{
+	memset(m, 0, sizeof *m);
+	m->type = CTL_ROUTING;
+	m->u.routing.mode = CTL_ROUTING_MANAGER;
+	m->u.routing.builders = 2;
+	m->u.routing.first_event = 0;
+	m->u.routing.events = 100000;
+	m->u.routing.batch = 64;
+	m->u.routing.window_batches = 4096;
+}
+
+START_TEST(test_roundtrip_builders)
+{
+	static struct ctl_msg m;
+
+	/* A builder greets the hub on its control port like any peer. */
+	make_hello(&m);
+	m.u.hello.role = CTL_ROLE_BUILDER;
+	m.u.hello.channel = CTL_CHANNEL_CONTROL;
+	m.u.hello.id = CTL_MAX_BUILDERS - 1;
+	m.u.hello.source_count = 0;
+	roundtrip(&m);
+
+	make_routing(&m);
+	roundtrip(&m);
+	m.u.routing.mode = CTL_ROUTING_STATIC;
+	roundtrip(&m);
+	/* Each bound at its lowest, then at its highest. */
+	m.u.routing.builders = 1;
+	m.u.routing.events = 1;
+	m.u.routing.batch = 1;
+	m.u.routing.window_batches = 1;
+	roundtrip(&m);
+	m.u.routing.builders = CTL_MAX_BUILDERS;
+	m.u.routing.first_event = UINT64_MAX;
+	m.u.routing.events = UINT64_MAX;
+	m.u.routing.batch = CTL_MAX_BATCH;
+	m.u.routing.window_batches = CTL_MAX_WINDOW_BATCHES;
+	roundtrip(&m);
+
+	memset(&m, 0, sizeof m);
+	m.type = CTL_TOKEN;
+	roundtrip(&m);          /* every field may be 0 */
+	m.u.token.slots = UINT32_MAX;
+	m.u.token.decided = UINT64_MAX;
+	m.u.token.decided_below = UINT64_MAX - 1;
+	m.u.token.sequence = UINT64_MAX;
+	roundtrip(&m);
+
+	memset(&m, 0, sizeof m);
+	m.type = CTL_ASSIGN;
+	m.u.assign.count = 1;
+	roundtrip(&m);
+	m.u.assign.first = UINT64_MAX;
+	m.u.assign.count = CTL_MAX_BATCH;
+	m.u.assign.builder = CTL_MAX_BUILDERS - 1;
+	m.u.assign.retired_below = UINT64_MAX;
+	m.u.assign.sequence = UINT64_MAX;
+	roundtrip(&m);
+
+	memset(&m, 0, sizeof m);
+	m.type = CTL_LOST;
+	roundtrip(&m);          /* builder 0, an empty reason */
+	m.u.lost.builder = CTL_MAX_BUILDERS - 1;
+	memset(m.u.lost.reason, 'r', CTL_MAX_TEXT - 1);
+	m.u.lost.reason[CTL_MAX_TEXT - 1] = '\0';
+	roundtrip(&m);
+	strcpy(m.u.lost.reason, "builder 1 answered no clock probe for 2000 ms \xff\n");
+	roundtrip(&m);          /* free text: any byte but NUL */
+	check_byte_at_a_time(&m);
+}
+END_TEST
+
+/* The encoder will not write what the decoder refuses. */
+START_TEST(test_encode_refuses_builders)
+{
+	static struct ctl_msg m;
+
+	make_routing(&m);
+	m.u.routing.mode = (enum ctl_routing_mode)2;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	make_routing(&m);
+	m.u.routing.builders = 0;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.routing.builders = CTL_MAX_BUILDERS + 1;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	make_routing(&m);
+	m.u.routing.events = 0;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	make_routing(&m);
+	m.u.routing.batch = 0;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.routing.batch = CTL_MAX_BATCH + 1;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	make_routing(&m);
+	m.u.routing.window_batches = 0;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.routing.window_batches = CTL_MAX_WINDOW_BATCHES + 1;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+
+	memset(&m, 0, sizeof m);
+	m.type = CTL_ASSIGN;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);     /* count 0 */
+	m.u.assign.count = CTL_MAX_BATCH + 1;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.assign.count = 1;
+	m.u.assign.builder = CTL_MAX_BUILDERS;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+
+	memset(&m, 0, sizeof m);
+	m.type = CTL_LOST;
+	m.u.lost.builder = CTL_MAX_BUILDERS;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.lost.builder = 0;
+	memset(m.u.lost.reason, 'r', sizeof m.u.lost.reason);      /* unterminated */
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+}
+END_TEST
+
+/* One entry of a hand-made message: a uint, a str, or another shape. */
+enum pk_what { PK_UINT, PK_STR, PK_NEG, PK_NIL };
+struct pk_entry {
+	const char *key;
+	enum pk_what what;
+	uint64_t u;
+	const char *str;
+};
+
+static const struct pk_entry routing_entries[] = {
+	{ "mode", PK_STR, 0, "static" }, { "builders", PK_UINT, 2, NULL },
+	{ "first_event", PK_UINT, 0, NULL }, { "events", PK_UINT, 1000, NULL },
+	{ "batch", PK_UINT, 64, NULL }, { "window_batches", PK_UINT, 4096, NULL },
+};
+static const struct pk_entry token_entries[] = {
+	{ "slots", PK_UINT, 1024, NULL }, { "decided", PK_UINT, 64, NULL },
+	{ "decided_below", PK_UINT, 64, NULL }, { "sequence", PK_UINT, 2, NULL },
+};
+static const struct pk_entry assign_entries[] = {
+	{ "first", PK_UINT, 128, NULL }, { "count", PK_UINT, 64, NULL },
+	{ "builder", PK_UINT, 1, NULL }, { "retired_below", PK_UINT, 0, NULL },
+	{ "sequence", PK_UINT, 3, NULL },
+};
+static const struct pk_entry lost_entries[] = {
+	{ "builder", PK_UINT, 1, NULL }, { "reason", PK_STR, 0, "stalled" },
+};
+
+static void pk_entry(msgpack_packer *pk, const struct pk_entry *e)
+{
+	pk_str(pk, e->key);
+	switch (e->what) {
+	case PK_UINT:
+		msgpack_pack_uint64(pk, e->u);
+		break;
+	case PK_STR:
+		pk_str(pk, e->str);
+		break;
+	case PK_NEG:
+		msgpack_pack_int64(pk, -(int64_t)e->u);
+		break;
+	case PK_NIL:
+		msgpack_pack_nil(pk);
+		break;
+	}
+}
+
+/* type's valid entries with key omit left out (NULL: none) or replaced by
+ * *with (NULL: none), and extra unknown keys after them. */
+static void pack_entries(struct body *b, const char *type, const struct pk_entry *entries,
+			 size_t n, const char *omit, const struct pk_entry *with, unsigned extra)
+{
+	msgpack_packer *pk = body_init(b);
+	msgpack_pack_map(pk, 1 + n - (omit != NULL) + extra);
+	pk_kv(pk, "type", type);
+	for (size_t i = 0; i < n; i++) {
+		if (omit != NULL && strcmp(entries[i].key, omit) == 0)
+			continue;
+		pk_entry(pk, with != NULL && strcmp(entries[i].key, with->key) == 0 ? with
+										     : &entries[i]);
+	}
+	for (unsigned i = 0; i < extra; i++) {
+		char key[16];
+		snprintf(key, sizeof key, "newer_%u", i);
+		pk_kv(pk, key, "x");
+	}
+}
+
+#define ENTRIES(t) t##_entries, sizeof t##_entries / sizeof t##_entries[0]
+
+static void expect_with(int line, const char *type, const struct pk_entry *entries, size_t n,
+			struct pk_entry with, const char *want)
+{
+	static struct body b;
+	pack_entries(&b, type, entries, n, NULL, &with, 0);
+	expect_error_at(line, b.buf, body_finish(&b), want);
+}
+
+#define EXPECT_WITH(t, with, want) expect_with(__LINE__, #t, ENTRIES(t), with, want)
+
+START_TEST(test_bad_builders)
+{
+	static struct body b;
+	static struct ctl_msg got;
+	char err[256] = "";
+	struct {
+		const char *type;
+		const struct pk_entry *entries;
+		size_t n;
+	} types[] = {
+		{ "routing", ENTRIES(routing) }, { "token", ENTRIES(token) },
+		{ "assign", ENTRIES(assign) }, { "lost", ENTRIES(lost) },
+	};
+	char want[128];
+
+	for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+		/* Valid as given, and with a newer peer's keys besides. */
+		for (unsigned extra = 0; extra < 3; extra += 2) {
+			pack_entries(&b, types[t].type, types[t].entries, types[t].n, NULL, NULL,
+				     extra);
+			size_t n = body_finish(&b);
+			ck_assert_msg(ctl_decode(b.buf, n, &got, NULL, err, sizeof err) == (long)n,
+				      "%s refused: %s", types[t].type, err);
+			ck_assert_str_eq(ctl_type_name(got.type), types[t].type);
+		}
+		/* Every key is required, and none may come twice. */
+		for (size_t k = 0; k < types[t].n; k++) {
+			const struct pk_entry *e = &types[t].entries[k];
+			pack_entries(&b, types[t].type, types[t].entries, types[t].n, e->key, NULL,
+				     0);
+			snprintf(want, sizeof want, "missing key '%s' in %s", e->key, types[t].type);
+			EXPECT_ERROR(&b, want);
+
+			msgpack_packer *pk = body_init(&b);
+			msgpack_pack_map(pk, 2 + types[t].n);
+			pk_kv(pk, "type", types[t].type);
+			for (size_t i = 0; i < types[t].n; i++)
+				pk_entry(pk, &types[t].entries[i]);
+			pk_entry(pk, e);
+			snprintf(want, sizeof want, "duplicate key '%s' in %s", e->key, types[t].type);
+			EXPECT_ERROR(&b, want);
+		}
+	}
+	pack_entries(&b, "routing", ENTRIES(routing), NULL, NULL, 0);
+	size_t n = body_finish(&b);
+	ck_assert_int_eq(ctl_decode(b.buf, n, &got, NULL, err, sizeof err), (long)n);
+	ck_assert_int_eq(got.u.routing.mode, CTL_ROUTING_STATIC);
+	ck_assert_uint_eq(got.u.routing.builders, 2);
+	ck_assert_uint_eq(got.u.routing.events, 1000);
+	ck_assert_uint_eq(got.u.routing.batch, 64);
+	ck_assert_uint_eq(got.u.routing.window_batches, 4096);
+
+	/* Wrong types. */
+	EXPECT_WITH(routing, ((struct pk_entry){ "mode", PK_UINT, 1, NULL }),
+		    "key 'mode' in routing is a uint, expected str");
+	EXPECT_WITH(routing, ((struct pk_entry){ "builders", PK_STR, 0, "2" }),
+		    "key 'builders' in routing is a str, expected uint");
+	EXPECT_WITH(token, ((struct pk_entry){ "decided", PK_NIL, 0, NULL }),
+		    "key 'decided' in token is a nil, expected uint");
+	EXPECT_WITH(token, ((struct pk_entry){ "slots", PK_NEG, 1, NULL }),
+		    "key 'slots' in token is negative (-1)");
+	EXPECT_WITH(assign, ((struct pk_entry){ "first", PK_STR, 0, "128" }),
+		    "key 'first' in assign is a str, expected uint");
+	EXPECT_WITH(assign, ((struct pk_entry){ "sequence", PK_NEG, 3, NULL }),
+		    "key 'sequence' in assign is negative (-3)");
+	EXPECT_WITH(lost, ((struct pk_entry){ "reason", PK_UINT, 7, NULL }),
+		    "key 'reason' in lost is a uint, expected str");
+	EXPECT_WITH(lost, ((struct pk_entry){ "builder", PK_STR, 0, "b1" }),
+		    "key 'builder' in lost is a str, expected uint");
+
+	/* Out of range: each bound, one past it. */
+	EXPECT_WITH(routing, ((struct pk_entry){ "mode", PK_STR, 0, "random" }),
+		    "key 'mode' in routing is 'random', not a known value");
+	EXPECT_WITH(routing, ((struct pk_entry){ "builders", PK_UINT, 0, NULL }),
+		    "key 'builders' in routing is 0, less than 1");
+	EXPECT_WITH(routing, ((struct pk_entry){ "builders", PK_UINT, 257, NULL }),
+		    "key 'builders' in routing is 257, more than 256");
+	EXPECT_WITH(routing, ((struct pk_entry){ "events", PK_UINT, 0, NULL }),
+		    "key 'events' in routing is 0, less than 1");
+	EXPECT_WITH(routing, ((struct pk_entry){ "batch", PK_UINT, 0, NULL }),
+		    "key 'batch' in routing is 0, less than 1");
+	EXPECT_WITH(routing, ((struct pk_entry){ "batch", PK_UINT, CTL_MAX_BATCH + 1, NULL }),
+		    "key 'batch' in routing is 1048577, more than 1048576");
+	EXPECT_WITH(routing, ((struct pk_entry){ "window_batches", PK_UINT, 0, NULL }),
+		    "key 'window_batches' in routing is 0, less than 1");
+	EXPECT_WITH(routing, ((struct pk_entry){ "window_batches", PK_UINT,
+						 CTL_MAX_WINDOW_BATCHES + 1, NULL }),
+		    "key 'window_batches' in routing is 1048577, more than 1048576");
+	EXPECT_WITH(token, ((struct pk_entry){ "slots", PK_UINT, (uint64_t)UINT32_MAX + 1, NULL }),
+		    "key 'slots' in token is 4294967296, more than 4294967295");
+	EXPECT_WITH(assign, ((struct pk_entry){ "count", PK_UINT, 0, NULL }),
+		    "key 'count' in assign is 0, less than 1");
+	EXPECT_WITH(assign, ((struct pk_entry){ "count", PK_UINT, CTL_MAX_BATCH + 1, NULL }),
+		    "key 'count' in assign is 1048577, more than 1048576");
+	EXPECT_WITH(assign, ((struct pk_entry){ "builder", PK_UINT, CTL_MAX_BUILDERS, NULL }),
+		    "key 'builder' in assign is 256, more than 255");
+	EXPECT_WITH(lost, ((struct pk_entry){ "builder", PK_UINT, CTL_MAX_BUILDERS, NULL }),
+		    "key 'builder' in lost is 256, more than 255");
+
+	/* The reason, as every reason: at most 255 bytes, no NUL. */
+	char reason[CTL_MAX_TEXT + 1];
+	memset(reason, 'r', CTL_MAX_TEXT);
+	reason[CTL_MAX_TEXT] = '\0';
+	EXPECT_WITH(lost, ((struct pk_entry){ "reason", PK_STR, 0, reason }),
+		    "key 'reason' in lost is 256 bytes, longer than 255");
+	reason[CTL_MAX_TEXT - 1] = '\0';
+	pack_entries(&b, "lost", ENTRIES(lost), NULL, &(struct pk_entry){ "reason", PK_STR, 0,
+									reason }, 0);
+	n = body_finish(&b);
+	ck_assert_int_eq(ctl_decode(b.buf, n, &got, NULL, err, sizeof err), (long)n);
+	ck_assert_uint_eq(strlen(got.u.lost.reason), CTL_MAX_TEXT - 1);
+	msgpack_packer *pk = body_init(&b);
+	msgpack_pack_map(pk, 3);
+	pk_kv(pk, "type", "lost");
+	pk_kv_uint(pk, "builder", 1);
+	pk_str(pk, "reason");
+	msgpack_pack_str_with_body(pk, "a\0b", 3);
+	EXPECT_ERROR(&b, "key 'reason' in lost contains a NUL byte ('a\\x00b')");
+}
+END_TEST
+
 /* ---- report helpers ---------------------------------------------------- */
 
 START_TEST(test_report_helpers)
@@ -1531,7 +1886,7 @@ static void random_of(uint64_t *s, char *dst, size_t cap, size_t max, const char
 static void random_msg(uint64_t *s, struct ctl_msg *m)
 {
 	memset(m, 0, sizeof *m);
-	m->type = (enum ctl_type)rng_below(s, CTL_STOP + 1);
+	m->type = (enum ctl_type)rng_below(s, CTL_LOST + 1);
 	switch (m->type) {
 	case CTL_HELLO:
 		m->u.hello.role = (enum ctl_role)rng_below(s, 3);
@@ -1603,6 +1958,31 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		m->u.stop.source = (uint32_t)rng_u64(s);
 		random_text(s, m->u.stop.reason, sizeof m->u.stop.reason);
 		break;
+	case CTL_ROUTING:
+		m->u.routing.mode = (enum ctl_routing_mode)rng_below(s, 2);
+		m->u.routing.builders = 1 + (uint32_t)rng_below(s, CTL_MAX_BUILDERS);
+		m->u.routing.first_event = rng_u64(s);
+		m->u.routing.events = 1 + rng_below(s, UINT64_MAX);
+		m->u.routing.batch = 1 + (uint32_t)rng_below(s, CTL_MAX_BATCH);
+		m->u.routing.window_batches = 1 + (uint32_t)rng_below(s, CTL_MAX_WINDOW_BATCHES);
+		break;
+	case CTL_TOKEN:
+		m->u.token.slots = (uint32_t)rng_u64(s);
+		m->u.token.decided = rng_u64(s);
+		m->u.token.decided_below = rng_u64(s);
+		m->u.token.sequence = rng_u64(s);
+		break;
+	case CTL_ASSIGN:
+		m->u.assign.first = rng_u64(s);
+		m->u.assign.count = 1 + (uint32_t)rng_below(s, CTL_MAX_BATCH);
+		m->u.assign.builder = (uint32_t)rng_below(s, CTL_MAX_BUILDERS);
+		m->u.assign.retired_below = rng_u64(s);
+		m->u.assign.sequence = rng_u64(s);
+		break;
+	case CTL_LOST:
+		m->u.lost.builder = (uint32_t)rng_below(s, CTL_MAX_BUILDERS);
+		random_text(s, m->u.lost.reason, sizeof m->u.lost.reason);
+		break;
 	}
 }
 
@@ -1611,6 +1991,8 @@ static void pack_random_value(msgpack_packer *pk, uint64_t *s, unsigned depth)
 	static const char *const words[] = {
 		"type", "hello", "end", "stats", "role", "reader", "sources", "groups", "status",
 		"host", "", "g", "c", "run_id", "limit", "t1_ns", "data", "control",
+		"routing", "token", "assign", "lost", "builders", "batch", "count", "builder",
+		"manager", "static",
 	};
 	char text[40];
 
@@ -1769,7 +2151,7 @@ START_TEST(test_fuzz)
 			if (rng_below(&s, 8) == 0)
 				pack_random_value(pk, &s, 1);
 			else
-				pk_str(pk, type_names[rng_below(&s, CTL_STOP + 1)]);
+				pk_str(pk, type_names[rng_below(&s, CTL_LOST + 1)]);
 			for (unsigned i = 0; i < entries; i++) {
 				pack_random_value(pk, &s, 4);
 				pack_random_value(pk, &s, 1);
@@ -1803,7 +2185,25 @@ START_TEST(test_role_titles_and_field_docs)
 	ck_assert(ctl_field_describe(CTL_HELLO, 0, &d));
 	ck_assert_str_eq(d.range, "`\"source\"`, `\"reader\"`, `\"builder\"`");
 	ck_assert_uint_eq(ctl_field_count((enum ctl_type)99), 0);
-	for (int t = CTL_HELLO; t <= CTL_STOP; t++) {
+	/* A field's own range, where it is narrower than its kind's. */
+	ck_assert(ctl_field_describe(CTL_ROUTING, 0, &d));
+	ck_assert_str_eq(d.key, "mode");
+	ck_assert_str_eq(d.range, "`\"manager\"`, `\"static\"`");
+	ck_assert(ctl_field_describe(CTL_ROUTING, 1, &d));
+	ck_assert_str_eq(d.key, "builders");
+	ck_assert_str_eq(d.range, "1 .. 256");
+	ck_assert(ctl_field_describe(CTL_ROUTING, 3, &d));
+	ck_assert_str_eq(d.range, "1 .. 2^64−1");
+	ck_assert(ctl_field_describe(CTL_TOKEN, 0, &d));
+	ck_assert_str_eq(d.range, "0 .. 2^32−1");
+	ck_assert(ctl_field_describe(CTL_ASSIGN, 1, &d));
+	ck_assert_str_eq(d.key, "count");
+	ck_assert_str_eq(d.range, "1 .. 1048576");
+	ck_assert(ctl_field_describe(CTL_LOST, 0, &d));
+	ck_assert_str_eq(d.range, "0 .. 255");
+	ck_assert(ctl_field_describe(CTL_LOST, 1, &d));
+	ck_assert_str_eq(d.range, "≤ 255 bytes");
+	for (int t = CTL_HELLO; t <= CTL_LOST; t++) {
 		/* Every type has a field table (a type left out of the table
 		 * would encode as a bare "type" and decode into nothing). */
 		ck_assert_msg(ctl_field_count((enum ctl_type)t) > 0, "%s has no fields",
@@ -1829,6 +2229,8 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_encode_refuses);
 	tcase_add_test(tc, test_byte_at_a_time);
 	tcase_add_test(tc, test_back_to_back);
+	tcase_add_test(tc, test_roundtrip_builders);
+	tcase_add_test(tc, test_encode_refuses_builders);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("refusals");
@@ -1840,6 +2242,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_bad_report);
 	tcase_add_test(tc, test_bad_strings);
 	tcase_add_test(tc, test_unknown_keys_ignored);
+	tcase_add_test(tc, test_bad_builders);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("report");
