@@ -105,6 +105,9 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b, const ui
 	case CTL_START:
 		return a->u.start.delay_ns == b->u.start.delay_ns &&
 		       a->u.start.at_realtime_ns == b->u.start.at_realtime_ns;
+	case CTL_LOST:
+		return a->u.lost.builder == b->u.lost.builder &&
+		       strcmp(a->u.lost.reason, b->u.lost.reason) == 0;
 	default:
 		break;
 	}

@@ -173,6 +173,19 @@ def ctl_seeds():
         "challenge": {"type": "challenge", "nonce": "0123456789abcdef" * 4},
         "stop-source": {"type": "stop", "source": 3, "reason": "reader 1 is gone"},
         "stop-all": {"type": "stop", "source": 2**32 - 1, "reason": "stop"},
+        "hello-builder": {"type": "hello", "role": "builder", "id": 255, "channel": "control",
+                          "run_id": 42, "protocol": 2, "pid": 9, "host": "daq-bu-01",
+                          "sources": [], "proof": ""},
+        "routing": {"type": "routing", "mode": "manager", "builders": 2, "first_event": 0,
+                    "events": 100000, "batch": 64, "window_batches": 4096},
+        "routing-limits": {"type": "routing", "mode": "static", "builders": 256,
+                           "first_event": 2**64 - 1, "events": 2**64 - 1, "batch": 1 << 20,
+                           "window_batches": 1 << 20},
+        "token": {"type": "token", "slots": 1024, "decided": 96, "decided_below": 128,
+                  "sequence": 3},
+        "assign": {"type": "assign", "first": 128, "count": 64, "builder": 1,
+                   "retired_below": 64, "sequence": 3},
+        "lost": {"type": "lost", "builder": 1, "reason": "builder 1 answered no clock probe"},
     }
     seeds = {k: ctl_body(v) for k, v in msgs.items()}
     seeds["all-types-stream"] = ctl_stream(b"".join(ctl(v) for v in msgs.values()))
@@ -221,6 +234,15 @@ def ctl_seeds():
                                        "groups": {f"g{i}": {} for i in range(41)}})
     seeds["bad-counters-49"] = ctl_body({"type": "end", "status": 0,
                                          "groups": {"": {f"c{i}": i for i in range(49)}}})
+    # Each narrowed field one past its range.
+    seeds["bad-builders-0"] = ctl_body(dict(msgs["routing"], builders=0))
+    seeds["bad-builders-257"] = ctl_body(dict(msgs["routing"], builders=257))
+    seeds["bad-batch-0"] = ctl_body(dict(msgs["routing"], batch=0))
+    seeds["bad-window-over"] = ctl_body(dict(msgs["routing"], window_batches=(1 << 20) + 1))
+    seeds["bad-mode"] = ctl_body(dict(msgs["routing"], mode="random"))
+    seeds["bad-count-0"] = ctl_body(dict(msgs["assign"], count=0))
+    seeds["bad-assign-builder-256"] = ctl_body(dict(msgs["assign"], builder=256))
+    seeds["bad-lost-reason-256"] = ctl_body(dict(msgs["lost"], reason="r" * 256))
     return seeds
 
 
@@ -343,7 +365,10 @@ def ctl_dict():
              "bye", "start", "role", "id", "channel", "run_id", "protocol", "pid", "host",
              "sources", "code", "reason", "limit", "sequence", "t1_ns", "t2_ns", "t3_ns",
              "status", "groups", "delay_ns", "source", "reader", "builder", "control", "data",
-             "proof", "at_realtime_ns", "challenge", "nonce", "stop"]
+             "proof", "at_realtime_ns", "challenge", "nonce", "stop", "routing", "token",
+             "assign", "lost", "mode", "manager", "static", "builders", "first_event",
+             "events", "batch", "window_batches", "slots", "decided", "decided_below",
+             "first", "count", "retired_below"]
     lines = []
     for w in words:
         enc = mp(w)
