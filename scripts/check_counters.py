@@ -22,7 +22,9 @@ Adjacent literals are joined first, as the compiler does. A counter named in
 prose (a log line, an equation's description in core/acct's kind table,
 from which README's table is written) is not a read of it, nor is an
 option's name (OPT_UINT("events", ...), getopt's { "events",
-required_argument, ... }); neither is checked. tests/unit/ is exempt: its tests spell the wire names out on
+required_argument, ... }), nor a control message's key or type in the
+codec's tables (CTL_FIELD("events", ...), [CTL_TOKEN] = "token"); none is
+checked. tests/unit/ is exempt: its tests spell the wire names out on
 purpose, so that a rename in counters.h breaks them rather than the other
 processes and analysis/.
 
@@ -47,6 +49,9 @@ GROUP = re.compile(r'^#define\s+(CNT_GROUP_\w+)\s+"([^"]+)"', re.M)
 # { "events", required_argument, ... }) is not a counter's.
 OPTION_BEFORE = re.compile(r"\bOPT_[A-Z_]+\(\s*$")
 OPTION_AFTER = re.compile(r"\s*,\s*(?:required|no|optional)_argument\b")
+# A control message's key (wire/control_table.c's CTL_FIELD("events", ...))
+# or a name of its enums ([CTL_TOKEN] = "token") is a wire word, not a counter.
+CONTROL_BEFORE = re.compile(r"(?:\bCTL_FIELD\w*\(|\[CTL_[A-Z_]+\]\s*=)\s*$")
 GROUP_FORMAT = re.compile(r"(?<![A-Za-z0-9_])(?:source|reader|from_reader)\.%")
 
 
@@ -118,7 +123,8 @@ def check_file(path: Path, rel: Path, counters: dict[str, list[str]],
                groups: dict[str, str]) -> list[str]:
     errors = []
     for line, s, before, after in literals(path.read_text(errors="replace")):
-        if OPTION_BEFORE.search(before) or OPTION_AFTER.match(after):
+        if OPTION_BEFORE.search(before) or OPTION_AFTER.match(after) or \
+                CONTROL_BEFORE.search(before):
             continue
         where = f"{rel}:{line}: \"{s}\""
         if s in counters:

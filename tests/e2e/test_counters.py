@@ -109,6 +109,18 @@ class CounterCheckTest(unittest.TestCase):
         r = run_check(d)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def test_control_keys_are_not_counters(self):
+        """The codec's tables name wire keys and types that a counter may
+        share; a read by that name elsewhere is still caught."""
+        d = self._tree({"common/wire/control_table.c": (
+            '\t[CTL_TOKEN] = "token",\n'
+            '\tCTL_FIELD_RANGE("events", CTL_KIND_U64, routing.events, 1, UINT64_MAX,\n'
+            '\tCTL_FIELD("events", CTL_KIND_U64, x.events, "IDs"),\n')})
+        r = run_check(d)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self._fails({"builderd/books.c": 'v = acct_value(r, "", "events", NULL);\n'},
+                    'builderd/books.c:1: "events": counter name as a string literal')
+
     def test_renamed_counter_leaves_its_readers_failing(self):
         """The check follows the header: rename a counter there, and a
         literal of its new name elsewhere is caught."""
