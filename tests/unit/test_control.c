@@ -1638,7 +1638,7 @@ static void pack_entries(struct body *b, const char *type, const struct pk_entry
 										     : &entries[i]);
 	}
 	for (unsigned i = 0; i < extra; i++) {
-		char key[16];
+		char key[24];
 		snprintf(key, sizeof key, "newer_%u", i);
 		pk_kv(pk, key, "x");
 	}
