@@ -15,29 +15,7 @@
 
 #include "core/evm.h"
 
-static uint64_t test_seed;
-
-/* Every ck_assert sends a checkpoint to the runner; loops of thousands
- * check with a plain if and fail through ck_abort_msg. */
-#define REQUIRE(cond)                                                                       \
-	do {                                                                                \
-		if (!(cond))                                                                \
-			ck_abort_msg("%s:%d: %s (seed %" PRIu64 ")", __FILE__, __LINE__, #cond, \
-				     test_seed);                                            \
-	} while (0)
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t *s, uint64_t n)
-{
-	return rng_next(s) % n;
-}
+#include "seeded.h"
 
 static struct evm_config config(enum evm_mode mode, uint32_t builders, uint64_t first,
 				uint64_t events, uint32_t batch, uint32_t window, uint32_t low,
