@@ -3,19 +3,27 @@
 #include "core/builder.h"
 #include "io/shmlink.h"
 #include "io/shmring.h"
+#include "wire/control.h"
 #include "wire/frame.h"
 
 #include <stdio.h>
 
 const char bd_usage_synopsis[] =
 	"--run R --sources S --readers N --listen HOST:PORT\n"
-	"--control-listen HOST:PORT --out DIR [options]";
+	"--control-listen HOST:PORT --out DIR [options]\n"
+	"builderd --role hub --builders M --run R --sources S --readers N --events N\n"
+	"--control-listen HOST:PORT --out DIR [options]\n"
+	"builderd --role builder --id B --builders M --hub HOST:PORT --run R\n"
+	"--sources S --readers N --listen HOST:PORT --out DIR [options]";
 
 const char bd_usage_description[] =
 	"The event builder: assembles each event from one fragment per source,\n"
 	"filters and records it, gathers every daemon's final counters and checks\n"
 	"the conservation equations. Exits 0 only when every equation balances and\n"
-	"no error occurred, 1 for a failed run, 2 for a usage error.";
+	"no error occurred, 1 for a failed run, 2 for a usage error. With several\n"
+	"builders, one builderd is the run's hub (--role hub: greetings, clocks,\n"
+	"the event manager, the books) and each builder (--role builder) builds\n"
+	"the events the hub assigns it (docs/BUILDERS.md).";
 
 const char bd_usage_epilogue[] =
 	"Environment:\n"
@@ -38,6 +46,9 @@ static bool bd_take_shm_listen(const char *flag, const char *arg, void *opts)
 	return true;
 }
 
+const char *const bd_role_names[] = { "both", "hub", "builder", NULL };
+static const char *const bd_routing_names[] = { "manager", "static", NULL };
+
 #define O struct bd_options
 
 const struct opt_spec bd_option_specs[] = {
@@ -51,11 +62,32 @@ const struct opt_spec bd_option_specs[] = {
 		 .help = "lowest event ID of the run (default {default})"),
 	OPT_UINT("events", "N", O, events, 0, UINT64_MAX / 2,
 		 .help = "number of event IDs, when known (default: from the sources)"),
-	OPT_HOSTPORT("listen", "HOST:PORT", O, listen_host, listen_port, 0, .required = true,
+	OPT_CHOICE("role", "ROLE", O, role, bd_role_names, .def = "both", .group = "Builders",
+		   .help = "both: the hub and the run's one builder (default);\n"
+			   "hub: the hub of --builders M builders, building nothing;\n"
+			   "builder: builder --id of M, reporting to --hub"),
+	OPT_UINT("builders", "M", O, builders, 1, CTL_MAX_BUILDERS, .def = "1",
+		 .help = "number of builders (IDs 0 .. M-1; default {default})"),
+	OPT_UINT("id", "B", O, builder_id, 0, CTL_MAX_BUILDERS - 1, .def = "0",
+		 .help = "this builder's ID (--role builder)"),
+	OPT_HOSTPORT("hub", "HOST:PORT", O, hub_host, hub_port, 1,
+		     .help = "the hub's control port (--role builder)"),
+	OPT_CHOICE("routing", "MODE", O, routing, bd_routing_names, .def = "manager",
+		   .help = "manager: batches go round-robin to builders holding\n"
+			   "tokens; static: batch k to builder k mod M (--role hub;\n"
+			   "default {default})"),
+	OPT_UINT("batch", "N", O, batch, 1, CTL_MAX_BATCH, .def = "64",
+		 .help = "event IDs per assignment (--role hub; default {default})"),
+	OPT_UINT("window-batches", "K", O, window_batches, 1, CTL_MAX_WINDOW_BATCHES,
+		 .def = "4096",
+		 .help = "batches assigned and not yet decided, at most\n"
+			 "(--role hub; default {default})"),
+	OPT_HOSTPORT("listen", "HOST:PORT", O, listen_host, listen_port, 0,
 		     .group = "Connections",
-		     .help = "data port for the readers (port 0: any free port)"),
+		     .help = "data port for the readers (port 0: any free port;\n"
+			     "not --role hub)"),
 	OPT_HOSTPORT("control-listen", "HOST:PORT", O, control_host, control_port, 0,
-		     .required = true, .help = "control port for every daemon"),
+		     .help = "control port for every daemon (not --role builder)"),
 	OPT_STRING("port-file", "PATH", O, port_file,
 		   .help = "write 'data PORT' and 'control PORT' there once listening"),
 	DAEMON_OPT_METRICS_LISTEN(O),
@@ -111,10 +143,54 @@ const struct opt_spec bd_option_specs[] = {
 };
 const size_t bd_option_count = sizeof bd_option_specs / sizeof bd_option_specs[0];
 
+/* Which options each role needs and which it has no use for. */
+static bool bd_options_check_role(const struct bd_options *o)
+{
+	const char *role = bd_role_names[o->role];
+	bool hub = o->role != BD_ROLE_BUILDER, builds = o->role != BD_ROLE_HUB;
+	const char *missing = NULL, *unused = NULL;
+	if (hub && o->control_host[0] == '\0')
+		missing = "--control-listen";
+	else if (builds && o->listen_host[0] == '\0')
+		missing = "--listen";
+	else if (o->role == BD_ROLE_BUILDER && o->hub_host[0] == '\0')
+		missing = "--hub";
+	else if (o->role == BD_ROLE_HUB && o->events == 0)
+		missing = "--events (the event manager assigns every ID of the run)";
+	else if (o->role != BD_ROLE_BUILDER && o->hub_host[0] != '\0')
+		unused = "--hub";
+	else if (!builds && (o->listen_host[0] != '\0' || o->shm_name[0] != '\0'))
+		unused = o->shm_name[0] != '\0' ? "--shm-listen" : "--listen";
+	else if (!hub && o->control_host[0] != '\0')
+		unused = "--control-listen";
+	if (missing != NULL || unused != NULL) {
+		fprintf(stderr, "builderd: --role %s %s %s\n", role,
+			missing != NULL ? "needs" : "does not take", missing != NULL ? missing : unused);
+		return false;
+	}
+	if (o->role != BD_ROLE_BOTH) {
+		fprintf(stderr, "builderd: --role %s is not built yet (docs/BUILDERS.md, step 3)\n", role);
+		return false;
+	}
+	if (o->role == BD_ROLE_BOTH && o->builders != 1) {
+		fprintf(stderr, "builderd: --builders %u needs --role hub and --role builder processes; --role both is the one builder of a run\n",
+			o->builders);
+		return false;
+	}
+	if (o->role == BD_ROLE_BUILDER && o->builder_id >= o->builders) {
+		fprintf(stderr, "builderd: --id %u is not a builder of --builders %u (IDs 0 .. %u)\n",
+			o->builder_id, o->builders, o->builders - 1);
+		return false;
+	}
+	return true;
+}
+
 bool bd_options_check(void *opts, const struct daemon_options *d)
 {
 	(void)d;
 	const struct bd_options *o = opts;
+	if (!bd_options_check_role(o))
+		return false;
 	if (o->readers > o->sources) {
 		fprintf(stderr, "builderd: --readers %u exceeds --sources %u: every reader serves at least one source\n",
 			o->readers, o->sources);
@@ -130,6 +206,7 @@ bool bd_options_check(void *opts, const struct daemon_options *d)
 bool bd_options_check_listen(void *opts, const struct daemon_options *d)
 {
 	const struct bd_options *o = opts;
-	return daemon_listen_allowed(d, "--listen", o->listen_host) &&
-	       daemon_listen_allowed(d, "--control-listen", o->control_host);
+	return (o->listen_host[0] == '\0' || daemon_listen_allowed(d, "--listen", o->listen_host)) &&
+	       (o->control_host[0] == '\0' ||
+		daemon_listen_allowed(d, "--control-listen", o->control_host));
 }

@@ -23,7 +23,23 @@ bool bd_options_check(void *opts, const struct daemon_options *d);
 /* Once the run key is loaded: the listeners on loopback unless there is one. */
 bool bd_options_check_listen(void *opts, const struct daemon_options *d);
 
+/* Which part of a run this process plays (docs/BUILDERS.md): the hub and
+ * the one builder of a run (both), the hub of M builders that only manages
+ * (hub), or one of those builders (builder). */
+enum bd_role { BD_ROLE_BOTH, BD_ROLE_HUB, BD_ROLE_BUILDER };
+
+/* "both", "hub", "builder": --role's choices, in enum order. */
+extern const char *const bd_role_names[];
+
 struct bd_options {
+	int role;                       /* enum bd_role */
+	uint32_t builders;              /* M, builder ids 0 .. M-1 */
+	uint32_t builder_id;            /* --id, role builder */
+	char hub_host[256];             /* --hub, role builder: the hub's control port */
+	uint16_t hub_port;
+	int routing;                    /* enum ctl_routing_mode, role hub */
+	uint32_t batch;                 /* event IDs per assignment */
+	uint32_t window_batches;        /* batches live at once */
 	uint32_t run_id;
 	uint16_t sources;
 	uint32_t readers;

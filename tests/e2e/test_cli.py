@@ -99,6 +99,15 @@ class CliTest(E2ETestCase):
              "builderd: --readers 3 exceeds --sources 2: every reader serves at least one source"),
             ("builderd", [*bld, "--shm-capacity", "1Mi"],
              "builderd: --shm-capacity needs --shm-listen NAME"),
+            ("builderd", [*bld[:6], *bld[8:]], "builderd: --role both needs --listen"),
+            ("builderd", [*bld, "--builders", "2"],
+             "builderd: --builders 2 needs --role hub and --role builder processes; --role "
+             "both is the one builder of a run"),
+            ("builderd", [*bld, "--hub", "127.0.0.1:1"], "builderd: --role both does not take --hub"),
+            ("builderd", ["--role", "hub", *bld],
+             "builderd: --role hub needs --events (the event manager assigns every ID of the run)"),
+            ("builderd", ["--role", "boss"],
+             "--role: expected one of both, hub, builder, got 'boss'"),
             ("builderd", [*bld, "--control-listen", "10.1.1.1:0"],
              "builderd: --control-listen 10.1.1.1 is not a loopback address: without a run "
              "key only peers on this host could connect; give --run-key-file (the same file "
