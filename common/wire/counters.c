@@ -21,6 +21,15 @@ const char *const cnt_builder_link_names[CNT_BUILDER_LINK_COUNT] = {
 	CNT_LIST_BUILDER_LINK(CNT_NAME_)
 };
 
+const char *const cnt_reader_link_names[CNT_READER_LINK_COUNT] = {
+	CNT_LIST_READER_LINK(CNT_NAME_)
+};
+const char *const cnt_builder_role_names[CNT_BUILDER_ROLE_COUNT] = {
+	CNT_LIST_BUILDER_ROLE(CNT_NAME_)
+};
+const char *const cnt_manager_names[CNT_MANAGER_COUNT] = { CNT_LIST_MANAGER(CNT_NAME_) };
+const char *const cnt_latency_names[CNT_LATENCY_COUNT] = { CNT_LIST_LATENCY(CNT_NAME_) };
+
 const char *cnt_group_peer(char buf[CNT_GROUP_BYTES], enum ctl_role role, uint32_t id)
 {
 	snprintf(buf, CNT_GROUP_BYTES, "%s.%u", ctl_role_name(role), id);
@@ -56,6 +65,10 @@ bool cnt_known(const char *name)
 		{ cnt_builder_core_names, CNT_BUILDER_CORE_COUNT },
 		{ cnt_builder_names, CNT_BUILDER_COUNT },
 		{ cnt_builder_link_names, CNT_BUILDER_LINK_COUNT },
+		{ cnt_reader_link_names, CNT_READER_LINK_COUNT },
+		{ cnt_builder_role_names, CNT_BUILDER_ROLE_COUNT },
+		{ cnt_manager_names, CNT_MANAGER_COUNT },
+		{ cnt_latency_names, CNT_LATENCY_COUNT },
 	};
 	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
 		if (cnt_in(lists[i].names, lists[i].count, name))

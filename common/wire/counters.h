@@ -26,6 +26,7 @@
 #define CNT_GROUP_PROCESS "process"  /* CPU time and peak memory: CNT_LIST_PROCESS */
 #define CNT_GROUP_CLOCK "clock"      /* the injected clock offset: CNT_LIST_CLOCK */
 #define CNT_GROUP_PROBE "probe"      /* where the UDP clock probes go: CNT_LIST_PROBE */
+#define CNT_GROUP_LATENCY "hist"     /* a builder's latency (--role builder): CNT_LIST_LATENCY */
 /* The group "chrony" (CKS_CHRONY_GROUP) is no counters but chrony's tracking
  * state, written and read by one codec, core/clockoffset's. */
 
@@ -45,7 +46,8 @@
 	X(frames_received) X(frames_forwarded) X(frames_rejected) X(frames_held_at_end) \
 	X(frames_verified) X(bytes_received) X(read_calls) X(held_count) X(held_ns) \
 	X(end_frames) X(err_magic) X(err_version) X(err_flags) X(err_length) X(err_crc) \
-	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end) X(err_dropped) X(err_idle)
+	X(err_run) X(err_truncated) X(err_no_end) X(err_after_end) X(err_dropped) X(err_idle) \
+	X(err_event_id) X(frames_late) X(frames_lost_builder)
 
 /* A reader's END report, group "", after those sums: its forwarder (the
  * ring_ ones only over shared memory), its door and its buffers. */
@@ -54,6 +56,12 @@
 	X(ring_full_waits) X(ring_capacity_bytes) X(credits_received) \
 	X(refused_connections) X(greetings_busy) X(greetings_evicted) \
 	X(greetings_timed_out) X(buffer_bytes)
+
+/* Several builders (docs/BUILDERS.md): a reader's counters of its link to
+ * builder B, group "builder.B" (cnt_group_peer) of its END report. */
+#define CNT_LIST_READER_LINK(X) \
+	X(frames_forwarded) X(bytes_forwarded) X(end_frames) X(writev_calls) \
+	X(transport_shm) X(pending_frames_max) X(pending_bytes_max) X(pending_full)
 
 /* Every peer's END report, group "process". */
 #define CNT_LIST_PROCESS(X) X(cpu_user_us) X(cpu_sys_us) X(max_rss_kib)
@@ -83,6 +91,26 @@
  * "builder.from_reader.R" (cnt_group_builder_link). */
 #define CNT_LIST_BUILDER_LINK(X) X(frames_received) X(end_frames) X(bytes_received) X(read_calls)
 
+/* A builder's END report to its hub (--role builder), group "", after the
+ * core's (CNT_LIST_BUILDER_CORE) and builderd's (CNT_LIST_BUILDER) own:
+ * what the hub assigned it and what it made of it. */
+#define CNT_LIST_BUILDER_ROLE(X) \
+	X(events_assigned) X(ids_decided) X(frags_misrouted) X(frames_held_unassigned) \
+	X(tokens_sent) X(assignments_received)
+
+/* A builder's latency histogram in its END report (--role builder): group
+ * "hist" holds these, groups "hist.K" the non-empty buckets of
+ * core/hist as counters "b<index>" (docs/BUILDERS.md). */
+#define CNT_LIST_LATENCY(X) \
+	X(hist_samples) X(hist_min_ns) X(hist_max_ns) X(hist_sum_ns) X(hist_uncertainty_max_ns) \
+	X(hist_bounded) X(hist_unbounded)
+
+/* The hub's event manager (--role hub), metrics.json's "manager". */
+#define CNT_LIST_MANAGER(X) \
+	X(assignments) X(events_assigned) X(tokens_received) X(tokens_refused) \
+	X(waits_for_tokens) X(waits_for_window) X(busy_spells) X(builders_lost) \
+	X(events_lost_with_builders)
+
 #define CNT_ENUM_ITEM_(list, name) CNT_##list##_##name,
 #define CNT_ENUM_SOURCE_(name) CNT_ENUM_ITEM_(SOURCE, name)
 #define CNT_ENUM_READER_SOURCE_(name) CNT_ENUM_ITEM_(READER_SOURCE, name)
@@ -93,6 +121,10 @@
 #define CNT_ENUM_BUILDER_CORE_(name) CNT_ENUM_ITEM_(BUILDER_CORE, name)
 #define CNT_ENUM_BUILDER_(name) CNT_ENUM_ITEM_(BUILDER, name)
 #define CNT_ENUM_BUILDER_LINK_(name) CNT_ENUM_ITEM_(BUILDER_LINK, name)
+#define CNT_ENUM_READER_LINK_(name) CNT_ENUM_ITEM_(READER_LINK, name)
+#define CNT_ENUM_BUILDER_ROLE_(name) CNT_ENUM_ITEM_(BUILDER_ROLE, name)
+#define CNT_ENUM_MANAGER_(name) CNT_ENUM_ITEM_(MANAGER, name)
+#define CNT_ENUM_LATENCY_(name) CNT_ENUM_ITEM_(LATENCY, name)
 
 enum cnt_source { CNT_LIST_SOURCE(CNT_ENUM_SOURCE_) CNT_SOURCE_COUNT };
 enum cnt_reader_source { CNT_LIST_READER_SOURCE(CNT_ENUM_READER_SOURCE_) CNT_READER_SOURCE_COUNT };
@@ -103,6 +135,10 @@ enum cnt_probe { CNT_LIST_PROBE(CNT_ENUM_PROBE_) CNT_PROBE_COUNT };
 enum cnt_builder_core { CNT_LIST_BUILDER_CORE(CNT_ENUM_BUILDER_CORE_) CNT_BUILDER_CORE_COUNT };
 enum cnt_builder { CNT_LIST_BUILDER(CNT_ENUM_BUILDER_) CNT_BUILDER_COUNT };
 enum cnt_builder_link { CNT_LIST_BUILDER_LINK(CNT_ENUM_BUILDER_LINK_) CNT_BUILDER_LINK_COUNT };
+enum cnt_reader_link { CNT_LIST_READER_LINK(CNT_ENUM_READER_LINK_) CNT_READER_LINK_COUNT };
+enum cnt_builder_role { CNT_LIST_BUILDER_ROLE(CNT_ENUM_BUILDER_ROLE_) CNT_BUILDER_ROLE_COUNT };
+enum cnt_manager { CNT_LIST_MANAGER(CNT_ENUM_MANAGER_) CNT_MANAGER_COUNT };
+enum cnt_latency { CNT_LIST_LATENCY(CNT_ENUM_LATENCY_) CNT_LATENCY_COUNT };
 
 /* The names, indexed by the enums. */
 extern const char *const cnt_source_names[CNT_SOURCE_COUNT];
@@ -114,6 +150,10 @@ extern const char *const cnt_probe_names[CNT_PROBE_COUNT];
 extern const char *const cnt_builder_core_names[CNT_BUILDER_CORE_COUNT];
 extern const char *const cnt_builder_names[CNT_BUILDER_COUNT];
 extern const char *const cnt_builder_link_names[CNT_BUILDER_LINK_COUNT];
+extern const char *const cnt_reader_link_names[CNT_READER_LINK_COUNT];
+extern const char *const cnt_builder_role_names[CNT_BUILDER_ROLE_COUNT];
+extern const char *const cnt_manager_names[CNT_MANAGER_COUNT];
+extern const char *const cnt_latency_names[CNT_LATENCY_COUNT];
 
 /* A counter's name by its list and name: a name outside the list does not
  * compile. */
@@ -126,6 +166,10 @@ extern const char *const cnt_builder_link_names[CNT_BUILDER_LINK_COUNT];
 #define CNT_BUILDER_CORE(name) (cnt_builder_core_names[CNT_BUILDER_CORE_##name])
 #define CNT_BUILDER(name) (cnt_builder_names[CNT_BUILDER_##name])
 #define CNT_BUILDER_LINK(name) (cnt_builder_link_names[CNT_BUILDER_LINK_##name])
+#define CNT_READER_LINK(name) (cnt_reader_link_names[CNT_READER_LINK_##name])
+#define CNT_BUILDER_ROLE(name) (cnt_builder_role_names[CNT_BUILDER_ROLE_##name])
+#define CNT_MANAGER(name) (cnt_manager_names[CNT_MANAGER_##name])
+#define CNT_LATENCY(name) (cnt_latency_names[CNT_LATENCY_##name])
 
 /* "<role>.<id>": a reader's group of source id in its report
  * (CTL_ROLE_SOURCE), and metrics.json's prefix of a peer's report groups

@@ -27,6 +27,10 @@ static const struct list lists[] = {
 	{ "builder core", cnt_builder_core_names, CNT_BUILDER_CORE_COUNT },
 	{ "builder", cnt_builder_names, CNT_BUILDER_COUNT },
 	{ "builder link", cnt_builder_link_names, CNT_BUILDER_LINK_COUNT },
+	{ "reader link", cnt_reader_link_names, CNT_READER_LINK_COUNT },
+	{ "builder role", cnt_builder_role_names, CNT_BUILDER_ROLE_COUNT },
+	{ "manager", cnt_manager_names, CNT_MANAGER_COUNT },
+	{ "latency", cnt_latency_names, CNT_LATENCY_COUNT },
 };
 #define LISTS (sizeof lists / sizeof lists[0])
 
@@ -94,7 +98,11 @@ START_TEST(test_symbols_are_the_wire_names)
 	ck_assert_str_eq(CNT_BUILDER(negative_latencies), "negative_latencies");
 	ck_assert_str_eq(CNT_BUILDER_LINK(read_calls), "read_calls");
 	ck_assert_uint_eq(CNT_SOURCE_COUNT, 13);
-	ck_assert_uint_eq(CNT_READER_SOURCE_COUNT, 21);
+	ck_assert_uint_eq(CNT_READER_SOURCE_COUNT, 24);
+	ck_assert_str_eq(CNT_READER_SOURCE(frames_lost_builder), "frames_lost_builder");
+	ck_assert_str_eq(CNT_READER_LINK(pending_full), "pending_full");
+	ck_assert_str_eq(CNT_BUILDER_ROLE(frags_misrouted), "frags_misrouted");
+	ck_assert_str_eq(CNT_MANAGER(events_lost_with_builders), "events_lost_with_builders");
 	ck_assert_uint_eq(CNT_BUILDER_CORE_COUNT, 18);
 }
 END_TEST
