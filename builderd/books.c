@@ -1,6 +1,6 @@
 #include "books.h"
 
-#include "ingest.h"
+#include "dataview.h"
 
 #include "core/acct.h"
 #include "wire/counters.h"
@@ -34,7 +34,7 @@ uint64_t books_events_generated(const struct books *bk)
 		if (found && v > n)
 			n = v;
 		uint64_t announced;
-		if (ing_end_frame(bk->ing, s, &announced) && announced > n)
+		if (bdd_end_frame(bk->data, s, &announced) && announced > n)
 			n = announced;
 	}
 	return n;
@@ -48,7 +48,7 @@ static void books_check_end_frames(const struct books *bk)
 		uint64_t v = acct_value(peer_source(bk->peers, s)->report, CNT_GROUP_TOTALS,
 					CNT_SOURCE(events), &found);
 		uint64_t announced;
-		if (ing_end_frame(bk->ing, s, &announced) && found && announced != v)
+		if (bdd_end_frame(bk->data, s, &announced) && found && announced != v)
 			books_error(bk, "Source %u's END frame announced %" PRIu64 " events but it reported %" PRIu64,
 				 s, announced, v);
 	}
@@ -76,7 +76,7 @@ static void books_collect_peer_errors(const struct books *bk)
 	for (uint32_t r = 0; r < bk->opt->readers; r++) {
 		const struct bd_peer *p = peer_reader(bk->peers, r);
 		size_t count;
-		const uint16_t *sources = ing_reader_sources(bk->ing, r, &count);
+		const uint16_t *sources = bdd_reader_sources(bk->data, r, &count);
 		for (size_t i = 0; i < count; i++) {
 			char group[CNT_GROUP_BYTES];
 			uint16_t sid = sources[i];
@@ -120,15 +120,15 @@ void books_account(const struct books *bk, struct acct *a)
 		const struct bd_peer *p = peer_source(bk->peers, s);
 		source_reports[s] = p->report;
 		source_gone[s] = p->lost && !p->reported;
-		unique_from[s] = ing_unique_from(bk->ing, s);
+		unique_from[s] = bdd_unique_from(bk->data, s);
 	}
 	for (uint32_t r = 0; r < N; r++) {
 		const struct bd_peer *p = peer_reader(bk->peers, r);
 		readers[r].id = r;
 		readers[r].report = p->report;
 		readers[r].gone = p->lost && !p->reported;
-		readers[r].frames_received_by_builder = ing_reader_frames(bk->ing, r);
-		readers[r].sources = ing_reader_sources(bk->ing, r, &readers[r].source_count);
+		readers[r].frames_received_by_builder = bdd_reader_frames(bk->data, r);
+		readers[r].sources = bdd_reader_sources(bk->data, r, &readers[r].source_count);
 	}
 	struct acct_run run = {
 		.sources = S,
@@ -137,8 +137,8 @@ void books_account(const struct books *bk, struct acct *a)
 		.unique_from = unique_from,
 		.reader_count = N,
 		.readers = readers,
-		.builder = ing_counters(bk->ing),
-		.builder_frames_received = ing_frames_received(bk->ing),
+		.builder = bdd_counters(bk->data),
+		.builder_frames_received = bdd_frames_received(bk->data),
 	};
 	if (acct_compute(&run, a) < 0)
 		books_error(bk, "Out of memory for the end-of-run accounting");

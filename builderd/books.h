@@ -1,5 +1,5 @@
 /* The run's books at its end, from the peers' final reports (the hub's
- * peer table) and what the data side received (ingest.h): the events the
+ * peer table) and what the builders received (dataview.h): the events the
  * run generated, the checks that turn peers' error counters into named
  * errors, and the conservation equations (core/acct). Private to builderd. */
 #ifndef ES_BD_BOOKS_H
@@ -11,12 +11,14 @@
 #include <stdint.h>
 
 struct acct;
-struct ing;
+struct bd_data;
+struct mgr;
 
 struct books {
 	const struct bd_options *opt;
 	const struct peer_table *peers;
-	const struct ing *ing;
+	const struct bd_data *data;     /* what the builders received */
+	const struct mgr *manager;      /* --role hub: what each builder was assigned; else NULL */
 	void (*error)(void *ctx, const char *text);   /* an error of the run */
 	void *ctx;
 };

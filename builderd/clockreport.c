@@ -185,7 +185,9 @@ static json_t *clkr_json_inband(const struct bdc_peer_view *p, const struct pclk
 static json_t *clkr_json_source_latency(const struct bdc_view *c, const struct bdc_peer_view *p,
 					uint16_t source)
 {
-	struct out_uncertainty u = out_source_uncertainty(c->out, source);
+	/* In role hub the latencies are the builders': none corrected here. */
+	struct out_uncertainty u = c->out != NULL ? out_source_uncertainty(c->out, source)
+						  : (struct out_uncertainty){ 0 };
 	const char *how = p->same_clock ? "same clock: offset 0, uncertainty 0"
 		       : c->correction ? "estimated offset subtracted"
 				       : "not corrected (--no-clock-correction)";
@@ -292,20 +294,32 @@ static const char *clkr_latency_basis(const struct bdc_view *c, const struct out
 			     : "not corrected (--no-clock-correction): includes the offsets left in";
 }
 
-void clkr_latency_json(const struct bdc *clocks, json_t *latency)
+/* What the hub has when it writes no records (role hub): no uncertainty
+ * of its own. */
+static const struct hist *clkr_empty_hist(void)
+{
+	static struct hist empty;
+	static bool init;
+	if (!init) {
+		hist_reset(&empty);
+		init = true;
+	}
+	return &empty;
+}
+
+void clkr_latency_json(const struct bdc *clocks, const struct hist *lat, json_t *latency)
 {
 	struct bdc_view c;
 	bdc_view(clocks, &c);
 	const struct out *o = c.out;
-	const struct hist *lat = out_latency(o);
-	struct out_uncertainty u = out_uncertainty(o);
+	struct out_uncertainty u = o != NULL ? out_uncertainty(o) : (struct out_uncertainty){ 0 };
 	int64_t unc = u.unbounded ? -1 : u.max_ns;
 	static const struct {
 		const char *name;
 		double q;
 	} pct[] = { { "p50", 0.5 }, { "p90", 0.9 }, { "p99", 0.99 } };
 
-	const struct hist *uh = out_uncertainty_hist(o);
+	const struct hist *uh = o != NULL ? out_uncertainty_hist(o) : clkr_empty_hist();
 	SET(latency, "uncertainty_ns", clkr_json_bound(unc));
 	/* What is typical besides the bound that holds for every percentile:
 	 * the per-record uncertainty's own percentiles (histogram upper edges,
@@ -348,6 +362,8 @@ void clkr_print_latency_uncertainty(const struct bdc *clocks, FILE *f)
 {
 	struct bdc_view c;
 	bdc_view(clocks, &c);
+	if (c.out == NULL)
+		return;   /* role hub: the builders' records carry it */
 	struct out_uncertainty u = out_uncertainty(c.out);
 	if (u.unbounded > 0) {
 		fprintf(f, " (+/- unknown: %" PRIu64 " samples had no clock estimate)", u.unbounded);

@@ -15,8 +15,10 @@ struct bdc;
 json_t *clkr_json(const struct bdc *c);
 
 /* Adds the latency fields that depend on clocks to metrics.json's
- * "latency" object. */
-void clkr_latency_json(const struct bdc *c, json_t *latency);
+ * "latency" object, of the latency histogram lat (the record files', or in
+ * role hub the builders' merged). */
+struct hist;
+void clkr_latency_json(const struct bdc *c, const struct hist *lat, json_t *latency);
 
 /* " (+/- U, how)" after the latency percentiles of the summary. */
 void clkr_print_latency_uncertainty(const struct bdc *c, FILE *f);

@@ -38,11 +38,19 @@ static bool ctlport_check_hello(struct ctlport *c, int fd, const struct ctl_hell
 				  h->channel == CTL_CHANNEL_DATA ? "data" : "control");
 	} else if (!c->hooks.running(c->hooks.ctx)) {
 		greet_reply_error(fd, peer, "run_over", "run %u is over", opt->run_id);
-	} else if (peer_find(c->peers, h->role, h->id) == NULL) {
+	} else if (h->role == CTL_ROLE_BUILDER && opt->role != BD_ROLE_HUB) {
+		/* A --role both builderd is the one builder of its run. */
 		greet_reply_error(fd, peer, "unknown_peer",
-				  "%s %u is not part of run %u (%u sources, %u readers)",
+				  "builder %u greeted the builder of run %u, which builds the run itself (--role %s); builders connect to a --role hub",
+				  h->id, opt->run_id, bd_role_names[opt->role]);
+	} else if (peer_find(c->peers, h->role, h->id) == NULL) {
+		char builders[48] = "";
+		if (opt->role == BD_ROLE_HUB)
+			snprintf(builders, sizeof builders, ", %u builders", opt->builders);
+		greet_reply_error(fd, peer, "unknown_peer",
+				  "%s %u is not part of run %u (%u sources, %u readers%s)",
 				  ctl_role_name(h->role), h->id, opt->run_id, opt->sources,
-				  opt->readers);
+				  opt->readers, builders);
 	} else {
 		return true;
 	}

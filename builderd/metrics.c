@@ -265,7 +265,7 @@ static json_t *json_latency(const struct bd_snapshot *b)
 	SET(o, "min_ns", U64(lat->samples ? lat->min : 0));
 	SET(o, "mean_ns", U64(lat->samples ? lat->sum / lat->samples : 0));
 	SET(o, "samples", U64(lat->samples));
-	clkr_latency_json(b->clocks, o);
+	clkr_latency_json(b->clocks, lat, o);
 	json_t *buckets = json_array();
 	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
 		if (lat->counts[i] == 0)

@@ -2,7 +2,7 @@
 #include "wire/counters.h"
 
 #include "clocks.h"
-#include "ingest.h"
+#include "dataview.h"
 
 #include "core/acct.h"
 #include "io/msgstream.h"
@@ -24,7 +24,7 @@ struct plink_slot {
 struct plink {
 	struct event_base *base;
 	struct peer_table *peers;
-	struct ing *ing;
+	const struct bd_data *data;
 	struct bdc *clocks;
 	struct plink_hooks hooks;
 	struct plink_slot *slots;   /* [peer_count] */
@@ -51,7 +51,7 @@ static void plink_error(struct plink *l, const char *fmt, ...)
 static void plink_on_source_given_up(struct plink *l, struct bd_peer *reader, uint32_t source)
 {
 	if (source >= l->peers->sources ||
-	    ing_reader_of_source(l->ing, (uint16_t)source) != (int32_t)reader->id) {
+	    bdd_reader_of_source(l->data, (uint16_t)source) != (int32_t)reader->id) {
 		log_warn("Reader %u gave up source %" PRIu32 ", which it does not serve; ignored",
 			 reader->id, source);
 		return;
@@ -105,6 +105,8 @@ static void plink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint6
 		log_warn("Ignoring a stop message from %s %u", ctl_role_name(p->role), p->id);
 		break;
 	default:
+		if (l->hooks.message != NULL && l->hooks.message(l->hooks.ctx, p, msg))
+			break;
 		log_warn("Ignoring a %s message from %s %u", ctl_type_name(msg->type),
 			 ctl_role_name(p->role), p->id);
 		break;
@@ -143,17 +145,17 @@ static void plink_tell_dependents(struct plink *l, struct bd_peer *p)
 	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
 		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" : "is gone");
 	if (p->role == CTL_ROLE_READER) {
-		enum bd_data_state st = ing_reader_state(l->ing, p->id);
+		enum bd_data_state st = bdd_reader_state(l->data, p->id);
 		/* A dead reader's data connection ends by itself, and its
 		 * transport says how; a stalled one's must be cut here. */
 		if (st == BD_DATA_WAITING || ((p->stalled || p->stuck) && st == BD_DATA_STREAMING))
-			ing_cut(l->ing, p->id);
+			bdd_cut(l->data, p->id);
 		stop.u.stop.source = CTL_STOP_ALL;
 		for (uint16_t s = 0; s < l->peers->sources; s++)
-			if (ing_reader_of_source(l->ing, s) == (int32_t)p->id && peer_source(l->peers, s)->conn != NULL)
+			if (bdd_reader_of_source(l->data, s) == (int32_t)p->id && peer_source(l->peers, s)->conn != NULL)
 				msgconn_send(peer_source(l->peers, s)->conn, &stop);
 	} else if (p->role == CTL_ROLE_SOURCE) {
-		int32_t r = ing_reader_of_source(l->ing, (uint16_t)p->id);
+		int32_t r = bdd_reader_of_source(l->data, (uint16_t)p->id);
 		stop.u.stop.source = p->id;
 		if (r >= 0 && peer_reader(l->peers, r)->conn != NULL)
 			msgconn_send(peer_reader(l->peers, r)->conn, &stop);
@@ -191,7 +193,7 @@ struct plink *plink_create(const struct plink_config *cfg)
 		return NULL;
 	l->base = cfg->base;
 	l->peers = cfg->peers;
-	l->ing = cfg->ing;
+	l->data = cfg->data;
 	l->clocks = cfg->clocks;
 	l->hooks = cfg->hooks;
 	l->slots = calloc(peer_count(cfg->peers) + 1, sizeof *l->slots);

@@ -13,8 +13,9 @@
 #include <stdint.h>
 
 struct bdc;
+struct ctl_msg;
 struct event_base;
-struct ing;
+struct bd_data;
 
 struct plink_hooks {
 	void *ctx;
@@ -31,12 +32,15 @@ struct plink_hooks {
 	void (*closed)(void *ctx);
 	/* false once the run has ended. */
 	bool (*running)(void *ctx);
+	/* A message this module does not handle (a builder's TOKEN): true
+	 * when the hub took it. May be NULL. */
+	bool (*message)(void *ctx, struct bd_peer *p, const struct ctl_msg *m);
 };
 
 struct plink_config {
 	struct event_base *base;
 	struct peer_table *peers;
-	struct ing *ing;            /* which reader serves which source; cutting a reader */
+	const struct bd_data *data; /* which reader serves which source; cutting a reader */
 	struct bdc *clocks;         /* gets the PONGs and the reports' clock groups */
 	struct plink_hooks hooks;
 };

@@ -5,17 +5,26 @@
 
 int peer_table_init(struct peer_table *t, uint16_t sources, uint32_t readers)
 {
+	return peer_table_init_builders(t, sources, readers, 0);
+}
+
+int peer_table_init_builders(struct peer_table *t, uint16_t sources, uint32_t readers,
+			     uint32_t builders)
+{
 	t->sources = sources;
 	t->readers = readers;
-	t->peers = calloc((size_t)sources + readers + 1, sizeof *t->peers);
+	t->builders = builders;
+	t->peers = calloc((size_t)sources + readers + builders + 1, sizeof *t->peers);
 	if (t->peers == NULL)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < (uint32_t)sources + readers; i++) {
-		bool source = i < sources;
-		t->peers[i] = (struct bd_peer){
-			.role = source ? CTL_ROLE_SOURCE : CTL_ROLE_READER,
-			.id = source ? i : i - sources,
-		};
+	for (uint32_t i = 0; i < peer_count(t); i++) {
+		enum ctl_role role = i < sources		   ? CTL_ROLE_SOURCE
+				     : i < (uint32_t)sources + readers ? CTL_ROLE_READER
+								       : CTL_ROLE_BUILDER;
+		uint32_t first = role == CTL_ROLE_SOURCE   ? 0
+				 : role == CTL_ROLE_READER ? sources
+							   : (uint32_t)sources + readers;
+		t->peers[i] = (struct bd_peer){ .role = role, .id = i - first };
 	}
 	return 0;
 }
@@ -30,7 +39,7 @@ void peer_table_free(struct peer_table *t)
 
 uint32_t peer_count(const struct peer_table *t)
 {
-	return (uint32_t)t->sources + t->readers;
+	return (uint32_t)t->sources + t->readers + t->builders;
 }
 
 struct bd_peer *peer_at(const struct peer_table *t, uint32_t i)
@@ -44,6 +53,8 @@ struct bd_peer *peer_find(const struct peer_table *t, enum ctl_role role, uint32
 		return &t->peers[id];
 	if (role == CTL_ROLE_READER && id < t->readers)
 		return &t->peers[t->sources + id];
+	if (role == CTL_ROLE_BUILDER && id < t->builders)
+		return peer_builder(t, id);
 	return NULL;
 }
 
@@ -55,6 +66,11 @@ struct bd_peer *peer_source(const struct peer_table *t, uint32_t source)
 struct bd_peer *peer_reader(const struct peer_table *t, uint32_t reader)
 {
 	return &t->peers[t->sources + reader];
+}
+
+struct bd_peer *peer_builder(const struct peer_table *t, uint32_t builder)
+{
+	return &t->peers[(uint32_t)t->sources + t->readers + builder];
 }
 
 uint32_t peer_index(const struct peer_table *t, const struct bd_peer *p)

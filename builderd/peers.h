@@ -1,6 +1,6 @@
-/* The run's peers: every source and reader builderd expects, as one table
- * (sources first, then readers) that the hub, the clocks and the report walk
- * alike. Private to builderd. */
+/* The run's peers: every source, reader and (--role hub) builder builderd
+ * expects, as one table (sources first, then readers, then builders) that
+ * the hub, the clocks and the report walk alike. Private to builderd. */
 #ifndef ES_BD_PEERS_H
 #define ES_BD_PEERS_H
 
@@ -36,30 +36,37 @@ struct bd_peer {
 struct peer_table {
 	uint16_t sources;
 	uint32_t readers;
-	struct bd_peer *peers;   /* [sources + readers] */
+	uint32_t builders;       /* 0 but in --role hub */
+	struct bd_peer *peers;   /* [sources + readers + builders] */
 };
 
 /* Allocates the table: every peer not connected, roles and ids set.
  * 0 or -ENOMEM. */
 int peer_table_init(struct peer_table *t, uint16_t sources, uint32_t readers);
 
+/* The same with builders 0 .. builders-1 after the readers (--role hub). */
+int peer_table_init_builders(struct peer_table *t, uint16_t sources, uint32_t readers,
+			     uint32_t builders);
+
 /* Frees every peer's report and the table; the connections are the
  * caller's to free first. Safe on a table that failed to init. */
 void peer_table_free(struct peer_table *t);
 
-/* Sources plus readers. */
+/* Sources plus readers plus builders. */
 uint32_t peer_count(const struct peer_table *t);
 
-/* The i-th peer, i < peer_count(): sources first, then readers. */
+/* The i-th peer, i < peer_count(): sources first, then readers, then
+ * builders. */
 struct bd_peer *peer_at(const struct peer_table *t, uint32_t i);
 
-/* The peer of that role and id; NULL when the run has none (a builder, an
- * id out of range). */
+/* The peer of that role and id; NULL when the run has none (a builder
+ * outside --role hub, an id out of range). */
 struct bd_peer *peer_find(const struct peer_table *t, enum ctl_role role, uint32_t id);
 
 /* Shorthands of peer_find() for an id known to be in range. */
 struct bd_peer *peer_source(const struct peer_table *t, uint32_t source);
 struct bd_peer *peer_reader(const struct peer_table *t, uint32_t reader);
+struct bd_peer *peer_builder(const struct peer_table *t, uint32_t builder);
 
 /* The position of p in the table, for state kept per peer elsewhere. */
 uint32_t peer_index(const struct peer_table *t, const struct bd_peer *p);

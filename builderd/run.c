@@ -1,12 +1,16 @@
 #include "run.h"
+#include "run_internal.h"
 
 #include "books.h"
 #include "clocks.h"
 #include "credits.h"
 #include "ctlport.h"
+#include "dataview.h"
+#include "fleet.h"
 #include "ingest.h"
 #include "metrics.h"
 #include "live.h"
+#include "manager.h"
 #include "peerlink.h"
 #include "peers.h"
 #include "progress.h"
@@ -33,44 +37,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BD_TICK_US 2000u
-#define BD_MAX_ERRORS 64u
-
-enum bd_phase { BD_RUNNING, BD_FINISHED };
-
-/* The run's hub: what the run owes its peers (START, credits, BYE), the
- * tick that drives the watchdog and the progress line, and the end of the
- * run. The control port's greetings are ctlport.c's, each peer's control
- * link and its loss peerlink.c's; the data side is behind ingest.h. */
-struct bd {
-	struct event_base *base;
-	struct bd_options opt;
-	enum bd_phase phase;
-	int status;
-	struct event *ev_tick;
-	struct ctlport *ctlport;          /* ctlport.c: the control port and its greetings */
-	struct ing *ing;                  /* ingest.c: readers' data, core, records */
-	struct bdc *clocks;               /* clocks.c: the exchanges, offsets and bounds */
-	struct wd wd;                     /* watchdog.c: stalled and stuck peers */
-	struct plink *plink;              /* peerlink.c: each peer's control link, its loss */
-	int64_t *source_offsets_ns;
-	struct peer_table peers;          /* every source and reader */
-	uint64_t start_ns;
-	uint64_t last_progress_ns;
-	uint64_t wind_up_ns;              /* the watchdog fired: gathering final counters */
-	struct prog *prog;                /* progress.c: the rate, the progress line */
-	uint64_t credits_sent;
-	uint32_t open_conns;              /* after the run: peers still flushing BYE */
-	char *errors[BD_MAX_ERRORS];
-	uint32_t error_count;
-	uint32_t errors_dropped;
-	uint64_t end_ns;
-	bool started;                     /* START sent to the sources */
-	struct prom_server *prom;         /* --metrics-listen */
-	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
-	char host[256];                   /* the builder's host name */
-};
-
 /* Margin for START to reach every source before their common start. */
 #define BD_START_DELAY_NS 2000000u
 
@@ -79,7 +45,6 @@ static void bd_maybe_start(struct bd *b);
 static bool bd_all_connected(const struct bd *b);
 
 static void bd_maybe_finish(struct bd *b);
-static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self);
 
 /* Records an error of the run: logged, listed in metrics.json, and the run
  * ends non-zero. */
@@ -114,7 +79,7 @@ static void bd_send_credit(struct bd *b, struct bd_peer *p, uint64_t limit, uint
 
 static void bd_publish_credits(struct bd *b, bool tick)
 {
-	if (b->phase == BD_RUNNING)
+	if (b->phase == BD_RUNNING && !b->hub)
 		b->credits_sent += credits_publish(&b->peers, ing_admission_limit(b->ing),
 						   b->opt.max_inflight, tick, clk_monotonic_ns());
 }
@@ -140,9 +105,14 @@ static void bd_maybe_start(struct bd *b)
 	for (uint16_t s = 0; s < b->opt.sources; s++)
 		if (peer_source(&b->peers, s)->conn != NULL)
 			msgconn_send(peer_source(&b->peers, s)->conn, &m);
-	if (!b->opt.quiet)
+	if (!b->opt.quiet && b->hub)
+		log_info("Run %u: all %u sources, %u readers and %u builders connected; starting",
+			 b->opt.run_id, b->opt.sources, b->opt.readers, b->opt.builders);
+	else if (!b->opt.quiet)
 		log_info("Run %u: all %u sources and %u readers connected; starting", b->opt.run_id,
 			 b->opt.sources, b->opt.readers);
+	if (b->mgr != NULL)
+		mgr_start(b->mgr);
 }
 
 /* The control port welcomed p: its control connection, its first clock
@@ -151,7 +121,9 @@ static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_
 			 const char *peer)
 {
 	struct bd *b = ctx;
-	if (p->role == CTL_ROLE_READER)
+	if (p->role == CTL_ROLE_READER && b->hub)
+		fleet_claim(b->fleet, h);
+	else if (p->role == CTL_ROLE_READER)
 		ing_claim(b->ing, h);
 	plink_attach(b->plink, p, fd, peer);
 	p->last_heard_ns = clk_monotonic_ns();
@@ -160,7 +132,9 @@ static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_
 	if (!b->opt.quiet)
 		log_info("%s %u joined run %u from %s (pid %u on %s)", ctl_role_title(h->role), h->id,
 			 b->opt.run_id, peer, h->pid, h->host);
-	if (p->role == CTL_ROLE_READER && p->conn != NULL) {
+	if (b->mgr != NULL)
+		mgr_welcomed(b->mgr, p);
+	if (p->role == CTL_ROLE_READER && p->conn != NULL && !b->hub) {
 		/* The reader holds everything until it hears a limit. */
 		bd_send_credit(b, p, ing_admission_limit(b->ing),
 			       clk_monotonic_ns());
@@ -170,13 +144,11 @@ static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_
 
 /* ---- the tick and the end of the run ----------------------------------- */
 
+/* Every source, reader and (role hub) builder has reported or is lost. */
 static bool bd_reports_done(const struct bd *b)
 {
-	for (uint16_t s = 0; s < b->opt.sources; s++)
-		if (!peer_source(&b->peers, s)->reported && !peer_source(&b->peers, s)->lost)
-			return false;
-	for (uint32_t r = 0; r < b->opt.readers; r++)
-		if (!peer_reader(&b->peers, r)->reported && !peer_reader(&b->peers, r)->lost)
+	for (uint32_t i = 0; i < peer_count(&b->peers); i++)
+		if (!peer_at(&b->peers, i)->reported && !peer_at(&b->peers, i)->lost)
 			return false;
 	return true;
 }
@@ -190,7 +162,7 @@ static void bd_on_clocks_closed(void *arg)
  * then the end of the run. */
 static void bd_maybe_finish(struct bd *b)
 {
-	if (b->phase == BD_RUNNING && ing_done(b->ing) && bd_reports_done(b) &&
+	if (b->phase == BD_RUNNING && (b->hub || ing_done(b->ing)) && bd_reports_done(b) &&
 	    !bdc_close(b->clocks, bd_on_clocks_closed, b))
 		bd_finish(b, NULL);
 }
@@ -201,9 +173,31 @@ static bool bd_all_connected(const struct bd *b)
 		if (!peer_source(&b->peers, s)->connected)
 			return false;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		if (!peer_reader(&b->peers, r)->connected || ing_reader_state(b->ing, r) == BD_DATA_WAITING)
+		if (!peer_reader(&b->peers, r)->connected ||
+		    bdd_reader_state(&b->data, r) == BD_DATA_WAITING)
 			return false;
-	return true;
+	/* A builder joins with its first token, once every reader's data path
+	 * to it is up. */
+	for (uint32_t k = 0; k < b->peers.builders; k++)
+		if (!peer_builder(&b->peers, k)->connected)
+			return false;
+	return b->mgr == NULL || mgr_all_joined(b->mgr);
+}
+
+/* Role hub, from the tick: assignments that tokens alone did not make,
+ * and a builder that holds events but sent no token for the stall timeout. */
+static void bd_manage(struct bd *b, uint64_t now)
+{
+	int32_t k = mgr_stalled_builder(b->mgr, now, b->opt.stall_timeout_ms * 1000000u);
+	if (k >= 0) {
+		struct bd_peer *p = peer_builder(&b->peers, (uint32_t)k);
+		p->stalled = true;
+		char why[128];
+		snprintf(why, sizeof why, "stalled: it holds events but sent no token for %" PRIu64 " ms",
+			 b->opt.stall_timeout_ms);
+		plink_gone(b->plink, p, why);
+	}
+	mgr_pump(b->mgr);
 }
 
 static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
@@ -214,10 +208,13 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t now = clk_monotonic_ns();
-	ing_tick(b->ing, now);
+	if (b->hub)
+		bd_manage(b, now);
+	else
+		ing_tick(b->ing, now);
 	bd_publish_credits(b, true);
 	wd_check_stalls(&b->wd, now);
-	prog_sample(b->prog, now, ing_counters(b->ing)->events_complete);
+	prog_sample(b->prog, now, bd_events_done(b));
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
@@ -260,54 +257,6 @@ static void bd_say_bye(struct bd *b)
 	}
 }
 
-/* The run's figures for a report: the hub's own, then the data side's.
- * self (may be NULL) gets the builder process's own counters. */
-static void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self)
-{
-	*s = (struct bd_snapshot){
-		.opt = &b->opt,
-		.running = b->phase == BD_RUNNING,
-		.status = b->status,
-		.peers = &b->peers,
-		.errors = (const char *const *)b->errors,
-		.error_count = b->error_count,
-		.errors_dropped = b->errors_dropped,
-		.credits_sent = b->credits_sent,
-		.recent_events_per_s = prog_rate(b->prog),
-		.links = b->snap_links,
-		.clocks = b->clocks,
-		.self = self,
-		.self_pid = (uint32_t)getpid(),
-		.self_host = b->host,
-		.self_peak_rss_kib = procstat_peak_rss_kib(),
-	};
-	ctlport_snapshot(b->ctlport, s);
-	ing_snapshot(b->ing, s);
-}
-
-static void bd_fill_live(struct evbuffer *out, bool json, void *arg)
-{
-	struct bd_snapshot s;
-	bd_snapshot_fill(arg, &s, NULL);
-	live_fill(out, json, &s);
-}
-
-/* metrics.json and the summary. */
-static void bd_report(struct bd *b, const struct acct *a)
-{
-	struct ctl_report *self = calloc(1, sizeof *self);
-	if (self != NULL)
-		procstat_report(self);
-	struct bd_snapshot snap;
-	bd_snapshot_fill(b, &snap, self);
-	if (metrics_write(&snap, a) < 0)
-		b->status = 1;
-	snap.status = b->status;
-	metrics_print_summary(stdout, &snap, a);
-	fflush(stdout);
-	free(self);
-}
-
 static void bd_finish(struct bd *b, const char *why)
 {
 	if (b->phase != BD_RUNNING)
@@ -319,9 +268,10 @@ static void bd_finish(struct bd *b, const char *why)
 		log_warn("Ending run %u early: %s", b->opt.run_id, why);
 	event_del(b->ev_tick);
 	struct books bk = {
-		.opt = &b->opt, .peers = &b->peers, .ing = b->ing, .error = bd_hook_error, .ctx = b,
+		.opt = &b->opt, .peers = &b->peers, .data = &b->data, .manager = b->mgr,
+		.error = bd_hook_error, .ctx = b,
 	};
-	int written = ing_finish(b->ing, books_events_generated(&bk));
+	int written = b->hub ? 0 : ing_finish(b->ing, books_events_generated(&bk));
 	books_check(&bk);
 	if (written < 0)
 		bd_error(b, "Writing the record files in %s failed", b->opt.out_dir);
@@ -332,7 +282,7 @@ static void bd_finish(struct bd *b, const char *why)
 		b->status = 1;
 	bd_report(b, &a);
 	acct_free(&a);
-	if (!ing_close_output(b->ing))
+	if (!b->hub && !ing_close_output(b->ing))
 		b->status = 1;
 	bd_say_bye(b);
 	if (b->open_conns == 0) {
@@ -393,21 +343,43 @@ static bool bd_hook_running(void *ctx)
 
 static void bd_hook_reported(void *ctx, struct bd_peer *p, int32_t status)
 {
-	(void)p;
 	struct bd *b = ctx;
 	if (status != 0)
 		b->status = 1;
+	if (p->role == CTL_ROLE_BUILDER && b->fleet != NULL)
+		fleet_update(b->fleet);
 	bd_maybe_finish(b);
 }
 
 static void bd_hook_lost(void *ctx, struct bd_peer *p)
 {
-	(void)p;
 	struct bd *b = ctx;
+	if (p->role == CTL_ROLE_BUILDER && b->mgr != NULL)
+		mgr_builder_gone(b->mgr, p->id, peer_how_gone(p));
 	/* Lost before the start (its greeting was kept waiting at a busy
 	 * door, say): the others start without it rather than wait for ever. */
 	bd_maybe_start(b);
 	bd_maybe_finish(b);
+}
+
+/* Role hub: a builder's TOKEN goes to the manager. */
+static bool bd_hook_message(void *ctx, struct bd_peer *p, const struct ctl_msg *m)
+{
+	struct bd *b = ctx;
+	if (m->type != CTL_TOKEN || p->role != CTL_ROLE_BUILDER || b->mgr == NULL)
+		return false;
+	if (b->phase == BD_RUNNING) {
+		mgr_token(b->mgr, p, &m->u.token, clk_monotonic_ns());
+		bd_maybe_start(b);
+	}
+	return true;
+}
+
+static void bd_mgr_send(void *ctx, struct bd_peer *p, const struct ctl_msg *m)
+{
+	(void)ctx;
+	if (p->conn != NULL)
+		msgconn_send(p->conn, m);
 }
 
 /* A peer closed after BYE: the loop ends once the last one has. */
@@ -420,30 +392,77 @@ static void bd_hook_closed(void *ctx)
 
 /* ---- life --------------------------------------------------------------- */
 
-/* The port file and the "listening" lines the launcher reads back. */
-static int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port)
+/* The data side: in role both this process's ingest and its links (TCP
+ * always, shared memory on request); in role hub the builders' reports
+ * and the event manager. */
+static int bd_create_data(struct bd *b, uint16_t *data_port)
 {
-	const struct bd_options *opt = &b->opt;
-	printf("listening data %s:%u control %s:%u\n", opt->listen_host, (unsigned)data_port,
-	       opt->control_host, (unsigned)control_port);
-	fflush(stdout);
-	uint16_t metrics_port = 0;
-	if (opt->metrics_host[0] != '\0') {
-		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,
-					    bd_fill_live, b, &metrics_port);
-		if (b->prom == NULL)
-			return -EADDRNOTAVAIL;
-		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
+	*data_port = 0;
+	if (b->hub) {
+		struct mgr_hooks mh = { .ctx = b, .error = bd_hook_error, .send = bd_mgr_send,
+					.progress = bd_hook_progress };
+		b->fleet = fleet_create(&b->opt, &b->peers);
+		b->mgr = b->fleet != NULL ? mgr_create(&b->opt, &b->peers, &mh) : NULL;
+		if (b->mgr == NULL)
+			return -ENOMEM;
+		fleet_view(b->fleet, &b->data);
+		return 0;
 	}
-	if (opt->port_file[0] != '\0') {
-		const struct net_port ports[] = { { "data", data_port },
-						  { "control", control_port },
-						  { "metrics", metrics_port } };
-		int rc = net_write_ports(opt->port_file, ports, 3);
-		if (rc < 0)
-			return rc;
-	}
+	struct ing_hooks hooks = {
+		.ctx = b,
+		.error = bd_hook_error,
+		.data_started = bd_hook_started,
+		.progress = bd_hook_progress,
+		.after_frames = bd_hook_after_frames,
+		.reader_holds_slot = bd_hook_holds_slot,
+	};
+	b->ing = ing_create(b->base, &b->opt, b->source_offsets_ns, &hooks);
+	if (b->ing == NULL || btcp_start(b->ing, data_port) < 0 || bshm_start(b->ing) < 0)
+		return -EIO;
+	bdd_from_ing(&b->data, b->ing);
 	return 0;
+}
+
+/* The hub's modules: clocks, the peers' links, the watchdog, the control
+ * port. */
+static int bd_create_hub(struct bd *b, uint16_t *control_port)
+{
+	struct bdc_config cc = {
+		.base = b->base,
+		.peers = &b->peers,
+		.out = b->ing != NULL ? ing_output(b->ing) : NULL,
+		.run_id = b->opt.run_id,
+		.correction = !b->opt.no_clock_correction,
+		.quiet = b->opt.quiet,
+		.ready = bd_on_clocks_ready,
+		.ready_arg = b,
+	};
+	b->clocks = bdc_create(&cc);
+	if (b->clocks == NULL)
+		return -ENOMEM;
+	struct plink_config lc = {
+		.base = b->base,
+		.peers = &b->peers,
+		.data = &b->data,
+		.clocks = b->clocks,
+		.hooks = { .ctx = b, .error = bd_hook_error, .progress = bd_hook_progress,
+			   .reported = bd_hook_reported, .lost = bd_hook_lost,
+			   .closed = bd_hook_closed, .running = bd_hook_running,
+			   .message = bd_hook_message },
+	};
+	b->plink = plink_create(&lc);
+	if (b->plink == NULL)
+		return -ENOMEM;
+	b->wd = (struct wd){
+		.opt = &b->opt,
+		.peers = &b->peers,
+		.data = &b->data,
+		.hooks = { .ctx = b, .gone = bd_wd_gone, .send = bd_wd_send, .error = bd_hook_error,
+			   .running = bd_hook_running },
+	};
+	struct ctlport_hooks ch = { .ctx = b, .running = bd_hook_running, .joined = bd_on_joined };
+	b->ctlport = ctlport_open(b->base, &b->opt, &b->peers, &ch, control_port);
+	return b->ctlport == NULL ? -EADDRNOTAVAIL : 0;
 }
 
 struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
@@ -453,72 +472,25 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 		return NULL;
 	b->base = base;
 	b->opt = *opt;
+	b->hub = opt->role == BD_ROLE_HUB;
 	b->start_ns = b->last_progress_ns = clk_monotonic_ns();
 	b->prog = prog_create(b->start_ns, isatty(STDERR_FILENO) ? stderr : NULL);
 	net_host_name(b->host, sizeof b->host);
 	b->source_offsets_ns = calloc(opt->sources + 1, sizeof *b->source_offsets_ns);
 	b->snap_links = calloc(opt->readers + 1, sizeof *b->snap_links);
-	if (peer_table_init(&b->peers, opt->sources, opt->readers) < 0 || !b->source_offsets_ns ||
-	    !b->snap_links || b->prog == NULL)
+	if (peer_table_init_builders(&b->peers, opt->sources, opt->readers,
+				     b->hub ? opt->builders : 0) < 0 ||
+	    !b->source_offsets_ns || !b->snap_links || b->prog == NULL)
 		goto fail;
-	struct ing_hooks hooks = {
-		.ctx = b,
-		.error = bd_hook_error,
-		.data_started = bd_hook_started,
-		.progress = bd_hook_progress,
-		.after_frames = bd_hook_after_frames,
-		.reader_holds_slot = bd_hook_holds_slot,
-	};
 	uint16_t data_port, control_port;
-	/* The data side and its links: TCP always, shared memory on request. */
-	b->ing = ing_create(base, opt, b->source_offsets_ns, &hooks);
-	if (b->ing == NULL || btcp_start(b->ing, &data_port) < 0 || bshm_start(b->ing) < 0)
-		goto fail;
-	struct bdc_config cc = {
-		.base = base,
-		.peers = &b->peers,
-		.out = ing_output(b->ing),
-		.run_id = opt->run_id,
-		.correction = !opt->no_clock_correction,
-		.quiet = opt->quiet,
-		.ready = bd_on_clocks_ready,
-		.ready_arg = b,
-	};
-	b->clocks = bdc_create(&cc);
-	if (b->clocks == NULL)
-		goto fail;
-	struct plink_config lc = {
-		.base = base,
-		.peers = &b->peers,
-		.ing = b->ing,
-		.clocks = b->clocks,
-		.hooks = { .ctx = b, .error = bd_hook_error, .progress = bd_hook_progress,
-			   .reported = bd_hook_reported, .lost = bd_hook_lost,
-			   .closed = bd_hook_closed, .running = bd_hook_running },
-	};
-	b->plink = plink_create(&lc);
-	if (b->plink == NULL)
-		goto fail;
-	b->wd = (struct wd){
-		.opt = &b->opt,
-		.peers = &b->peers,
-		.ing = b->ing,
-		.hooks = { .ctx = b, .gone = bd_wd_gone, .send = bd_wd_send, .error = bd_hook_error,
-			   .running = bd_hook_running },
-	};
-	struct ctlport_hooks ch = { .ctx = b, .running = bd_hook_running, .joined = bd_on_joined };
-	b->ctlport = ctlport_open(base, &b->opt, &b->peers, &ch, &control_port);
-	if (b->ctlport == NULL)
+	if (bd_create_data(b, &data_port) < 0 || bd_create_hub(b, &control_port) < 0)
 		goto fail;
 	b->ev_tick = event_new(base, -1, EV_PERSIST, bd_on_tick, b);
 	struct timeval tick = { 0, BD_TICK_US };
 	event_add(b->ev_tick, &tick);
 	if (bd_announce(b, data_port, control_port) < 0)
 		goto fail;
-	if (!opt->quiet)
-		log_info("Run %u: waiting for %u sources and %u readers; window %u events, timeout %" PRIu64
-			 " ms, admission %s", opt->run_id, opt->sources, opt->readers, opt->max_inflight,
-			 opt->timeout_ms, opt->no_admission ? "off" : "on");
+	bd_log_waiting(b);
 	return b;
 fail:
 	bd_destroy(b);
@@ -544,6 +516,8 @@ void bd_destroy(struct bd *b)
 		return;
 	plink_destroy(b->plink);
 	ing_destroy(b->ing);
+	mgr_destroy(b->mgr);
+	fleet_destroy(b->fleet);
 	ctlport_close(b->ctlport);
 	if (b->ev_tick)
 		event_free(b->ev_tick);

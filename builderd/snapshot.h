@@ -20,6 +20,7 @@
 
 struct bdc;
 struct ctl_report;
+struct mgr;
 
 /* One reader's data path. */
 struct bd_snapshot_link {
@@ -77,6 +78,10 @@ struct bd_snapshot {
 
 	/* clocks, read through clocks.h only */
 	const struct bdc *clocks;
+
+	/* --role hub: the event manager, read through manager.h only; NULL
+	 * in role both */
+	const struct mgr *manager;
 
 	/* the builder process itself */
 	const struct ctl_report *self;

@@ -1,6 +1,6 @@
 #include "watchdog.h"
 
-#include "ingest.h"
+#include "dataview.h"
 
 #include "sys/log.h"
 
@@ -36,9 +36,9 @@ void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns)
 	 * and its sources, held up behind it, are told to stop and report. */
 	for (uint32_t r = 0; r < w->opt->readers && w->hooks.running(w->hooks.ctx); r++) {
 		struct bd_peer *p = peer_reader(w->peers, r);
-		uint64_t received = ing_reader_frames(w->ing, r);
+		uint64_t received = bdd_reader_frames(w->data, r);
 		if (!p->connected || p->reported || p->lost ||
-		    ing_reader_state(w->ing, r) != BD_DATA_STREAMING || p->verified <= received)
+		    bdd_reader_state(w->data, r) != BD_DATA_STREAMING || p->verified <= received)
 			continue;
 		p->stuck = true;
 		char why[200];
@@ -49,7 +49,7 @@ void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns)
 	}
 	for (uint16_t s = 0; s < w->opt->sources && w->hooks.running(w->hooks.ctx); s++) {
 		struct bd_peer *p = peer_source(w->peers, s);
-		int32_t r = ing_reader_of_source(w->ing, s);
+		int32_t r = bdd_reader_of_source(w->data, s);
 		if (!p->connected || p->reported || p->lost)
 			continue;
 		if (r >= 0 && peer_reader(w->peers, r)->stuck)
@@ -121,7 +121,7 @@ void wd_report_missing(const struct wd *w, bool never_connected_only)
 	}
 	for (uint32_t r = 0; r < w->opt->readers; r++) {
 		struct bd_peer *p = peer_reader(w->peers, r);
-		enum bd_data_state st = ing_reader_state(w->ing, r);
+		enum bd_data_state st = bdd_reader_state(w->data, r);
 		if (!p->connected)
 			wd_error(w, "Reader %u never connected to the builder's control port", r);
 		else if (!never_connected_only && !p->reported && !p->lost)

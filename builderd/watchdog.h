@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct ing;
+struct bd_data;
 struct ctl_msg;
 
 struct wd_hooks {
@@ -32,7 +32,7 @@ struct wd_hooks {
 struct wd {
 	const struct bd_options *opt;   /* the stall and peer timeouts */
 	struct peer_table *peers;
-	const struct ing *ing;          /* each reader's data path */
+	const struct bd_data *data;     /* each reader's data path */
 	struct wd_hooks hooks;
 };
 

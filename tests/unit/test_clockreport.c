@@ -201,7 +201,7 @@ START_TEST(test_latency_json)
 {
 	run(true, OFFSET_NS, "localhost");
 	json_t *lat = json_object();
-	clkr_latency_json(clocks, lat);
+	clkr_latency_json(clocks, out_latency(out), lat);
 	json_int_t unc = integer(lat, "uncertainty_ns");
 	ck_assert_int_gt(unc, 0);
 	ck_assert_int_eq(unc, integer(lat, "with_uncertainty.p99.uncertainty_ns"));
@@ -276,7 +276,7 @@ START_TEST(test_same_clock)
 	ck_assert_str_eq(s, " (+/- 0 ns, same clock)");
 	free(s);
 	json_t *lat = json_object();
-	clkr_latency_json(clocks, lat);
+	clkr_latency_json(clocks, out_latency(out), lat);
 	ck_assert_str_eq(text(lat, "uncertainty_basis"), "same clock");
 	ck_assert_int_eq(integer(lat, "uncertainty_ns"), 0);
 	json_decref(lat);

@@ -14,6 +14,7 @@
 #include "clockpeers.h"
 
 #include "builderd/clocks.h"
+#include "builderd/dataview.h"
 #include "builderd/ingest.h"
 #include "builderd/link.h"
 #include "builderd/peerlink.h"
@@ -49,6 +50,7 @@ static char dir[64];
 static struct bd_options opt;
 static struct peer_table peers;
 static struct ing *ing;
+static struct bd_data data;   /* the view of ing */
 static struct bdc *clocks;
 static struct plink *link_;
 static struct far_end far[PEERS];
@@ -161,6 +163,7 @@ static void setup(void)
 				.progress = ing_progress_hook, .after_frames = ing_after_hook,
 				.reader_holds_slot = ing_holds };
 	ing = ing_create(base, &opt, NULL, &ih);
+	bdd_from_ing(&data, ing);
 	ck_assert_ptr_nonnull(ing);
 	static const uint16_t s01[] = { 0, 1 }, s2[] = { 2 };
 	stream(0, s01, 2);
@@ -170,7 +173,7 @@ static void setup(void)
 	clocks = bdc_create(&cc);
 	ck_assert_ptr_nonnull(clocks);
 	struct plink_config lc = {
-		.base = base, .peers = &peers, .ing = ing, .clocks = clocks,
+		.base = base, .peers = &peers, .data = &data, .clocks = clocks,
 		.hooks = { .ctx = &rec, .error = on_error, .progress = on_progress,
 			   .reported = on_reported, .lost = on_lost, .closed = on_closed,
 			   .running = running },

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "builderd/dataview.h"
 #include "builderd/ingest.h"
 #include "builderd/link.h"
 #include "builderd/peers.h"
@@ -36,6 +37,7 @@ static char dir[64];
 static struct bd_options opt;
 static struct peer_table peers;
 static struct ing *ing;
+static struct bd_data data;   /* the view of ing */
 static struct record rec;
 static struct wd w;
 
@@ -100,6 +102,7 @@ static void setup(void)
 				   .progress = ing_progress_hook, .after_frames = ing_after_hook,
 				   .reader_holds_slot = ing_holds };
 	ing = ing_create(base, &opt, NULL, &hooks);
+	bdd_from_ing(&data, ing);
 	ck_assert_ptr_nonnull(ing);
 	for (uint32_t i = 0; i < peer_count(&peers); i++) {
 		struct bd_peer *p = peer_at(&peers, i);
@@ -107,7 +110,7 @@ static void setup(void)
 		p->pid = 10 + i;
 		p->conn = (struct msgconn *)(uintptr_t)1;   /* up; never dereferenced here */
 	}
-	w = (struct wd){ .opt = &opt, .peers = &peers, .ing = ing,
+	w = (struct wd){ .opt = &opt, .peers = &peers, .data = &data,
 			 .hooks = { .ctx = &rec, .gone = on_gone, .send = on_send, .error = on_error,
 				    .running = running } };
 }

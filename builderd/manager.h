@@ -1,0 +1,77 @@
+/* The hub's event manager (--role hub, docs/BUILDERS.md): core/evm behind
+ * the control messages. Each reader and builder gets `routing` right after
+ * its WELCOME; a builder's first `token` joins it, every later one returns
+ * what it decided; from START on, every record evm_next() makes goes out as
+ * `assign`, in order, to every reader and builder alike. A builder given up
+ * (control link lost, stalled, no tokens while it holds events) is dead to
+ * the manager: its loss is named and `lost` goes to everyone. It decides
+ * and sends; the hub says when (hooks). Private to builderd. */
+#ifndef ES_BD_MANAGER_H
+#define ES_BD_MANAGER_H
+
+#include "options.h"
+#include "peers.h"
+
+#include "core/evm.h"
+#include "wire/control.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mgr_hooks {
+	void *ctx;
+	/* An error of the run (logged, listed, the run fails). */
+	void (*error)(void *ctx, const char *text);
+	/* Sends m to p (whose connection is up). */
+	void (*send)(void *ctx, struct bd_peer *p, const struct ctl_msg *m);
+	/* A builder joined or sent a token: the run makes progress, it may start. */
+	void (*progress)(void *ctx, uint64_t now);
+};
+
+struct mgr;
+
+/* The manager of opt's plan (--builders, --first-event, --events,
+ * --batch, --window-batches, --routing); low water one batch, high water
+ * four. NULL with the reason logged. */
+struct mgr *mgr_create(const struct bd_options *opt, struct peer_table *peers,
+		       const struct mgr_hooks *hooks);
+void mgr_destroy(struct mgr *m);
+
+/* p was welcomed: a reader or builder gets `routing`. */
+void mgr_welcomed(struct mgr *m, struct bd_peer *p);
+
+/* Builder p's TOKEN at now: joins it (the first) or returns what it
+ * decided; a refused one is an error of the run naming it. */
+void mgr_token(struct mgr *m, struct bd_peer *p, const struct ctl_token *t, uint64_t now);
+
+/* Every builder has joined (or is dead). */
+bool mgr_all_joined(const struct mgr *m);
+
+/* START went out: assignment begins. */
+void mgr_start(struct mgr *m);
+
+/* Makes and sends every assignment that can be made now (after START). */
+void mgr_pump(struct mgr *m);
+
+/* Builder b is given up (why follows "Builder N (...)"): dead to the
+ * manager, its loss logged by name, `lost` to every reader and builder.
+ * Nothing for one already dead. */
+void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why);
+
+/* A builder holding events whose tokens stopped for the stall timeout:
+ * its index, or -1. */
+int32_t mgr_stalled_builder(const struct mgr *m, uint64_t now, uint64_t stall_ns);
+
+/* Builder b as the manager sees it. */
+bool mgr_builder_view(const struct mgr *m, uint32_t b, struct evm_builder_view *v);
+
+/* The run's event IDs assigned in all, and whether every one is. */
+struct evm_totals mgr_totals(const struct mgr *m);
+
+/* metrics.json's "routing", "manager" and "builders" sections. */
+json_t *mgr_json_routing(const struct mgr *m);
+json_t *mgr_json_manager(const struct mgr *m);
+json_t *mgr_json_builders(const struct mgr *m);
+
+#endif

@@ -1,0 +1,77 @@
+/* What run.c and run_report.c share: the run's state. Private to
+ * builderd's run. */
+#ifndef ES_BD_RUN_INTERNAL_H
+#define ES_BD_RUN_INTERNAL_H
+
+#include "dataview.h"
+#include "options.h"
+#include "peers.h"
+#include "watchdog.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct acct;
+struct bd_snapshot;
+struct ctl_report;
+
+#define BD_TICK_US 2000u
+#define BD_MAX_ERRORS 64u
+
+enum bd_phase { BD_RUNNING, BD_FINISHED };
+
+/* The run's hub: what the run owes its peers (START, credits, BYE), the
+ * tick that drives the watchdog and the progress line, and the end of the
+ * run. The control port's greetings are ctlport.c's, each peer's control
+ * link and its loss peerlink.c's; the data side is behind ingest.h. */
+struct bd {
+	struct event_base *base;
+	struct bd_options opt;
+	enum bd_phase phase;
+	int status;
+	struct event *ev_tick;
+	struct ctlport *ctlport;          /* ctlport.c: the control port and its greetings */
+	struct ing *ing;                  /* ingest.c: readers' data, core, records; NULL in role hub */
+	struct fleet *fleet;              /* fleet.c, role hub: the builders' reports */
+	struct mgr *mgr;                  /* manager.c, role hub: the event manager */
+	struct bd_data data;              /* the data side as books, watchdog, peerlink see it */
+	bool hub;                         /* --role hub: builds nothing, manages builders */
+	struct bdc *clocks;               /* clocks.c: the exchanges, offsets and bounds */
+	struct wd wd;                     /* watchdog.c: stalled and stuck peers */
+	struct plink *plink;              /* peerlink.c: each peer's control link, its loss */
+	int64_t *source_offsets_ns;
+	struct peer_table peers;          /* every source and reader */
+	uint64_t start_ns;
+	uint64_t last_progress_ns;
+	uint64_t wind_up_ns;              /* the watchdog fired: gathering final counters */
+	struct prog *prog;                /* progress.c: the rate, the progress line */
+	uint64_t credits_sent;
+	uint32_t open_conns;              /* after the run: peers still flushing BYE */
+	char *errors[BD_MAX_ERRORS];
+	uint32_t error_count;
+	uint32_t errors_dropped;
+	uint64_t end_ns;
+	bool started;                     /* START sent to the sources */
+	struct prom_server *prom;         /* --metrics-listen */
+	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
+	char host[256];                   /* the builder's host name */
+};
+
+/* The run's figures for a report: the hub's own, then the data side's.
+ * self (may be NULL) gets the builder process's own counters. */
+void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self);
+
+/* metrics.json and the summary. */
+void bd_report(struct bd *b, const struct acct *a);
+
+/* The port file and the "listening" lines the launcher reads back; a hub
+ * has no data port. */
+int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port);
+
+void bd_log_waiting(const struct bd *b);
+
+/* Events decided so far: the core's complete ones, or in role hub what the
+ * builders' tokens said. */
+uint64_t bd_events_done(const struct bd *b);
+
+#endif

@@ -1,0 +1,140 @@
+#include "run_internal.h"
+
+#include "ctlport.h"
+#include "fleet.h"
+#include "ingest.h"
+#include "live.h"
+#include "manager.h"
+#include "metrics.h"
+#include "progress.h"
+#include "snapshot.h"
+
+#include "core/evm.h"
+#include "io/net.h"
+#include "io/prom.h"
+#include "sys/log.h"
+#include "sys/procstat.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Events decided so far: the core's complete ones, or in role hub what the
+ * builders' tokens said. */
+uint64_t bd_events_done(const struct bd *b)
+{
+	if (!b->hub)
+		return ing_counters(b->ing)->events_complete;
+	uint64_t n = 0;
+	for (uint32_t k = 0; k < b->opt.builders; k++) {
+		struct evm_builder_view v;
+		if (mgr_builder_view(b->mgr, k, &v))
+			n += v.decided;
+	}
+	return n;
+}
+
+
+/* The run's figures for a report: the hub's own, then the data side's.
+ * self (may be NULL) gets the builder process's own counters. */
+void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self)
+{
+	*s = (struct bd_snapshot){
+		.opt = &b->opt,
+		.running = b->phase == BD_RUNNING,
+		.status = b->status,
+		.peers = &b->peers,
+		.errors = (const char *const *)b->errors,
+		.error_count = b->error_count,
+		.errors_dropped = b->errors_dropped,
+		.credits_sent = b->credits_sent,
+		.recent_events_per_s = prog_rate(b->prog),
+		.links = b->snap_links,
+		.clocks = b->clocks,
+		.self = self,
+		.self_pid = (uint32_t)getpid(),
+		.self_host = b->host,
+		.self_peak_rss_kib = procstat_peak_rss_kib(),
+	};
+	ctlport_snapshot(b->ctlport, s);
+	if (b->hub)
+		fleet_snapshot(b->fleet, s);
+	else
+		ing_snapshot(b->ing, s);
+	s->manager = b->mgr;
+}
+
+static void bd_fill_live(struct evbuffer *out, bool json, void *arg)
+{
+	struct bd_snapshot s;
+	bd_snapshot_fill(arg, &s, NULL);
+	live_fill(out, json, &s);
+}
+
+/* metrics.json and the summary. */
+void bd_report(struct bd *b, const struct acct *a)
+{
+	struct ctl_report *self = calloc(1, sizeof *self);
+	if (self != NULL)
+		procstat_report(self);
+	struct bd_snapshot snap;
+	bd_snapshot_fill(b, &snap, self);
+	if (metrics_write(&snap, a) < 0)
+		b->status = 1;
+	snap.status = b->status;
+	metrics_print_summary(stdout, &snap, a);
+	fflush(stdout);
+	free(self);
+}
+
+
+/* The port file and the "listening" lines the launcher reads back; a hub
+ * (data_port 0) has no data port. */
+int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port)
+{
+	const struct bd_options *opt = &b->opt;
+	if (b->hub)
+		printf("listening control %s:%u\n", opt->control_host, (unsigned)control_port);
+	else
+		printf("listening data %s:%u control %s:%u\n", opt->listen_host, (unsigned)data_port,
+		       opt->control_host, (unsigned)control_port);
+	fflush(stdout);
+	uint16_t metrics_port = 0;
+	if (opt->metrics_host[0] != '\0') {
+		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,
+					    bd_fill_live, b, &metrics_port);
+		if (b->prom == NULL)
+			return -EADDRNOTAVAIL;
+		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
+	}
+	if (opt->port_file[0] != '\0') {
+		const struct net_port ports[] = { { "data", data_port },
+						  { "control", control_port },
+						  { "metrics", metrics_port } };
+		int rc = b->hub ? net_write_ports(opt->port_file, ports + 1, 2)
+				: net_write_ports(opt->port_file, ports, 3);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+
+void bd_log_waiting(const struct bd *b)
+{
+	const struct bd_options *opt = &b->opt;
+	if (opt->quiet)
+		return;
+	if (b->hub)
+		log_info("Run %u: waiting for %u sources, %u readers and %u builders; %s routing, batches of %u events, %u live at most",
+			 opt->run_id, opt->sources, opt->readers, opt->builders,
+			 ctl_routing_mode_name((enum ctl_routing_mode)opt->routing), opt->batch,
+			 opt->window_batches);
+	else
+		log_info("Run %u: waiting for %u sources and %u readers; window %u events, timeout %" PRIu64
+			 " ms, admission %s", opt->run_id, opt->sources, opt->readers, opt->max_inflight,
+			 opt->timeout_ms, opt->no_admission ? "off" : "on");
+}
+
