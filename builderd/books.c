@@ -1,6 +1,7 @@
 #include "books.h"
 
 #include "dataview.h"
+#include "manager.h"
 
 #include "core/acct.h"
 #include "wire/counters.h"
@@ -104,6 +105,24 @@ void books_check(const struct books *bk)
 	books_collect_peer_errors(bk);
 }
 
+/* --role hub: what the manager gave each builder and what it reported. */
+static void books_builders(const struct books *bk, struct acct_builder *builders)
+{
+	for (uint32_t k = 0; k < bk->peers->builders; k++) {
+		const struct bd_peer *p = peer_builder(bk->peers, k);
+		struct evm_builder_view v = { 0 };
+		mgr_builder_view(bk->manager, k, &v);
+		builders[k] = (struct acct_builder){
+			.id = k,
+			.report = p->report,
+			.gone = p->lost && !p->reported,
+			.assigned = v.assigned,
+			.decided = v.decided,
+			.lost = v.lost,
+		};
+	}
+}
+
 void books_account(const struct books *bk, struct acct *a)
 {
 	uint16_t S = bk->opt->sources;
@@ -112,7 +131,10 @@ void books_account(const struct books *bk, struct acct *a)
 	struct acct_reader *readers = calloc(N + 1, sizeof *readers);
 	bool *source_gone = calloc(S + 1, sizeof *source_gone);
 	uint64_t *unique_from = calloc(S + 1, sizeof *unique_from);
-	if (source_reports == NULL || readers == NULL || source_gone == NULL || unique_from == NULL) {
+	uint32_t M = bk->manager != NULL ? bk->peers->builders : 0;
+	struct acct_builder *builders = calloc(M + 1, sizeof *builders);
+	if (source_reports == NULL || readers == NULL || source_gone == NULL || unique_from == NULL ||
+	    builders == NULL) {
 		books_error(bk, "Out of memory for the end-of-run accounting");
 		goto out;
 	}
@@ -139,7 +161,11 @@ void books_account(const struct books *bk, struct acct *a)
 		.readers = readers,
 		.builder = bdd_counters(bk->data),
 		.builder_frames_received = bdd_frames_received(bk->data),
+		.builder_count = M,
+		.builders = builders,
 	};
+	if (M > 0)
+		books_builders(bk, builders);
 	if (acct_compute(&run, a) < 0)
 		books_error(bk, "Out of memory for the end-of-run accounting");
 	for (size_t i = 0; i < a->violation_count; i++)
@@ -149,4 +175,5 @@ out:
 	free(source_gone);
 	free(unique_from);
 	free(readers);
+	free(builders);
 }

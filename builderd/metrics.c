@@ -1,4 +1,5 @@
 #include "metrics.h"
+#include "manager.h"
 #include "metrics_json.h"
 
 #include "core/builder.h"
@@ -196,6 +197,10 @@ static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
 	json_t *o = json_object(), *gone = json_array();
 	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
 	SET(o, "frames_lost_with_readers", U64(a->lost_with_readers));
+	if (b->manager != NULL)
+		SET(o, CNT_MANAGER(events_lost_with_builders), U64(a->lost_with_builders));
+	if (b->manager != NULL)
+		SET(o, "frames_lost_with_builders", U64(a->frames_lost_with_builders));
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
 		const struct bd_peer *p = peer_at(b->peers, i);
 		if (!p->lost || p->reported)
@@ -368,6 +373,12 @@ json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
 	json_processes(root, b);
 	SET(root, "reader_links", json_reader_links(b));
 	SET(root, "memory_bounds", json_memory_bounds(b));
+	if (b->manager != NULL) {
+		/* --role hub (docs/BUILDERS.md): the plan, the manager, each builder. */
+		SET(root, "routing", mgr_json_routing(b->manager));
+		SET(root, "manager", mgr_json_manager(b->manager));
+		SET(root, "builders", mgr_json_builders(b->manager));
+	}
 	return root;
 }
 

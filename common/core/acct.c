@@ -1,4 +1,5 @@
 #include "core/acct.h"
+#include "core/acct_internal.h"
 
 #include "wire/counters.h"
 
@@ -23,10 +24,7 @@ uint64_t acct_value(const struct ctl_report *r, const char *group, const char *n
 	return ok ? v : 0;
 }
 
-/* An impossible counter: recorded, and the run is not balanced. */
-static int acct_violation(struct acct *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int acct_violation(struct acct *a, const char *fmt, ...)
+int acct_violation(struct acct *a, const char *fmt, ...)
 {
 	if (a->violation_count == a->violation_cap) {
 		size_t cap = a->violation_cap ? 2 * a->violation_cap : 8;
@@ -44,9 +42,7 @@ static int acct_violation(struct acct *a, const char *fmt, ...)
 	return 0;
 }
 
-/* x <= y, both counters present: else a named violation. The descriptions
- * say whose counter it is ("source 1's frags_sent"). */
-static int acct_check_le(struct acct *a, const char *xdesc, uint64_t x, bool fx, const char *ydesc,
+int acct_check_le(struct acct *a, const char *xdesc, uint64_t x, bool fx, const char *ydesc,
 			 uint64_t y, bool fy)
 {
 	if (!fx || !fy || x <= y)
@@ -55,9 +51,7 @@ static int acct_check_le(struct acct *a, const char *xdesc, uint64_t x, bool fx,
 			      x, ydesc, y);
 }
 
-/* Overflow-checked sums: *sum += v, or false (and *sum saturated) when the
- * result does not fit in 64 bits. */
-static bool acct_sum(uint64_t *sum, uint64_t v)
+bool acct_sum(uint64_t *sum, uint64_t v)
 {
 	if (v > UINT64_MAX - *sum) {
 		*sum = UINT64_MAX;
@@ -73,12 +67,8 @@ static bool acct_sum3(uint64_t *sum, uint64_t x, uint64_t y, uint64_t z)
 	return acct_sum(sum, y) && acct_sum(sum, z);
 }
 
-/* known false: a side is unknown, and note says why. A side that overflowed
- * is passed as known = false with the overflow note. The name is the
- * kind's format of the ids that follow (unsigned each, as many as it has
- * "%u"; the unit tests produce every kind). */
-static struct acct_equation *acct_add(struct acct *a, uint64_t lhs, uint64_t rhs, bool known,
-				      const char *note, enum acct_kind kind, ...)
+struct acct_equation *acct_add(struct acct *a, uint64_t lhs, uint64_t rhs, bool known,
+			       const char *note, enum acct_kind kind, ...)
 {
 	if (a->count == a->cap)
 		return NULL;
@@ -98,7 +88,7 @@ static struct acct_equation *acct_add(struct acct *a, uint64_t lhs, uint64_t rhs
 	return e;
 }
 
-static const char ACCT_OVERFLOW_NOTE[] = "a side's sum overflows 2^64: impossible counters";
+const char ACCT_OVERFLOW_NOTE[] = "a side's sum overflows 2^64: impossible counters";
 
 uint64_t acct_events_generated(const struct acct_run *run, bool *agree)
 {
@@ -214,8 +204,10 @@ static int acct_hop_equation(struct acct *a, const struct acct_reader *rd, uint1
 {
 	char note[128];
 	uint64_t parts;
+	/* Late and lost with a builder: 0, and absent, with one builder. */
 	bool fits = acct_sum3(&parts, h->v[HOP(frames_forwarded)], h->v[HOP(frames_rejected)],
-			      h->v[HOP(frames_held_at_end)]);
+			      h->v[HOP(frames_held_at_end)]) &&
+		    acct_sum3(&parts, parts, h->v[HOP(frames_late)], h->v[HOP(frames_lost_builder)]);
 	bool found = h->f[HOP(frames_received)] && h->f[HOP(frames_forwarded)] &&
 		     h->f[HOP(frames_rejected)] && h->f[HOP(frames_held_at_end)];
 	if (found)
@@ -441,7 +433,7 @@ static int acct_reader_gone(struct acct *a, const struct acct_run *run, const st
 
 /* A reader that reported: what it forwarded = what the builder received
  * from it; its total is the sum of its sources' by construction. */
-static int acct_reader_to_builder(struct acct *a, const struct acct_reader *rd)
+static int acct_reader_to_builder(struct acct *a, const struct acct_reader *rd, uint64_t lost)
 {
 	const char *fwd_name = CNT_READER_SOURCE(frames_forwarded);
 	bool found;
@@ -468,7 +460,7 @@ static int acct_reader_to_builder(struct acct *a, const struct acct_reader *rd)
 	if (rc == 0)
 		rc = acct_check_le(a, x, rd->frames_received_by_builder, true, y, fwd, found);
 	snprintf(note, sizeof note, "no final counters from reader %u", rd->id);
-	acct_add(a, fwd, rd->frames_received_by_builder, found, note, ACCT_HOP_BUILDER, rd->id);
+	acct_add(a, fwd, rd->frames_received_by_builder + lost, found, note, ACCT_HOP_BUILDER, rd->id);
 	return rc;
 }
 
@@ -512,7 +504,8 @@ static const struct acct_builder_sum {
 
 /* The builder's own counters: sums checked all the same, a wrapped sum
  * must never balance. */
-static void acct_builder(struct acct *a, const struct acct_run *run, const struct acct_generated *g)
+static void acct_builder(struct acct *a, const struct acct_run *run, const struct acct_generated *g,
+			 uint64_t outside)
 {
 	const struct bld_counters *b = run->builder;
 	uint64_t sources = run->sources ? run->sources : 1;
@@ -529,6 +522,8 @@ static void acct_builder(struct acct *a, const struct acct_run *run, const struc
 		for (unsigned k = 1; k < q->n_parts; k++)
 			fits = acct_sum(&sum, acct_core(b, q->parts[k])) && fits;
 		bool events = q->kind == ACCT_EVENTS;
+		if (events)   /* several builders: what no report holds (lost, or a dead one's) */
+			fits = acct_sum(&sum, outside) && fits;
 		acct_add(a, lhs, sum, fits && (!events || g->agree),
 			 events && fits ? "sources' event counts missing or disagreeing" : ACCT_OVERFLOW_NOTE,
 			 q->kind);
@@ -537,9 +532,11 @@ static void acct_builder(struct acct *a, const struct acct_run *run, const struc
 
 int acct_compute(const struct acct_run *run, struct acct *a)
 {
-	a->cap = 4u * run->sources + 2u * run->reader_count + 16u;
+	a->cap = 4u * run->sources + 2u * run->reader_count + 16u +
+		 (run->reader_count + 2u) * run->builder_count;
 	a->count = 0;
 	a->lost_with_sources = a->lost_with_readers = 0;
+	a->lost_with_builders = a->frames_lost_with_builders = 0;
 	a->violations = NULL;
 	a->violation_count = a->violation_cap = 0;
 	a->equations = calloc(a->cap, sizeof *a->equations);
@@ -555,13 +552,17 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 		rc = acct_all_wire(a, &t);
 	for (size_t r = 0; r < run->reader_count && rc == 0; r++) {
 		const struct acct_reader *rd = &run->readers[r];
+		uint64_t lost = 0;
 		if (rd->gone && rd->report == NULL)
 			rc = acct_reader_gone(a, run, rd);
-		else
-			rc = acct_reader_to_builder(a, rd);
+		else if ((rc = acct_hops_to_builders(a, run, rd, &lost)) == 0)
+			rc = acct_reader_to_builder(a, rd, lost);
 	}
+	uint64_t outside = 0;
 	if (rc == 0)
-		acct_builder(a, run, &g);
+		rc = acct_builders(a, run, g.ids, g.agree, &outside);
+	if (rc == 0)
+		acct_builder(a, run, &g, outside);
 	else
 		acct_free(a);
 	return rc;

@@ -33,6 +33,11 @@ enum acct_kind {
 	ACCT_EXPIRED,
 	ACCT_SOURCE_GONE,
 	ACCT_READER_GONE,
+	/* several builders (--role hub, docs/BUILDERS.md) */
+	ACCT_HOP_READER_BUILDER,
+	ACCT_BUILDER_ASSIGNED,
+	ACCT_BUILDER_MISROUTED,
+	ACCT_RUN_ASSIGNED,
 	ACCT_KIND_COUNT
 };
 
@@ -74,6 +79,8 @@ struct acct {
 	 * they held, so the books still close. */
 	uint64_t lost_with_sources;
 	uint64_t lost_with_readers;
+	uint64_t lost_with_builders;          /* event IDs in flight at a dead builder */
+	uint64_t frames_lost_with_builders;   /* forwarded to a builder gone without a report */
 	struct acct_violation *violations;
 	size_t violation_count;
 	size_t violation_cap;
@@ -90,6 +97,17 @@ struct acct_reader {
 	bool gone;                 /* died or stalled: a missing report is expected */
 };
 
+/* What the hub knows of one builder of several (--role hub): its END
+ * report and what its event manager assigned it. */
+struct acct_builder {
+	uint32_t id;
+	const struct ctl_report *report;   /* NULL when none arrived */
+	bool gone;                         /* died or stalled: a missing report is expected */
+	uint64_t assigned;                 /* event IDs the manager gave it */
+	uint64_t decided;                  /* as its last TOKEN said */
+	uint64_t lost;                     /* in flight when it died (evm_loss); 0 alive */
+};
+
 struct acct_run {
 	uint16_t sources;
 	const struct ctl_report *const *source_reports;   /* [sources], NULL when absent */
@@ -99,6 +117,11 @@ struct acct_run {
 	const struct acct_reader *readers;
 	const struct bld_counters *builder;
 	uint64_t builder_frames_received;                   /* from all readers */
+	/* Several builders: builder is then the sum of their cores, the
+	 * readers' frames_received_by_builder the sum of their links'. 0 and
+	 * NULL with one builder (--role both). */
+	size_t builder_count;
+	const struct acct_builder *builders;
 };
 
 /* Computes every equation of the run into a (allocated here; free with

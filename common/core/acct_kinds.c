@@ -19,7 +19,7 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 			       "`reader.R.source.N.frames_received`" },
 	[ACCT_HOP_SOURCE] = { "hop reader %u, source %u: received = forwarded + rejected + held at end",
 			      "reader", "`frames_received`",
-			      "`frames_forwarded + frames_rejected + frames_held_at_end`" },
+			      "`frames_forwarded + frames_rejected + frames_held_at_end` (+ `frames_late + frames_lost_builder` with several builders)" },
 	[ACCT_ALL_WIRE] = { "2 all sources: frames on wire = received by readers",
 			    "sources, readers", "sum of the above", "sum" },
 	[ACCT_HOP_BUILDER] = { "hop reader %u to builder: forwarded = received by builder",
@@ -45,6 +45,17 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 	[ACCT_READER_GONE] = { "2+hop reader %u (gone): frames its sources put on wire = received by builder + lost with the reader",
 			       "sources, builder", "its sources' `frames_wire`",
 			       "frames the builder read from R + `frames_lost_with_readers`" },
+	[ACCT_HOP_READER_BUILDER] = { "hop reader %u to builder %u: forwarded = received by builder",
+				      "reader, builder", "`reader.R.builder.B.frames_forwarded`",
+				      "`builders.B.reader.R.frames_received` (+ `frames_lost_with_builders` when B is gone without a report)" },
+	[ACCT_BUILDER_ASSIGNED] = { "builder %u: assigned = complete + expired + never observed + lost",
+				    "manager, builder", "the manager's `assigned` to B",
+				    "B's `events_complete + events_expired + events_unobserved` + its `lost` (gone without a report: its last token's `decided` + `lost`)" },
+	[ACCT_BUILDER_MISROUTED] = { "builder %u: misrouted = 0",
+				     "builder", "B's `frags_misrouted`", "0" },
+	[ACCT_RUN_ASSIGNED] = { "run: event IDs assigned = event IDs generated",
+				"manager, sources", "the manager's `assigned`, summed over builders",
+				"the sources' `events`" },
 };
 
 const struct acct_kind_doc *acct_kind_describe(enum acct_kind kind)
