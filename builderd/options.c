@@ -168,7 +168,7 @@ static bool bd_options_check_role(const struct bd_options *o)
 			missing != NULL ? "needs" : "does not take", missing != NULL ? missing : unused);
 		return false;
 	}
-	if (o->role != BD_ROLE_BOTH) {
+	if (o->role == BD_ROLE_HUB) {
 		fprintf(stderr, "builderd: --role %s is not built yet (docs/BUILDERS.md, step 3)\n", role);
 		return false;
 	}
