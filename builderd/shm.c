@@ -138,6 +138,17 @@ static const struct bd_link_ops bshm_ops = {
 	.resume = bshm_resume,
 };
 
+/* The next record: the one held for an assign first, then the ring's. */
+static int bshm_next(struct bshm_link *l, const void **rec, uint32_t *len)
+{
+	if (l->held_rec == NULL)
+		return shr_peek(&l->ring, rec, len);
+	*rec = l->held_rec;
+	*len = l->held_len;
+	l->held_rec = NULL;
+	return 0;
+}
+
 /* Takes records from the ring into the builder core, at most budget bytes
  * in one go so that other readers and the tick get their turn. Ends with
  * the wake-up armed (empty), the data event re-activated (budget spent) or
@@ -155,14 +166,7 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 	for (;;) {
 		const void *rec;
 		uint32_t len;
-		if (l->held_rec != NULL) {
-			rec = l->held_rec;
-			len = l->held_len;
-			l->held_rec = NULL;
-			rc = 0;
-		} else {
-			rc = shr_peek(&l->ring, &rec, &len);
-		}
+		rc = bshm_next(l, &rec, &len);
 		if (rc == 0) {
 			size_t frame_bytes;
 			enum frm_status st = ing_take(rd, rec, len, true, &frame_bytes, now);

@@ -59,8 +59,6 @@ class FakeHub:
                     break
                 with self._lock:
                     self.received.append(m)
-                if m.get("type") == "ping":
-                    pass
         except OSError:
             pass
         self.closed.set()
@@ -99,6 +97,8 @@ class FakeHub:
         for s in (self.conn, self.listener):
             if s is not None:
                 try:
+                    if s is self.conn:
+                        s.shutdown(socket.SHUT_RDWR)
                     s.close()
                 except OSError:
                     pass
@@ -294,11 +294,12 @@ class BuilderRoleTest(E2ETestCase):
         exits 1."""
         proc, ports, out = self.start()
         self.hub.routing(builders=2, events=32, batch=8)
-        FakeReader(ports["data"])
+        reader = FakeReader(ports["data"])
         self.hub.wait_for("token")
         self.hub.close()
         self.assertEqual(self.h.wait(proc, 20), 1, proc.tail())
         self.assertIn("Builder 0 lost its hub's control connection", proc.log())
+        reader.sock.close()
         self.h.assert_clean()
 
 
