@@ -503,8 +503,11 @@ static void bshm_tick(void *arg, uint64_t now_ns)
 	s->alive_checked_ns = now_ns;
 	for (uint32_t r = 0; r < s->readers; r++) {
 		struct bshm_link *l = s->links[r];
+		/* A held ring is not drained, so a reader that detached
+		 * cleanly (its pid cleared) would look dead: the assign that
+		 * resumes it finds the ring's end. */
 		if (l == NULL || l->rd->link_state != l || !l->attached || !l->ring_open ||
-		    l->rd->state != BD_DATA_STREAMING)
+		    l->rd->state != BD_DATA_STREAMING || l->rd->held)
 			continue;
 		/* A clean close clears the pid a moment before it marks the
 		 * ring detached: only a second look in a row says dead. */

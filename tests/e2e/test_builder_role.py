@@ -289,6 +289,59 @@ class BuilderRoleTest(E2ETestCase):
         self.assertIn("Builder 0 refuses run 1: the hub's routing has 3 builders, but this is "
                       "builder 0 of --builders 2", proc.log())
 
+    def test_refuses_an_assignment_out_of_order(self) -> None:
+        """An assign that leaves a gap: the hub and the builder disagree on
+        the plan. Refused by name; the builder reports what it has (status
+        1) and the run fails."""
+        proc, ports, out = self.start()
+        self.hub.routing(builders=2, events=32, batch=8)
+        reader = FakeReader(ports["data"])
+        self.hub.wait_for("token")
+        self.hub.assign(0, 8, 0)
+        self.hub.assign(16, 8, 0)
+        end = self.finish(proc, status=1)
+        self.assertEqual(end["status"], 1)
+        self.assertEqual(groups_of(end)[""]["events_assigned"], 8)
+        self.assertIn("Builder 0 refuses the hub's assignment of events 16..+8 to builder 0 "
+                      "does not start at 8, where the assigned IDs end: a gap", proc.log())
+        reader.sock.close()
+
+    def test_given_up_by_the_hub(self) -> None:
+        """lost naming another builder is noted; naming this one stops it
+        with the hub's reason, its END status 1."""
+        proc, ports, out = self.start()
+        self.hub.routing(builders=2, events=32, batch=8)
+        reader = FakeReader(ports["data"])
+        self.hub.wait_for("token")
+        self.hub.assign(0, 8, 0)
+        self.hub.send({"type": "lost", "builder": 1, "reason": "stalled for 2000 ms"})
+        self.hub.send({"type": "lost", "builder": 0, "reason": "no token for 2000 ms"})
+        end = self.finish(proc, status=1)
+        self.assertEqual(end["status"], 1)
+        log = proc.log()
+        self.assertIn("Builder 0: the hub gave builder 1 up (stalled for 2000 ms)", log)
+        self.assertIn("Builder 0: the hub gave this builder up (no token for 2000 ms); stopping",
+                      log)
+        reader.sock.close()
+
+    def test_signal_reports_what_arrived(self) -> None:
+        """SIGTERM mid-run: the builder cuts its data paths, reports the
+        events it built (status 1) and leaves at the hub's BYE."""
+        proc, ports, out = self.start()
+        self.hub.routing(builders=2, events=32, batch=8)
+        reader = FakeReader(ports["data"])
+        self.hub.wait_for("token")
+        self.hub.assign(0, 8, 0)
+        reader.send_events(range(8))
+        deadline = time.monotonic() + 10
+        while len(read_jsonl(out / "events.jsonl")) < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.popen.send_signal(15)
+        end = self.finish(proc, status=1)
+        self.assertEqual(groups_of(end)[""]["events_complete"], 8)
+        self.assertIn("Builder 0 stopped: terminated", proc.log())
+        reader.sock.close()
+
     def test_lost_hub_stops_the_builder(self) -> None:
         """The hub's connection closes mid-run: the builder says so and
         exits 1."""
