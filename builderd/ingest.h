@@ -38,6 +38,10 @@ struct bd_reader {
 	uint64_t end_frames;
 	uint64_t bytes_received;
 	uint64_t read_calls;             /* TCP reads, or ring drains */
+	/* --role builder: the frame at the head of the link's buffer is of an
+	 * event not assigned yet; the link stops reading until ing_assign()
+	 * resumes it (link.h's resume). */
+	bool held;
 	const struct bd_link_ops *link;  /* NULL until a link carried it */
 	void *link_state;                /* the link's own, for the link only */
 };
@@ -107,7 +111,10 @@ bool ing_release(struct bd_reader *rd, const char *why);
  * (avail bytes) and feeds it to the builder core, or notes its source's END.
  * exact: buf is one record that must hold exactly one frame. Returns FRM_OK
  * with *frame_bytes consumed, FRM_NEED_MORE (stream only), or an error,
- * already reported, after which the caller closes the path. */
+ * already reported, after which the caller closes the path. With a plan
+ * (ing_set_plan), a frame of an event not yet assigned returns
+ * FRM_NEED_MORE with rd->held set, whatever exact: the link keeps it
+ * unconsumed, stops reading, and takes it again once resumed. */
 enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
 			 size_t *frame_bytes, uint64_t now);
 
@@ -126,6 +133,31 @@ bool ing_running(const struct ing *g);
 
 /* Reader r of the run. */
 struct bd_reader *ing_reader(const struct ing *g, uint32_t r);
+
+/* ---- for the builder role (--role builder, brun.c) -------------------- */
+
+struct owr;
+
+/* From here on frames are numbered by plan (ownroute.h, which ingest then
+ * owns and frees): each global event ID is mapped to the builder's own
+ * local ID before the core sees it, and records carry the global ID
+ * again. Set before any frame is taken. */
+void ing_set_plan(struct ing *g, struct owr *plan);
+struct owr *ing_plan(const struct ing *g);
+
+/* The hub's next assign, through the plan; resumes every link held for
+ * an unassigned event. 0, or -errno with the reason in why (an error of
+ * the run, the caller's to report). */
+int ing_assign(struct ing *g, const struct ctl_assign *a, char *why, size_t why_size);
+
+/* The builder role's counters (wire/counters.h, CNT_LIST_BUILDER_ROLE),
+ * those ingest keeps: frags_misrouted, frames_held_unassigned. */
+uint64_t ing_misrouted(const struct ing *g);
+uint64_t ing_held_unassigned(const struct ing *g);
+
+/* Local IDs decided: those below the lowest undecided one (the core's
+ * admission limit less its window), at most the IDs assigned. */
+uint64_t ing_decided(const struct ing *g);
 
 /* ---- for the hub ----------------------------------------------------- */
 

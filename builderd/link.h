@@ -18,6 +18,9 @@ struct bd_link_ops {
 	void (*close)(struct bd_reader *rd);
 	/* Adds the link's own figures to the report's view of the path. */
 	void (*describe)(const struct bd_reader *rd, struct bd_snapshot_link *l);
+	/* rd->held was cleared (an assign came): takes the held frame again
+	 * and reads on. */
+	void (*resume)(struct bd_reader *rd);
 };
 
 /* A link's listener, as ingest holds it once the run's wiring started it

@@ -1,17 +1,43 @@
 /* builderd: the event builder and the run's control hub. Declares its
- * options (options.c) and wires the run to the event loop; see run.c. */
+ * options (options.c) and wires the run to the event loop: --role both and
+ * hub run the hub (run.c), --role builder one builder of several (brun.c). */
+#include "brun.h"
 #include "io/daemon.h"
 #include "options.h"
 #include "run.h"
 
-static void *create(struct event_base *base, const void *opts) { return bd_create(base, opts); }
-static void stop(void *run, const char *why) { bd_stop(run, why); }
-static int exit_status(const void *run) { return bd_exit_status(run); }
-static void destroy(void *run) { bd_destroy(run); }
+static struct bd_options o;
+
+static bool builder_role(void) { return o.role == BD_ROLE_BUILDER; }
+
+static void *create(struct event_base *base, const void *opts)
+{
+	return builder_role() ? (void *)brun_create(base, opts) : (void *)bd_create(base, opts);
+}
+
+static void stop(void *run, const char *why)
+{
+	if (builder_role())
+		brun_stop(run, why);
+	else
+		bd_stop(run, why);
+}
+
+static int exit_status(const void *run)
+{
+	return builder_role() ? brun_exit_status(run) : bd_exit_status(run);
+}
+
+static void destroy(void *run)
+{
+	if (builder_role())
+		brun_destroy(run);
+	else
+		bd_destroy(run);
+}
 
 int main(int argc, char **argv)
 {
-	static struct bd_options o;
 	const struct daemon_def def = {
 		.role = "builderd",
 		.synopsis = bd_usage_synopsis, .description = bd_usage_description,

@@ -168,10 +168,6 @@ static bool bd_options_check_role(const struct bd_options *o)
 			missing != NULL ? "needs" : "does not take", missing != NULL ? missing : unused);
 		return false;
 	}
-	if (o->role == BD_ROLE_BUILDER) {
-		fprintf(stderr, "builderd: --role %s is not built yet (docs/BUILDERS.md, step 3)\n", role);
-		return false;
-	}
 	if (o->role == BD_ROLE_BOTH && o->builders != 1) {
 		fprintf(stderr, "builderd: --builders %u needs --role hub and --role builder processes; --role both is the one builder of a run\n",
 			o->builders);

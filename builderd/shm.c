@@ -43,6 +43,10 @@ struct bshm_link {
 	uint32_t pid;
 	char host[CTL_MAX_TEXT];
 	uint64_t wakeups;
+	/* --role builder: the record peeked and held for an unassigned event
+	 * (rd->held); it and those before it stay unreleased, so valid. */
+	const void *held_rec;
+	uint32_t held_len;
 };
 
 struct bshm {
@@ -114,13 +118,36 @@ static void bshm_describe(const struct bd_reader *rd, struct bd_snapshot_link *i
 	info->wakeups = l->wakeups;
 }
 
+static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len);
+static void bshm_drain(struct bshm_link *l, uint64_t budget);
+
+/* An assign passed the held record: drain on from it. */
+static void bshm_resume(struct bd_reader *rd)
+{
+	struct bshm_link *l = rd->link_state;
+	if (!l->ring_open)
+		return;
+	bshm_drain(l, ing_options(rd->ing)->batch_bytes);
+	ing_after_frames(rd->ing);
+}
+
 static const struct bd_link_ops bshm_ops = {
 	.transport = "shm",
 	.close = bshm_close,
 	.describe = bshm_describe,
+	.resume = bshm_resume,
 };
 
-static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len);
+/* The next record: the one held for an assign first, then the ring's. */
+static int bshm_next(struct bshm_link *l, const void **rec, uint32_t *len)
+{
+	if (l->held_rec == NULL)
+		return shr_peek(&l->ring, rec, len);
+	*rec = l->held_rec;
+	*len = l->held_len;
+	l->held_rec = NULL;
+	return 0;
+}
 
 /* Takes records from the ring into the builder core, at most budget bytes
  * in one go so that other readers and the tick get their turn. Ends with
@@ -133,14 +160,25 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 	uint64_t now = clk_monotonic_ns();
 	uint64_t taken = 0, unreleased = 0;
 	int rc;
+	if (rd->held)
+		return;   /* ring left as it is until an assign resumes it */
 	rd->read_calls++;
 	for (;;) {
 		const void *rec;
 		uint32_t len;
-		rc = shr_peek(&l->ring, &rec, &len);
+		rc = bshm_next(l, &rec, &len);
 		if (rc == 0) {
 			size_t frame_bytes;
-			if (ing_take(rd, rec, len, true, &frame_bytes, now) != FRM_OK) {
+			enum frm_status st = ing_take(rd, rec, len, true, &frame_bytes, now);
+			if (st == FRM_NEED_MORE && rd->held) {
+				/* Neither it nor what came before is released:
+				 * the producer waits for the room, which is the
+				 * hold's back-pressure. */
+				l->held_rec = rec;
+				l->held_len = len;
+				break;
+			}
+			if (st != FRM_OK) {
 				if (shr_status(&l->ring) == -EFAULT)
 					ing_error(g, "Reader %u (pid %u on %s): shared-memory ring %s: %s while its record was read; the bad frame above came from the lost pages",
 						 rd->id, l->pid, l->host, l->segment, shr_strerror(-EFAULT));
@@ -465,8 +503,11 @@ static void bshm_tick(void *arg, uint64_t now_ns)
 	s->alive_checked_ns = now_ns;
 	for (uint32_t r = 0; r < s->readers; r++) {
 		struct bshm_link *l = s->links[r];
+		/* A held ring is not drained, so a reader that detached
+		 * cleanly (its pid cleared) would look dead: the assign that
+		 * resumes it finds the ring's end. */
 		if (l == NULL || l->rd->link_state != l || !l->attached || !l->ring_open ||
-		    l->rd->state != BD_DATA_STREAMING)
+		    l->rd->state != BD_DATA_STREAMING || l->rd->held)
 			continue;
 		/* A clean close clears the pid a moment before it marks the
 		 * ring detached: only a second look in a row says dead. */

@@ -21,6 +21,7 @@ struct btcp_conn {
 	struct event *ev_read;
 	uint8_t *buf;
 	size_t cap, start, end;
+	bool eof;          /* read 0 while a frame was held */
 };
 
 struct btcp {
@@ -53,11 +54,52 @@ static void btcp_describe(const struct bd_reader *rd, struct bd_snapshot_link *l
 	(void)l;
 }
 
+static void btcp_resume(struct bd_reader *rd);
+
 static const struct bd_link_ops btcp_ops = {
 	.transport = "tcp",
 	.close = btcp_close,
 	.describe = btcp_describe,
+	.resume = btcp_resume,
 };
+
+/* Feeds every whole frame in the buffer to ingest. eof: the reader closed
+ * its end after these bytes. A frame of an event not yet assigned
+ * (rd->held) stays in the buffer with everything after it, and the
+ * connection is not read until ingest resumes it (btcp_resume). */
+static void btcp_consume(struct bd_reader *rd, struct btcp_conn *c, bool eof, uint64_t now)
+{
+	struct ing *g = rd->ing;
+	while (c->start < c->end) {
+		size_t frame_bytes;
+		enum frm_status st = ing_take(rd, c->buf + c->start, c->end - c->start, false,
+					      &frame_bytes, now);
+		if (st == FRM_NEED_MORE)
+			break;
+		if (st != FRM_OK) {
+			ing_close(rd, BD_DATA_FAILED);
+			ing_after_frames(g);
+			return;
+		}
+		c->start += frame_bytes;
+	}
+	if (rd->held) {
+		c->eof = eof;
+		if (c->ev_read != NULL)
+			event_del(c->ev_read);
+		ing_after_frames(g);
+		return;
+	}
+	if (eof && ing_release(rd, "closed"))
+		return;
+	if (eof) {
+		if (c->start < c->end)
+			ing_error(g, "Reader %u (%s) closed its data connection inside a frame (%zu bytes)",
+				  rd->id, rd->address, c->end - c->start);
+		ing_close(rd, c->start < c->end ? BD_DATA_FAILED : BD_DATA_CLOSED);
+	}
+	ing_after_frames(g);
+}
 
 /* Reads at most a batch and feeds every whole frame to ingest. */
 static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
@@ -95,28 +137,17 @@ static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
 	ing_progress(g, now);
 	c->end += (size_t)n;
 	rd->bytes_received += (uint64_t)n;
-	while (c->start < c->end) {
-		size_t frame_bytes;
-		enum frm_status st = ing_take(rd, c->buf + c->start, c->end - c->start, false,
-					      &frame_bytes, now);
-		if (st == FRM_NEED_MORE)
-			break;
-		if (st != FRM_OK) {
-			ing_close(rd, BD_DATA_FAILED);
-			ing_after_frames(g);
-			return;
-		}
-		c->start += frame_bytes;
-	}
-	if (n == 0 && ing_release(rd, "closed"))
-		return;
-	if (n == 0) {
-		if (c->start < c->end)
-			ing_error(g, "Reader %u (%s) closed its data connection inside a frame (%zu bytes)",
-				  rd->id, rd->address, c->end - c->start);
-		ing_close(rd, c->start < c->end ? BD_DATA_FAILED : BD_DATA_CLOSED);
-	}
-	ing_after_frames(g);
+	btcp_consume(rd, c, n == 0, now);
+}
+
+/* An assign passed the held frame: take what the buffer holds, then read
+ * on (or end, if the reader closed meanwhile). */
+static void btcp_resume(struct bd_reader *rd)
+{
+	struct btcp_conn *c = rd->link_state;
+	if (c->ev_read != NULL && !c->eof)
+		event_add(c->ev_read, NULL);
+	btcp_consume(rd, c, c->eof, clk_monotonic_ns());
 }
 
 static void btcp_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
@@ -138,6 +169,7 @@ static void btcp_on_greeted(int fd, const struct ctl_hello *h, const char *peer,
 	struct btcp_conn *c = &t->conns[rd->id];
 	c->fd = fd;
 	c->start = c->end = 0;
+	c->eof = false;
 	rd->link_state = c;
 	net_tune(fd, (int)opt->socket_buffer_bytes);
 	c->ev_read = event_new(ing_base(g), fd, EV_READ | EV_PERSIST, btcp_on_readable, rd);

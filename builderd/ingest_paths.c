@@ -1,7 +1,9 @@
 #include "ingest.h"
+#include "ingest_internal.h"
 
 #include "link.h"
 #include "output.h"
+#include "ownroute.h"
 #include "snapshot.h"
 
 #include "core/builder.h"
@@ -17,27 +19,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-struct ing {
-	struct event_base *base;
-	struct bd_options opt;
-	struct ing_hooks hooks;
-	struct bld *core;
-	struct out *out;
-	struct {
-		const struct bd_listener_ops *ops;
-		void *listener;
-	} links[ING_MAX_LISTENERS];       /* tcp.c, shm.c */
-	unsigned link_count;
-	struct bd_reader *readers;        /* [readers] */
-	int32_t *reader_of_source;        /* [sources], -1 when none */
-	uint64_t *end_frame_events;       /* [sources], event count in END frames */
-	bool *end_frame_seen;
-	uint64_t frames_received;
-	uint64_t first_fragment_ns;
-	uint64_t last_complete_ns;
-	uint64_t refused;                 /* refusals of the links' greetings */
-	bool over;                        /* ing_finish() was called */
-};
 
 static void ing_on_complete(void *ctx, const struct bld_event *e)
 {
@@ -45,14 +26,28 @@ static void ing_on_complete(void *ctx, const struct bld_event *e)
 	g->last_complete_ns = clk_monotonic_ns();
 	if (g->opt.filter_cost_us)
 		clk_burn_us(g->opt.filter_cost_us);
-	if (e->accepted)
+	if (!e->accepted)
+		return;
+	if (g->plan == NULL) {
 		out_add_event(g->out, e);
+		return;
+	}
+	/* The core counts in local IDs; the records carry the run's. */
+	struct bld_event global = *e;
+	global.event_id = owr_to_global(g->plan, e->event_id);
+	out_add_event(g->out, &global);
 }
 
 static void ing_on_expired(void *ctx, const struct bld_expired *x)
 {
 	struct ing *g = ctx;
-	out_add_expired(g->out, x);
+	if (g->plan == NULL) {
+		out_add_expired(g->out, x);
+		return;
+	}
+	struct bld_expired global = *x;
+	global.event_id = owr_to_global(g->plan, x->event_id);
+	out_add_expired(g->out, &global);
 }
 
 void ing_error(struct ing *g, const char *fmt, ...)
@@ -237,6 +232,9 @@ enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail,
 		}
 		return FRM_OK;
 	}
+	uint64_t event_id = h.event_id;
+	if (g->plan != NULL && !ing_map(rd, &h, &event_id))
+		return rd->held ? FRM_NEED_MORE : FRM_OK;
 	rd->frames_received++;
 	g->frames_received++;
 	if (g->first_fragment_ns == 0)
@@ -244,7 +242,7 @@ enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail,
 	struct bld_fragment f = {
 		.run_id = h.run_id,
 		.source_id = h.source_id,
-		.event_id = h.event_id,
+		.event_id = event_id,
 		.timestamp_ns = h.timestamp_ns,
 		.payload_len = h.payload_len,
 		.payload_crc = h.payload_crc,   /* the decoder summed it apart */
@@ -482,8 +480,10 @@ struct ing *ing_create(struct event_base *base, const struct bd_options *opt,
 		.timeout_ns = opt->timeout_ms * 1000000u,
 		.skip_timeout_ns = opt->skip_timeout_ms * 1000000u,
 		.filter_modulo = opt->filter_modulo,
-		.first_event = opt->first_event,
-		.events = opt->events,
+		/* --role builder: the core counts the builder's own local IDs,
+		 * from 0, how many known only at the end (ownroute.h). */
+		.first_event = opt->role == BD_ROLE_BUILDER ? 0 : opt->first_event,
+		.events = opt->role == BD_ROLE_BUILDER ? 0 : opt->events,
 	};
 	struct bld_sink sink = { .on_complete = ing_on_complete, .on_expired = ing_on_expired, .ctx = g };
 	g->core = bld_create(&bc, &sink);
@@ -512,6 +512,7 @@ void ing_destroy(struct ing *g)
 		g->links[i].ops->stop(g->links[i].listener);
 	out_close(g->out);
 	bld_destroy(g->core);
+	owr_destroy(g->plan);
 	free(g->readers);
 	free(g->reader_of_source);
 	free(g->end_frame_events);

@@ -1,0 +1,179 @@
+#include "breport.h"
+
+#include "ingest.h"
+#include "metrics_json.h"
+#include "output.h"
+#include "snapshot.h"
+
+#include "core/hist.h"
+#include "io/prom.h"
+#include "sys/log.h"
+#include "sys/procstat.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Counters per group of the sparse ones: unique.K and hist.K. */
+#define BREP_PER_GROUP CTL_MAX_COUNTERS
+
+/* Group "": the core's counters, builderd's, the role's. */
+static bool brep_totals(struct ctl_report *r, const struct bd_snapshot *s,
+			const struct brep_role *role)
+{
+	struct ctl_group *g = ctl_report_group(r, CNT_GROUP_TOTALS);
+	bool ok = g != NULL;
+#define BREP_SET(list, from, name) ok = ctl_group_set(g, CNT_##list(name), (from)->name) && ok;
+#define BREP_CORE(name) BREP_SET(BUILDER_CORE, &s->builder, name)
+#define BREP_ROLE(name) BREP_SET(BUILDER_ROLE, role, name)
+	CNT_LIST_BUILDER_CORE(BREP_CORE)
+	CNT_LIST_BUILDER_ROLE(BREP_ROLE)
+#undef BREP_CORE
+#undef BREP_ROLE
+#undef BREP_SET
+	const uint64_t own[CNT_BUILDER_COUNT] = {
+		[CNT_BUILDER_greetings_busy] = s->greetings_busy,
+		[CNT_BUILDER_greetings_evicted] = s->greetings_evicted,
+		[CNT_BUILDER_greetings_timed_out] = s->greetings_timed_out,
+		[CNT_BUILDER_frames_read] = s->frames_read,
+		[CNT_BUILDER_refused_connections] = s->refused_connections,
+		[CNT_BUILDER_credits_sent] = 0,
+		[CNT_BUILDER_events_written] = s->events_written,
+		[CNT_BUILDER_record_writes] = s->record_writes,
+		[CNT_BUILDER_negative_latencies] = s->negative_latencies,
+	};
+	for (unsigned i = 0; i < CNT_BUILDER_COUNT; i++)
+		ok = ctl_group_set(g, cnt_builder_names[i], own[i]) && ok;
+	return ok;
+}
+
+/* Groups reader.R: each reader's data link. */
+static bool brep_links(struct ctl_report *r, const struct bd_snapshot *s, uint32_t readers)
+{
+	bool ok = true;
+	for (uint32_t i = 0; i < readers; i++) {
+		char name[CNT_GROUP_BYTES];
+		const struct bd_snapshot_link *l = &s->links[i];
+		struct ctl_group *g = ctl_report_group(r, cnt_group_peer(name, CTL_ROLE_READER, i));
+		ok = ctl_group_set(g, CNT_BUILDER_LINK(frames_received), l->frames_received) &&
+		     ctl_group_set(g, CNT_BUILDER_LINK(end_frames), l->end_frames) &&
+		     ctl_group_set(g, CNT_BUILDER_LINK(bytes_received), l->bytes_received) &&
+		     ctl_group_set(g, CNT_BUILDER_LINK(read_calls), l->read_calls) && ok;
+	}
+	return ok;
+}
+
+/* Groups unique.K: source s's unique fragments as "s<s>" in group s / 48,
+ * the sources with none left out. */
+static bool brep_unique(struct ctl_report *r, const struct ing *g, uint16_t sources)
+{
+	bool ok = true;
+	for (uint16_t s = 0; s < sources; s++) {
+		uint64_t n = ing_unique_from(g, s);
+		if (n == 0)
+			continue;
+		char group[CNT_GROUP_BYTES], name[CTL_MAX_NAME];
+		snprintf(group, sizeof group, "unique.%u", (unsigned)(s / BREP_PER_GROUP));
+		snprintf(name, sizeof name, "s%u", (unsigned)s);
+		ok = ctl_group_set(ctl_report_group(r, group), name, n) && ok;
+	}
+	return ok;
+}
+
+/* Group hist and groups hist.K: the latency histogram's figures, then its
+ * non-empty buckets as "b<index>", 48 to a group in bucket order. */
+static bool brep_hist(struct ctl_report *r, const struct hist *h, const struct out_uncertainty *u)
+{
+	struct ctl_group *g = ctl_report_group(r, CNT_GROUP_LATENCY);
+	bool empty = h == NULL || h->samples == 0;
+	bool ok = ctl_group_set(g, CNT_LATENCY(hist_samples), empty ? 0 : h->samples) &&
+		  ctl_group_set(g, CNT_LATENCY(hist_min_ns), empty ? 0 : h->min) &&
+		  ctl_group_set(g, CNT_LATENCY(hist_max_ns), empty ? 0 : h->max) &&
+		  ctl_group_set(g, CNT_LATENCY(hist_sum_ns), empty ? 0 : h->sum) &&
+		  ctl_group_set(g, CNT_LATENCY(hist_uncertainty_max_ns),
+				u->max_ns > 0 ? (uint64_t)u->max_ns : 0) &&
+		  ctl_group_set(g, CNT_LATENCY(hist_bounded), u->bounded) &&
+		  ctl_group_set(g, CNT_LATENCY(hist_unbounded), u->unbounded);
+	unsigned written = 0;
+	for (unsigned b = 0; !empty && b < HIST_BUCKETS; b++) {
+		if (h->counts[b] == 0)
+			continue;
+		char group[CNT_GROUP_BYTES], name[CTL_MAX_NAME];
+		snprintf(group, sizeof group, "%s.%u", CNT_GROUP_LATENCY, written / BREP_PER_GROUP);
+		snprintf(name, sizeof name, "b%u", b);
+		ok = ctl_group_set(ctl_report_group(r, group), name, h->counts[b]) && ok;
+		written++;
+	}
+	return ok;
+}
+
+bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role *role,
+	       int32_t status)
+{
+	const struct bd_options *opt = ing_options(g);
+	memset(r, 0, sizeof *r);
+	r->status = status;
+	struct bd_snapshot s = { .opt = opt };
+	struct bd_snapshot_link *links = calloc(opt->readers + 1, sizeof *links);
+	if (links == NULL)
+		return false;
+	s.links = links;
+	ing_snapshot(g, &s);
+	struct out_uncertainty u = { 0 };
+	if (ing_output(g) != NULL)
+		u = out_uncertainty(ing_output(g));
+	bool ok = brep_totals(r, &s, role);
+	ok = brep_links(r, &s, opt->readers) && ok;
+	ok = brep_unique(r, g, opt->sources) && ok;
+	ok = brep_hist(r, s.latency, &u) && ok;
+	procstat_report(r);
+	free(links);
+	return ok;
+}
+
+int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r)
+{
+	json_t *root = json_object(), *groups = json_object();
+	metrics_json_set(root, "builder", metrics_json_u64(builder));
+	metrics_json_set(root, "run", metrics_json_u64(run));
+	metrics_json_set(root, "status", metrics_json_text(r->status == 0 ? "ok" : "failed"));
+	for (uint32_t i = 0; i < r->group_count; i++) {
+		const struct ctl_group *g = &r->groups[i];
+		json_t *o = json_object();
+		for (uint32_t c = 0; c < g->count; c++)
+			metrics_json_set(o, g->counters[c].name, metrics_json_u64(g->counters[c].value));
+		metrics_json_set(groups, g->name, o);
+	}
+	metrics_json_set(root, "groups", groups);
+	char path[2048];
+	snprintf(path, sizeof path, "%s/builder.json", dir);
+	int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(root);
+	if (rc < 0) {
+		log_error("Cannot write %s", path);
+		return -EIO;
+	}
+	return 0;
+}
+
+void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r)
+{
+	const struct ctl_group *g = ctl_report_find(r, CNT_GROUP_TOTALS);
+	if (json) {
+		evbuffer_add_printf(out, "{\"status\": \"%s\"", r->status == 0 ? "ok" : "failed");
+		for (uint32_t c = 0; g != NULL && c < g->count; c++)
+			evbuffer_add_printf(out, ", \"%s\": %" PRIu64, g->counters[c].name,
+					    g->counters[c].value);
+		evbuffer_add_printf(out, "}\n");
+		return;
+	}
+	for (uint32_t c = 0; g != NULL && c < g->count; c++) {
+		char name[CTL_MAX_NAME + 32];
+		snprintf(name, sizeof name, "es_builder_%s_total", g->counters[c].name);
+		prom_family(out, name, "counter", "the builder role's END counter of that name");
+		prom_sample_u64(out, name, NULL, g->counters[c].value);
+	}
+}

@@ -1,0 +1,38 @@
+/* What a builder of a run of several reports (--role builder,
+ * docs/BUILDERS.md, "A builder's END report"): its END's groups ("" with
+ * the core's, builderd's and the role's counters; reader.R per data link;
+ * unique.K, unique fragments per source; hist and hist.K, its latency
+ * histogram's non-empty buckets; process), the same as builder.json in
+ * --out for people, and /metrics. Private to builderd. */
+#ifndef ES_BD_BREPORT_H
+#define ES_BD_BREPORT_H
+
+#include "wire/control.h"
+#include "wire/counters.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct evbuffer;
+struct ing;
+
+/* The role's counters, from their list (wire/counters.h). */
+struct brep_role {
+#define BREP_ROLE_FIELD(name) uint64_t name;
+	CNT_LIST_BUILDER_ROLE(BREP_ROLE_FIELD)
+#undef BREP_ROLE_FIELD
+};
+
+/* Fills r (zeroed first) with every group but the host's clock ones, which
+ * the control link adds. false when a group or counter did not fit (the
+ * hub then lacks some; logged once by the caller). */
+bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role *role,
+	       int32_t status);
+
+/* Writes r as builder.json in dir. 0 or -errno (logged). */
+int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r);
+
+/* r as /metrics (Prometheus text) or /status (JSON). */
+void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r);
+
+#endif

@@ -1,0 +1,428 @@
+#include "brun.h"
+
+#include "breport.h"
+#include "hublink.h"
+#include "ingest.h"
+#include "ownroute.h"
+#include "shm.h"
+#include "tcp.h"
+
+#include "io/net.h"
+#include "io/prom.h"
+#include "sys/clock.h"
+#include "sys/log.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BRUN_TICK_US 2000u
+/* After our END, how long to wait for the hub's BYE before leaving. */
+#define BRUN_BYE_WAIT_S 10
+
+struct brun {
+	struct event_base *base;
+	struct bd_options opt;
+	int status;
+	struct ing *ing;
+	struct hublink *hub;
+	struct event *ev_tick;
+	struct prom_server *prom;       /* --metrics-listen */
+	struct ctl_msg *end;            /* the END report, kept for /metrics */
+	struct brep_role role;
+	bool hub_ready;
+	bool joined;                    /* first TOKEN sent */
+	bool reported;                  /* END sent (or the run ended without a hub) */
+	bool done;                      /* BYE heard, or the hub lost: leaving */
+	bool warned_full;
+	uint64_t token_decided;         /* decided of the last TOKEN */
+};
+
+static void brun_error(struct brun *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void brun_error(struct brun *b, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	log_error("%s", text);
+	b->status = 1;
+}
+
+static void brun_leave(struct brun *b, int after_s)
+{
+	b->done = true;
+	struct timeval tv = { after_s, 0 };
+	event_base_loopexit(b->base, after_s > 0 ? &tv : NULL);
+}
+
+/* ---- tokens --------------------------------------------------------------- */
+
+static void brun_send_token(struct brun *b, uint64_t decided, uint64_t decided_below)
+{
+	if (hublink_send_token(b->hub, b->opt.max_inflight, decided, decided_below) == 0) {
+		b->token_decided = decided;
+		b->role.ids_decided = decided;
+	}
+}
+
+/* The first TOKEN joins the builder, once the hub's plan is here and every
+ * reader's data path to it is up: from then on the hub may assign it
+ * events, and every reader can forward them. */
+static void brun_maybe_join(struct brun *b)
+{
+	struct owr *plan = ing_plan(b->ing);
+	if (b->joined || b->reported || !b->hub_ready || plan == NULL)
+		return;
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		if (ing_reader_state(b->ing, r) == BD_DATA_WAITING)
+			return;
+	b->joined = true;
+	brun_send_token(b, 0, owr_first_event(plan));
+	if (!b->opt.quiet)
+		log_info("Builder %u joined run %u with %u slots: every reader's data path is up",
+			 b->opt.builder_id, b->opt.run_id, b->opt.max_inflight);
+}
+
+/* A TOKEN when decided grew by half a batch, or on the tick by anything.
+ * decided counts only the local IDs below the lowest undecided one, so the
+ * hub never assigns past the core's window. */
+static void brun_tokens(struct brun *b, bool tick)
+{
+	struct owr *plan = ing_plan(b->ing);
+	if (!b->joined || b->reported || plan == NULL)
+		return;
+	uint64_t decided = ing_decided(b->ing);
+	uint64_t half = b->opt.batch / 2 ? b->opt.batch / 2 : 1;
+	if (decided <= b->token_decided || (!tick && decided - b->token_decided < half))
+		return;
+	brun_send_token(b, decided, owr_decided_below(plan, decided));
+}
+
+/* ---- the end --------------------------------------------------------------- */
+
+static void brun_refresh_report(struct brun *b)
+{
+	b->role.tokens_sent = hublink_tokens_sent(b->hub);
+	b->role.frags_misrouted = ing_misrouted(b->ing);
+	b->role.frames_held_unassigned = ing_held_unassigned(b->ing);
+	struct owr *plan = ing_plan(b->ing);
+	b->role.events_assigned = plan != NULL ? owr_assigned(plan) : 0;
+	if (!brep_fill(&b->end->u.report, b->ing, &b->role, b->status) && !b->warned_full) {
+		b->warned_full = true;
+		log_warn("Builder %u: its report has more groups or counters than a message holds; the hub gets only those that fit",
+			 b->opt.builder_id);
+	}
+}
+
+/* Every reader's data path has ended (or the run is stopped): the core
+ * closes over the IDs assigned to this builder, the records are written,
+ * a last TOKEN says every one is decided, then the END. */
+static void brun_finish(struct brun *b)
+{
+	if (b->reported)
+		return;
+	b->reported = true;
+	event_del(b->ev_tick);
+	struct owr *plan = ing_plan(b->ing);
+	uint64_t assigned = plan != NULL ? owr_assigned(plan) : 0;
+	if (ing_finish(b->ing, assigned) < 0)
+		brun_error(b, "Writing the record files in %s failed", b->opt.out_dir);
+	if (b->joined && assigned > b->token_decided)
+		brun_send_token(b, assigned, owr_assigned_end(plan));
+	const struct bld_counters *c = ing_counters(b->ing);
+	brun_refresh_report(b);
+	if (!ing_close_output(b->ing))
+		b->status = 1;
+	b->end->u.report.status = b->status;
+	if (brep_write_json(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &b->end->u.report) < 0)
+		b->status = 1;
+	b->end->type = CTL_END;
+	b->end->u.report.status = b->status;
+	if (!b->opt.quiet)
+		log_info("Builder %u: %" PRIu64 " events assigned, %" PRIu64 " complete, %" PRIu64
+			 " expired, %" PRIu64 " never observed; %" PRIu64 " misrouted fragments, %" PRIu64
+			 " tokens",
+			 b->opt.builder_id, assigned, c->events_complete, c->events_expired,
+			 c->events_unobserved, ing_misrouted(b->ing), hublink_tokens_sent(b->hub));
+	if (!b->hub_ready || hublink_send_end(b->hub, b->end) < 0) {
+		log_error("Builder %u could not send its final counters to the hub", b->opt.builder_id);
+		b->status = 1;
+		brun_leave(b, 0);
+		return;
+	}
+	/* The hub answers with BYE; do not wait for ever for one that won't. */
+	struct timeval tv = { BRUN_BYE_WAIT_S, 0 };
+	event_base_loopexit(b->base, &tv);
+}
+
+static void brun_maybe_finish(struct brun *b)
+{
+	if (!b->reported && ing_plan(b->ing) != NULL && ing_done(b->ing))
+		brun_finish(b);
+}
+
+/* ---- what ingest asks ------------------------------------------------------- */
+
+static void brun_hook_error(void *ctx, const char *text)
+{
+	brun_error(ctx, "%s", text);
+}
+
+static void brun_hook_started(void *ctx)
+{
+	brun_maybe_join(ctx);
+}
+
+static void brun_hook_progress(void *ctx, uint64_t now)
+{
+	(void)ctx;
+	(void)now;
+}
+
+static void brun_hook_after_frames(void *ctx)
+{
+	struct brun *b = ctx;
+	brun_tokens(b, false);
+	brun_maybe_finish(b);
+}
+
+/* No reader's control link comes here: the hub knows it. A data path that
+ * ends before carrying a byte gave nothing, so its slot is free again for
+ * the real reader's (ingest keeps it once the run is over). */
+static bool brun_hook_holds_slot(void *ctx, uint32_t reader, uint32_t pid)
+{
+	(void)ctx;
+	(void)reader;
+	(void)pid;
+	return false;
+}
+
+/* ---- what the hub says ------------------------------------------------------- */
+
+static void brun_on_ready(void *arg)
+{
+	struct brun *b = arg;
+	b->hub_ready = true;
+	if (!b->opt.quiet)
+		log_info("Builder %u joined hub %s:%u for run %u", b->opt.builder_id, b->opt.hub_host,
+			 (unsigned)b->opt.hub_port, b->opt.run_id);
+}
+
+static void brun_on_routing(const struct ctl_routing *r, void *arg)
+{
+	struct brun *b = arg;
+	char why[512];
+	if (ing_plan(b->ing) != NULL) {
+		brun_error(b, "Builder %u: the hub sent its routing twice; refusing the run",
+			   b->opt.builder_id);
+		brun_leave(b, 0);
+		return;
+	}
+	struct owr *plan = owr_create(r, b->opt.builders, b->opt.builder_id, b->opt.max_inflight,
+				      why, sizeof why);
+	if (plan == NULL) {
+		brun_error(b, "Builder %u refuses run %u: %s", b->opt.builder_id, b->opt.run_id, why);
+		brun_leave(b, 0);
+		return;
+	}
+	ing_set_plan(b->ing, plan);
+	if (!b->opt.quiet)
+		log_info("Builder %u: %s routing over %u builders, events %" PRIu64 "..+%" PRIu64
+			 ", batches of %u, %u live", b->opt.builder_id, ctl_routing_mode_name(r->mode),
+			 r->builders, r->first_event, r->events, r->batch, r->window_batches);
+	brun_maybe_join(b);
+}
+
+static void brun_on_assign(const struct ctl_assign *a, void *arg)
+{
+	struct brun *b = arg;
+	char why[512];
+	if (b->reported)
+		return;
+	b->role.assignments_received++;
+	if (ing_plan(b->ing) == NULL) {
+		brun_error(b, "Builder %u: the hub assigned events %" PRIu64 "..+%u before its routing; stopping",
+			   b->opt.builder_id, a->first, a->count);
+		brun_finish(b);
+		return;
+	}
+	if (ing_assign(b->ing, a, why, sizeof why) < 0) {
+		brun_error(b, "Builder %u refuses the hub's %s; the hub and this builder disagree on the plan, stopping",
+			   b->opt.builder_id, why);
+		brun_finish(b);
+	}
+}
+
+static void brun_on_lost(const struct ctl_lost *l, void *arg)
+{
+	struct brun *b = arg;
+	if (l->builder == b->opt.builder_id) {
+		brun_error(b, "Builder %u: the hub gave this builder up (%s); stopping",
+			   b->opt.builder_id, l->reason);
+		brun_finish(b);
+		return;
+	}
+	struct owr *plan = ing_plan(b->ing);
+	if (plan != NULL && owr_lose(plan, l->builder) == 0 && !b->opt.quiet)
+		log_info("Builder %u: the hub gave builder %u up (%s)", b->opt.builder_id, l->builder,
+			 l->reason);
+}
+
+static void brun_on_stop(const char *reason, void *arg)
+{
+	struct brun *b = arg;
+	log_warn("Builder %u stopping at the hub's request: %s", b->opt.builder_id, reason);
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		ing_cut(b->ing, r);
+	brun_finish(b);
+}
+
+static void brun_on_bye(int32_t status, void *arg)
+{
+	struct brun *b = arg;
+	if (!b->reported) {
+		log_warn("Builder %u: the hub ended the run (status %d) before every reader's data ended",
+			 b->opt.builder_id, status);
+		b->status = 1;
+	}
+	if (status != 0)
+		b->status = 1;
+	brun_leave(b, 0);
+}
+
+static void brun_on_gone(const char *reason, void *arg)
+{
+	struct brun *b = arg;
+	if (b->done)
+		return;
+	brun_error(b, "Builder %u lost its hub's control connection: %s; stopping",
+		   b->opt.builder_id, reason);
+	brun_leave(b, 0);
+}
+
+static const struct hublink_ops brun_hub_ops = {
+	.ready = brun_on_ready,
+	.routing = brun_on_routing,
+	.assign = brun_on_assign,
+	.lost = brun_on_lost,
+	.stop = brun_on_stop,
+	.bye = brun_on_bye,
+	.gone = brun_on_gone,
+};
+
+/* ---- life ------------------------------------------------------------------ */
+
+static void brun_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct brun *b = arg;
+	if (b->reported)
+		return;
+	ing_tick(b->ing, clk_monotonic_ns());
+	brun_tokens(b, true);
+	brun_maybe_finish(b);
+}
+
+static void brun_fill_live(struct evbuffer *out, bool json, void *arg)
+{
+	struct brun *b = arg;
+	if (!b->reported)
+		brun_refresh_report(b);
+	brep_exposition(out, json, &b->end->u.report);
+}
+
+/* The port file and the "listening" lines the launcher reads back. */
+static int brun_announce(struct brun *b, uint16_t data_port)
+{
+	const struct bd_options *opt = &b->opt;
+	printf("listening data %s:%u\n", opt->listen_host, (unsigned)data_port);
+	uint16_t metrics_port = 0;
+	if (opt->metrics_host[0] != '\0') {
+		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,
+					    brun_fill_live, b, &metrics_port);
+		if (b->prom == NULL)
+			return -EADDRNOTAVAIL;
+		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
+	}
+	fflush(stdout);
+	if (opt->port_file[0] == '\0')
+		return 0;
+	const struct net_port ports[] = { { "data", data_port }, { "metrics", metrics_port } };
+	return net_write_ports(opt->port_file, ports, 2);
+}
+
+struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
+{
+	struct brun *b = calloc(1, sizeof *b);
+	if (b == NULL)
+		return NULL;
+	b->base = base;
+	b->opt = *opt;
+	b->end = calloc(1, sizeof *b->end);
+	struct ing_hooks hooks = {
+		.ctx = b,
+		.error = brun_hook_error,
+		.data_started = brun_hook_started,
+		.progress = brun_hook_progress,
+		.after_frames = brun_hook_after_frames,
+		.reader_holds_slot = brun_hook_holds_slot,
+	};
+	uint16_t data_port;
+	b->ing = b->end != NULL ? ing_create(base, opt, NULL, &hooks) : NULL;
+	if (b->ing == NULL || btcp_start(b->ing, &data_port) < 0 || bshm_start(b->ing) < 0)
+		goto fail;
+	b->ev_tick = event_new(base, -1, EV_PERSIST, brun_on_tick, b);
+	struct timeval tick = { 0, BRUN_TICK_US };
+	event_add(b->ev_tick, &tick);
+	if (brun_announce(b, data_port) < 0)
+		goto fail;
+	b->hub = hublink_start(base, opt, &brun_hub_ops, b);
+	if (b->hub == NULL)
+		goto fail;
+	if (!opt->quiet)
+		log_info("Builder %u of %u, run %u: waiting for %u readers and the hub at %s:%u; window %u events",
+			 opt->builder_id, opt->builders, opt->run_id, opt->readers, opt->hub_host,
+			 (unsigned)opt->hub_port, opt->max_inflight);
+	return b;
+fail:
+	brun_destroy(b);
+	return NULL;
+}
+
+void brun_stop(struct brun *b, const char *why)
+{
+	if (b->reported) {
+		brun_leave(b, 0);
+		return;
+	}
+	brun_error(b, "Builder %u stopped: %s", b->opt.builder_id, why);
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		ing_cut(b->ing, r);
+	brun_finish(b);
+}
+
+int brun_exit_status(const struct brun *b)
+{
+	return b->status ? 1 : 0;
+}
+
+void brun_destroy(struct brun *b)
+{
+	if (b == NULL)
+		return;
+	hublink_free(b->hub);
+	prom_server_stop(b->prom);
+	ing_destroy(b->ing);
+	if (b->ev_tick)
+		event_free(b->ev_tick);
+	free(b->end);
+	free(b);
+}

@@ -1,0 +1,42 @@
+/* What ingest.c and ingest_plan.c (the builder role's numbering) share,
+ * and nothing else may include: the data side's state. Private to
+ * ingest. */
+#ifndef ES_BD_INGEST_INTERNAL_H
+#define ES_BD_INGEST_INTERNAL_H
+
+#include "ingest.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ing {
+	struct event_base *base;
+	struct bd_options opt;
+	struct ing_hooks hooks;
+	struct bld *core;
+	struct out *out;
+	struct {
+		const struct bd_listener_ops *ops;
+		void *listener;
+	} links[ING_MAX_LISTENERS];       /* tcp.c, shm.c */
+	unsigned link_count;
+	struct bd_reader *readers;        /* [readers] */
+	int32_t *reader_of_source;        /* [sources], -1 when none */
+	uint64_t *end_frame_events;       /* [sources], event count in END frames */
+	bool *end_frame_seen;
+	uint64_t frames_received;
+	uint64_t first_fragment_ns;
+	uint64_t last_complete_ns;
+	uint64_t refused;                 /* refusals of the links' greetings */
+	struct owr *plan;                 /* --role builder: global <-> local IDs */
+	uint64_t misrouted;               /* frags_misrouted */
+	uint64_t held_unassigned;         /* frames_held_unassigned */
+	bool over;                        /* ing_finish() was called */
+};
+
+/* --role builder: a fragment's global event ID to the core's local one
+ * (*event_id). false when the core is not to see it: held (rd->held set:
+ * not assigned yet) or misrouted (counted, consumed, an error of the run). */
+bool ing_map(struct bd_reader *rd, const struct frm_header *h, uint64_t *event_id);
+
+#endif

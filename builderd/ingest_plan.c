@@ -1,0 +1,98 @@
+#include "ingest.h"
+#include "ingest_internal.h"
+
+#include "link.h"
+#include "ownroute.h"
+
+#include "core/builder.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+bool ing_map(struct bd_reader *rd, const struct frm_header *h, uint64_t *event_id)
+{
+	struct ing *g = rd->ing;
+	uint32_t owner;
+	uint64_t local;
+	switch (owr_map(g->plan, h->event_id, &local, &owner)) {
+	case OWR_BUILD:
+		*event_id = local;
+		return true;
+	case OWR_HOLD:
+		rd->held = true;
+		g->held_unassigned++;
+		return false;
+	case OWR_LATE:
+		/* Forgotten, so more than a window below the core's base: any
+		 * local ID that far down is late to the core, local 0 too. */
+		*event_id = 0;
+		return true;
+	case OWR_INVALID:
+		/* Not of the run: the core counts it invalid. */
+		*event_id = UINT64_MAX;
+		return true;
+	case OWR_MISROUTED:
+		break;
+	}
+	rd->frames_received++;
+	g->frames_received++;
+	if (g->misrouted++ == 0) {
+		char whose[64] = "another builder";
+		if (owner != UINT32_MAX)
+			snprintf(whose, sizeof whose, "builder %u", owner);
+		ing_error(g, "Reader %u forwarded a fragment of event %" PRIu64 " (source %u) to builder %u, but the hub assigned that event to %s; misrouted fragments are counted (frags_misrouted) and not built",
+			  rd->id, h->event_id, h->source_id, g->opt.builder_id, whose);
+	}
+	return false;
+}
+
+/* ---- the builder role's side ------------------------------------------- */
+
+void ing_set_plan(struct ing *g, struct owr *plan)
+{
+	owr_destroy(g->plan);
+	g->plan = plan;
+}
+
+struct owr *ing_plan(const struct ing *g)
+{
+	return g->plan;
+}
+
+int ing_assign(struct ing *g, const struct ctl_assign *a, char *why, size_t why_size)
+{
+	bool mine;
+	int rc = owr_assign(g->plan, a, &mine, why, why_size);
+	if (rc < 0)
+		return rc;
+	/* Any assign may pass a held frame: the next one's event may be
+	 * another builder's (misrouted, now known) or mine. */
+	for (uint32_t r = 0; r < g->opt.readers && !g->over; r++) {
+		struct bd_reader *rd = &g->readers[r];
+		if (!rd->held)
+			continue;
+		rd->held = false;
+		if (rd->state == BD_DATA_STREAMING && rd->link != NULL && rd->link->resume != NULL)
+			rd->link->resume(rd);
+	}
+	return 0;
+}
+
+uint64_t ing_misrouted(const struct ing *g)
+{
+	return g->misrouted;
+}
+
+uint64_t ing_held_unassigned(const struct ing *g)
+{
+	return g->held_unassigned;
+}
+
+uint64_t ing_decided(const struct ing *g)
+{
+	uint64_t assigned = g->plan != NULL ? owr_assigned(g->plan) : 0;
+	uint64_t limit = bld_admission_limit(g->core);
+	uint64_t decided = limit >= g->opt.max_inflight ? limit - g->opt.max_inflight : 0;
+	return decided < assigned ? decided : assigned;
+}
+
