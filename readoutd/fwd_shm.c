@@ -384,6 +384,9 @@ static bool shm_closed(const void *self)
 static void shm_finish(void *self)
 {
 	struct fwd_shm *m = self;
+	/* A link given up while still dialling: it never opens. */
+	greet_dial_cancel(m->dial);
+	m->dial = NULL;
 	if (m->attached) {
 		shr_close(&m->ring, m->data_efd);
 		m->attached = false;

@@ -174,6 +174,9 @@ static bool tcp_closed(const void *self)
 static void tcp_finish(void *self)
 {
 	struct fwd_tcp *t = self;
+	/* A link given up while still dialling: it never opens. */
+	greet_dial_cancel(t->dial);
+	t->dial = NULL;
 	if (t->fd >= 0) {
 		shutdown(t->fd, SHUT_WR);
 		close(t->fd);
