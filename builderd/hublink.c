@@ -79,7 +79,7 @@ static const struct ctllink_ops hublink_ctl_ops = {
 	.on_bye = hublink_on_bye,
 	.on_stop = hublink_on_stop,
 	.on_lost = hublink_on_lost,
-	.on_other = hublink_on_other,
+	.on_message = hublink_on_other,
 };
 
 struct hublink *hublink_start(struct event_base *base, const struct bd_options *opt,

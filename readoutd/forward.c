@@ -7,6 +7,7 @@
 #include "io/net.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,18 +36,27 @@ struct fwd *fwd_wrap(const struct fwd_impl *impl, void *self, const struct rdr_o
 	return f;
 }
 
-struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt,
+struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
 		       const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
-	if (opt->builder_shm[0] != '\0')
-		return fwd_wrap(&fwd_shm_impl, fwd_shm_dial(base, opt, feed, ev, arg), opt);
-	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_dial(base, opt, feed, ev, arg), opt);
+	if (opt->links[dest].shm[0] != '\0')
+		return fwd_wrap(&fwd_shm_impl, fwd_shm_dial(base, opt, dest, feed, ev, arg), opt);
+	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_dial(base, opt, dest, feed, ev, arg), opt);
 }
 
-struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, int fd,
-			 const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
+struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+			 int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
-	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_adopt(base, opt, fd, feed, ev, arg), opt);
+	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_adopt(base, opt, dest, fd, feed, ev, arg), opt);
+}
+
+const char *fwd_builder_name(const struct rdr_options *opt, uint32_t dest, char *buf, size_t size)
+{
+	if (opt->routing)
+		snprintf(buf, size, "builder %u", dest);
+	else
+		snprintf(buf, size, "the builder");
+	return buf;
 }
 
 void fwd_flush(struct fwd *f)

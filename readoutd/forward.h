@@ -11,18 +11,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 struct event_base;
 struct rdr_options;
 
-/* Where a forwarder takes verified frames from: per source, the bytes of
- * whole verified frames not yet forwarded. */
+/* Where a forwarder takes verified frames from: per destination, the
+ * frames routed to it and not yet written, as runs of bytes in the
+ * sources' receive buffers (never copied to be queued). */
 struct fwd_feed {
-	size_t (*count)(void *arg);
-	/* Source i's pending bytes (whole frames), *p pointing at them. */
-	size_t (*pending)(void *arg, size_t i, const uint8_t **p);
-	/* bytes of source i's pending bytes have left (possibly part of a frame). */
-	void (*consumed)(void *arg, size_t i, size_t bytes);
+	/* Up to max runs of destination d's unwritten bytes, in order, the
+	 * first from where the last write to d stopped; the count. */
+	int (*gather)(void *arg, uint32_t d, struct iovec *iov, int max);
+	/* bytes of what gather gave (possibly ending inside a frame) left for d. */
+	void (*consumed)(void *arg, uint32_t d, size_t bytes);
 	/* After frames left: reclaim their room and read again. */
 	void (*moved)(void *arg);
 	void *arg;
@@ -55,15 +57,16 @@ struct fwd_stats {
 
 struct fwd;
 
-/* Dials the builder's data port, or its shared-memory socket when
- * opt->builder_shm is set, and greets it. */
-struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt,
+/* Dials builder dest's data port (opt->links[dest]), or its shared-memory
+ * socket when the link names one, and greets it; it forwards destination
+ * dest of the feed. */
+struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
 		       const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
 
-/* A TCP forwarder on fd, a data connection the builder already welcomed
- * (tests: one end of a socketpair). Takes fd. */
-struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, int fd,
-			 const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
+/* A TCP forwarder of destination dest on fd, a data connection the builder
+ * already welcomed (tests: one end of a socketpair). Takes fd. */
+struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+			 int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
 
 /* Forwards what the feed holds, as far as the path takes it now. */
 void fwd_flush(struct fwd *f);
@@ -86,16 +89,19 @@ struct fwd_impl {
 /* For the transports: wraps self; NULL (and self destroyed) without memory. */
 struct fwd *fwd_wrap(const struct fwd_impl *impl, void *self, const struct rdr_options *opt);
 /* Each transport's constructor. */
-void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt,
+void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
 		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
-void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, int fd,
-		    const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
-void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt,
+void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+		    int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
+void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
 		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
 extern const struct fwd_impl fwd_tcp_impl, fwd_shm_impl;
 
 /* The data path's HELLO, the same over TCP and shared memory. */
 struct ctl_hello;
 void fwd_data_hello(const struct rdr_options *opt, struct ctl_hello *hello);
+
+/* "the builder" (one builder, CREDIT) or "builder 3" (routing), for logs. */
+const char *fwd_builder_name(const struct rdr_options *opt, uint32_t dest, char *buf, size_t size);
 
 #endif

@@ -1,5 +1,5 @@
-/* The shared-memory forwarder: each verified frame copied once into the
- * builder's ring, the builder woken once per flush. The Unix socket carries
+/* The shared-memory forwarder of one builder: each frame routed to it
+ * copied once into its ring, the builder woken once per flush. The Unix socket carries
  * the greeting and the eventfds, then stays open as the liveness signal. */
 #include "forward.h"
 
@@ -23,6 +23,7 @@
 struct fwd_shm {
 	struct event_base *base;
 	const struct rdr_options *opt;
+	uint32_t dest;
 	struct fwd_feed feed;
 	struct fwd_events ev;
 	void *arg;
@@ -37,7 +38,7 @@ struct fwd_shm {
 	bool injected;               /* --shm-inject done: forward nothing more */
 	char segment[96];
 	char peer[300];
-	size_t next_source;          /* first source of the next flush: fairness */
+	struct iovec iov[64];        /* runs of frames taken per pass */
 	uint64_t ring_records;
 	uint64_t ring_full_waits;
 	uint64_t bytes_forwarded;
@@ -130,12 +131,14 @@ static void shm_inject(struct fwd_shm *m, const uint8_t *frame)
 	shr_notify_consumer(ring, m->data_efd);
 }
 
-/* Copies source i's verified frames into the ring, one record each: 0, or
- * why it stopped (-EAGAIN full, -ECANCELED the injection, other -errno). */
-static int shm_copy_source(struct fwd_shm *m, size_t i, uint32_t *len, bool *moved)
+/* Copies the frames of one gathered run into the ring, one record each:
+ * 0, or why it stopped (-EAGAIN full, -ECANCELED the injection, other
+ * -errno). */
+static int shm_copy_run(struct fwd_shm *m, const struct iovec *run, uint32_t *len, bool *moved)
 {
-	const uint8_t *p;
-	while (m->feed.pending(m->feed.arg, i, &p) > 0) {
+	const uint8_t *p = run->iov_base;
+	size_t left = run->iov_len;
+	while (left > 0) {
 		void *dst;
 		if (m->opt->shm_inject != RDR_SHM_INJECT_NONE &&
 		    m->ring_records >= m->opt->shm_inject_after) {
@@ -148,30 +151,33 @@ static int shm_copy_source(struct fwd_shm *m, size_t i, uint32_t *len, bool *mov
 			return rc;
 		memcpy(dst, p, *len);
 		shr_commit(&m->ring, *len);
-		m->feed.consumed(m->feed.arg, i, *len);
+		/* The buffers stay put until moved(): p is still good. */
+		m->feed.consumed(m->feed.arg, m->dest, *len);
 		m->ring_records++;
 		m->bytes_forwarded += *len;
 		*moved = true;
+		p += *len;
+		left -= *len;
 	}
 	return 0;
 }
 
-/* Copies every source's verified frames into the ring and wakes the
- * builder once per flush, not per frame. A full ring stops the flush until
- * the builder makes room (the space eventfd): the sources' buffers then
- * fill, their reads pause and TCP pushes back on them. */
+/* Copies the frames routed to this builder into the ring and wakes it once
+ * per flush, not per frame. A full ring stops the flush until the builder
+ * makes room (the space eventfd): the sources' buffers then fill, their
+ * reads pause and TCP pushes back on them. */
 static void shm_flush(void *self)
 {
 	struct fwd_shm *m = self;
 	if (!m->attached || m->blocked || m->closed || m->injected)
 		return;
-	size_t nsrc = m->feed.count(m->feed.arg);
 	bool moved = false;
 	for (;;) {
 		int rc = 0;
 		uint32_t len = 0;
-		for (size_t k = 0; k < nsrc && rc == 0; k++)
-			rc = shm_copy_source(m, (m->next_source + k) % nsrc, &len, &moved);
+		int nrun = m->feed.gather(m->feed.arg, m->dest, m->iov, (int)(sizeof m->iov / sizeof m->iov[0]));
+		for (int k = 0; k < nrun && rc == 0; k++)
+			rc = shm_copy_run(m, &m->iov[k], &len, &moved);
 		/* Before sleeping too: a builder asleep must see what we put. */
 		if (moved) {
 			int nrc = shr_notify_consumer(&m->ring, m->data_efd);
@@ -180,6 +186,8 @@ static void shm_flush(void *self)
 				return;
 			}
 		}
+		if (rc == 0 && nrun == (int)(sizeof m->iov / sizeof m->iov[0]))
+			continue;   /* more runs than one pass takes */
 		if (rc == -EAGAIN) {
 			if (!shr_wait_space(&m->ring, len))
 				continue;   /* room appeared meanwhile */
@@ -195,7 +203,6 @@ static void shm_flush(void *self)
 		}
 		break;
 	}
-	m->next_source = (m->next_source + 1) % nsrc;
 	if (moved)
 		m->feed.moved(m->feed.arg);
 }
@@ -339,7 +346,7 @@ static void shm_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 
 static void shm_destroy(void *self);
 
-void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt,
+void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
 		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
 	struct fwd_shm *m = calloc(1, sizeof *m);
@@ -347,13 +354,14 @@ void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt,
 		return NULL;
 	m->base = base;
 	m->opt = opt;
+	m->dest = dest;
 	m->feed = *feed;
 	m->ev = *ev;
 	m->arg = arg;
 	m->sock = m->data_efd = m->space_efd = -1;
 	char sock_name[96];
-	shl_socket_name(sock_name, sizeof sock_name, opt->builder_shm);
-	shl_segment_name(m->segment, sizeof m->segment, opt->builder_shm, opt->id);
+	shl_socket_name(sock_name, sizeof sock_name, opt->links[dest].shm);
+	shl_segment_name(m->segment, sizeof m->segment, opt->links[dest].shm, opt->id);
 	snprintf(m->peer, sizeof m->peer, "@%s", sock_name);
 	struct ctl_hello hello;
 	fwd_data_hello(opt, &hello);
@@ -376,6 +384,9 @@ static bool shm_closed(const void *self)
 static void shm_finish(void *self)
 {
 	struct fwd_shm *m = self;
+	/* A link given up while still dialling: it never opens. */
+	greet_dial_cancel(m->dial);
+	m->dial = NULL;
 	if (m->attached) {
 		shr_close(&m->ring, m->data_efd);
 		m->attached = false;

@@ -1,6 +1,7 @@
-/* The TCP forwarder: every source's verified frames in one writev, straight
- * from the receive buffers; a short write leaves a frame half sent, which
- * is finished before anything else goes. */
+/* The TCP forwarder of one builder: the frames routed to it, from every
+ * source's buffer, in one writev straight from the receive buffers; a
+ * short write leaves a frame half sent, which is finished before anything
+ * else goes (the feed keeps where it stopped). */
 #include "forward.h"
 
 #include "reader.h"
@@ -21,6 +22,8 @@
 struct fwd_tcp {
 	struct event_base *base;
 	uint32_t reader_id;
+	uint32_t dest;
+	char name[32];               /* "the builder", "builder 3" */
 	struct fwd_feed feed;
 	struct fwd_events ev;
 	void *arg;
@@ -30,52 +33,10 @@ struct fwd_tcp {
 	bool blocked;                /* socket full: waiting for EV_WRITE */
 	bool closed;                 /* the connection failed */
 	char peer[300];
-	int partial_source;          /* source whose frame is half written, or -1 */
-	int order[RDR_MAX_SOURCES + 1];
-	struct iovec iov[RDR_MAX_SOURCES + 1];
+	struct iovec iov[IOV_MAX];
 	uint64_t writev_calls;
 	uint64_t bytes_forwarded;
 };
-
-/* Gathers every source's pending bytes, the half-written frame first. */
-static int tcp_gather(struct fwd_tcp *t)
-{
-	size_t nsrc = t->feed.count(t->feed.arg);
-	int niov = 0;
-	const uint8_t *p;
-	if (t->partial_source >= 0) {
-		size_t len = t->feed.pending(t->feed.arg, (size_t)t->partial_source, &p);
-		t->order[niov] = t->partial_source;
-		t->iov[niov++] = (struct iovec){ (void *)p, len };
-	}
-	for (size_t i = 0; i < nsrc && niov < IOV_MAX; i++) {
-		if ((int)i == t->partial_source)
-			continue;
-		size_t len = t->feed.pending(t->feed.arg, i, &p);
-		if (len == 0)
-			continue;
-		t->order[niov] = (int)i;
-		t->iov[niov++] = (struct iovec){ (void *)p, len };
-	}
-	return niov;
-}
-
-/* Hands n written bytes back to the sources, in the order they went. */
-static void tcp_written(struct fwd_tcp *t, int niov, size_t n)
-{
-	t->bytes_forwarded += (uint64_t)n;
-	t->partial_source = -1;
-	for (int k = 0; k < niov; k++) {
-		size_t len = t->iov[k].iov_len;
-		size_t take = n < len ? n : len;
-		if (take > 0)
-			t->feed.consumed(t->feed.arg, (size_t)t->order[k], take);
-		n -= take;
-		if (take < len && take > 0)
-			t->partial_source = t->order[k];
-	}
-	t->feed.moved(t->feed.arg);
-}
 
 static void tcp_flush(void *self)
 {
@@ -83,7 +44,7 @@ static void tcp_flush(void *self)
 	if (t->fd < 0 || t->blocked || t->closed)
 		return;
 	for (;;) {
-		int niov = tcp_gather(t);
+		int niov = t->feed.gather(t->feed.arg, t->dest, t->iov, IOV_MAX);
 		if (niov == 0)
 			return;
 		ssize_t n = writev(t->fd, t->iov, niov);
@@ -96,13 +57,15 @@ static void tcp_flush(void *self)
 				event_add(t->ev_write, NULL);
 				return;
 			}
-			log_error("Reader %u: data connection to the builder %s failed: %s",
-				  t->reader_id, t->peer, strerror(errno));
+			log_error("Reader %u: data connection to %s %s failed: %s",
+				  t->reader_id, t->name, t->peer, strerror(errno));
 			t->closed = true;
 			t->ev.on_failed(t->arg, FWD_BROKEN);
 			return;
 		}
-		tcp_written(t, niov, (size_t)n);
+		t->bytes_forwarded += (uint64_t)n;
+		t->feed.consumed(t->feed.arg, t->dest, (size_t)n);
+		t->feed.moved(t->feed.arg);
 		/* After a short write the loop tries once more; EAGAIN then arms
 		 * the write event. */
 	}
@@ -133,13 +96,13 @@ static void tcp_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 	struct fwd_tcp *t = arg;
 	t->dial = NULL;
 	if (fd < 0) {
-		log_error("Reader %u: the builder did not accept our data connection: %s (%s)",
-			  t->reader_id, reply->u.error.reason, reply->u.error.code);
+		log_error("Reader %u: %s did not accept our data connection: %s (%s)",
+			  t->reader_id, t->name, reply->u.error.reason, reply->u.error.code);
 		t->ev.on_failed(t->arg, FWD_REFUSED);
 		return;
 	}
 	if (tcp_open(t, fd) < 0) {
-		log_error("Reader %u: no memory for the data connection to the builder", t->reader_id);
+		log_error("Reader %u: no memory for the data connection to %s", t->reader_id, t->name);
 		t->ev.on_failed(t->arg, FWD_REFUSED);
 		return;
 	}
@@ -147,7 +110,8 @@ static void tcp_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 }
 
 static struct fwd_tcp *tcp_new(struct event_base *base, const struct rdr_options *opt,
-			       const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
+			       uint32_t dest, const struct fwd_feed *feed,
+			       const struct fwd_events *ev, void *arg)
 {
 	struct fwd_tcp *t = calloc(1, sizeof *t);
 	if (t == NULL)
@@ -157,24 +121,28 @@ static struct fwd_tcp *tcp_new(struct event_base *base, const struct rdr_options
 	t->feed = *feed;
 	t->ev = *ev;
 	t->arg = arg;
+	t->dest = dest;
 	t->fd = -1;
-	t->partial_source = -1;
-	snprintf(t->peer, sizeof t->peer, "%s:%u", opt->builder_host, (unsigned)opt->builder_port);
+	fwd_builder_name(opt, dest, t->name, sizeof t->name);
+	snprintf(t->peer, sizeof t->peer, "%s:%u", opt->links[dest].host,
+		 (unsigned)opt->links[dest].port);
 	return t;
 }
 
 static void tcp_destroy(void *self);
 
-void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt,
+void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
 		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
-	struct fwd_tcp *t = tcp_new(base, opt, feed, ev, arg);
+	struct fwd_tcp *t = tcp_new(base, opt, dest, feed, ev, arg);
 	if (t == NULL)
 		return NULL;
 	struct ctl_hello hello;
 	fwd_data_hello(opt, &hello);
-	t->dial = greet_dial_start(base, "the builder's data port", opt->builder_host,
-				   opt->builder_port, false, &hello, opt->connect_timeout_ms,
+	char what[64];
+	snprintf(what, sizeof what, "%s's data port", t->name);
+	t->dial = greet_dial_start(base, what, opt->links[dest].host,
+				   opt->links[dest].port, false, &hello, opt->connect_timeout_ms,
 				   (int)opt->socket_buffer_bytes, tcp_on_greeted, t);
 	if (t->dial == NULL) {
 		tcp_destroy(t);
@@ -183,10 +151,10 @@ void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt,
 	return t;
 }
 
-void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, int fd,
-		    const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
+void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+		    int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
-	struct fwd_tcp *t = tcp_new(base, opt, feed, ev, arg);
+	struct fwd_tcp *t = tcp_new(base, opt, dest, feed, ev, arg);
 	if (t == NULL) {
 		close(fd);
 		return NULL;
@@ -206,6 +174,9 @@ static bool tcp_closed(const void *self)
 static void tcp_finish(void *self)
 {
 	struct fwd_tcp *t = self;
+	/* A link given up while still dialling: it never opens. */
+	greet_dial_cancel(t->dial);
+	t->dial = NULL;
 	if (t->fd >= 0) {
 		shutdown(t->fd, SHUT_WR);
 		close(t->fd);

@@ -11,6 +11,7 @@
 #include "forward.h"
 #include "reader.h"
 
+#include "core/route.h"
 #include "wire/control.h"
 #include "wire/counters.h"
 
@@ -34,7 +35,8 @@ enum intake_state { INTAKE_WAITING, INTAKE_STREAMING, INTAKE_ENDED, INTAKE_FAILE
 struct intake_view {
 	uint16_t id;
 	enum intake_state state;
-	bool held;                 /* a verified frame waits for the admission limit */
+	bool held;                 /* a verified frame waits for the admission limit
+				    * or for its destination's queue to drain */
 	uint64_t holding_ns;       /* how long the current hold has lasted; 0 if none */
 	uint64_t buffered_bytes;   /* received, not yet forwarded */
 	char peer[CTL_MAX_TEXT];   /* where its connection came from; "" while waiting */
@@ -49,6 +51,16 @@ struct intake_events {
 	/* The inactivity limit gave a source up after idle_ms without a
 	 * complete frame (already closed and counted as err_idle). */
 	void (*on_given_up)(void *arg, uint16_t source, uint64_t idle_ms);
+};
+
+/* One destination (builder link): what went to it, what it holds. */
+struct intake_link_view {
+	uint32_t id;
+	bool closed;                 /* lost (intake_lose) or never to be written again */
+	uint64_t frames_forwarded;   /* whole frames written, END frames aside */
+	uint64_t end_frames;
+	uint64_t frames_lost;        /* queued for it when it was lost */
+	struct route_queue_view q;   /* its pending queue */
 };
 
 struct intake;
@@ -69,6 +81,25 @@ int intake_adopt(struct intake *in, uint16_t id, int fd, const char *peer);
 void intake_admit(struct intake *in, uint64_t limit);
 uint64_t intake_limit(const struct intake *in);
 
+/* Routing (--builder B=URL): the hub's plan, once. 0; -EEXIST a second
+ * one; -EINVAL a plan core/route refuses or whose builders are not the
+ * reader's links; -ENOMEM. why gets a sentence on a refusal. */
+int intake_plan(struct intake *in, const struct evm_plan *plan, char *why, size_t why_size);
+bool intake_planned(const struct intake *in);
+/* The hub's next assignment (route_assign); releases the frames it
+ * passes. -EPROTO before the plan; else route_assign()'s refusals. */
+int intake_assign(struct intake *in, const struct evm_assignment *a, uint64_t retired_below,
+		  char *why, size_t why_size);
+/* Builder b is lost: its IDs are dropped as frames_lost_builder from now
+ * on, and what it had queued is counted so. -ENOENT: no such builder,
+ * -EPROTO: no plan yet. *frames: what it had queued. */
+int intake_lose(struct intake *in, uint32_t b, uint64_t *frames);
+
+uint32_t intake_link_count(const struct intake *in);
+void intake_link_view(const struct intake *in, uint32_t d, struct intake_link_view *v);
+/* Frames routed to destination d are still to be written. */
+bool intake_link_unsent(const struct intake *in, uint32_t d);
+
 /* The builder gave up on source id: closes it as failed, counted as
  * err_dropped. False when it is not waiting or streaming. */
 bool intake_drop(struct intake *in, uint16_t id, const char *reason);
@@ -87,7 +118,7 @@ bool intake_unsent(const struct intake *in);
 bool intake_failed(const struct intake *in);
 
 /* Settles the books at the end: the hold in progress counts in held_ns, and
- * frames_held_at_end and frames_forwarded are filled in. */
+ * frames_held_at_end is filled in. */
 void intake_close_books(struct intake *in);
 
 size_t intake_source_count(const struct intake *in);

@@ -1,7 +1,9 @@
-/* The reader's lifecycle: wires the data port, the intake and a forwarder, keeps the
- * control link to the builder (CREDIT, STOP, BYE, the STATS every second),
- * and ends the run: once every source is over and everything verified is
- * forwarded, it closes the data stream and sends the END report. */
+/* The reader's lifecycle: wires the data port, the intake and one forwarder
+ * per builder link, keeps the control link to the builder or the hub
+ * (CREDIT, or ROUTING, ASSIGN and LOST of several builders; STOP, BYE, the
+ * STATS every second), and ends the run: once every source is over and
+ * everything verified is forwarded, it closes the data streams and sends
+ * the END report. */
 #include "reader.h"
 
 #include "door.h"
@@ -17,6 +19,7 @@
 #include "io/net.h"
 #include "io/prom.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,16 +33,26 @@ struct rdr {
 	int status;
 	struct intake *intake;
 	struct door *door;
-	struct fwd *fwd;
+	uint32_t nlinks;
+	struct rdr_linkctx *links;   /* [nlinks] */
+	const struct fwd *fwd_list[RDR_MAX_LINKS];
 	struct ctllink *ctl;
 	bool ctl_ready;
 	struct prom_server *prom;    /* --metrics-listen */
 	struct event *ev_stats;      /* a STATS to the builder every second */
 	struct ctl_msg stats;
 	uint64_t credits_received;
+	bool warned_credit;          /* routing: a CREDIT is ignored, said once */
 	bool reported;
 	bool done;
 	struct ctl_msg report;
+};
+
+/* One builder link: its forwarder, and who it is for the callbacks. */
+struct rdr_linkctx {
+	struct rdr *r;
+	uint32_t dest;
+	struct fwd *fwd;             /* finished once its builder is lost */
 };
 
 size_t rdr_buffer_bytes(const struct rdr_options *opt)
@@ -48,15 +61,34 @@ size_t rdr_buffer_bytes(const struct rdr_options *opt)
 	       ((size_t)opt->batch_bytes + (size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES);
 }
 
+uint32_t rdr_source_frames(const struct rdr_options *opt)
+{
+	size_t cap = (size_t)opt->batch_bytes + (size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES;
+	uint64_t links = opt->link_count > 0 ? opt->link_count : 1;
+	uint64_t pending = opt->pending_frames > 0 ? opt->pending_frames : RDR_PENDING_FRAMES_DEFAULT;
+	uint64_t by_queues = links * pending + 2, by_buffer = cap / FRM_HEADER_BYTES + 2;
+	uint64_t n = by_queues < by_buffer ? by_queues : by_buffer;
+	return n < UINT32_MAX ? (uint32_t)n : UINT32_MAX;
+}
+
 static int rdr_status(const struct rdr *r)
 {
 	return r->status ? r->status : intake_failed(r->intake) ? 1 : 0;
+}
+
+/* The forwarders in link order, as metrics reads them. */
+static const struct fwd *const *rdr_fwds(struct rdr *r)
+{
+	for (uint32_t d = 0; d < r->nlinks; d++)
+		r->fwd_list[d] = r->links[d].fwd;
+	return r->fwd_list;
 }
 
 static struct rmet_reader rdr_books(const struct rdr *r)
 {
 	struct rmet_reader b = { .id = r->opt.id, .run_id = r->opt.run_id,
 				 .status = rdr_status(r),
+				 .routing = r->opt.routing,
 				 .credits_received = r->credits_received,
 				 .buffer_bytes = rdr_buffer_bytes(&r->opt) };
 	door_counts(r->door, &b.refused_connections, &b.greetings_busy, &b.greetings_evicted,
@@ -69,7 +101,7 @@ static void rdr_send_report(struct rdr *r)
 	struct rdr_counters total;
 	struct rmet_reader books = rdr_books(r);
 	intake_close_books(r->intake);
-	rmet_end_report(&r->report, &books, r->intake, r->fwd, &total);
+	rmet_end_report(&r->report, &books, r->intake, rdr_fwds(r), &total);
 	if (ctllink_send(r->ctl, &r->report) < 0) {
 		log_error("Reader %u could not send its final counters", r->opt.id);
 		r->status = 1;
@@ -80,8 +112,14 @@ static void rdr_send_report(struct rdr *r)
 	if (r->opt.quiet)
 		return;
 	struct fwd_stats st;
-	fwd_stats(r->fwd, &st);
-	if (st.shm)
+	rmet_fwd_total(rdr_fwds(r), r->nlinks, &st);
+	if (r->opt.routing)
+		log_info("Reader %u forwarded %" PRIu64 " frames (%" PRIu64 " rejected, %" PRIu64
+			 " held at end, %" PRIu64 " late, %" PRIu64 " lost with a builder) to %u builders in %" PRIu64
+			 " writes and %" PRIu64 " ring records", r->opt.id, total.frames_forwarded,
+			 total.frames_rejected, total.frames_held_at_end, total.frames_late,
+			 total.frames_lost_builder, r->nlinks, st.writev_calls, st.ring_records);
+	else if (st.shm)
 		log_info("Reader %u forwarded %" PRIu64 " frames (%" PRIu64 " rejected, %" PRIu64
 			 " held at end) through ring %s, waiting %" PRIu64 " times on a full ring",
 			 r->opt.id, total.frames_forwarded, total.frames_rejected,
@@ -98,9 +136,14 @@ static void rdr_maybe_finish(struct rdr *r)
 {
 	if (r->reported || !r->ctl_ready || !intake_over(r->intake))
 		return;
-	if (intake_unsent(r->intake) && !fwd_closed(r->fwd))
-		return;
-	fwd_finish(r->fwd);
+	for (uint32_t d = 0; d < r->nlinks; d++) {
+		struct fwd *f = r->links[d].fwd;
+		if (f != NULL && intake_link_unsent(r->intake, d) && !fwd_closed(f))
+			return;
+	}
+	for (uint32_t d = 0; d < r->nlinks; d++)
+		if (r->links[d].fwd != NULL)
+			fwd_finish(r->links[d].fwd);
 	door_close(r->door);
 	intake_finish(r->intake);
 	rdr_send_report(r);
@@ -108,11 +151,23 @@ static void rdr_maybe_finish(struct rdr *r)
 
 /* Frames were verified or room appeared: forward, and see whether the run
  * is over. */
+static void rdr_flush(struct rdr *r)
+{
+	for (uint32_t d = 0; d < r->nlinks; d++)
+		if (r->links[d].fwd != NULL)
+			fwd_flush(r->links[d].fwd);
+}
+
 static void rdr_on_progress(void *arg)
 {
 	struct rdr *r = arg;
-	fwd_flush(r->fwd);
+	rdr_flush(r);
 	rdr_maybe_finish(r);
+}
+
+static void rdr_on_link_progress(void *arg)
+{
+	rdr_on_progress(((struct rdr_linkctx *)arg)->r);
 }
 
 static void rdr_on_given_up(void *arg, uint16_t source, uint64_t idle_ms)
@@ -130,7 +185,7 @@ static void rdr_on_given_up(void *arg, uint16_t source, uint64_t idle_ms)
 
 static void rdr_on_fwd_failed(void *arg, enum fwd_failure why)
 {
-	struct rdr *r = arg;
+	struct rdr *r = ((struct rdr_linkctx *)arg)->r;
 	r->status = 1;
 	if (why == FWD_REFUSED)
 		event_base_loopexit(r->base, NULL);
@@ -165,6 +220,13 @@ static void rdr_on_credit(uint64_t limit, void *arg)
 {
 	struct rdr *r = arg;
 	r->credits_received++;
+	if (r->opt.routing) {
+		if (!r->warned_credit)
+			log_warn("Reader %u: ignoring CREDIT (limit %" PRIu64 ") from the hub: with --builder B=URL links the hub's assignments admit events",
+				 r->opt.id, limit);
+		r->warned_credit = true;
+		return;
+	}
 	intake_admit(r->intake, limit);
 	rdr_on_progress(r);
 }
@@ -210,19 +272,96 @@ static void rdr_on_stop(uint32_t source, const char *reason, void *arg)
 	rdr_on_progress(r);
 }
 
+/* The hub and this reader disagree on the run's plan: the run fails. */
+static void rdr_fail(struct rdr *r, const char *what, const char *why)
+{
+	log_error("Reader %u refuses the hub's %s: %s; the run fails", r->opt.id, what, why);
+	r->status = 1;
+	rdr_stop(r);
+}
+
+static void rdr_on_routing(struct rdr *r, const struct ctl_routing *m)
+{
+	char why[CTL_MAX_TEXT + 64];
+	if (!r->opt.routing) {
+		rdr_fail(r, "routing plan", "this reader has one --builder URL without B=, the one builder of a CREDIT run");
+		return;
+	}
+	struct evm_plan plan = { .builders = m->builders, .first_event = m->first_event,
+				 .events = m->events, .batch = m->batch,
+				 .window_batches = m->window_batches };
+	if (intake_plan(r->intake, &plan, why, sizeof why) < 0) {
+		rdr_fail(r, "routing plan", why);
+		return;
+	}
+	if (!r->opt.quiet)
+		log_info("Reader %u routes events %" PRIu64 " .. %" PRIu64 " to %u builders (%s, batches of %u)",
+			 r->opt.id, m->first_event, m->first_event + m->events - 1, m->builders,
+			 ctl_routing_mode_name(m->mode), m->batch);
+}
+
+static void rdr_on_assign(struct rdr *r, const struct ctl_assign *m)
+{
+	char why[CTL_MAX_TEXT + 64];
+	struct evm_assignment a = { .first = m->first, .count = m->count, .builder = m->builder };
+	if (intake_assign(r->intake, &a, m->retired_below, why, sizeof why) < 0) {
+		rdr_fail(r, "assignment", why);
+		return;
+	}
+	rdr_on_progress(r);
+}
+
+/* The hub gave builder b up: what is queued for it is lost, its link closes,
+ * the others go on. */
+static void rdr_on_lost_builder(struct rdr *r, const struct ctl_lost *m)
+{
+	char why[CTL_MAX_TEXT + 64];
+	uint64_t frames;
+	int rc = intake_lose(r->intake, m->builder, &frames);
+	if (rc < 0) {
+		snprintf(why, sizeof why, "builder %u is lost, but %s", m->builder,
+			 rc == -EPROTO ? "no routing plan came before" : "the run has no such builder");
+		rdr_fail(r, "lost message", why);
+		return;
+	}
+	struct rdr_linkctx *l = &r->links[m->builder];
+	log_warn("Reader %u: the hub lost builder %u (%s); %" PRIu64 " frames queued for it are counted lost, and its frames from now on; its link closes",
+		 r->opt.id, m->builder, m->reason, frames);
+	/* Kept for its counters: once finished it forwards nothing more. */
+	fwd_finish(l->fwd);
+	rdr_on_progress(r);
+}
+
+static void rdr_on_routing_message(const struct ctl_msg *msg, void *arg)
+{
+	struct rdr *r = arg;
+	if (r->reported)
+		return;
+	switch (msg->type) {
+	case CTL_ROUTING: rdr_on_routing(r, &msg->u.routing); break;
+	case CTL_ASSIGN: rdr_on_assign(r, &msg->u.assign); break;
+	case CTL_LOST: rdr_on_lost_builder(r, &msg->u.lost); break;
+	default:
+		log_warn("Reader %u: ignoring unexpected %s from the builder", r->opt.id,
+			 ctl_type_name(msg->type));
+		break;
+	}
+}
+
 static const struct ctllink_ops rdr_ctl_ops = {
 	.on_ready = rdr_on_ctl_ready,
 	.on_credit = rdr_on_credit,
 	.on_bye = rdr_on_bye,
 	.on_stop = rdr_on_stop,
 	.on_lost = rdr_on_ctl_lost,
+	.on_message = rdr_on_routing_message,
 };
 
 static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
 {
 	const struct rdr *r = arg;
 	struct rmet_reader books = rdr_books(r);
-	rmet_exposition(out, json, &books, r->intake, r->fwd);
+	rmet_exposition(out, json, &books, r->intake, rdr_fwds((struct rdr *)r));
 }
 
 /* Prints and writes (--port-file) the ports bound, and serves /metrics. */
@@ -264,7 +403,7 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 		.on_given_up = rdr_on_given_up,
 	};
 	static const struct fwd_events fwd_ev = {
-		.on_progress = rdr_on_progress,
+		.on_progress = rdr_on_link_progress,
 		.on_failed = rdr_on_fwd_failed,
 	};
 	struct rdr *r = calloc(1, sizeof *r);
@@ -280,10 +419,19 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	if (r->door == NULL || rdr_announce(r, port) < 0)
 		goto fail;
 	r->ctl = rdr_control_start(r);
-	struct fwd_feed feed = intake_feed(r->intake);
-	r->fwd = fwd_create(base, &r->opt, &feed, &fwd_ev, r);
-	if (r->ctl == NULL || r->fwd == NULL)
+	if (r->ctl == NULL)
 		goto fail;
+	r->nlinks = intake_link_count(r->intake);
+	r->links = calloc(r->nlinks, sizeof *r->links);
+	if (r->links == NULL)
+		goto fail;
+	struct fwd_feed feed = intake_feed(r->intake);
+	for (uint32_t d = 0; d < r->nlinks; d++) {
+		r->links[d] = (struct rdr_linkctx){ .r = r, .dest = d };
+		r->links[d].fwd = fwd_create(base, &r->opt, d, &feed, &fwd_ev, &r->links[d]);
+		if (r->links[d].fwd == NULL)
+			goto fail;
+	}
 	return r;
 fail:
 	rdr_destroy(r);
@@ -295,7 +443,7 @@ void rdr_stop(struct rdr *r)
 	log_info("Reader %u stopping: sources still streaming are closed", r->opt.id);
 	intake_close_all(r->intake);
 	r->status = 1;
-	fwd_flush(r->fwd);
+	rdr_flush(r);
 	if (!r->ctl_ready) {
 		event_base_loopexit(r->base, NULL);
 		return;
@@ -316,7 +464,9 @@ void rdr_destroy(struct rdr *r)
 	if (r->ev_stats)
 		event_free(r->ev_stats);
 	ctllink_free(r->ctl);
-	fwd_destroy(r->fwd);
+	for (uint32_t d = 0; r->links != NULL && d < r->nlinks; d++)
+		fwd_destroy(r->links[d].fwd);
+	free(r->links);
 	door_destroy(r->door);
 	intake_destroy(r->intake);
 	free(r);

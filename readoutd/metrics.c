@@ -11,8 +11,60 @@
 #include <stdio.h>
 #include <string.h>
 
+void rmet_fwd_total(rmet_fwds f, uint32_t n, struct fwd_stats *st)
+{
+	memset(st, 0, sizeof *st);
+	for (uint32_t d = 0; d < n; d++) {
+		struct fwd_stats one;
+		fwd_stats(f[d], &one);
+		st->writev_calls += one.writev_calls;
+		st->bytes_forwarded += one.bytes_forwarded;
+		st->ring_records += one.ring_records;
+		st->ring_full_waits += one.ring_full_waits;
+		st->ring_capacity_bytes += one.ring_capacity_bytes;
+		st->ring_fill_bytes += one.ring_fill_bytes;
+		if (one.shm && !st->shm)
+			st->ring_name = one.ring_name;
+		st->shm = st->shm || one.shm;
+	}
+}
+
+/* One value of builder link d's list (CNT_LIST_READER_LINK). */
+static uint64_t rmet_link_value(enum cnt_reader_link c, const struct intake_link_view *v,
+				const struct fwd_stats *st)
+{
+	switch (c) {
+	case CNT_READER_LINK_frames_forwarded: return v->frames_forwarded;
+	case CNT_READER_LINK_bytes_forwarded: return st->bytes_forwarded;
+	case CNT_READER_LINK_end_frames: return v->end_frames;
+	case CNT_READER_LINK_writev_calls: return st->writev_calls;
+	case CNT_READER_LINK_transport_shm: return st->shm ? 1 : 0;
+	case CNT_READER_LINK_pending_frames_max: return v->q.peak_frames;
+	case CNT_READER_LINK_pending_bytes_max: return v->q.peak_bytes;
+	case CNT_READER_LINK_pending_full: return v->q.refused;
+	case CNT_READER_LINK_COUNT: break;
+	}
+	return 0;
+}
+
+/* Group "builder.B" per link, in a run of several builders. */
+static void rmet_link_groups(struct ctl_report *rep, const struct intake *in, rmet_fwds f)
+{
+	for (uint32_t d = 0; d < intake_link_count(in); d++) {
+		struct intake_link_view v;
+		struct fwd_stats st;
+		intake_link_view(in, d, &v);
+		fwd_stats(f[d], &st);
+		char name[CNT_GROUP_BYTES];
+		struct ctl_group *g = ctl_report_group(rep, cnt_group_peer(name, CTL_ROLE_BUILDER, d));
+		for (int c = 0; c < CNT_READER_LINK_COUNT; c++)
+			ctl_group_set(g, cnt_reader_link_names[c],
+				      rmet_link_value((enum cnt_reader_link)c, &v, &st));
+	}
+}
+
 void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const struct intake *in,
-		     const struct fwd *f, struct rdr_counters *total)
+		     rmet_fwds f, struct rdr_counters *total)
 {
 	memset(m, 0, sizeof *m);
 	m->type = CTL_END;
@@ -33,7 +85,7 @@ void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const stru
 	CNT_LIST_READER_SOURCE(RMET_SET_TOTAL)
 #undef RMET_SET_TOTAL
 	struct fwd_stats st;
-	fwd_stats(f, &st);
+	rmet_fwd_total(f, intake_link_count(in), &st);
 	ctl_group_set(g, CNT_READER(writev_calls), st.writev_calls);
 	ctl_group_set(g, CNT_READER(bytes_forwarded), st.bytes_forwarded);
 	ctl_group_set(g, CNT_READER(transport_shm), st.shm ? 1 : 0);
@@ -48,6 +100,8 @@ void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const stru
 	ctl_group_set(g, CNT_READER(greetings_evicted), rd->greetings_evicted);
 	ctl_group_set(g, CNT_READER(greetings_timed_out), rd->greetings_timed_out);
 	ctl_group_set(g, CNT_READER(buffer_bytes), rd->buffer_bytes);
+	if (rd->routing)
+		rmet_link_groups(&m->u.report, in, f);
 	procstat_report(&m->u.report);
 }
 
@@ -102,6 +156,26 @@ static void rmet_prom_counter(struct evbuffer *out, const struct intake_view *vi
 	}
 }
 
+/* /status's builder links, in a run of several builders. */
+static void rmet_status_links(struct evbuffer *out, const struct intake *in, rmet_fwds f)
+{
+	evbuffer_add_printf(out, ", \"builders\": [");
+	for (uint32_t d = 0; d < intake_link_count(in); d++) {
+		struct intake_link_view v;
+		struct fwd_stats st;
+		intake_link_view(in, d, &v);
+		fwd_stats(f[d], &st);
+		evbuffer_add_printf(out, "%s{\"builder\": %u, \"closed\": %s, \"pending_frames\": %" PRIu64
+				    ", \"pending_bytes\": %" PRIu64, d ? ", " : "", d,
+				    v.closed ? "true" : "false", v.q.frames, v.q.bytes);
+		for (int c = 0; c < CNT_READER_LINK_COUNT; c++)
+			evbuffer_add_printf(out, ", \"%s\": %" PRIu64, cnt_reader_link_names[c],
+					    rmet_link_value((enum cnt_reader_link)c, &v, &st));
+		evbuffer_add_printf(out, "}");
+	}
+	evbuffer_add_printf(out, "]");
+}
+
 static void rmet_status_json(struct evbuffer *out, const struct rmet_reader *rd, uint64_t limit,
 			     const struct intake_view *views, size_t n)
 {
@@ -115,23 +189,54 @@ static void rmet_status_json(struct evbuffer *out, const struct rmet_reader *rd,
 				    v->c.frames_verified, CNT_READER_SOURCE(frames_rejected),
 				    v->c.frames_rejected, v->held ? "true" : "false");
 	}
-	evbuffer_add_printf(out, "]}\n");
+	evbuffer_add_printf(out, "]");
 }
 
-static void rmet_prom_forwarder(struct evbuffer *out, const struct fwd *f)
+/* Per builder link: es_reader_link_<counter>_total{builder="B"} (the
+ * maxima as gauges), and what each queue holds now. */
+static void rmet_prom_links(struct evbuffer *out, const struct intake *in, rmet_fwds f)
+{
+	uint32_t n = intake_link_count(in);
+	for (int c = 0; c < CNT_READER_LINK_COUNT; c++) {
+		bool gauge = c == CNT_READER_LINK_pending_frames_max ||
+			     c == CNT_READER_LINK_pending_bytes_max || c == CNT_READER_LINK_transport_shm;
+		char name[96], help[128];
+		snprintf(name, sizeof name, "es_reader_link_%s%s", cnt_reader_link_names[c],
+			 gauge ? "" : "_total");
+		snprintf(help, sizeof help, "per builder: %s of metrics.json reader.N.builder.B",
+			 cnt_reader_link_names[c]);
+		prom_family(out, name, gauge ? "gauge" : "counter", help);
+		for (uint32_t d = 0; d < n; d++) {
+			struct intake_link_view v;
+			struct fwd_stats st;
+			intake_link_view(in, d, &v);
+			fwd_stats(f[d], &st);
+			prom_sample_u64_id(out, name, "builder", d,
+					   rmet_link_value((enum cnt_reader_link)c, &v, &st));
+		}
+	}
+	prom_family(out, "es_reader_link_pending_frames", "gauge", "frames routed to a builder, not yet written");
+	for (uint32_t d = 0; d < n; d++) {
+		struct intake_link_view v;
+		intake_link_view(in, d, &v);
+		prom_sample_u64_id(out, "es_reader_link_pending_frames", "builder", d, v.q.frames);
+	}
+}
+
+static void rmet_prom_forwarder(struct evbuffer *out, const struct intake *in, rmet_fwds f)
 {
 	struct fwd_stats st;
-	fwd_stats(f, &st);
+	rmet_fwd_total(f, intake_link_count(in), &st);
 	prom_family(out, "es_reader_writev_calls_total", "counter", "system calls forwarding to the builder");
 	prom_sample_u64(out, "es_reader_writev_calls_total", NULL, st.writev_calls);
 	prom_family(out, "es_reader_bytes_forwarded_total", "counter", "bytes forwarded to the builder");
 	prom_sample_u64(out, "es_reader_bytes_forwarded_total", NULL, st.bytes_forwarded);
 }
 
-static void rmet_prom_ring(struct evbuffer *out, const struct fwd *f)
+static void rmet_prom_ring(struct evbuffer *out, const struct intake *in, rmet_fwds f)
 {
 	struct fwd_stats st;
-	fwd_stats(f, &st);
+	rmet_fwd_total(f, intake_link_count(in), &st);
 	if (!st.shm || st.ring_capacity_bytes == 0)
 		return;
 	/* The producer's view: what it wrote that the builder has not yet
@@ -147,7 +252,7 @@ static void rmet_prom_ring(struct evbuffer *out, const struct fwd *f)
 /* /metrics and /status: every per-source counter, the admission limit and
  * what is held. */
 void rmet_exposition(struct evbuffer *out, bool json, const struct rmet_reader *rd,
-		     const struct intake *in, const struct fwd *f)
+		     const struct intake *in, rmet_fwds f)
 {
 	struct intake_view views[RDR_MAX_SOURCES];
 	size_t n = intake_source_count(in);
@@ -156,16 +261,21 @@ void rmet_exposition(struct evbuffer *out, bool json, const struct rmet_reader *
 	uint64_t limit = intake_limit(in);
 	if (json) {
 		rmet_status_json(out, rd, limit, views, n);
+		if (rd->routing)
+			rmet_status_links(out, in, f);
+		evbuffer_add_printf(out, "}\n");
 		return;
 	}
 	prom_family(out, "es_reader_admission_limit", "gauge", "event IDs at or beyond this are held");
 	prom_sample_u64(out, "es_reader_admission_limit", NULL, limit);
-	rmet_prom_forwarder(out, f);
+	rmet_prom_forwarder(out, in, f);
+	if (rd->routing)
+		rmet_prom_links(out, in, f);
 	prom_family(out, "es_reader_buffered_bytes", "gauge", "bytes in a source's receive buffer");
 	for (size_t i = 0; i < n; i++)
 		prom_sample_u64_id(out, "es_reader_buffered_bytes", "source", views[i].id,
 				   views[i].buffered_bytes);
-	rmet_prom_ring(out, f);
+	rmet_prom_ring(out, in, f);
 	prom_family(out, "es_reader_held", "gauge", "1 while a source is held by the admission limit");
 	for (size_t i = 0; i < n; i++)
 		prom_sample_u64_id(out, "es_reader_held", "source", views[i].id, views[i].held);

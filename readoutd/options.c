@@ -4,24 +4,33 @@
 #include "reader.h"
 #include "wire/frame.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char rdr_usage_synopsis[] =
 	"--id N --run R --listen HOST:PORT --sources LIST\n"
-	"--builder tcp://HOST:PORT|shm://NAME --control HOST:PORT [options]";
+	"--builder tcp://HOST:PORT|shm://NAME --control HOST:PORT [options]\n"
+	"--id N --run R --listen HOST:PORT --sources LIST\n"
+	"--builder 0=URL ... --builder M-1=URL --control HUB_HOST:PORT [options]";
 
 const char rdr_usage_description[] =
 	"A reader: accepts its sources' data connections, verifies every frame and\n"
 	"forwards verified frames to the builder in batches (over TCP, or through a\n"
 	"shared-memory ring on the builder's host), holding fragments at or beyond\n"
-	"the builder's admission limit.";
+	"the builder's admission limit. With one --builder B=URL per builder of a\n"
+	"run of several, each fragment goes to the builder the hub assigned its\n"
+	"event to, and is held until its event is assigned.";
 
 const char rdr_usage_example[] =
 	"  readoutd --id 0 --run 1 --listen 127.0.0.1:7000 --sources 0,1 \\\n"
 	"           --builder tcp://127.0.0.1:7100 --control 127.0.0.1:6999\n"
 	"  readoutd --id 1 --run 1 --listen 127.0.0.1:7001 --sources 2,3 \\\n"
-	"           --builder shm://run1 --control 127.0.0.1:6999\n";
+	"           --builder shm://run1 --control 127.0.0.1:6999\n"
+	"  readoutd --id 0 --run 1 --listen 127.0.0.1:7000 --sources 0,1 \\\n"
+	"           --builder 0=shm://run1-b0 --builder 1=tcp://10.0.0.2:7100 \\\n"
+	"           --control 127.0.0.1:6999\n";
 
 static bool rdr_take_sources(const char *flag, const char *arg, void *opts)
 {
@@ -29,25 +38,65 @@ static bool rdr_take_sources(const char *flag, const char *arg, void *opts)
 	return opt_id_list(flag, arg, o->sources, RDR_MAX_SOURCES, &o->source_count, 65536);
 }
 
-static bool rdr_take_builder(const char *flag, const char *arg, void *opts)
+/* One URL into link l. */
+static bool rdr_take_url(const char *flag, const char *arg, const char *url, struct rdr_link *l)
 {
-	struct rdr_options *o = opts;
-	if (strncmp(arg, "shm://", 6) == 0) {
-		if (!shl_name_valid(arg + 6)) {
+	if (strncmp(url, "shm://", 6) == 0) {
+		if (!shl_name_valid(url + 6)) {
 			opt_error(flag, "expected shm://NAME with NAME of 1 to %u letters, digits, '.', '_' or '-' (not starting with '.'), got '%s'",
 				  SHL_NAME_MAX, arg);
 			return false;
 		}
-		snprintf(o->builder_shm, sizeof o->builder_shm, "%s", arg + 6);
+		snprintf(l->shm, sizeof l->shm, "%s", url + 6);
 		return true;
 	}
-	if (strncmp(arg, "tcp://", 6) != 0) {
+	if (strncmp(url, "tcp://", 6) != 0) {
 		opt_error(flag, "expected tcp://HOST:PORT or shm://NAME, got '%s'", arg);
 		return false;
 	}
-	o->builder_shm[0] = '\0';
-	return opt_hostport(flag, arg + 6, o->builder_host, sizeof o->builder_host,
-			    &o->builder_port, false);
+	l->shm[0] = '\0';
+	return opt_hostport(flag, url + 6, l->host, sizeof l->host, &l->port, false);
+}
+
+/* B=URL: builder B's link; URL alone: the one builder of a CREDIT run. */
+static bool rdr_take_builder(const char *flag, const char *arg, void *opts)
+{
+	struct rdr_options *o = opts;
+	const char *eq = strchr(arg, '=');
+	const char *scheme = strstr(arg, "://");
+	if (eq == NULL || (scheme != NULL && scheme < eq)) {
+		if (o->routing || o->plain_given) {
+			opt_error(flag, "'%s': a URL without B= names the one builder of the run, so it is given once and never with B=URL links",
+				  arg);
+			return false;
+		}
+		o->plain_given = true;
+		o->link_count = 1;
+		return rdr_take_url(flag, arg, arg, &o->links[0]);
+	}
+	char *stop;
+	errno = 0;
+	unsigned long b = strtoul(arg, &stop, 10);
+	if (stop != eq || eq == arg || arg[0] < '0' || arg[0] > '9' || errno != 0 ||
+	    b >= RDR_MAX_LINKS) {
+		opt_error(flag, "expected B=URL with B a builder ID of 0 .. %u, got '%s'",
+			  RDR_MAX_LINKS - 1, arg);
+		return false;
+	}
+	if (o->plain_given) {
+		opt_error(flag, "'%s': B=URL links cannot follow a URL without B= (the one builder of the run)",
+			  arg);
+		return false;
+	}
+	if (o->link_given[b]) {
+		opt_error(flag, "builder %lu is given twice ('%s'); each builder has one link", b, arg);
+		return false;
+	}
+	o->routing = true;
+	o->link_given[b] = true;
+	if (b + 1 > o->link_count)
+		o->link_count = (uint32_t)b + 1;
+	return rdr_take_url(flag, arg, eq + 1, &o->links[b]);
 }
 
 static bool rdr_take_shm_inject(const char *flag, const char *arg, void *opts)
@@ -79,8 +128,12 @@ const struct opt_spec rdr_option_specs[] = {
 	OPT_NOTE("--builder shm://NAME",
 		 .help = "the builder's shared-memory rings (its --shm-listen\n"
 			 "NAME); only on the builder's host"),
+	OPT_NOTE("--builder B=URL",
+		 .help = "builder B's link (URL as above) in a run of several\n"
+			 "builders: one for each B of 0 .. M-1, routed by the\n"
+			 "hub's assignments instead of CREDIT"),
 	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .required = true,
-		     .help = "the builder's control port"),
+		     .help = "the builder's control port (the hub's with B=URL links)"),
 	DAEMON_OPT_CONNECT_TIMEOUT(O),
 	OPT_UINT("handshake-timeout-ms", "T", O, handshake_timeout_ms, 1, 86400000, .def = "5000",
 		 .help = "drop a peer whose greeting is not done T ms\n"
@@ -94,6 +147,16 @@ const struct opt_spec rdr_option_specs[] = {
 		 .help = "kernel send/receive buffers of the builder connection\n"
 			 "(default: the kernel's autotuning)\n"
 			 "memory: sources x (B + max-fragment + 42)"),
+	OPT_UINT("pending-frames", "N", O, pending_frames, 1, 1u << 20, .def = "8192",
+		 .help = "frames routed to one builder and not yet written\n"
+			 "to its link before the sources feeding it pause\n"
+			 "(default {default}); memory: builders x (N + sources)\n"
+			 "x 16 + sources x min(builders x (N + 1),\n"
+			 "buffer / 42) x 16 bytes"),
+	OPT_UINT("pending-bytes", "B", O, pending_bytes, 1, UINT64_MAX, .def = "16777216",
+		 .help = "bytes routed to one builder and not yet written\n"
+			 "(default {default}; the frames stay in the receive\n"
+			 "buffers, so this takes no memory of its own)"),
 	OPT_UINT("source-idle-timeout-ms", "T", O, source_idle_timeout_ms, 0, 86400000,
 		 .def = "5000",
 		 .help = "a source that delivers no complete frame for T ms\n"
@@ -114,8 +177,16 @@ bool rdr_options_check(void *opts, const struct daemon_options *d)
 {
 	(void)d;
 	const struct rdr_options *o = opts;
-	if (o->shm_inject != RDR_SHM_INJECT_NONE && o->builder_shm[0] == '\0') {
-		fprintf(stderr, "readoutd: --shm-inject needs --builder shm://NAME\n");
+	for (uint32_t b = 0; o->routing && b < o->link_count; b++) {
+		if (!o->link_given[b]) {
+			fprintf(stderr, "readoutd: --builder: no link for builder %u; the links given go up to builder %u, so each of 0 .. %u needs one\n",
+				b, o->link_count - 1, o->link_count - 1);
+			return false;
+		}
+	}
+	if (o->shm_inject != RDR_SHM_INJECT_NONE &&
+	    (o->routing || o->links[0].shm[0] == '\0')) {
+		fprintf(stderr, "readoutd: --shm-inject needs --builder shm://NAME (the one builder, without B=)\n");
 		return false;
 	}
 	return true;

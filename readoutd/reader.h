@@ -13,6 +13,11 @@
 
 /* Each source is a group in the reader's END report, which holds CTL_MAX_GROUPS. */
 #define RDR_MAX_SOURCES 32u
+/* Builders a reader may link to: CTL_MAX_BUILDERS. */
+#define RDR_MAX_LINKS 256u
+/* --pending-frames and --pending-bytes when not given (options.c's too). */
+#define RDR_PENDING_FRAMES_DEFAULT 8192u
+#define RDR_PENDING_BYTES_DEFAULT (16u << 20)
 
 struct event_base;
 
@@ -25,6 +30,13 @@ enum rdr_shm_inject {
 	RDR_SHM_INJECT_HEAD,     /* a head counter no consumer may believe */
 };
 
+/* One builder's data path: tcp://HOST:PORT, or shm://NAME on its host. */
+struct rdr_link {
+	char host[256];
+	uint16_t port;
+	char shm[64];                  /* shm://NAME: NAME; "" for tcp:// */
+};
+
 struct rdr_options {
 	uint32_t id;
 	uint32_t run_id;
@@ -35,9 +47,16 @@ struct rdr_options {
 	uint16_t metrics_port;
 	uint16_t sources[RDR_MAX_SOURCES];
 	size_t source_count;
-	char builder_host[256];
-	uint16_t builder_port;
-	char builder_shm[64];          /* shm://NAME: NAME; "" for tcp:// */
+	/* --builder URL: links[0], admitted by the builder's CREDIT.
+	 * --builder B=URL (routing): links[B], B = 0 .. link_count-1, routed
+	 * by the hub's assignments (docs/BUILDERS.md). */
+	struct rdr_link links[RDR_MAX_LINKS];
+	uint32_t link_count;
+	bool routing;
+	bool link_given[RDR_MAX_LINKS];  /* parsing: which B came */
+	bool plain_given;
+	uint32_t pending_frames;       /* per destination: --pending-frames */
+	uint64_t pending_bytes;        /* per destination: --pending-bytes */
 	enum rdr_shm_inject shm_inject;
 	uint64_t shm_inject_after;     /* records forwarded before the bad one */
 	uint64_t forward_stall_bytes;  /* test hook: forward nothing more past this; 0 = off */
@@ -67,6 +86,9 @@ bool rdr_parse_shm_inject(const char *arg, enum rdr_shm_inject *kind, uint64_t *
 
 /* Memory of the receive buffers: sources x (batch + max fragment + 42). */
 size_t rdr_buffer_bytes(const struct rdr_options *opt);
+/* Frames one source may have unwritten: what its buffer can hold, and at
+ * most what every destination's queue can. */
+uint32_t rdr_source_frames(const struct rdr_options *opt);
 
 int rdr_exit_status(const struct rdr *r);
 

@@ -113,8 +113,8 @@ static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uin
 		log_error("builder reports: %s (%s)", msg->u.error.reason, msg->u.error.code);
 		break;
 	default:
-		if (l->ops->on_other != NULL)
-			l->ops->on_other(msg, l->arg);
+		if (l->ops->on_message != NULL)
+			l->ops->on_message(msg, l->arg);
 		else
 			log_warn("Ignoring unexpected %s from the builder", ctl_type_name(msg->type));
 		break;

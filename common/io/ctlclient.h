@@ -28,9 +28,9 @@ struct ctllink_ops {
 	/* Refused, unreachable, or lost before BYE: the daemon cannot finish
 	 * its run properly. */
 	void (*on_lost)(const char *reason, void *arg);
-	/* Any other message (a builder's ROUTING, ASSIGN, LOST from its hub);
-	 * may be NULL: such a message is logged and ignored. */
-	void (*on_other)(const struct ctl_msg *msg, void *arg);
+	/* Any other message (ROUTING, ASSIGN, LOST of several builders); may
+	 * be NULL: then it is logged as unexpected and ignored. */
+	void (*on_message)(const struct ctl_msg *msg, void *arg);
 };
 
 struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_t port,

@@ -33,24 +33,30 @@ struct tfeed {
 	int moved;
 };
 
-static size_t tf_count(void *arg)
-{
-	(void)arg;
-	return SOURCES;
-}
-
-static size_t tf_pending(void *arg, size_t i, const uint8_t **p)
+/* Every source with bytes left, in source order: consumed() takes them in
+ * the same order, so a half-written frame is always first again. */
+static int tf_gather(void *arg, uint32_t d, struct iovec *iov, int max)
 {
 	struct tfeed *t = arg;
-	*p = t->buf[i] + t->start[i];
-	return t->len[i] - t->start[i];
+	ck_assert_uint_eq(d, 0);
+	int n = 0;
+	for (size_t i = 0; i < SOURCES && n < max; i++)
+		if (t->len[i] > t->start[i])
+			iov[n++] = (struct iovec){ t->buf[i] + t->start[i], t->len[i] - t->start[i] };
+	return n;
 }
 
-static void tf_consumed(void *arg, size_t i, size_t bytes)
+static void tf_consumed(void *arg, uint32_t d, size_t bytes)
 {
 	struct tfeed *t = arg;
-	ck_assert_uint_le(t->start[i] + bytes, t->len[i]);
-	t->start[i] += bytes;
+	ck_assert_uint_eq(d, 0);
+	for (size_t i = 0; i < SOURCES && bytes > 0; i++) {
+		size_t left = t->len[i] - t->start[i];
+		size_t take = bytes < left ? bytes : left;
+		t->start[i] += take;
+		bytes -= take;
+	}
+	ck_assert_uint_eq(bytes, 0);
 }
 
 static void tf_moved(void *arg)
@@ -91,7 +97,8 @@ static void setup(void)
 	opt.id = 1;
 	opt.run_id = RUN;
 	snprintf(opt.listen_host, sizeof opt.listen_host, "127.0.0.1");
-	snprintf(opt.builder_host, sizeof opt.builder_host, "test");
+	snprintf(opt.links[0].host, sizeof opt.links[0].host, "test");
+	opt.link_count = 1;
 	opt.sources[0] = 3;
 	opt.source_count = 1;
 	opt.max_fragment_bytes = 4096;
@@ -133,9 +140,9 @@ static void unfill(struct tfeed *t)
 
 static struct fwd *open_on(int fd, struct tfeed *t, struct told *told)
 {
-	struct fwd_feed feed = { tf_count, tf_pending, tf_consumed, tf_moved, t };
+	struct fwd_feed feed = { tf_gather, tf_consumed, tf_moved, t };
 	memset(told, 0, sizeof *told);
-	told->f = fwd_tcp_open(base, &opt, fd, &feed, &events, told);
+	told->f = fwd_tcp_open(base, &opt, 0, fd, &feed, &events, told);
 	ck_assert_ptr_nonnull(told->f);
 	return told->f;
 }
@@ -293,7 +300,7 @@ START_TEST(test_intake_to_builder)
 	struct fwd_feed feed = intake_feed(in);
 	struct told told;
 	memset(&told, 0, sizeof told);
-	intake_fwd = told.f = fwd_tcp_open(base, &opt, out[0], &feed, &events, &told);
+	intake_fwd = told.f = fwd_tcp_open(base, &opt, 0, out[0], &feed, &events, &told);
 	ck_assert_ptr_nonnull(intake_fwd);
 	/* Events below 50 are admitted: the rest stays held at the reader. */
 	intake_admit(in, 50);

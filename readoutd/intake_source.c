@@ -1,4 +1,8 @@
+/* The intake's connections: each source read into its buffer, every frame
+ * verified, a frame not admitted held (its reads pause), the inactivity
+ * limit; where a verified frame goes is intake_route.c's. */
 #include "intake.h"
+#include "intake_internal.h"
 
 #include "sys/clock.h"
 #include "sys/log.h"
@@ -13,45 +17,6 @@
 #include <string.h>
 #include <unistd.h>
 
-struct intake_source {
-	struct intake *in;
-	uint16_t id;
-	enum intake_state state;
-	int fd;
-	struct event *ev_read;
-	bool reading;
-	char peer[CTL_MAX_TEXT];
-	/* buf[start, checked) holds verified frames not yet forwarded,
-	 * buf[checked, end) bytes not yet verified. */
-	uint8_t *buf;
-	size_t cap;
-	size_t start, checked, end;
-	struct frm_decoder decoder;
-	bool eof;
-	/* A verified frame waiting for the admission limit to pass it. */
-	bool held;
-	size_t held_bytes;
-	uint64_t held_event;
-	uint64_t held_since_ns;
-	/* Inactivity limit: frames seen at the last check, and since when the
-	 * reader has been reading this source without a new one. */
-	uint64_t idle_frames_seen;
-	uint64_t idle_since_ns;
-	struct rdr_counters c;
-};
-
-struct intake {
-	struct event_base *base;
-	const struct rdr_options *opt;
-	struct intake_events ev;
-	void *arg;
-	struct event *ev_idle;           /* checks the sources' inactivity limit */
-	uint64_t credit_limit;           /* forward event IDs below this */
-	bool failed;
-	size_t count;
-	struct intake_source *sources;
-};
-
 static void intake_pause(struct intake_source *s)
 {
 	if (s->reading) {
@@ -60,9 +25,9 @@ static void intake_pause(struct intake_source *s)
 	}
 }
 
-static void intake_resume(struct intake_source *s)
+void intake_resume(struct intake_source *s)
 {
-	if (!s->reading && s->state == INTAKE_STREAMING && !s->eof && !s->held) {
+	if (!s->reading && s->state == INTAKE_STREAMING && !s->eof && !s->held && !s->blocked) {
 		event_add(s->ev_read, NULL);
 		s->reading = true;
 		/* Time the reader did not read is not the source's silence. */
@@ -106,12 +71,19 @@ static uint64_t *intake_error_counter(struct intake_source *s, enum frm_status s
 	}
 }
 
-static void intake_release_held(struct intake_source *s)
+/* The held or blocked frame, routed again: true when it went. */
+static bool intake_retry_held(struct intake_source *s)
 {
-	s->c.held_ns += clk_monotonic_ns() - s->held_since_ns;
-	s->checked += s->held_bytes;
-	s->held = false;
-	s->held_bytes = 0;
+	if (s->held) {
+		if (!intake_admitted(s->in, s->held_event))
+			return false;
+		s->c.held_ns += clk_monotonic_ns() - s->held_since_ns;
+		s->held = false;
+	}
+	s->blocked = false;
+	struct frm_header h;
+	frm_parse_header(s->buf + s->checked, &h);
+	return intake_dispatch(s, &h, s->held_bytes, false);
 }
 
 /* A frame the decoder or the source check refused: the connection goes. */
@@ -138,7 +110,7 @@ static void intake_reject(struct intake_source *s, enum frm_status st, const str
 static void intake_ended(struct intake_source *s, size_t frame_bytes)
 {
 	s->c.end_frames++;
-	s->checked += frame_bytes;
+	intake_dispatch_end(s, frame_bytes);
 	s->state = INTAKE_ENDED;
 	if (s->checked < s->end) {
 		s->c.err_after_end++;
@@ -152,12 +124,8 @@ static void intake_ended(struct intake_source *s, size_t frame_bytes)
 /* Verifies the frames received so far, up to a held one. */
 static void intake_verify(struct intake_source *s)
 {
-	struct intake *in = s->in;
-	if (s->held) {
-		if (s->held_event >= in->credit_limit)
-			return;
-		intake_release_held(s);
-	}
+	if ((s->held || s->blocked) && !intake_retry_held(s))
+		return;
 	while (s->checked < s->end && s->state == INTAKE_STREAMING) {
 		struct frm_header h;
 		size_t frame_bytes, need;
@@ -179,26 +147,19 @@ static void intake_verify(struct intake_source *s)
 			intake_ended(s, frame_bytes);
 			break;
 		}
-		s->c.frames_received++;
-		s->c.frames_verified++;
-		if (h.event_id >= in->credit_limit) {
-			s->held = true;
-			s->held_bytes = frame_bytes;
-			s->held_event = h.event_id;
-			s->held_since_ns = clk_monotonic_ns();
-			s->c.held_count++;
+		s->held_bytes = frame_bytes;
+		if (!intake_dispatch(s, &h, frame_bytes, true)) {
 			intake_pause(s);
 			break;
 		}
-		s->checked += frame_bytes;
 	}
 }
 
 /* Verifies what arrived and settles a connection that has closed. */
-static void intake_progress(struct intake_source *s)
+void intake_progress(struct intake_source *s)
 {
 	intake_verify(s);
-	if (s->eof && s->state == INTAKE_STREAMING && !s->held) {
+	if (s->eof && s->state == INTAKE_STREAMING && !s->held && !s->blocked) {
 		if (s->checked < s->end) {
 			char what[128];
 			snprintf(what, sizeof what, "connection closed inside a frame (%zu bytes of it)",
@@ -219,9 +180,10 @@ static void intake_progress(struct intake_source *s)
  * whenever it is no more than what was forwarded before it (so a byte is
  * moved at most about once), and the pages further on are touched only
  * when fragments are held or very large. */
-static void intake_compact(struct intake_source *s)
+void intake_compact(struct intake_source *s)
 {
 	if (s->start == s->end) {
+		s->base += s->start;
 		s->start = s->checked = s->end = 0;
 		return;
 	}
@@ -231,6 +193,7 @@ static void intake_compact(struct intake_source *s)
 	if (s->start > 0 && (room < batch || (s->end > batch && unsent <= s->start))) {
 		/* Only what is not yet forwarded moves: usually part of one frame. */
 		memmove(s->buf, s->buf + s->start, s->end - s->start);
+		s->base += s->start;
 		s->checked -= s->start;
 		s->end -= s->start;
 		s->start = 0;
@@ -376,8 +339,17 @@ void intake_admit(struct intake *in, uint64_t limit)
 	}
 }
 
+bool intake_admitted(const struct intake *in, uint64_t event_id)
+{
+	if (in->opt->routing)
+		return in->route != NULL && event_id < route_assigned_end(in->route);
+	return event_id < in->credit_limit;
+}
+
 uint64_t intake_limit(const struct intake *in)
 {
+	if (in->opt->routing)
+		return in->route != NULL ? route_assigned_end(in->route) : 0;
 	return in->credit_limit;
 }
 
@@ -416,43 +388,9 @@ bool intake_over(const struct intake *in)
 	return true;
 }
 
-bool intake_unsent(const struct intake *in)
-{
-	for (size_t i = 0; i < in->count; i++)
-		if (in->sources[i].start < in->sources[i].checked)
-			return true;
-	return false;
-}
-
 bool intake_failed(const struct intake *in)
 {
 	return in->failed;
-}
-
-/* Counts the verified frames still in a buffer: they were never forwarded. */
-static uint64_t intake_count_unsent(const struct intake_source *s)
-{
-	uint64_t frames = 0;
-	size_t pos = s->start;
-	while (pos + FRM_HEADER_BYTES <= s->checked) {
-		struct frm_header h;
-		frm_parse_header(s->buf + pos, &h);
-		if (!(h.flags & FRM_FLAG_END))
-			frames++;
-		pos += FRM_HEADER_BYTES + h.payload_len;
-	}
-	return frames + (s->held ? 1 : 0);
-}
-
-void intake_close_books(struct intake *in)
-{
-	for (size_t i = 0; i < in->count; i++) {
-		struct intake_source *s = &in->sources[i];
-		if (s->held)
-			s->c.held_ns += clk_monotonic_ns() - s->held_since_ns;
-		s->c.frames_held_at_end = intake_count_unsent(s);
-		s->c.frames_forwarded = s->c.frames_verified - s->c.frames_held_at_end;
-	}
 }
 
 size_t intake_source_count(const struct intake *in)
@@ -465,7 +403,7 @@ void intake_view(const struct intake *in, size_t i, struct intake_view *v)
 	const struct intake_source *s = &in->sources[i];
 	v->id = s->id;
 	v->state = s->state;
-	v->held = s->held;
+	v->held = s->held || s->blocked;
 	v->holding_ns = s->held ? clk_monotonic_ns() - s->held_since_ns : 0;
 	v->buffered_bytes = s->end - s->start;
 	v->c = s->c;
@@ -481,44 +419,6 @@ bool intake_lookup(const struct intake *in, uint16_t id, struct intake_view *v)
 		}
 	}
 	return false;
-}
-
-/* ---- the feed the forwarders take frames from ---------------------------- */
-
-static size_t feed_count(void *arg)
-{
-	return ((struct intake *)arg)->count;
-}
-
-static size_t feed_pending(void *arg, size_t i, const uint8_t **p)
-{
-	struct intake_source *s = &((struct intake *)arg)->sources[i];
-	*p = s->buf + s->start;
-	return s->checked - s->start;
-}
-
-static void feed_consumed(void *arg, size_t i, size_t bytes)
-{
-	((struct intake *)arg)->sources[i].start += bytes;
-}
-
-/* After frames left the buffers: reclaims their room and reads again from
- * the sources that were paused on a full buffer. */
-static void feed_moved(void *arg)
-{
-	struct intake *in = arg;
-	for (size_t i = 0; i < in->count; i++) {
-		struct intake_source *s = &in->sources[i];
-		intake_compact(s);
-		if (s->state == INTAKE_STREAMING && !s->held && !s->eof)
-			intake_resume(s);
-	}
-}
-
-struct fwd_feed intake_feed(struct intake *in)
-{
-	return (struct fwd_feed){ .count = feed_count, .pending = feed_pending,
-				  .consumed = feed_consumed, .moved = feed_moved, .arg = in };
 }
 
 /* ---- creation ------------------------------------------------------------ */
@@ -558,6 +458,7 @@ struct intake *intake_create(struct event_base *base, const struct rdr_options *
 	for (size_t i = 0; i < opt->source_count; i++) {
 		struct intake_source *s = &in->sources[i];
 		s->in = in;
+		s->index = (uint16_t)i;
 		s->id = opt->sources[i];
 		s->fd = -1;
 		s->cap = cap;
@@ -566,6 +467,8 @@ struct intake *intake_create(struct event_base *base, const struct rdr_options *
 			goto fail;
 		frm_decoder_init(&s->decoder, opt->run_id, opt->max_fragment_bytes);
 	}
+	if (intake_route_create(in) < 0)
+		goto fail;
 	if (opt->source_idle_timeout_ms > 0 && intake_start_idle_timer(in) < 0)
 		goto fail;
 	return in;
@@ -590,6 +493,7 @@ void intake_destroy(struct intake *in)
 			free(s->buf);
 		}
 	}
+	intake_route_destroy(in);
 	free(in->sources);
 	free(in);
 }

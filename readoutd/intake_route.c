@@ -1,0 +1,326 @@
+/* Where each verified frame goes: the admission limit of one builder, or
+ * the hub's assignments over several (core/route); the destinations'
+ * pending queues, bounded (a full one blocks the source, never drops);
+ * the feed the forwarders write from; the books at the end. */
+#include "intake.h"
+#include "intake_internal.h"
+
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "wire/frame.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The verdict for a frame of event_id: the hub's table, or the credit
+ * limit of the one builder (destination 0). */
+static enum route_verdict intake_lookup_route(const struct intake *in, uint64_t event_id,
+					      uint32_t *d)
+{
+	*d = 0;
+	if (!in->opt->routing)
+		return event_id < in->credit_limit ? ROUTE_SEND : ROUTE_HOLD;
+	if (in->route == NULL)
+		return ROUTE_HOLD;   /* no plan yet: nothing is assigned */
+	return route_lookup(in->route, event_id, d);
+}
+
+static void intake_hold(struct intake_source *s, uint64_t event_id)
+{
+	s->held = true;
+	s->held_event = event_id;
+	s->held_since_ns = clk_monotonic_ns();
+	s->c.held_count++;
+}
+
+/* An ID no builder owns: rejected, counted, the stream goes on. */
+static void intake_invalid(struct intake_source *s, uint64_t event_id)
+{
+	struct intake *in = s->in;
+	s->c.frames_rejected++;
+	s->c.err_event_id++;
+	in->failed = true;
+	if (!s->logged_invalid)
+		log_error("Reader %u: source %u (%s) sent event %" PRIu64 ", outside the run's IDs %" PRIu64
+			  " .. %" PRIu64 "; its frames of such IDs are rejected (err_event_id)",
+			  in->opt->id, s->id, s->peer, event_id, in->route_first, in->route_end - 1);
+	s->logged_invalid = true;
+}
+
+bool intake_dispatch(struct intake_source *s, const struct frm_header *h, size_t frame_bytes,
+		     bool first_sight)
+{
+	struct intake *in = s->in;
+	uint32_t d;
+	enum route_verdict v = intake_lookup_route(in, h->event_id, &d);
+	if (first_sight) {
+		s->c.frames_received++;
+		if (v != ROUTE_INVALID)
+			s->c.frames_verified++;
+	}
+	switch (v) {
+	case ROUTE_HOLD:
+		intake_hold(s, h->event_id);
+		return false;
+	case ROUTE_INVALID:
+		intake_invalid(s, h->event_id);
+		break;
+	case ROUTE_LATE:
+		s->c.frames_late++;
+		break;
+	case ROUTE_LOST:
+		s->c.frames_lost_builder++;
+		break;
+	case ROUTE_SEND:
+		if (route_queue_push(in->queues, d, (uint32_t)frame_bytes) == -ENOBUFS) {
+			s->blocked = true;
+			s->blocked_dest = d;
+			return false;
+		}
+		outq_push(in->outq, s->index, d, s->base + s->checked, (uint32_t)frame_bytes);
+		break;
+	}
+	s->checked += frame_bytes;
+	return true;
+}
+
+void intake_dispatch_end(struct intake_source *s, size_t frame_bytes)
+{
+	struct intake *in = s->in;
+	/* Room is kept for it: every destination holds one END per source. */
+	outq_push_end(in->outq, s->index, s->base + s->checked, (uint32_t)frame_bytes);
+	s->checked += frame_bytes;
+}
+
+/* ---- the hub's plan ----------------------------------------------------- */
+
+int intake_plan(struct intake *in, const struct evm_plan *plan, char *why, size_t why_size)
+{
+	if (in->route != NULL) {
+		snprintf(why, why_size, "a second routing message; the plan is given once");
+		return -EEXIST;
+	}
+	if (plan->builders != in->dests) {
+		snprintf(why, why_size, "the run has %u builders but this reader has --builder links to %u (0 .. %u)",
+			 plan->builders, in->dests, in->dests - 1);
+		return -EINVAL;
+	}
+	in->route = route_create(plan);
+	if (in->route == NULL) {
+		snprintf(why, why_size, "%s", errno == EINVAL ? "the routing plan is not valid" :
+					      "no memory for the routing table");
+		return -errno;
+	}
+	in->route_first = plan->first_event;
+	in->route_end = plan->first_event + plan->events;
+	return 0;
+}
+
+bool intake_planned(const struct intake *in)
+{
+	return in->route != NULL;
+}
+
+/* Sources held or blocked get their frame routed again. */
+static void intake_retry_all(struct intake *in, bool held, bool blocked)
+{
+	for (size_t i = 0; i < in->count; i++) {
+		struct intake_source *s = &in->sources[i];
+		if ((held && s->held && intake_admitted(in, s->held_event)) || (blocked && s->blocked)) {
+			intake_progress(s);
+			intake_resume(s);
+		}
+	}
+}
+
+int intake_assign(struct intake *in, const struct evm_assignment *a, uint64_t retired_below,
+		  char *why, size_t why_size)
+{
+	if (in->route == NULL) {
+		snprintf(why, why_size, "an assignment before the routing plan");
+		return -EPROTO;
+	}
+	int rc = route_assign(in->route, a, retired_below, why, why_size);
+	if (rc == 0)
+		intake_retry_all(in, true, false);
+	return rc;
+}
+
+/* A frame dropped with its lost destination. */
+static void intake_on_lost_frame(void *arg, uint32_t d, uint16_t source, uint32_t len, bool end)
+{
+	struct intake *in = arg;
+	if (end)
+		return;
+	route_queue_pop(in->queues, d, len);
+	in->sources[source].c.frames_lost_builder++;
+	in->links[d].frames_lost++;
+}
+
+int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
+{
+	*frames = 0;
+	if (in->route == NULL)
+		return -EPROTO;
+	int rc = route_lose(in->route, b);
+	if (rc < 0)
+		return rc;
+	if (!outq_closed(in->outq, b)) {
+		uint64_t before = in->links[b].frames_lost;
+		outq_close(in->outq, b, intake_on_lost_frame, in);
+		in->links[b].closed = true;
+		*frames = in->links[b].frames_lost - before;
+	}
+	intake_retry_all(in, false, true);
+	return 0;
+}
+
+/* ---- destinations ------------------------------------------------------- */
+
+uint32_t intake_link_count(const struct intake *in)
+{
+	return in->dests;
+}
+
+void intake_link_view(const struct intake *in, uint32_t d, struct intake_link_view *v)
+{
+	*v = in->links[d];
+	route_queue_view(in->queues, d, &v->q);
+}
+
+bool intake_link_unsent(const struct intake *in, uint32_t d)
+{
+	return outq_frames(in->outq, d) > 0;
+}
+
+bool intake_unsent(const struct intake *in)
+{
+	for (uint32_t d = 0; d < in->dests; d++)
+		if (outq_frames(in->outq, d) > 0)
+			return true;
+	return false;
+}
+
+void intake_close_books(struct intake *in)
+{
+	for (size_t i = 0; i < in->count; i++) {
+		struct intake_source *s = &in->sources[i];
+		if (s->held)
+			s->c.held_ns += clk_monotonic_ns() - s->held_since_ns;
+		s->c.frames_held_at_end = outq_source_unwritten(in->outq, s->index) +
+					  (s->held || s->blocked ? 1 : 0);
+	}
+}
+
+/* ---- the feed the forwarders take frames from ---------------------------- */
+
+static int feed_gather(void *arg, uint32_t d, struct iovec *iov, int max)
+{
+	struct intake *in = arg;
+	if (max > IOV_MAX)
+		max = IOV_MAX;
+	size_t n = outq_gather(in->outq, d, in->spans, (size_t)max);
+	for (size_t k = 0; k < n; k++) {
+		const struct intake_source *s = &in->sources[in->spans[k].source];
+		iov[k].iov_base = s->buf + (in->spans[k].pos - s->base);
+		iov[k].iov_len = in->spans[k].len;
+	}
+	return (int)n;
+}
+
+/* A frame whose last byte went to d. */
+static void intake_on_written(void *arg, uint32_t d, uint16_t source, uint32_t len, bool end)
+{
+	struct intake *in = arg;
+	if (end) {
+		in->links[d].end_frames++;
+		return;
+	}
+	route_queue_pop(in->queues, d, len);
+	in->sources[source].c.frames_forwarded++;
+	in->links[d].frames_forwarded++;
+	if (in->ev_retry != NULL)
+		event_active(in->ev_retry, EV_TIMEOUT, 0);
+}
+
+static void feed_consumed(void *arg, uint32_t d, size_t bytes)
+{
+	struct intake *in = arg;
+	outq_written(in->outq, d, bytes, intake_on_written, in);
+}
+
+/* After frames left the buffers: reclaims each source's room up to its
+ * oldest frame not yet written, whatever its destination, and reads again
+ * from the sources that were paused on a full buffer. */
+static void feed_moved(void *arg)
+{
+	struct intake *in = arg;
+	for (size_t i = 0; i < in->count; i++) {
+		struct intake_source *s = &in->sources[i];
+		uint64_t pos;
+		s->start = outq_oldest(in->outq, s->index, &pos) ? (size_t)(pos - s->base) : s->checked;
+		intake_compact(s);
+		intake_resume(s);
+	}
+}
+
+struct fwd_feed intake_feed(struct intake *in)
+{
+	return (struct fwd_feed){ .gather = feed_gather, .consumed = feed_consumed,
+				  .moved = feed_moved, .arg = in };
+}
+
+/* A destination drained: the sources blocked on a full queue try again,
+ * outside the forwarder's flush, and what they route is flushed. */
+static void intake_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct intake *in = arg;
+	bool any = false;
+	for (size_t i = 0; i < in->count; i++)
+		any = any || in->sources[i].blocked;
+	if (!any)
+		return;
+	intake_retry_all(in, false, true);
+	in->ev.on_progress(in->arg);
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+int intake_route_create(struct intake *in)
+{
+	const struct rdr_options *opt = in->opt;
+	in->dests = opt->link_count > 0 ? opt->link_count : 1;
+	uint32_t frames = opt->pending_frames > 0 ? opt->pending_frames : RDR_PENDING_FRAMES_DEFAULT;
+	uint64_t bytes = opt->pending_bytes > 0 ? opt->pending_bytes : RDR_PENDING_BYTES_DEFAULT;
+	in->queues = route_queues_create(in->dests, frames, bytes);
+	/* Each destination: its frames, and one END per source beside them. */
+	in->outq = outq_create((uint16_t)in->count, in->dests, frames + (uint32_t)in->count,
+			       rdr_source_frames(opt));
+	in->links = calloc(in->dests, sizeof *in->links);
+	in->spans = calloc(IOV_MAX, sizeof *in->spans);
+	in->ev_retry = event_new(in->base, -1, 0, intake_on_retry, in);
+	if (in->queues == NULL || in->outq == NULL || in->links == NULL || in->spans == NULL ||
+	    in->ev_retry == NULL)
+		return -ENOMEM;
+	for (uint32_t d = 0; d < in->dests; d++)
+		in->links[d].id = d;
+	return 0;
+}
+
+void intake_route_destroy(struct intake *in)
+{
+	if (in->ev_retry != NULL)
+		event_free(in->ev_retry);
+	route_destroy(in->route);
+	route_queues_destroy(in->queues);
+	outq_destroy(in->outq);
+	free(in->links);
+	free(in->spans);
+}

@@ -1,0 +1,70 @@
+/* The frames each destination (builder link) has yet to write, and where
+ * each source's oldest unwritten frame starts. Frames stay in their
+ * source's receive buffer: a queue holds only their stream positions and
+ * lengths, so a frame is never copied to be queued. A frame goes to one
+ * destination; a source's END frame to every destination still open.
+ * Destinations write in any order against each other, so a source's
+ * buffer is reclaimed up to its oldest frame not yet written to all of its
+ * destinations (outq_oldest()). Pure: no I/O, and nothing is allocated
+ * after outq_create(). */
+#ifndef ES_READOUTD_OUTQ_H
+#define ES_READOUTD_OUTQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A run of whole frames (the first maybe begun) of one source, contiguous
+ * in its stream. */
+struct outq_span {
+	uint16_t source;      /* the source's index */
+	uint64_t pos;         /* stream position of its first byte */
+	size_t len;
+};
+
+/* A frame whose last byte a destination wrote, or that it dropped. */
+typedef void (*outq_done_fn)(void *arg, uint32_t dest, uint16_t source, uint32_t len, bool end);
+
+struct outq;
+
+/* sources sources, dests destinations, each destination holding at most
+ * dest_frames frames and each source at most source_frames unwritten.
+ * NULL without memory or with a zero count. */
+struct outq *outq_create(uint16_t sources, uint32_t dests, uint32_t dest_frames,
+			 uint32_t source_frames);
+void outq_destroy(struct outq *q);
+
+/* Bytes outq_create() allocated. */
+size_t outq_memory_bytes(const struct outq *q);
+
+/* A frame of source s at stream position pos for destination d. -ENOSPC:
+ * d's or s's queue is full; -EPIPE: d is closed. */
+int outq_push(struct outq *q, uint16_t s, uint32_t d, uint64_t pos, uint32_t len);
+/* Source s's END frame, for every destination still open; -ENOSPC when
+ * one of them is full (nothing queued). */
+int outq_push_end(struct outq *q, uint16_t s, uint64_t pos, uint32_t len);
+
+/* Up to max spans of d's unwritten bytes, in order: the first begins where
+ * d's last write stopped, and adjacent frames of one source are one span. */
+size_t outq_gather(const struct outq *q, uint32_t d, struct outq_span *spans, size_t max);
+/* bytes of what outq_gather() gave were written to d, in order; done is
+ * called for each frame whose last byte went. */
+void outq_written(struct outq *q, uint32_t d, size_t bytes, outq_done_fn done, void *arg);
+
+/* Destination d is gone: done is called for each frame it had queued (a
+ * frame half written included), and it takes no more. */
+void outq_close(struct outq *q, uint32_t d, outq_done_fn done, void *arg);
+bool outq_closed(const struct outq *q, uint32_t d);
+
+/* The stream position of source s's oldest frame not yet written to all of
+ * its destinations; false when it has none. */
+bool outq_oldest(struct outq *q, uint16_t s, uint64_t *pos);
+
+/* Frames queued for d (END frames included); its bytes not yet written. */
+uint32_t outq_frames(const struct outq *q, uint32_t d);
+uint64_t outq_bytes(const struct outq *q, uint32_t d);
+/* Source s's frames not yet written to all their destinations, END frames
+ * aside. */
+uint32_t outq_source_unwritten(const struct outq *q, uint16_t s);
+
+#endif
