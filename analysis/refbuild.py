@@ -531,16 +531,21 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
             note("misplaced", f"event {event} {what} by builder {b}; static routing gives it "
                               f"to builder {static_owner(event, static_batch, builders)}")
 
+    # Every builder's records first, then every expired.jsonl: an event
+    # both recorded and expired is counted recorded, and its expiry the
+    # duplicate.
+    n_events = {f.builder: 0 for f in files}
     for f in files:
-        n_events = n_expired = 0
         for number, rec in read_events(f.events):
             c.lines += 1
-            n_events += 1
+            n_events[f.builder] += 1
             event = rec["event"]
             if first_sighting(event, f"recorded by builder {f.builder} (line {number})"):
                 recorded.add(event)
                 placed(event, f.builder, "recorded")
                 check_record(c, expected, p, rec, f"builder {f.builder} line {number}", note)
+    for f in files:
+        n_expired = 0
         for number, rec in read_events(f.expired, ("event",)) if f.expired else ():
             n_expired += 1
             event = rec["event"]
@@ -550,7 +555,7 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
                     c.expired_mismatch += 1
                     note("expired-mismatch", f"builder {f.builder} line {number}: event {event} "
                                              f"expired, but every source sent it or none did")
-        c.per_builder[f.builder] = (n_events, n_expired)
+        c.per_builder[f.builder] = (n_events[f.builder], n_expired)
     note_missing(c, expected, recorded, "any builder's events.jsonl", note)
     unexpired = sorted(e for e in expected.partial if e not in where_seen)
     c.expired_mismatch += len(unexpired)
