@@ -14,8 +14,17 @@ Given a run's parameters it computes the accepted event IDs and their CRCs
 and compares them with the run's events.jsonl: every expected event must be
 there exactly once with the right crc (and run and bytes), and nothing else.
 
+A run of several builders (RUN_DIR/builders/B/ for each builder B) is
+checked as a whole: the union of every builder's events.jsonl must be the
+expected accepted events, every expired.jsonl together the events that
+retire incomplete (some sources omitted them, others sent them), and no
+event ID may appear twice, within a builder or across them (the ID and
+both builders are named). With static routing (params.json run.routing),
+each event must also be in the builder of its batch, (ID / batch) mod M.
+
 Usage:
   refbuild.py RUN_DIR                     # RUN_DIR/params.json + events.jsonl
+                                          # (or builders/*/events.jsonl)
   refbuild.py --seed 7 --run 1 --sources 4 --events 200 --payload 64 \\
               --missing-every 11 --filter-modulo 3 --events-file F
   refbuild.py --vectors tests/data/vectors.json   # self-check
@@ -41,7 +50,7 @@ import sys
 import time
 import zlib
 from array import array
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Iterable, Iterator
 
 MASK64 = (1 << 64) - 1
@@ -276,6 +285,10 @@ class Expected:
     accepted: dict[int, int]     # event ID -> filter CRC
     complete: int                # complete events (accepted + filtered)
     bytes_per_event: int
+    # Events some sources omitted and others sent: each retires incomplete,
+    # one line of expired.jsonl (an event every source omitted is never
+    # observed and has none).
+    partial: set[int] = field(default_factory=set)
 
 
 def expected_events(p: RunParams, events_per_chunk: int | None = None) -> Expected:
@@ -286,6 +299,7 @@ def expected_events(p: RunParams, events_per_chunk: int | None = None) -> Expect
         words = max(1, (p.payload + 7) // 8)
         events_per_chunk = max(1, (1 << 19) // (words * S))
     accepted: dict[int, int] = {}
+    partial: set[int] = set()
     complete = 0
     length = p.payload
     for chunk_first in range(p.first_event, p.first_event + p.events, events_per_chunk):
@@ -294,8 +308,9 @@ def expected_events(p: RunParams, events_per_chunk: int | None = None) -> Expect
         if p.missing_every:
             miss = keys_many(p.seed, SALTS["missing"], p.run, chunk_first, count, S)
             m = p.missing_every
-            ids = [e for i, e in enumerate(ids)
-                   if all(miss[i * S + s] % m for s in range(S))]
+            sent = [sum(1 for s in range(S) if miss[i * S + s] % m) for i in range(count)]
+            partial.update(e for i, e in enumerate(ids) if 0 < sent[i] < S)
+            ids = [e for i, e in enumerate(ids) if sent[i] == S]
         if not ids:
             continue
         complete += len(ids)
@@ -308,7 +323,7 @@ def expected_events(p: RunParams, events_per_chunk: int | None = None) -> Expect
             crc = zlib.crc32(data[i * span:(i + 1) * span])
             if crc % p.filter_modulo == 0:
                 accepted[e] = crc
-    return Expected(accepted, complete, S * length)
+    return Expected(accepted, complete, S * length, partial)
 
 
 # --------------------------------------------------------------------------
@@ -335,8 +350,10 @@ class Comparison:
                 f"field-mismatch={self.field_mismatch}")
 
 
-def read_events(path: str) -> Iterator[tuple[int, dict]]:
-    """(line number, record) for each non-blank line of an events.jsonl."""
+def read_events(path: str, required: tuple[str, ...] = ("event", "crc")
+                ) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for each non-blank line of an events.jsonl (or,
+    with required=("event",), an expired.jsonl)."""
     try:
         f = open(path, encoding="utf-8")
     except OSError as e:
@@ -351,12 +368,63 @@ def read_events(path: str) -> Iterator[tuple[int, dict]]:
                 raise InputError(f"{path}:{number}: not JSON: {e.msg}") from e
             if not isinstance(record, dict):
                 raise InputError(f"{path}:{number}: not a JSON object")
-            for field in ("event", "crc"):
-                value = record.get(field)
+            for name in required:
+                value = record.get(name)
                 if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    raise InputError(f"{path}:{number}: field {field!r} missing or not an "
+                    raise InputError(f"{path}:{number}: field {name!r} missing or not an "
                                      f"unsigned integer")
             yield number, record
+
+
+class Notes:
+    """Up to `report` examples of each kind of difference, printed as found."""
+
+    def __init__(self, report: int, out) -> None:
+        self.report, self.out = report, out
+        self.shown: dict[str, int] = {}
+
+    def __call__(self, kind: str, text: str) -> None:
+        self.shown[kind] = self.shown.get(kind, 0) + 1
+        if self.shown[kind] <= self.report:
+            print(f"  {kind}: {text}", file=self.out)
+
+    def close(self) -> None:
+        for kind, n in self.shown.items():
+            if n > self.report:
+                print(f"  {kind}: ... {n - self.report} more", file=self.out)
+
+
+def check_record(c: Comparison, expected: Expected, p: RunParams, rec: dict, where: str,
+                 note: Notes) -> None:
+    """Counts one recorded event that is not a duplicate: matched, or how
+    it differs from the expected one."""
+    event, crc = rec["event"], rec["crc"]
+    want = expected.accepted.get(event)
+    if want is None:
+        c.unexpected += 1
+        note("unexpected", f"{where}: event {event} (crc {crc}) should not be accepted")
+        return
+    if crc != want:
+        c.crc_mismatch += 1
+        note("crc-mismatch", f"{where}: event {event} crc {crc}, expected {want}")
+        return
+    bad = []
+    if "run" in rec and rec["run"] != p.run:
+        bad.append(f"run {rec['run']}, expected {p.run}")
+    if "bytes" in rec and rec["bytes"] != expected.bytes_per_event:
+        bad.append(f"bytes {rec['bytes']}, expected {expected.bytes_per_event}")
+    if bad:
+        c.field_mismatch += 1
+        note("field-mismatch", f"{where}: event {event}: " + "; ".join(bad))
+        return
+    c.matched += 1
+
+
+def note_missing(c: Comparison, expected: Expected, seen, what: str, note: Notes) -> None:
+    absent = [e for e in expected.accepted if e not in seen]
+    c.missing = len(absent)
+    for e in sorted(absent)[:note.report]:
+        note("missing", f"event {e} (crc {expected.accepted[e]}) not in {what}")
 
 
 def compare(expected: Expected, p: RunParams, path: str, report: int = 10,
@@ -365,47 +433,136 @@ def compare(expected: Expected, p: RunParams, path: str, report: int = 10,
     `report` examples of each kind of difference."""
     c = Comparison()
     seen: set[int] = set()
-    shown: dict[str, int] = {}
-
-    def note(kind: str, text: str) -> None:
-        shown[kind] = shown.get(kind, 0) + 1
-        if shown[kind] <= report:
-            print(f"  {kind}: {text}", file=out)
-
+    note = Notes(report, out)
     for number, rec in read_events(path):
         c.lines += 1
-        event, crc = rec["event"], rec["crc"]
+        event = rec["event"]
         if event in seen:
             c.duplicate += 1
             note("duplicate", f"line {number}: event {event} appears again")
             continue
         seen.add(event)
-        want = expected.accepted.get(event)
-        if want is None:
-            c.unexpected += 1
-            note("unexpected", f"line {number}: event {event} (crc {crc}) should not be accepted")
-            continue
-        if crc != want:
-            c.crc_mismatch += 1
-            note("crc-mismatch", f"line {number}: event {event} crc {crc}, expected {want}")
-            continue
-        bad = []
-        if "run" in rec and rec["run"] != p.run:
-            bad.append(f"run {rec['run']}, expected {p.run}")
-        if "bytes" in rec and rec["bytes"] != expected.bytes_per_event:
-            bad.append(f"bytes {rec['bytes']}, expected {expected.bytes_per_event}")
-        if bad:
-            c.field_mismatch += 1
-            note("field-mismatch", f"line {number}: event {event}: " + "; ".join(bad))
-            continue
-        c.matched += 1
-    absent = [e for e in expected.accepted if e not in seen]
-    c.missing = len(absent)
-    for e in sorted(absent)[:report]:
-        note("missing", f"event {e} (crc {expected.accepted[e]}) not in {os.path.basename(path)}")
-    for kind, n in shown.items():
-        if n > report:
-            print(f"  {kind}: ... {n - report} more", file=out)
+        check_record(c, expected, p, rec, f"line {number}", note)
+    note_missing(c, expected, seen, os.path.basename(path), note)
+    note.close()
+    return c
+
+
+# --------------------------------------------------------------------------
+# A run of several builders: builders/B/events.jsonl and expired.jsonl.
+
+@dataclass
+class BuilderFiles:
+    builder: int
+    events: str
+    expired: str | None          # None: the builder wrote no expired.jsonl
+
+
+@dataclass
+class BuildersComparison(Comparison):
+    """The union of every builder's records against the reference."""
+    expired_mismatch: int = 0    # expired where the reference says complete, or a partial
+                                 # event no builder expired
+    misplaced: int = 0           # static routing: an event not in its batch's builder
+    per_builder: dict[int, tuple[int, int]] = field(default_factory=dict)  # events, expired
+
+    @property
+    def ok(self) -> bool:
+        return super().ok and not (self.expired_mismatch or self.misplaced)
+
+    def counts(self) -> str:
+        return (super().counts() + f" expired-mismatch={self.expired_mismatch} "
+                f"misplaced={self.misplaced}")
+
+
+def builder_files(run_dir: str, builders: int | None = None) -> list[BuilderFiles] | None:
+    """Every builder's record files in RUN_DIR/builders/B/, None when the run
+    has no builders/ (one builder, its records in RUN_DIR). builders: how
+    many params.json says there are, when it says."""
+    top = os.path.join(run_dir, "builders")
+    if not os.path.isdir(top):
+        return None
+    ids = sorted(int(n) for n in os.listdir(top) if n.isdigit())
+    expected_ids = list(range(builders)) if builders is not None else ids
+    absent = [b for b in expected_ids if b not in ids]
+    if absent or not ids:
+        raise InputError(f"{top}: no folder of builder {(absent or [0])[0]} (a run of "
+                         f"{len(expected_ids) or 'several'} builders has builders/0 .. "
+                         f"builders/{max(len(expected_ids), 1) - 1})")
+    out = []
+    for b in ids:
+        events = os.path.join(top, str(b), "events.jsonl")
+        if not os.path.exists(events):
+            raise InputError(f"builder {b} wrote no events.jsonl ({events})")
+        expired = os.path.join(top, str(b), "expired.jsonl")
+        out.append(BuilderFiles(b, events, expired if os.path.exists(expired) else None))
+    return out
+
+
+def static_owner(event: int, batch: int, builders: int) -> int:
+    """The builder static routing gives an event: its batch mod M (docs/BUILDERS.md)."""
+    return (event // batch) % builders
+
+
+def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles],
+                     report: int = 10, out=sys.stdout,
+                     static_batch: int | None = None) -> BuildersComparison:
+    """Compares the union of every builder's events.jsonl with the expected
+    events and every expired.jsonl with the events that retire incomplete;
+    no event ID may appear twice, in one builder or across them. With
+    static_batch (static routing), each event must be in its batch's builder."""
+    c = BuildersComparison()
+    where_seen: dict[int, str] = {}        # event -> "builder B line N (recorded|expired)"
+    recorded: set[int] = set()
+    note = Notes(report, out)
+    builders = max(f.builder for f in files) + 1
+
+    def first_sighting(event: int, here: str) -> bool:
+        if event in where_seen:
+            c.duplicate += 1
+            note("duplicate", f"event {event}: {where_seen[event]} and {here}")
+            return False
+        where_seen[event] = here
+        return True
+
+    def placed(event: int, b: int, what: str) -> None:
+        if static_batch is not None and static_owner(event, static_batch, builders) != b:
+            c.misplaced += 1
+            note("misplaced", f"event {event} {what} by builder {b}; static routing gives it "
+                              f"to builder {static_owner(event, static_batch, builders)}")
+
+    # Every builder's records first, then every expired.jsonl: an event
+    # both recorded and expired is counted recorded, and its expiry the
+    # duplicate.
+    n_events = {f.builder: 0 for f in files}
+    for f in files:
+        for number, rec in read_events(f.events):
+            c.lines += 1
+            n_events[f.builder] += 1
+            event = rec["event"]
+            if first_sighting(event, f"recorded by builder {f.builder} (line {number})"):
+                recorded.add(event)
+                placed(event, f.builder, "recorded")
+                check_record(c, expected, p, rec, f"builder {f.builder} line {number}", note)
+    for f in files:
+        n_expired = 0
+        for number, rec in read_events(f.expired, ("event",)) if f.expired else ():
+            n_expired += 1
+            event = rec["event"]
+            if first_sighting(event, f"expired by builder {f.builder} (line {number})"):
+                placed(event, f.builder, "expired")
+                if event not in expected.partial:
+                    c.expired_mismatch += 1
+                    note("expired-mismatch", f"builder {f.builder} line {number}: event {event} "
+                                             f"expired, but every source sent it or none did")
+        c.per_builder[f.builder] = (n_events[f.builder], n_expired)
+    note_missing(c, expected, recorded, "any builder's events.jsonl", note)
+    unexpired = sorted(e for e in expected.partial if e not in where_seen)
+    c.expired_mismatch += len(unexpired)
+    for e in unexpired[:report]:
+        note("expired-mismatch", f"event {e} lacks fragments of some sources but no builder "
+                                 f"expired it")
+    note.close()
     return c
 
 
@@ -569,6 +726,44 @@ def build_params(args: argparse.Namespace) -> tuple[RunParams, str]:
     return p, origin
 
 
+DEFAULT_BATCH = 64               # builderd's --batch
+
+
+def layout_of(run_dir: str) -> tuple[int | None, int | None]:
+    """(how many builders params.json names, the batch of static routing or
+    None) of a run of several builders; (None, None) when it does not say."""
+    path = os.path.join(run_dir, "params.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None, None
+    if not isinstance(doc, dict):
+        return None, None
+    builders = doc.get("builders")
+    count = len(builders) if isinstance(builders, list) and builders else None
+    run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
+    static = run.get("routing") == "static"
+    return count, (run.get("batch") or DEFAULT_BATCH) if static else None
+
+
+def check_builders(run_dir: str, exp: Expected, p: RunParams, files: list[BuilderFiles],
+                   report: int) -> int:
+    """The union of the builders' records against the reference: the
+    outcome of a run of several builders."""
+    static_batch = layout_of(run_dir)[1]
+    c = compare_builders(exp, p, files, report=report, static_batch=static_batch)
+    for b, (events, expired) in sorted(c.per_builder.items()):
+        print(f"refbuild: builder {b}: {events} events, {expired} expired "
+              f"({os.path.join(run_dir, 'builders', str(b))})")
+    print(f"refbuild: {len(files)} builders: {c.lines} lines"
+          + (f", static routing, batch {static_batch}" if static_batch else ""))
+    print(c.counts())
+    print(f"{'PASS' if c.ok else 'FAIL'} refbuild {os.path.join(run_dir, 'builders')} "
+          f"({len(files)} builders)")
+    return EXIT_PASS if c.ok else EXIT_FAIL
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="refbuild.py",
@@ -576,7 +771,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "(spec §2, §3) and compares them with the run's events.jsonl.",
         epilog="Exit status: 0 exact match (or all vectors pass), 1 mismatch, 2 usage/input error.")
     ap.add_argument("run_dir", nargs="?", metavar="RUN_DIR",
-                    help="run directory with params.json and events.jsonl (from deploy/daqrun)")
+                    help="run directory with params.json and events.jsonl, or builders/B/ "
+                         "for each builder of several (from deploy/daqrun)")
     ap.add_argument("--vectors", metavar="FILE",
                     help="check this implementation against vectors.json and exit")
     ap.add_argument("--params", metavar="FILE",
@@ -617,6 +813,10 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 if out is not sys.stdout:
                     out.close()
+        files = None if args.events_file or not args.run_dir else \
+            builder_files(args.run_dir, layout_of(args.run_dir)[0])
+        if files is not None:
+            return check_builders(args.run_dir, exp, p, files, args.report)
         if events_file is None:
             return EXIT_PASS
         c = compare(exp, p, events_file, report=args.report)

@@ -6,8 +6,9 @@ behind on this machine, found by name:
 - directories /tmp/esdq<pid>-* (chrony sockets and configurations, ssh
   control sockets), after stopping any process that uses them (chronyd, an
   ssh master connection);
-- shared-memory segments /dev/shm/es-daq<pid>-r* (rings of a builder that
-  was killed before its reader attached).
+- shared-memory segments /dev/shm/es-daq<pid>-r* and, of a run of several
+  builders, /dev/shm/es-daq<pid>-b<id>-r* (rings of a builder that was
+  killed before its reader attached).
 
 <pid> is the launcher's: objects of a launcher that still runs are left
 alone, so --cleanup is safe while other runs go on.
@@ -26,7 +27,7 @@ from .backends.base import PREFIX, launcher_alive
 
 NS_RE = re.compile(rf"^{PREFIX}(\d+)-")
 TMP_RE = re.compile(rf"^{PREFIX}(\d+)-")
-SHM_RE = re.compile(r"^es-daq(\d+)-r\d+$")
+SHM_RE = re.compile(r"^es-daq(\d+)-(?:b\d+-)?r\d+$")   # a builder of several: -b<id>
 
 
 def _users_of(path: str) -> list[int]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .backends import BACKENDS, Backend, LaunchError
 from .backends.base import DAEMONS
-from .daemons import make_run_key, num, shm_name, uses_shm
+from .daemons import make_run_key, num, shm_segments
 from .launcher import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, REPO,
                        STOP_SIGNALS, Interrupted, Launcher, on_stop_signal, prepare_run_dir, say,
                        write_json)
@@ -73,7 +73,8 @@ OPTIONS = (
     Option("--out", "str", "run directory: outputs, params.json, logs/, ports/ (a previous "
            "run's outputs there are removed); required with a topology", metavar="DIR"),
     Option("--set", "list", "override a topology key: run.events=1000 (or just events=1000), "
-           "builder.host=..., reader.ID.host=..., source.ID.extra=[...], deploy.backend=netns, "
+           "builder.host=... (builder.ID.host=... of [[builder]] tables), hub.host=..., "
+           "reader.ID.host=..., source.ID.extra=[...], deploy.backend=netns, "
            "netns.shaping=1gbit, hosts.NAME.ssh=...; VALUE is a TOML value, or a string; "
            "repeatable", metavar="KEY=VALUE", dest="sets"),
     Option("--backend", "str", "shorthand for --set deploy.backend=NAME ({backends})",
@@ -86,7 +87,8 @@ OPTIONS = (
            "accepted events are determined by the parameters alone", default="auto",
            choices=("auto", "always", "never")),
     Option("--fault", "list", "send a daemon a signal that many seconds after the start, e.g. "
-           "reader:0:KILL@2 (a crash) or source:1:STOP@1.5 (a stall); repeatable",
+           "reader:0:KILL@2 (a crash), source:1:STOP@1.5 (a stall) or builder:1:KILL@2 (ROLE "
+           "source, reader, builder or hub); repeatable",
            metavar="ROLE:ID:SIGNAL@SECONDS"),
     Option("--quiet", "flag", "no progress line while the run goes"),
     Option("--cleanup", "flag", "instead of a run: remove what launchers that are no longer "
@@ -127,9 +129,11 @@ def describe(t: Topology) -> str:
     faults = [f"{k}={r[k]}" for k in ("missing_every", "duplicate_every", "delay_every",
                                        "filter_cost_us") if r[k]]
     faults += [k for k in ("reorder", "no_admission") if r[k]]
+    builders = (f"{len(t.builders)} builders ({r['routing'] or 'manager'} routing), "
+                if t.several else "")
     return (f"run {r['run']} seed {r['seed']}: {len(t.source_ids)} sources, "
-            f"{len(t.readers)} readers, {r['events']} events x {r['payload']} B, {rate}"
-            + (f", {' '.join(faults)}" if faults else ""))
+            f"{len(t.readers)} readers, {builders}{r['events']} events x {r['payload']} B, "
+            f"{rate}" + (f", {' '.join(faults)}" if faults else ""))
 
 
 def parse_fault(text: str) -> dict:
@@ -142,9 +146,10 @@ def parse_fault(text: str) -> dict:
     except ValueError:
         raise TopologyError(f"--fault {text}: expected ROLE:ID:SIGNAL@SECONDS, "
                             "e.g. reader:0:KILL@2") from None
-    if role not in ("source", "reader", "builder") or fault["signal"] not in ("KILL", "STOP", "TERM", "INT"):
-        raise TopologyError(f"--fault {text}: ROLE is source, reader or builder; SIGNAL is "
-                            "KILL, STOP, TERM or INT")
+    if role not in ("source", "reader", "builder", "hub") or \
+            fault["signal"] not in ("KILL", "STOP", "TERM", "INT"):
+        raise TopologyError(f"--fault {text}: ROLE is source, reader, builder or hub (hub:0, the "
+                            "hub of several builders); SIGNAL is KILL, STOP, TERM or INT")
     return fault
 
 
@@ -227,7 +232,7 @@ def run(launcher: Launcher, backend: Backend, t: Topology, run_dir: Path) -> str
     try:
         write_json(params_path, launcher.params())
         key = make_run_key(t, run_dir)
-        backend.prepare(t.builder["host"])
+        backend.prepare(t.hub_host)
         if not t.run.get("run_key_file"):
             backend.put_file(key)   # a key of the user's is already on every host
         launcher.start_all()
@@ -248,11 +253,10 @@ def run(launcher: Launcher, backend: Backend, t: Topology, run_dir: Path) -> str
             launcher.stop_all()
             for h in launcher.handles:
                 backend.collect(h, run_dir)
-            if uses_shm(t):
-                gone = backend.remove_shm(t.builder["host"], shm_name())
+            for host, name in shm_segments(t):
+                gone = backend.remove_shm(host, name)
                 if gone:
-                    say(f"removed shared-memory segments left on {t.builder['host']}: "
-                        f"{', '.join(gone)}")
+                    say(f"removed shared-memory segments left on {host}: {', '.join(gone)}")
         finally:
             problems = teardown()
             for p in problems:

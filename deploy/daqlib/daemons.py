@@ -54,52 +54,149 @@ def make_run_key(t: Topology, run_dir: Path) -> Path:
     return path
 
 
+def builder_shm_name(builder_id: int) -> str:
+    """--shm-listen of builder B of several: its rings /dev/shm/es-RUN-bB-r<id>."""
+    return f"{shm_name()}-b{builder_id}"
+
+
 def uses_shm(t: Topology) -> bool:
+    if t.several:
+        return bool(t.shm_builders())
     return any(r["transport"] == "shm" for r in t.readers)
 
 
+def shm_segments(t: Topology) -> list[tuple[str, str]]:
+    """(host, NAME) of every builder's rings, /dev/shm/es-NAME-r*."""
+    if not t.several:
+        return [(t.builder["host"], shm_name())] if uses_shm(t) else []
+    return [(b["host"], builder_shm_name(b["id"])) for b in t.shm_builders()]
+
+
+def hub_name(t: Topology) -> str:
+    """The process of the run's control port: the hub, or the one builder."""
+    return "hub" if t.several else "builder-0"
+
+
+def builder_names(t: Topology) -> list[str]:
+    return [f"builder-{b['id']}" for b in t.builders]
+
+
+def control_addr(t: Topology, be: Backend, ports: dict[str, dict[str, int]]) -> str:
+    """HOST:PORT every reader, source and builder dials: the hub's control port."""
+    return addr(be.address(t.hub_host), ports[hub_name(t)]["control"])
+
+
+def building_options(t: Topology, table: dict) -> list[str]:
+    """The run's building options, as builderd takes them whatever its role."""
+    r = t.run
+    argv = ["--first-event", str(r["first_event"]), "--events", str(r["events"]),
+            "--filter-modulo", str(r["filter_modulo"])]
+    opt(argv, "--max-inflight", r["max_inflight"])
+    opt(argv, "--timeout-ms", r["timeout_ms"])
+    opt(argv, "--skip-timeout-ms", r["skip_timeout_ms"])
+    opt(argv, "--filter-cost-us", r["filter_cost_us"] or None)
+    opt(argv, "--flush-every", table.get("flush_every"))
+    opt(argv, "--max-fragment", r["max_fragment"])
+    opt(argv, "--peer-timeout-ms", r["peer_timeout_ms"])
+    return argv
+
+
+def common_tail(t: Topology, be: Backend, host: str, table: dict, run_dir: Path) -> list[str]:
+    """What ends every builderd's command line: quiet, the run key, the
+    metrics listener the progress line reads, the table's extra."""
+    argv = ["--quiet"] if table["quiet"] else []
+    argv += ["--run-key-file", be.path(host, run_key_path(t, run_dir))]
+    if be.status_on_loopback:
+        # The launcher's progress line reads the builder's /status.
+        argv += ["--metrics-listen", "127.0.0.1:0"]
+    return argv + table["extra"]
+
+
 def builder_argv(t: Topology, be: Backend, run_dir: Path, port_file: Path) -> list[str]:
-    """builderd's command line; addresses and paths as seen on its host."""
+    """builderd's command line, the one builder of a run that is also its
+    hub (--role both); addresses and paths as seen on its host."""
     r, b = t.run, t.builder
     host = b["host"]
     argv = [be.binary(host, "builderd"), "--run", str(r["run"]),
             "--sources", str(len(t.source_ids)), "--readers", str(len(t.readers)),
             "--listen", addr(be.address(host), b["data_port"]),
             "--control-listen", addr(be.address(host), b["control_port"]),
-            "--out", be.path(host, run_dir), "--port-file", be.path(host, port_file),
-            "--first-event", str(r["first_event"]), "--events", str(r["events"]),
-            "--filter-modulo", str(r["filter_modulo"])]
-    opt(argv, "--max-inflight", r["max_inflight"])
-    opt(argv, "--timeout-ms", r["timeout_ms"])
-    opt(argv, "--skip-timeout-ms", r["skip_timeout_ms"])
-    opt(argv, "--filter-cost-us", r["filter_cost_us"] or None)
-    opt(argv, "--flush-every", b["flush_every"])
-    opt(argv, "--max-fragment", r["max_fragment"])
-    opt(argv, "--peer-timeout-ms", r["peer_timeout_ms"])
+            "--out", be.path(host, run_dir), "--port-file", be.path(host, port_file)]
+    argv += building_options(t, b)
     if uses_shm(t):
         argv += ["--shm-listen", shm_name()]
         opt(argv, "--shm-capacity", b["shm_capacity"])
     if r["no_admission"]:
         argv.append("--no-admission")
-    if b["quiet"]:
-        argv.append("--quiet")
-    argv += ["--run-key-file", be.path(host, run_key_path(t, run_dir))]
-    if be.status_on_loopback:
-        # The launcher's progress line reads the builder's /status.
-        argv += ["--metrics-listen", "127.0.0.1:0"]
-    return argv + b["extra"]
+    return argv + common_tail(t, be, host, b, run_dir)
+
+
+def hub_argv(t: Topology, be: Backend, run_dir: Path, port_file: Path) -> list[str]:
+    """The hub of several builders (--role hub): no data port; it writes
+    RUNDIR/metrics.json (docs/BUILDERS.md, "Interfaces between the daemons")."""
+    r, hub = t.run, t.hub
+    host = hub["host"]
+    argv = [be.binary(host, "builderd"), "--role", "hub", "--builders", str(len(t.builders)),
+            "--run", str(r["run"]), "--sources", str(len(t.source_ids)),
+            "--readers", str(len(t.readers)),
+            "--control-listen", addr(be.address(host), hub["control_port"]),
+            "--out", be.path(host, run_dir), "--port-file", be.path(host, port_file)]
+    argv += building_options(t, hub)
+    opt(argv, "--routing", r["routing"])
+    opt(argv, "--batch", r["batch"])
+    opt(argv, "--window-batches", r["window_batches"])
+    return argv + common_tail(t, be, host, hub, run_dir)
+
+
+def builder_out(run_dir: Path, builder_id: int) -> Path:
+    """Where builder B of several writes events.jsonl and expired.jsonl."""
+    return run_dir / "builders" / str(builder_id)
+
+
+def builder_role_argv(t: Topology, b: dict, be: Backend, run_dir: Path, port_file: Path,
+                      ports: dict[str, dict[str, int]]) -> list[str]:
+    """Builder b of several (--role builder), once the hub listens."""
+    r, host = t.run, b["host"]
+    argv = [be.binary(host, "builderd"), "--role", "builder", "--id", str(b["id"]),
+            "--builders", str(len(t.builders)), "--hub", control_addr(t, be, ports),
+            "--run", str(r["run"]), "--sources", str(len(t.source_ids)),
+            "--readers", str(len(t.readers)),
+            "--listen", addr(be.address(host), b["data_port"]),
+            "--out", be.path(host, builder_out(run_dir, b["id"])),
+            "--port-file", be.path(host, port_file)]
+    argv += building_options(t, b)
+    if b["id"] in [x["id"] for x in t.shm_builders()]:
+        argv += ["--shm-listen", builder_shm_name(b["id"])]
+        opt(argv, "--shm-capacity", b["shm_capacity"])
+    return argv + common_tail(t, be, host, b, run_dir)
+
+
+def reader_targets(t: Topology, reader: dict, be: Backend,
+                   ports: dict[str, dict[str, int]]) -> list[str]:
+    """The reader's --builder arguments: one URL for the one builder, else
+    one B=URL per builder, shared memory where the topology says so."""
+    if not t.several:
+        link = t.links(reader)[0]
+        return ["--builder", f"shm://{shm_name()}" if link == "shm" else
+                "tcp://" + addr(be.address(t.builder["host"]), ports["builder-0"]["data"])]
+    argv = []
+    for b_id, link in t.links(reader).items():
+        b = t.builders[b_id]
+        url = (f"shm://{builder_shm_name(b_id)}" if link == "shm" else
+               "tcp://" + addr(be.address(b["host"]), ports[f"builder-{b_id}"]["data"]))
+        argv += ["--builder", f"{b_id}={url}"]
+    return argv
 
 
 def reader_argv(t: Topology, reader: dict, be: Backend, port_file: Path,
-                builder_ports: dict[str, int]) -> list[str]:
-    r, host, bhost = t.run, reader["host"], be.address(t.builder["host"])
+                ports: dict[str, dict[str, int]]) -> list[str]:
+    r, host = t.run, reader["host"]
     argv = [be.binary(host, "readoutd"), "--id", str(reader["id"]), "--run", str(r["run"]),
             "--listen", addr(be.address(host), reader["port"]),
             "--port-file", be.path(host, port_file),
-            "--sources", ",".join(str(s) for s in reader["sources"]),
-            "--builder", (f"shm://{shm_name()}" if reader["transport"] == "shm"
-                          else "tcp://" + addr(bhost, builder_ports["data"])),
-            "--control", addr(bhost, builder_ports["control"])]
+            "--sources", ",".join(str(s) for s in reader["sources"])]
+    argv += reader_targets(t, reader, be, ports)
+    argv += ["--control", control_addr(t, be, ports)]
     opt(argv, "--max-fragment", r["max_fragment"])
     opt(argv, "--connect-timeout-ms", r["connect_timeout_ms"])
     argv += ["--run-key-file", be.path(host, run_key_path(t, be.run_dir))]
@@ -107,7 +204,7 @@ def reader_argv(t: Topology, reader: dict, be: Backend, port_file: Path,
 
 
 def source_argv(t: Topology, source: int, be: Backend, reader_port: int,
-                builder_ports: dict[str, int]) -> list[str]:
+                ports: dict[str, dict[str, int]]) -> list[str]:
     r = t.run
     own = t.source_overrides.get(source, {})
     rate = own.get("rate") if own.get("rate") is not None else r["rate"]
@@ -124,10 +221,51 @@ def source_argv(t: Topology, source: int, be: Backend, reader_port: int,
     if r["reorder"]:
         argv.append("--reorder")
     argv += ["--connect", addr(reader_addr, reader_port),
-             "--control", addr(be.address(t.builder["host"]), builder_ports["control"])]
+             "--control", control_addr(t, be, ports)]
     opt(argv, "--connect-timeout-ms", r["connect_timeout_ms"])
     argv += ["--run-key-file", be.path(t.source_host(source), run_key_path(t, be.run_dir))]
     return argv + t.sources_defaults["extra"] + own.get("extra", [])
+
+
+def placement_prefix(*specs: dict) -> list[str]:
+    """taskset/chrt in front of a daemon's command line: the first of
+    specs (most specific first) that sets cpus, and rtprio, wins."""
+    cpus = next((s["cpus"] for s in specs if s.get("cpus") is not None), None)
+    prio = next((s["rtprio"] for s in specs if s.get("rtprio") is not None), None)
+    out = ["taskset", "-c", cpus] if cpus is not None else []
+    return out + (["chrt", "-f", str(prio)] if prio is not None else [])
+
+
+def port_file(run_dir: Path, name: str) -> Path:
+    return run_dir / "ports" / f"{name}.port"
+
+
+def command_lines(t: Topology, be: Backend, run_dir: Path,
+                  ports: dict[str, dict[str, int]]) -> list[tuple[str, str, list[str]]]:
+    """(name, host, argv) of every daemon of the run in start order, given
+    the ports their port files will say (keyed by name: "hub", "builder-B",
+    "reader-R"). The launcher starts exactly these."""
+    out = []
+    if t.several:
+        out.append(("hub", t.hub_host, placement_prefix(t.hub) +
+                    hub_argv(t, be, run_dir, port_file(run_dir, "hub"))))
+        for b in t.builders:
+            name = f"builder-{b['id']}"
+            out.append((name, b["host"], placement_prefix(b) + builder_role_argv(
+                t, b, be, run_dir, port_file(run_dir, name), ports)))
+    else:
+        out.append(("builder-0", t.builder["host"], placement_prefix(t.builder) +
+                    builder_argv(t, be, run_dir, port_file(run_dir, "builder-0"))))
+    for r in t.readers:
+        name = f"reader-{r['id']}"
+        out.append((name, r["host"], placement_prefix(r) +
+                    reader_argv(t, r, be, port_file(run_dir, name), ports)))
+    for s in t.source_ids:
+        reader = t.reader_of(s)
+        out.append((f"source-{s}", t.source_host(s),
+                    placement_prefix(t.source_overrides.get(s, {}), t.sources_defaults) +
+                    source_argv(t, s, be, ports[f"reader-{reader['id']}"]["data"], ports)))
+    return out
 
 
 def refbuild_policy(t: Topology) -> tuple[bool, str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .backends import BACKENDS, host_keys
 from .cli import OPTIONS, Option
-from .schema import ARRAYS, CORE_TABLES, HOST_KEYS, Key, bound
+from .schema import ARRAYS, BUILDER_ARRAY_KEYS, CORE_TABLES, HOST_KEYS, Key, bound
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
 FILES = ("TOPOLOGY.md", "DEPLOY.md")
@@ -110,6 +110,7 @@ def tables() -> dict[str, str]:
     """{block name: its text}."""
     out = {"cli": cli_table()}
     out.update({name: key_table(keys) for name, keys in {**CORE_TABLES, **ARRAYS}.items()})
+    out["builders"] = key_table(BUILDER_ARRAY_KEYS)
     out["hosts"] = hosts_table()
     out["backends"] = backends_tables()
     assert set(HOST_KEYS) <= set(host_keys())

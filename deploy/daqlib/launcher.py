@@ -10,6 +10,7 @@ import contextlib
 import datetime
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from .backends import Backend, Handle, LaunchError
-from .daemons import (addr, builder_argv, reader_argv, refbuild_policy, shm_name, source_argv,
-                      uses_shm)
+from .daemons import (addr, builder_argv, builder_out, builder_role_argv, builder_shm_name,
+                      hub_argv, placement_prefix, port_file, reader_argv, refbuild_policy,
+                      shm_name, source_argv, uses_shm)
 from .topology import Topology
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -70,10 +72,12 @@ OUTPUTS = ("events.jsonl", "expired.jsonl", "metrics.json", "params.json")
 
 
 def prepare_run_dir(run_dir: Path) -> None:
-    """Creates the run directory, or clears a previous run's outputs from it."""
+    """Creates the run directory, or clears a previous run's outputs from it
+    (with the builders' folders of a run of several builders)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:
         (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "builders", ignore_errors=True)
     for sub in ("logs", "ports"):
         d = run_dir / sub
         d.mkdir(exist_ok=True)
@@ -129,13 +133,68 @@ def log_tail(h: Handle, backend: Backend | None = None, lines: int = 12) -> str:
     return "\n".join(f"  | {line}" for line in text[-lines:]) + f"\n  (log: {h.log_path})"
 
 
-def placement_prefix(*specs: dict) -> list[str]:
-    """taskset/chrt in front of a daemon's command line: the first of
-    specs (most specific first) that sets cpus, and rtprio, wins."""
-    cpus = next((s["cpus"] for s in specs if s.get("cpus") is not None), None)
-    prio = next((s["rtprio"] for s in specs if s.get("rtprio") is not None), None)
-    out = ["taskset", "-c", cpus] if cpus is not None else []
-    return out + (["chrt", "-f", str(prio)] if prio is not None else [])
+def count_lines(path: Path) -> int | None:
+    """Records in a .jsonl file, None when it does not exist."""
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return None
+
+
+def builders_section(metrics: dict) -> dict[int, dict]:
+    """metrics.json's "builders" section by builder id, {} when absent (a list
+    of objects with "id", or an object keyed by id)."""
+    section = metrics.get("builders")
+    if isinstance(section, dict):
+        items = [(k, v) for k, v in section.items()]
+    elif isinstance(section, list):
+        items = [(v.get("id", i) if isinstance(v, dict) else i, v) for i, v in enumerate(section)]
+    else:
+        return {}
+    out = {}
+    for ident, value in items:
+        try:
+            out[int(ident)] = value if isinstance(value, dict) else {}
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def figure(entry: dict, *names: str):
+    """The first of names found in entry or in one of its objects (a rate
+    may be a number or {"events_per_s": ...})."""
+    for name in names:
+        for where in [entry] + [v for v in entry.values() if isinstance(v, dict)]:
+            value = where.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return value
+    return None
+
+
+def builder_lines(run_dir: Path, t: Topology) -> list[str]:
+    """One line per builder of several: its records and what the hub says
+    of it (assigned, rate) when metrics.json has a "builders" section."""
+    try:
+        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        metrics = {}
+    section = builders_section(metrics) if isinstance(metrics, dict) else {}
+    lines = []
+    for b in t.builders:
+        out = builder_out(run_dir, b["id"])
+        recorded, expired = count_lines(out / "events.jsonl"), count_lines(out / "expired.jsonl")
+        parts = [f"{recorded} events recorded" if recorded is not None else "no events.jsonl",
+                 f"{expired} expired" if expired is not None else "no expired.jsonl"]
+        entry = section.get(b["id"], {})
+        assigned = figure(entry, "assigned")
+        rate = figure(entry, "events_per_s", "rate")
+        if assigned is not None:
+            parts.append(f"assigned {assigned:.0f}")
+        if rate is not None:
+            parts.append(f"{rate:.0f} events/s")
+        lines.append(f"builder {b['id']} ({b['host']}): " + ", ".join(parts))
+    return lines
 
 
 class Launcher:
@@ -151,7 +210,8 @@ class Launcher:
         self.timeout_s, self.check, self.sets = timeout_s, check, sets
         self.handles: list[Handle] = []
         self.ports: dict[str, dict[str, int]] = {}
-        self.builder: Handle | None = None
+        self.builder: Handle | None = None     # the run's hub: builder-0, or "hub"
+        self.builder_status: dict[int, str] = {}   # /status of each builder of several
         self.teardown_problems: list[str] = []
         self.t0 = time.monotonic()
 
@@ -176,6 +236,10 @@ class Launcher:
             "refbuild": {"deterministic": deterministic, "reason": reason},
             "ports": self.ports,
             "shm_name": shm_name() if uses_shm(self.t) else None,
+            "builders": [{"id": b["id"], "host": b["host"], "out": f"builders/{b['id']}",
+                          "shm_name": builder_shm_name(b["id"])
+                          if b["id"] in {x["id"] for x in self.t.shm_builders()} else None}
+                         for b in self.t.builders] if self.t.several else None,
             "processes": [{"name": h.name, "host": h.host, "pid": h.pid, "argv": h.argv,
                            "log": str(h.log_path), "status": h.returncode, "killed": h.killed,
                            "elapsed_s": round((h.ended or time.monotonic()) - h.started, 3)}
@@ -198,14 +262,25 @@ class Launcher:
         return f" on {host}" if self.t.hosts_declared else ""
 
     def start_all(self) -> None:
-        t, start_timeout = self.t, self.t.deploy["start_timeout_s"]
-        ports_dir = self.run_dir / "ports"
-        pf = ports_dir / "builder-0.port"
-        be = self.backend
+        """Starts the builders (the one of --role both, or the hub, then
+        every builder), the readers, then the sources, each stage once the
+        one before has written its ports."""
+        if self.t.several:
+            self.start_hub()
+            self.start_builders()
+        else:
+            self.start_builder()
+        self.start_readers()
+        self.start_sources()
+
+    def start_builder(self) -> None:
+        t, be = self.t, self.backend
+        pf = port_file(self.run_dir, "builder-0")
         bhost = t.builder["host"]
         self.builder = self.start("builder-0", placement_prefix(t.builder) +
                                   builder_argv(t, be, self.run_dir, pf), bhost, stdout=True)
-        bports = read_ports(be, self.builder, pf, ("data", "control"), start_timeout)
+        bports = read_ports(be, self.builder, pf, ("data", "control"),
+                            t.deploy["start_timeout_s"])
         self.ports["builder-0"] = bports
         self.status_url = (f"http://127.0.0.1:{bports['metrics']}/status"
                            if "metrics" in bports else None)
@@ -213,54 +288,114 @@ class Launcher:
             f"{addr(be.address(bhost), bports['data'])}, "
             f"control {addr(be.address(bhost), bports['control'])}")
 
-        # All readers start at once; then their port files are read in turn.
+    def start_hub(self) -> None:
+        t, be = self.t, self.backend
+        pf = port_file(self.run_dir, "hub")
+        self.builder = self.start("hub", placement_prefix(t.hub) +
+                                  hub_argv(t, be, self.run_dir, pf), t.hub_host, stdout=True)
+        ports = read_ports(be, self.builder, pf, ("control",), t.deploy["start_timeout_s"])
+        self.ports["hub"] = ports
+        self.status_url = (f"http://127.0.0.1:{ports['metrics']}/status"
+                           if "metrics" in ports else None)
+        say(f"hub pid {self.builder.pid}{self.on(t.hub_host)}: control "
+            f"{addr(be.address(t.hub_host), ports['control'])}, {len(t.builders)} builders, "
+            f"routing {t.run['routing'] or 'manager'}")
+
+    def start_builders(self) -> None:
+        """Every builder at once; then their port files in turn."""
+        t, be = self.t, self.backend
+        started = []
+        shm = {b["id"] for b in t.shm_builders()}
+        for b in t.builders:
+            name = f"builder-{b['id']}"
+            be.make_dir(b["host"], builder_out(self.run_dir, b["id"]))
+            pf = port_file(self.run_dir, name)
+            started.append((b, pf, self.start(name, placement_prefix(b) + builder_role_argv(
+                t, b, be, self.run_dir, pf, self.ports), b["host"])))
+        for b, pf, h in started:
+            ports = read_ports(be, h, pf, ("data",), t.deploy["start_timeout_s"])
+            self.ports[h.name] = ports
+            if "metrics" in ports:
+                self.builder_status[b["id"]] = f"http://127.0.0.1:{ports['metrics']}/status"
+            say(f"{h.name} pid {h.pid}{self.on(b['host'])}: data "
+                f"{addr(be.address(b['host']), ports['data'])}"
+                + (f", shared memory @es-{builder_shm_name(b['id'])}" if b["id"] in shm else ""))
+
+    def link_words(self, r: dict) -> str:
+        if not self.t.several:
+            return "to the builder over " + (f"shared memory @es-{shm_name()}"
+                                             if r["transport"] == "shm" else "tcp")
+        return "to builders " + ", ".join(f"{b} {link}" for b, link in self.t.links(r).items())
+
+    def start_readers(self) -> None:
+        """All readers at once; then their port files in turn."""
+        t, be = self.t, self.backend
         readers = []
         for r in t.readers:
             name = f"reader-{r['id']}"
-            pf = ports_dir / f"{name}.port"
+            pf = port_file(self.run_dir, name)
             readers.append((r, pf, self.start(name, placement_prefix(r) +
-                                              reader_argv(t, r, be, pf, bports), r["host"])))
-        reader_ports: dict[int, int] = {}
+                                              reader_argv(t, r, be, pf, self.ports), r["host"])))
         for r, pf, h in readers:
-            port = read_ports(be, h, pf, ("data",), start_timeout)["data"]
-            reader_ports[r["id"]] = port
+            port = read_ports(be, h, pf, ("data",), t.deploy["start_timeout_s"])["data"]
             self.ports[h.name] = {"data": port}
             say(f"{h.name} pid {h.pid}{self.on(r['host'])}: data "
                 f"{addr(be.address(r['host']), port)}, "
-                f"sources {','.join(map(str, r['sources']))}, to the builder over "
-                + (f"shared memory @es-{shm_name()}" if r["transport"] == "shm" else "tcp"))
+                f"sources {','.join(map(str, r['sources']))}, {self.link_words(r)}")
 
+    def start_sources(self) -> None:
+        t, be = self.t, self.backend
         started = []
         for s in t.source_ids:
             reader = t.reader_of(s)
             argv = placement_prefix(t.source_overrides.get(s, {}), t.sources_defaults) + \
-                source_argv(t, s, be, reader_ports[reader["id"]], bports)
+                source_argv(t, s, be, self.ports[f"reader-{reader['id']}"]["data"], self.ports)
             h = self.start(f"source-{s}", argv, t.source_host(s))
             started.append(f"{s} (pid {h.pid}{self.on(t.source_host(s))})" if h.pid
                            else f"{s}{self.on(t.source_host(s))}")
         say(f"sources {', '.join(started)}")
 
+    @staticmethod
+    def read_status(url: str) -> dict | None:
+        try:
+            with urllib.request.urlopen(url, timeout=0.5) as r:
+                st = json.loads(r.read())
+        except (OSError, ValueError):
+            return None
+        return st if isinstance(st, dict) else None
+
+    def builder_rates(self) -> str:
+        """", builder 0 1200/s, builder 1 1180/s": each builder's own /status."""
+        parts = []
+        for b_id, url in sorted(self.builder_status.items()):
+            st = self.read_status(url)
+            if st is not None:
+                parts.append(f"b{b_id} {st.get('events_complete', 0)} "
+                             f"({st.get('events_per_s', 0):.0f}/s)")
+        return f"; {', '.join(parts)}" if parts else ""
+
     def show_progress(self, now: float) -> None:
-        """One status line from the builder's /status: rewritten each second
-        on a terminal, printed every five seconds otherwise."""
+        """One status line from the hub's /status (and with several
+        builders each builder's): rewritten each second on a terminal,
+        printed every five seconds otherwise."""
         tty = sys.stdout.isatty()
         if not self.progress or self.status_url is None or \
                 now - self.last_progress < (1.0 if tty else 5.0):
             return
         self.last_progress = now
-        try:
-            with urllib.request.urlopen(self.status_url, timeout=0.5) as r:
-                st = json.loads(r.read())
-        except (OSError, ValueError):
+        st = self.read_status(self.status_url)
+        if st is None:
             return
+        complete, expired = st.get("events_complete", 0), st.get("events_expired", 0)
+        rate = st.get("events_per_s", 0)
         expected = st.get("events_expected") or 0
-        left = expected - st["events_complete"] - st["events_expired"]
-        eta = (f", ETA {left / st['events_per_s']:.0f} s"
-               if expected and st["events_per_s"] > 0 and left > 0 else "")
-        line = (f"daqrun: {100 * st['completeness']:.1f}% complete, {st['events_complete']} built "
-                f"({st['events_per_s']:.0f}/s), {st['events_accepted']} accepted, "
-                f"{st['events_expired']} expired, {st['events_pending']} pending, "
-                f"limit {st['admission_limit']}, p99 {st['latency_p99_ns'] / 1e6:.3f} ms{eta}")
+        left = expected - complete - expired
+        eta = f", ETA {left / rate:.0f} s" if expected and rate > 0 and left > 0 else ""
+        limit = (f", limit {st['admission_limit']}" if "admission_limit" in st else "")
+        line = (f"daqrun: {100 * st.get('completeness', 0):.1f}% complete, {complete} built "
+                f"({rate:.0f}/s), {st.get('events_accepted', 0)} accepted, {expired} expired, "
+                f"{st.get('events_pending', 0)} pending{limit}, "
+                f"p99 {st.get('latency_p99_ns', 0) / 1e6:.3f} ms{eta}{self.builder_rates()}")
         if tty:
             sys.stdout.write("\r" + line + "\033[K")
             sys.stdout.flush()
@@ -275,9 +410,10 @@ class Launcher:
         for f in self.faults:
             if f.get("done") or now < self.started_at + f["at"]:
                 continue
-            h = next((h for h in self.handles if h.name == f"{f['role']}-{f['id']}"), None)
+            name = "hub" if f["role"] == "hub" else f"{f['role']}-{f['id']}"
+            h = next((h for h in self.handles if h.name == name), None)
             if h is None:
-                raise LaunchError(f"--fault {f['text']}: no daemon {f['role']}-{f['id']} in this run")
+                raise LaunchError(f"--fault {f['text']}: no daemon {name} in this run")
             f["done"] = True
             if self.backend.wait(h, 0) is not None:
                 say(f"fault: {h.name} had already exited at {now - self.started_at:.2f} s; "
@@ -321,7 +457,8 @@ class Launcher:
             now = time.monotonic()
             if builder_done_at is not None and now > builder_done_at + grace:
                 names = ", ".join(h.name for h in pending)
-                say(f"still running {grace:g} s after builder-0 exited, stopping: {names}")
+                say(f"still running {grace:g} s after {self.builder.name} exited, stopping: "
+                    f"{names}")
                 self.stop_all()
                 return "done"
             if now > deadline:
@@ -355,6 +492,10 @@ class Launcher:
             text = ""
         print("---- builderd summary " + "-" * 50)
         print(text.rstrip("\n") if text.strip() else "(builderd printed nothing)")
+        if self.t.several:
+            print("---- builders " + "-" * 58)
+            for line in builder_lines(self.run_dir, self.t):
+                print(line)
         print("-" * 72, flush=True)
 
     def truthcheck(self) -> int | None:
@@ -379,8 +520,9 @@ class Launcher:
             say(f"refbuild skipped: {reason}" if self.check == "auto"
                 else "refbuild skipped (--check never)")
             return None
-        if not (self.run_dir / "events.jsonl").exists():
-            say(f"refbuild: no events.jsonl in {self.run_dir}")
+        records = "builders" if self.t.several else "events.jsonl"
+        if not (self.run_dir / records).exists():
+            say(f"refbuild: no {records} in {self.run_dir}")
             return EXIT_FAIL
         say(f"refbuild {self.run_dir}")
         try:

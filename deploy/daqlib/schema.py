@@ -10,6 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 U16, U32, U64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 64) - 1
+# Bounds of several builders, as builderd's (common/core/evm.h, wire/control):
+# builder ids 0 .. MAX_BUILDERS - 1, batch and window_batches 1 .. MAX_BATCH.
+MAX_BUILDERS, MAX_BATCH = 256, 1 << 20
+ROUTINGS = ("manager", "static")
+# builderd's defaults the launcher's checks need: a builder's slots
+# (--max-inflight) and the hub's IDs per batch; the hub's high water mark is
+# HIGH_WATER_BATCHES batches, and every builder's slots must exceed it.
+DEFAULT_SLOTS, DEFAULT_BATCH, HIGH_WATER_BATCHES = 4096, 64, 4
 
 
 class TopologyError(Exception):
@@ -61,6 +69,18 @@ RUN_KEYS = {
                                                  "builder's and readers' `--max-fragment`"),
     "connect_timeout_ms": Key("int", None, 0, U32, "readers' and sources' "
                                                    "`--connect-timeout-ms`"),
+    "routing": Key("str", None, doc="`\"manager\"` (batches round-robin to the builders "
+                                    "holding tokens) or `\"static\"` (batch k to builder k mod "
+                                    "M): the hub's `--routing`; only with `[[builder]]` tables",
+                   shown="`\"manager\"` (builderd's default)"),
+    "batch": Key("int", None, 1, MAX_BATCH, "event IDs per assignment: the hub's `--batch`; "
+                                            "only with `[[builder]]` tables; each builder's "
+                                            "`max_inflight` must exceed 4 × batch",
+                 shown="`64` (builderd's default)"),
+    "window_batches": Key("int", None, 1, MAX_BATCH, "batches assigned and not yet decided, at "
+                                                     "most: the hub's `--window-batches`; only "
+                                                     "with `[[builder]]` tables",
+                          shown="`4096` (builderd's default)"),
     "run_key_file": Key("str", None, doc="the run's secret, the same file on every host: "
                                          "every daemon's `--run-key-file` (docs/PROTOCOL.md, "
                                          "*Authentication*)",
@@ -97,6 +117,28 @@ BUILDER_KEYS = {
                 shown="any"),
     "rtprio": Key("int", None, 1, 99, "SCHED_FIFO priority (`chrt -f`)", shown="none"),
 }
+# [[builder]]: one builder of several (--role builder); the [builder] keys
+# but the control port, which is the hub's ([hub] control_port).
+BUILDER_ARRAY_KEYS = {
+    "id": Key("int", None, 0, MAX_BUILDERS - 1, "builder number (`--id`): the ids are 0 … M−1, "
+                                                "each once", shown="required"),
+    **{k: v for k, v in BUILDER_KEYS.items() if k != "control_port"},
+}
+BUILDER_ARRAY_KEYS["shm_capacity"] = Key("int", None, 4096, 1 << 30,
+                                         "`--shm-capacity`: bytes of each co-located reader's "
+                                         "ring to this builder", shown="daemon default (4 MiB)")
+# [hub] (optional, only with [[builder]]): the hub of several builders
+# (--role hub), which builds nothing.
+HUB_KEYS = {
+    "host": Key("str", None, doc=_HOST_DOC, shown="the host of builder 0"),
+    "control_port": Key("int", 0, 0, U16, "control listener of the run (`--control-listen`), "
+                                          "which every daemon dials; 0 = ephemeral"),
+    "quiet": Key("bool", False, doc="`--quiet`"),
+    "extra": Key("strlist", [], doc="further builderd arguments, appended as given"),
+    "cpus": Key("str", None, doc="CPUs it may run on, e.g. `\"2-3\"` (`taskset -c`)",
+                shown="any"),
+    "rtprio": Key("int", None, 1, 99, "SCHED_FIFO priority (`chrt -f`)", shown="none"),
+}
 READER_KEYS = {
     "id": Key("int", None, 0, U32, "reader number (`--id`), unique", shown="required"),
     "sources": Key("intlist", None, 0, U16, "source IDs this reader serves (`--sources 0,1`)",
@@ -108,8 +150,11 @@ READER_KEYS = {
                                       "shared-memory ring (`--builder shm://NAME`, "
                                       "[SHM.md](SHM.md)), or `\"tcp\"` (`--builder "
                                       "tcp://HOST:PORT`). `\"shm\"` on another host than the "
-                                      "builder's is an error.",
-                     shown="`\"shm\"` when `host` equals `[builder] host`, else `\"tcp\"`"),
+                                      "builder's is an error. With `[[builder]]` tables: "
+                                      "`\"shm\"` to every builder on its host and TCP to the "
+                                      "others, `\"tcp\"` to all of them",
+                     shown="`\"shm\"` when `host` equals `[builder] host` (with `[[builder]]`: "
+                           "a builder's host), else `\"tcp\"`"),
     "extra": Key("strlist", [], doc="further readoutd arguments"),
     "cpus": Key("str", None, doc="CPUs it may run on, e.g. `\"2-3\"` (`taskset -c`)",
                 shown="any"),
@@ -145,7 +190,7 @@ HOST_KEYS = {                    # [hosts.NAME]: what every backend may read
                shown="none", used_by="all"),
 }
 CORE_TABLES = {"deploy": DEPLOY_KEYS, "run": RUN_KEYS, "builder": BUILDER_KEYS,
-               "sources": SOURCES_KEYS}
+               "hub": HUB_KEYS, "sources": SOURCES_KEYS}
 ARRAYS = {"reader": READER_KEYS, "source": SOURCE_KEYS}
 TRANSPORTS = ("shm", "tcp")
 

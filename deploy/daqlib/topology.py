@@ -14,8 +14,12 @@ from typing import Any
 
 from .backends import BACKENDS, HostSpec, host_keys, option_tables
 from .backends.base import NAME_RE
-from .schema import (ARRAYS, CORE_TABLES, TRANSPORTS, U64, TopologyError, default_of,
+from .schema import (ARRAYS, BUILDER_ARRAY_KEYS, CORE_TABLES, DEFAULT_BATCH, DEFAULT_SLOTS,
+                     HIGH_WATER_BATCHES, ROUTINGS, TRANSPORTS, U64, TopologyError, default_of,
                      resolve_table)
+
+# [run] keys of the hub of several builders: a single [builder] takes none.
+HUB_RUN_KEYS = ("routing", "batch", "window_batches")
 
 
 def tables() -> dict[str, dict]:
@@ -29,7 +33,7 @@ class Topology:
     path: str
     deploy: dict
     run: dict
-    builder: dict
+    builder: dict                   # [builder]; with [[builder]] tables, builder 0's
     readers: list[dict]
     sources_defaults: dict
     source_overrides: dict[int, dict]
@@ -37,6 +41,33 @@ class Topology:
     hosts: dict[str, dict] = field(default_factory=dict)   # [hosts.NAME], resolved
     hosts_declared: bool = False    # False: every host string is an address (local)
     backend_tables: dict[str, dict] = field(default_factory=dict)   # [netns], [ssh], resolved
+    # With [[builder]] tables: every builder by id (0 .. M-1) and the hub's
+    # [hub]; with one [builder], [that table] and None (builderd --role both).
+    builders: list[dict] = field(default_factory=list)
+    hub: dict | None = None
+
+    @property
+    def several(self) -> bool:
+        """A hub of its own and [[builder]] tables (--role hub, --role builder)."""
+        return self.hub is not None
+
+    @property
+    def hub_host(self) -> str:
+        """The host of the run's control port: the hub, or the one builder."""
+        return self.hub["host"] if self.hub is not None else self.builder["host"]
+
+    def links(self, reader: dict) -> dict[int, str]:
+        """{builder id: "shm" or "tcp"}: how reader forwards to each builder.
+        Shared memory where the two share a host, unless the reader says tcp."""
+        if not self.several:
+            return {0: reader["transport"]}
+        return {b["id"]: "shm" if reader["transport"] == "shm" and b["host"] == reader["host"]
+                else "tcp" for b in self.builders}
+
+    def shm_builders(self) -> list[dict]:
+        """The builders at least one reader reaches through shared memory."""
+        return [b for b in self.builders
+                if any(self.links(r)[b["id"]] == "shm" for r in self.readers)]
 
     def reader_of(self, source: int) -> dict:
         return next(r for r in self.readers if source in r["sources"])
@@ -47,8 +78,8 @@ class Topology:
 
     def used_hosts(self) -> list[str]:
         """Hosts with at least one daemon, the builder's first."""
-        order = [self.builder["host"]] + [r["host"] for r in self.readers] + \
-            [self.source_host(s) for s in self.source_ids]
+        order = [self.hub_host] + [b["host"] for b in self.builders] + \
+            [r["host"] for r in self.readers] + [self.source_host(s) for s in self.source_ids]
         return list(dict.fromkeys(order))
 
     def host_specs(self) -> dict[str, HostSpec]:
@@ -70,7 +101,9 @@ class Topology:
         return self.backend_tables.get(self.deploy["backend"], {})
 
     def as_dict(self) -> dict:
-        return {"deploy": self.deploy, "run": self.run, "builder": self.builder,
+        several = {"builder": self.builders, "hub": self.hub} if self.several else \
+            {"builder": self.builder}
+        return {"deploy": self.deploy, "run": self.run, **several,
                 "reader": self.readers, "sources": self.sources_defaults,
                 "source": [dict(v) for _, v in sorted(self.source_overrides.items())],
                 "hosts": self.hosts, **self.backend_tables}
@@ -127,7 +160,11 @@ def parse_cpus(text: str) -> list[int] | None:
 
 def placements(t: Topology) -> list[tuple[str, dict]]:
     """(where, table) of every table that may carry cpus and rtprio."""
-    out = [("[builder]", t.builder), ("[sources]", t.sources_defaults)]
+    if t.several:
+        out = [("[hub]", t.hub)] + [(f"[[builder]] id {b['id']}", b) for b in t.builders]
+    else:
+        out = [("[builder]", t.builder)]
+    out.append(("[sources]", t.sources_defaults))
     out += [(f"[[reader]] id {r['id']}", r) for r in t.readers]
     out += [(f"[[source]] id {s}", o) for s, o in sorted(t.source_overrides.items())]
     return out
@@ -175,7 +212,7 @@ def _check_backend(where: str, t: Topology) -> None:
     cls.validate(where, t.hosts, t.backend_options())
 
 
-def _resolve_readers(where: str, doc: dict, builder: dict, hosts: dict,
+def _resolve_readers(where: str, doc: dict, builders: list[dict], several: bool, hosts: dict,
                      declared: bool) -> list[dict]:
     readers = []
     for i, entry in enumerate(doc.get("reader", [])):
@@ -189,20 +226,91 @@ def _resolve_readers(where: str, doc: dict, builder: dict, hosts: dict,
     if not readers:
         raise TopologyError(f"{where} no [[reader]] section: at least one reader is needed")
     for r in readers:
-        same_host = r["host"] == builder["host"]
+        same_host = any(r["host"] == b["host"] for b in builders)
         if r["transport"] is None:
             r["transport"] = "shm" if same_host else "tcp"
         elif r["transport"] not in TRANSPORTS:
             raise TopologyError(f"{where} [[reader]] id {r['id']} transport: expected "
                                 f"\"shm\" or \"tcp\", got {r['transport']!r}")
+        elif r["transport"] == "shm" and not same_host and several:
+            raise TopologyError(f"{where} [[reader]] id {r['id']} transport: \"shm\" needs a "
+                                f"builder on the reader's host, but no [[builder]] is on reader "
+                                f"host {r['host']!r} (builder hosts: "
+                                f"{', '.join(dict.fromkeys(b['host'] for b in builders))})")
         elif r["transport"] == "shm" and not same_host:
             raise TopologyError(f"{where} [[reader]] id {r['id']} transport: \"shm\" needs the "
                                 f"builder's host, but reader host {r['host']!r} is not builder "
-                                f"host {builder['host']!r}")
+                                f"host {builders[0]['host']!r}")
     ids = [r["id"] for r in readers]
     if len(set(ids)) != len(ids):
         raise TopologyError(f"{where} [[reader]] id: {ids} has duplicates")
     return readers
+
+
+def _resolve_builders(where: str, doc: dict, hub: dict, hosts: dict,
+                      declared: bool) -> tuple[list[dict], dict | None]:
+    """The builders by id and the hub: every [[builder]] and the resolved
+    [hub], or the one [builder] and None (the hub itself, --role both)."""
+    raw = doc.get("builder", {})
+    default = "127.0.0.1" if not declared else None
+    if not isinstance(raw, list):
+        if "hub" in doc:
+            raise TopologyError(f"{where} [hub]: a hub of its own goes with [[builder]] tables; "
+                                f"the one [builder] of a run is its own hub (write [[builder]] "
+                                f"tables, id = 0, 1, ..., for several builders)")
+        builder = resolve_table(f"{where} [builder]", raw, CORE_TABLES["builder"])
+        builder["host"] = _place(where, "[builder]", builder["host"], hosts, declared, default)
+        return [builder], None
+    if not raw:
+        raise TopologyError(f"{where} [[builder]]: no builder listed")
+    builders = []
+    for i, entry in enumerate(raw):
+        at = f"{where} [[builder]] #{i + 1}"
+        if isinstance(entry, dict) and "control_port" in entry:
+            raise TopologyError(f"{at} control_port: a builder of several has no control port; "
+                                f"the run's is the hub's ([hub] control_port)")
+        b = resolve_table(at, entry, BUILDER_ARRAY_KEYS)
+        if b["id"] is None:
+            raise TopologyError(f"{at}: missing key 'id'")
+        b["host"] = _place(where, f"[[builder]] id {b['id']}", b["host"], hosts, declared,
+                           default)
+        builders.append(b)
+    ids = [b["id"] for b in builders]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise TopologyError(f"{where} [[builder]] id: builder {twice[0]} appears twice")
+    if sorted(ids) != list(range(len(ids))):
+        absent = sorted(set(range(max(ids) + 1)) - set(ids))
+        raise TopologyError(f"{where} [[builder]] id: the builders' ids must be 0..M-1, each "
+                            f"once; missing {absent}")
+    builders.sort(key=lambda b: b["id"])
+    hub["host"] = _place(where, "[hub]", hub["host"], hosts, declared, builders[0]["host"])
+    return builders, hub
+
+
+def _check_several(where: str, run: dict, several: bool) -> None:
+    """The [run] keys of a hub and its builders."""
+    if not several:
+        given = [k for k in HUB_RUN_KEYS if run[k] is not None]
+        if given:
+            raise TopologyError(f"{where} [run] {given[0]}: applies to a hub and its builders "
+                                f"([[builder]] tables); the one [builder] of a run admits "
+                                f"events with its credits")
+        return
+    if run["routing"] is not None and run["routing"] not in ROUTINGS:
+        raise TopologyError(f"{where} [run] routing: expected \"manager\" or \"static\", got "
+                            f"{run['routing']!r}")
+    if run["no_admission"]:
+        raise TopologyError(f"{where} [run] no_admission: a run of [[builder]] tables has no "
+                            f"credits to ignore (the hub's tokens bound each builder)")
+    slots, batch = run["max_inflight"], run["batch"] or DEFAULT_BATCH
+    high_water = HIGH_WATER_BATCHES * batch
+    if (slots if slots is not None else DEFAULT_SLOTS) <= high_water:
+        shown = f"{slots}" if slots is not None else f"{DEFAULT_SLOTS}, builderd's default"
+        raise TopologyError(f"{where} [run] max_inflight: each builder's slots ({shown}) must "
+                            f"exceed the hub's high water mark, {HIGH_WATER_BATCHES} x batch "
+                            f"= {high_water} (docs/BUILDERS.md): raise max_inflight or lower "
+                            f"batch")
 
 
 def _source_owners(where: str, readers: list[dict]) -> dict[int, int]:
@@ -263,29 +371,29 @@ def resolve_topology(doc: dict, path: str) -> Topology:
     known = tables()
     _check_sections(where, doc, known)
     resolved = {name: resolve_table(f"{where} [{name}]", doc.get(name, {}), keys)
-                for name, keys in known.items()}
+                for name, keys in known.items() if name != "builder"}
     run = resolved["run"]
     hosts = _resolve_hosts(where, doc)
     declared = "hosts" in doc
     if declared and not hosts:
         raise TopologyError(f"{where} [hosts] is empty: name at least one host")
-    builder = resolved["builder"]
-    builder["host"] = _place(where, "[builder]", builder["host"], hosts, declared, "127.0.0.1"
-                             if not declared else None)
-    readers = _resolve_readers(where, doc, builder, hosts, declared)
+    builders, hub = _resolve_builders(where, doc, resolved["hub"], hosts, declared)
+    readers = _resolve_readers(where, doc, builders, hub is not None, hosts, declared)
     owner = _source_owners(where, readers)
     overrides = _resolve_overrides(where, doc, owner)
     _check_run(where, run)
+    _check_several(where, run, hub is not None)
     sd = resolved["sources"]
     sd["host"] = _place(where, "[sources]", sd["host"], hosts, declared, None) \
         if sd["host"] is not None else None
     for s_id, s in overrides.items():
         if s["host"] is not None:
             _place(where, f"[[source]] id {s_id}", s["host"], hosts, declared, None)
-    t = Topology(path=path, deploy=resolved["deploy"], run=run, builder=builder,
+    t = Topology(path=path, deploy=resolved["deploy"], run=run, builder=builders[0],
                  readers=readers, sources_defaults=sd, source_overrides=overrides,
                  source_ids=sorted(owner), hosts=hosts, hosts_declared=declared,
-                 backend_tables={n: resolved[n] for n in known if n not in CORE_TABLES})
+                 backend_tables={n: resolved[n] for n in known if n not in CORE_TABLES},
+                 builders=builders, hub=hub)
     _check_backend(where, t)
     return t
 
@@ -318,6 +426,24 @@ def _set_in_array(doc: dict, dotted: str, parts: list[str], value: Any) -> None:
         raise TopologyError(f"--set {dotted}: no [[{section}]] with id {ident}")
 
 
+def _set_in_builders(doc: dict, dotted: str, parts: list[str], value: Any) -> None:
+    entries = doc.get("builder")
+    if not isinstance(entries, list):
+        raise TopologyError(f"--set {dotted}: no [[builder]] tables (the one [builder] takes "
+                            f"builder.KEY)")
+    try:
+        ident = int(parts[1])
+    except ValueError:
+        raise TopologyError(f"--set {dotted}: {parts[1]!r} is not a builder id") from None
+    if parts[2] not in BUILDER_ARRAY_KEYS or parts[2] == "id":
+        raise TopologyError(f"--set {dotted}: unknown key {parts[2]!r} in [[builder]] "
+                            f"(known: {', '.join(k for k in BUILDER_ARRAY_KEYS if k != 'id')})")
+    match = [e for e in entries if isinstance(e, dict) and e.get("id") == ident]
+    if not match:
+        raise TopologyError(f"--set {dotted}: no [[builder]] with id {ident}")
+    match[0][parts[2]] = value
+
+
 def _set_in_hosts(doc: dict, dotted: str, parts: list[str], value: Any) -> None:
     table = doc.setdefault("hosts", {})
     if not isinstance(table, dict):
@@ -334,8 +460,9 @@ def _set_in_hosts(doc: dict, dotted: str, parts: list[str], value: Any) -> None:
 
 def apply_set(doc: dict, assignment: str) -> None:
     """Applies one --set to the parsed topology. Keys: `run.events`,
-    `builder.host`, `netns.shaping`, `reader.<id>.host`, `source.<id>.extra`,
-    `hosts.<name>.ssh`, or a bare run key (`events`)."""
+    `builder.host` (or `builder.<id>.host` of [[builder]] tables), `hub.host`,
+    `netns.shaping`, `reader.<id>.host`, `source.<id>.extra`, `hosts.<name>.ssh`,
+    or a bare run key (`events`)."""
     if "=" not in assignment:
         raise TopologyError(f"--set {assignment!r}: expected key=value")
     dotted, text = assignment.split("=", 1)
@@ -344,6 +471,9 @@ def apply_set(doc: dict, assignment: str) -> None:
     if len(parts) == 1:
         parts = ["run"] + parts
     section, known = parts[0], tables()
+    if section == "builder" and len(parts) == 2 and isinstance(doc.get("builder"), list):
+        raise TopologyError(f"--set {dotted}: the builders are [[builder]] tables: use "
+                            f"builder.ID.{parts[1]}")
     if section in known and len(parts) == 2:
         table = doc.setdefault(section, {})
         if not isinstance(table, dict):
@@ -354,13 +484,16 @@ def apply_set(doc: dict, assignment: str) -> None:
         table[parts[1]] = value
     elif section in ARRAYS and len(parts) == 3:
         _set_in_array(doc, dotted, parts, value)
+    elif section == "builder" and len(parts) == 3:
+        _set_in_builders(doc, dotted, parts, value)
     elif section == "hosts" and len(parts) == 3:
         _set_in_hosts(doc, dotted, parts, value)
     else:
-        single = ["run", "builder", "deploy", "sources"] + list(option_tables())
+        single = ["run", "builder", "hub", "deploy", "sources"] + list(option_tables())
         raise TopologyError(f"--set {dotted}: unknown key (use "
                             + ", ".join(f"{n}.KEY" for n in single)
-                            + ", reader.ID.KEY, source.ID.KEY, hosts.NAME.KEY, or a bare run key)")
+                            + ", builder.ID.KEY, reader.ID.KEY, source.ID.KEY, hosts.NAME.KEY, "
+                              "or a bare run key)")
 
 
 def load_topology(path: str, sets: list[str]) -> Topology:

@@ -1,19 +1,26 @@
 """analysis/refbuild.py: its self-check, and that it catches every kind of
-difference in an events.jsonl. The reference run is the "run" section of
-tests/data/vectors.json, whose accepted list was computed independently of
-refbuild; no daemon is needed."""
+difference in an events.jsonl, or in the records of several builders
+(builders/B/), where no event may appear twice. The reference run is the
+"run" section of tests/data/vectors.json, whose accepted list was computed
+independently of refbuild; no daemon is needed."""
 
 from __future__ import annotations
 
 import json
 import random
 import re
+import sys
 import time
 
-from harness import VECTORS, E2ETestCase, read_json
+from harness import REFBUILD, VECTORS, E2ETestCase, read_json
+
+sys.path.insert(0, str(REFBUILD.parent))
+import refbuild  # noqa: E402
 
 
-class RefbuildTest(E2ETestCase):
+class RunDir(E2ETestCase):
+    """A run directory of the reference run, and refbuild's verdict on it."""
+
     def setUp(self) -> None:
         super().setUp()
         v = read_json(VECTORS)["run"]
@@ -45,6 +52,8 @@ class RefbuildTest(E2ETestCase):
                 self.assertEqual(got[k.replace("_", "-")], v, f"{k} in:\n{r.output}")
         return r.output
 
+
+class RefbuildTest(RunDir):
     def test_vectors(self) -> None:
         r = self.h.refbuild("--vectors", VECTORS)
         self.assertEqual(r.returncode, 0, r.describe())
@@ -123,3 +132,160 @@ class RefbuildTest(E2ETestCase):
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("expect 200000 accepted", r.output)
         self.assertLess(elapsed, 30, f"refbuild took {elapsed:.1f} s")
+
+
+class RefbuildBuildersTest(RunDir):
+    """A run of several builders: RUN_DIR/builders/B/{events,expired}.jsonl,
+    checked as one run, no event ID twice; constructed run directories."""
+
+    BATCH = 16
+
+    def setUp(self) -> None:
+        super().setUp()
+        p = self.params
+        # Expected from the one-at-a-time reference (spec §2), not refbuild's
+        # fast path: events some sources omitted and others sent.
+        self.partial = [e for e in range(p["first_event"], p["first_event"] + p["events"])
+                        if 0 < sum(refbuild.is_omitted(p["seed"], p["run"], e, s,
+                                                       p["missing_every"])
+                                   for s in range(p["sources"])) < p["sources"]]
+        self.assertTrue(self.partial)
+        self.write_params("static")
+
+    def write_params(self, routing: str, builders: int = 2) -> None:
+        run = dict(self.params, routing=routing, batch=self.BATCH)
+        (self.run_dir / "params.json").write_text(json.dumps({
+            "run": run, "builders": [{"id": b, "out": f"builders/{b}"}
+                                     for b in range(builders)]}))
+
+    def owner(self, event: int) -> int:
+        return (event // self.BATCH) % 2
+
+    def write_builders(self, events: dict[int, list[tuple[int, int]]],
+                       expired: dict[int, list[int]]) -> None:
+        bytes_per_event = self.params["sources"] * self.params["payload"]
+        for b in sorted(set(events) | set(expired)):
+            d = self.run_dir / "builders" / str(b)
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "events.jsonl").write_text("".join(
+                json.dumps({"run": self.params["run"], "event": e, "crc": c,
+                            "bytes": bytes_per_event, "latency_ns": 1000}) + "\n"
+                for e, c in events.get(b, [])))
+            (d / "expired.jsonl").write_text("".join(
+                json.dumps({"run": self.params["run"], "event": e, "reason": "timeout",
+                            "missing": [0]}) + "\n" for e in expired.get(b, [])))
+
+    def split(self) -> tuple[dict, dict]:
+        """The reference's records, each in its static builder."""
+        events: dict[int, list] = {0: [], 1: []}
+        expired: dict[int, list] = {0: [], 1: []}
+        for e, c in self.accepted:
+            events[self.owner(e)].append((e, c))
+        for e in self.partial:
+            expired[self.owner(e)].append(e)
+        return events, expired
+
+    def test_union_matches(self) -> None:
+        events, expired = self.split()
+        self.write_builders(events, expired)
+        out = self.check(0, matched=len(self.accepted), missing=0, duplicate=0,
+                         expired_mismatch=0, misplaced=0)
+        self.assertIn(f"builder 0: {len(events[0])} events, {len(expired[0])} expired", out)
+        self.assertIn(f"builder 1: {len(events[1])} events, {len(expired[1])} expired", out)
+        self.assertIn("static routing, batch 16", out)
+        self.assertIn("PASS refbuild", out)
+        self.assertIn("(2 builders)", out)
+
+    def test_manager_routing_takes_any_split(self) -> None:
+        self.write_params("manager")
+        rng = random.Random(3)
+        events: dict[int, list] = {0: [], 1: []}
+        expired: dict[int, list] = {0: [], 1: []}
+        for e, c in self.accepted:
+            events[rng.randrange(2)].append((e, c))
+        for e in self.partial:
+            expired[rng.randrange(2)].append(e)
+        self.write_builders(events, expired)
+        out = self.check(0, matched=len(self.accepted), misplaced=0)
+        self.assertNotIn("static routing", out)
+
+    def test_event_recorded_by_two_builders(self) -> None:
+        events, expired = self.split()
+        twice = events[0][2]
+        events[1].append(twice)
+        self.write_builders(events, expired)
+        out = self.check(1, matched=len(self.accepted), duplicate=1, missing=0)
+        self.assertIn(f"duplicate: event {twice[0]}: recorded by builder 0 (line 3) and "
+                      f"recorded by builder 1 (line {len(events[1])})", out)
+        self.assertIn("FAIL refbuild", out)
+
+    def test_event_recorded_and_expired(self) -> None:
+        events, expired = self.split()
+        e = events[1][0][0]
+        expired[0].append(e)
+        self.write_builders(events, expired)
+        out = self.check(1, duplicate=1, missing=0, expired_mismatch=0)
+        self.assertRegex(out, rf"duplicate: event {e}: recorded by builder 1 \(line 1\) and "
+                              rf"expired by builder 0 \(line \d+\)")
+
+    def test_event_missing_from_every_builder(self) -> None:
+        events, expired = self.split()
+        gone = events[1].pop(0)
+        self.write_builders(events, expired)
+        out = self.check(1, matched=len(self.accepted) - 1, missing=1)
+        self.assertIn(f"missing: event {gone[0]} (crc {gone[1]}) not in any builder's "
+                      f"events.jsonl", out)
+
+    def test_incomplete_event_not_expired(self) -> None:
+        events, expired = self.split()
+        gone = expired[0].pop()
+        self.write_builders(events, expired)
+        out = self.check(1, matched=len(self.accepted), expired_mismatch=1)
+        self.assertIn(f"event {gone} lacks fragments of some sources but no builder expired it",
+                      out)
+
+    def test_complete_event_expired(self) -> None:
+        events, expired = self.split()
+        e, _ = events[0].pop(0)
+        expired[0].append(e)
+        self.write_builders(events, expired)
+        out = self.check(1, missing=1, expired_mismatch=1)
+        self.assertIn(f"event {e} expired, but every source sent it or none did", out)
+
+    def test_static_routing_wrong_builder(self) -> None:
+        events, expired = self.split()
+        moved = events[0].pop(0)
+        events[1].append(moved)
+        self.write_builders(events, expired)
+        out = self.check(1, matched=len(self.accepted), misplaced=1)
+        self.assertIn(f"misplaced: event {moved[0]} recorded by builder 1; static routing "
+                      f"gives it to builder 0", out)
+        # The same records under manager routing are a correct run.
+        self.write_params("manager")
+        self.check(0, misplaced=0)
+
+    def test_missing_builder_folder(self) -> None:
+        events, expired = self.split()
+        self.write_builders({0: events[0]}, {0: expired[0]})
+        r = self.h.refbuild(self.run_dir)
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn("no folder of builder 1 (a run of 2 builders has builders/0 .. "
+                      "builders/1)", r.output)
+
+    def test_builder_without_events_file(self) -> None:
+        events, expired = self.split()
+        self.write_builders(events, expired)
+        (self.run_dir / "builders" / "1" / "events.jsonl").unlink()
+        r = self.h.refbuild(self.run_dir)
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn("builder 1 wrote no events.jsonl", r.output)
+
+    def test_malformed_expired_line(self) -> None:
+        events, expired = self.split()
+        self.write_builders(events, expired)
+        with open(self.run_dir / "builders" / "0" / "expired.jsonl", "a") as f:
+            f.write('{"run": 1, "reason": "timeout"}\n')
+        r = self.h.refbuild(self.run_dir)
+        self.assertEqual(r.returncode, 2, r.describe())
+        self.assertIn("expired.jsonl:", r.output)
+        self.assertIn("field 'event' missing", r.output)

@@ -198,6 +198,12 @@ class Backend(abc.ABC):
         """The path a daemon on host uses for local, a path under run_dir."""
         return str(local)
 
+    def make_dir(self, host: str, local: Path) -> None:
+        """Creates local, a folder under run_dir, at path(host, local) on host
+        (with its parents): where a builder of several writes its records.
+        Hosts sharing this machine's file system have it once made here."""
+        local.mkdir(parents=True, exist_ok=True)
+
     def put_file(self, local: Path) -> None:
         """Makes local, a file under run_dir, readable at path(host, local)
         on every host (private to the user). Hosts sharing this machine's

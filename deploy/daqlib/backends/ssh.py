@@ -206,7 +206,8 @@ class SshBackend(Backend):
         for h in self.hosts:
             d = shlex.quote(self.remote_dir(h))
             outs = " ".join(f"{d}/{o}" for o in OUTPUTS)
-            self.remote(h, f"mkdir -p {d}/logs {d}/ports && rm -f {outs} {d}/logs/* {d}/ports/*")
+            self.remote(h, f"mkdir -p {d}/logs {d}/ports && rm -f {outs} {d}/logs/* {d}/ports/* "
+                           f"&& rm -rf {d}/builders")
             b = self.remote_bin(h)
             if self.hosts[h].bin:
                 missing = self.remote(h, " ; ".join(
@@ -220,6 +221,10 @@ class SshBackend(Backend):
                 how = f"binaries copied to {b}"
             self.say(f"ssh: {h} = {self.dest(h)}, address {self.address(h)}, run directory "
                      f"{self.remote_dir(h)}, {how}")
+
+    def make_dir(self, host, local):
+        local.mkdir(parents=True, exist_ok=True)
+        self.remote(host, "mkdir -p -- " + shlex.quote(self.path(host, local)))
 
     def put_file(self, local):
         data = Path(local).read_bytes()

@@ -8,6 +8,11 @@ newline-separated words over its TCP connections ("hello ROLE ID", "end",
 "bye") and the fake builder writes the outputs the reference builder
 predicts (analysis/refbuild.py), so a fake run proves only the plumbing.
 
+With --role hub and --role builder (several builders) the hub waits for
+every builder's hello and every source's end, then each builder writes the
+records of its own IDs (static routing: batch k is builder k mod M's) in
+its --out, and the hub writes metrics.json with a "builders" section.
+
 Test knobs (environment): ES_FAKE_FAIL=ROLE (exit 3 at once),
 ES_FAKE_HANG=ROLE (never finish), ES_FAKE_IGNORE_TERM=1 (ignore SIGTERM),
 where ROLE is builderd, readoutd or sourced.
@@ -138,17 +143,143 @@ def hang_if_asked(role: str) -> None:
             time.sleep(3600)
 
 
+def expected_outputs(args, gen: dict[str, int], mine=lambda event: True):
+    """The events and expired records the reference predicts, of the IDs
+    mine() keeps."""
+    import refbuild
+    p = refbuild.RunParams(seed=gen["seed"], run=args.run, sources=args.sources,
+                           events=args.events, first_event=args.first_event,
+                           payload=gen["payload"], missing_every=gen["missing_every"],
+                           filter_modulo=args.filter_modulo)
+    exp = refbuild.expected_events(p)
+    events = [{"run": p.run, "event": e, "crc": exp.accepted[e], "bytes": exp.bytes_per_event,
+               "latency_ns": 0} for e in sorted(exp.accepted) if mine(e)]
+    expired = []
+    for e in range(p.first_event, p.first_event + p.events):
+        gone = [s for s in range(p.sources)
+                if refbuild.is_omitted(p.seed, p.run, e, s, p.missing_every)]
+        if gone and len(gone) < p.sources and mine(e):
+            expired.append({"run": p.run, "event": e, "reason": "timeout", "missing": gone})
+    return events, expired
+
+
+def hub(args) -> int:
+    """--role hub: the control port only. Once every source has ended it
+    tells each builder the run's parameters ("go ..."), waits for each
+    builder's "done B N", writes metrics.json with a builders section and
+    says bye to everyone."""
+    control = listen(args.control_listen)
+    write_port_file(args.port_file, {"control": control.getsockname()[1]})
+    log("builderd", f"hub of {args.builders} builders: control {control.getsockname()[1]}")
+    lock = threading.Lock()
+    peers: list[socket.socket] = []
+    builders: dict[int, socket.socket] = {}
+    hellos: list[tuple[str, int, int]] = []
+    gen: dict[str, int] = {}
+    done: dict[int, int] = {}
+    ended, joined, finished = (threading.Semaphore(0) for _ in range(3))
+
+    def on_control(conn):
+        with lock:
+            peers.append(conn)
+
+        def run():
+            for line in read_lines(conn):
+                words = line.split()
+                if words[:1] == ["hello"]:
+                    with lock:
+                        hellos.append((words[1], int(words[2]), int(words[3])))
+                        gen.update((k, int(v)) for k, _, v in (w.partition("=")
+                                                               for w in words[4:]))
+                        if words[1] == "builder":
+                            builders[int(words[2])] = conn
+                            joined.release()
+                elif words[:1] == ["end"]:
+                    ended.release()
+                elif words[:1] == ["done"]:
+                    done[int(words[1])] = int(words[2])
+                    finished.release()
+        threading.Thread(target=run, daemon=True).start()
+
+    accept_forever(control, on_control)
+    for _ in range(args.builders):
+        joined.acquire()
+    for _ in range(args.sources):
+        ended.acquire()
+    hang_if_asked("builderd")
+    go = " ".join(f"{k}={v}" for k, v in gen.items())
+    for b, conn in sorted(builders.items()):
+        conn.sendall(f"go {go} batch={args.batch}\n".encode())
+    for _ in range(args.builders):
+        finished.acquire()
+    out = Path(args.out)
+    procs = [{"role": "hub", "id": 0, "host": "127.0.0.1", "pid": os.getpid()}]
+    procs += [{"role": r, "id": i, "host": "127.0.0.1", "pid": pid} for r, i, pid in hellos]
+    (out / "metrics.json").write_text(json.dumps({
+        "balanced": True, "equations": [{"name": "fake", "lhs": 1, "rhs": 1, "ok": True}],
+        "errors": [], "counters": {"": {"events_accepted": sum(done.values())}},
+        "builders": [{"id": b, "events_complete": n, "rate": {"events_per_s": 0.0}}
+                     for b, n in sorted(done.items())],
+        "processes": procs}))
+    with lock:
+        for conn in peers:
+            try:
+                conn.sendall(b"bye\n")
+            except OSError:
+                pass
+    print(f"fake builderd hub: run {args.run}: {sum(done.values())} accepted by "
+          f"{args.builders} builders; balanced")
+    return 0
+
+
+def builder(args) -> int:
+    """--role builder: a data port (and rings), a control link to the hub;
+    on "go" it writes the records of its own IDs, batch k being builder
+    k mod M's (static routing), reports "done B N" and waits for bye."""
+    data = listen(args.listen)
+    if args.shm_listen:
+        accept_forever(listen_shm(args.shm_listen), drain)
+    write_port_file(args.port_file, {"data": data.getsockname()[1]})
+    log("builderd", f"builder {args.id} of {args.builders}: data {data.getsockname()[1]}")
+    accept_forever(data, drain)
+    ctl = connect(args.hub)
+    ctl.settimeout(None)
+    ctl.sendall(f"hello builder {args.id} {os.getpid()}\n".encode())
+    for line in read_lines(ctl):
+        words = line.split()
+        if words[:1] == ["go"]:
+            gen = {k: int(v) for k, _, v in (w.partition("=") for w in words[1:])}
+            events, expired = expected_outputs(
+                args, gen, lambda e: (e // gen["batch"]) % args.builders == args.id)
+            out = Path(args.out)
+            with open(out / "events.jsonl", "w") as f:
+                f.write("".join(json.dumps(x) + "\n" for x in events))
+            (out / "expired.jsonl").write_text("".join(json.dumps(x) + "\n" for x in expired))
+            ctl.sendall(f"done {args.id} {len(events)}\n".encode())
+        elif line == "bye":
+            return 0
+    log("builderd", "control connection closed without bye")
+    return 1
+
+
 def builderd(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="builderd")
     for flag in ("--run", "--sources", "--readers", "--first-event", "--events",
-                 "--filter-modulo"):
-        ap.add_argument(flag, type=int, default=0 if flag != "--filter-modulo" else 1)
-    for flag in ("--listen", "--control-listen", "--out", "--port-file"):
+                 "--filter-modulo", "--builders", "--id", "--batch"):
+        ap.add_argument(flag, type=int, default={"--filter-modulo": 1, "--builders": 1,
+                                                 "--batch": 64}.get(flag, 0))
+    for flag in ("--out", "--port-file"):
         ap.add_argument(flag, required=True)
-    ap.add_argument("--shm-listen")
+    ap.add_argument("--role", choices=("both", "hub", "builder"), default="both")
+    for flag in ("--listen", "--control-listen", "--shm-listen", "--hub", "--routing"):
+        ap.add_argument(flag)
     ap.add_argument("--version", action="version", version="fake builderd")
     args, _ = ap.parse_known_args(argv)
     knobs("builderd")
+    if args.role == "hub":
+        return hub(args)
+    if args.role == "builder":
+        return builder(args)
     data, control = listen(args.listen), listen(args.control_listen)
     if args.shm_listen:
         accept_forever(listen_shm(args.shm_listen), drain)
@@ -184,29 +315,16 @@ def builderd(argv: list[str]) -> int:
         ended.acquire()
     hang_if_asked("builderd")
 
-    import refbuild
-    p = refbuild.RunParams(seed=gen["seed"], run=args.run, sources=args.sources,
-                           events=args.events, first_event=args.first_event,
-                           payload=gen["payload"], missing_every=gen["missing_every"],
-                           filter_modulo=args.filter_modulo)
-    exp = refbuild.expected_events(p)
-    expired = []
-    for e in range(p.first_event, p.first_event + p.events):
-        gone = [s for s in range(p.sources)
-                if refbuild.is_omitted(p.seed, p.run, e, s, p.missing_every)]
-        if gone and len(gone) < p.sources:
-            expired.append({"run": p.run, "event": e, "reason": "timeout", "missing": gone})
+    events, expired = expected_outputs(args, gen)
     out = Path(args.out)
     with open(out / "events.jsonl", "w") as f:
-        for e in sorted(exp.accepted):
-            f.write(json.dumps({"run": p.run, "event": e, "crc": exp.accepted[e],
-                                "bytes": exp.bytes_per_event, "latency_ns": 0}) + "\n")
+        f.write("".join(json.dumps(x) + "\n" for x in events))
     (out / "expired.jsonl").write_text("".join(json.dumps(x) + "\n" for x in expired))
     procs = [{"role": "builder", "id": 0, "host": "127.0.0.1", "pid": os.getpid()}]
     procs += [{"role": r, "id": i, "host": "127.0.0.1", "pid": pid} for r, i, pid in hellos]
     (out / "metrics.json").write_text(json.dumps({
         "balanced": True, "equations": [{"name": "fake", "lhs": 1, "rhs": 1, "ok": True}],
-        "errors": [], "counters": {"": {"events_accepted": len(exp.accepted)}},
+        "errors": [], "counters": {"": {"events_accepted": len(events)}},
         "processes": procs}))
     with lock:
         for conn in peers:
@@ -214,7 +332,7 @@ def builderd(argv: list[str]) -> int:
                 conn.sendall(b"bye\n")
             except OSError:
                 pass
-    print(f"fake builderd: run {p.run}: {len(exp.accepted)} accepted; balanced")
+    print(f"fake builderd: run {args.run}: {len(events)} accepted; balanced")
     return 0
 
 
@@ -229,19 +347,22 @@ def wait_bye(role: str, ctl: socket.socket) -> None:
 def readoutd(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="readoutd")
     ap.add_argument("--id", type=int, required=True)
-    for flag in ("--listen", "--port-file", "--sources", "--builder", "--control"):
+    for flag in ("--listen", "--port-file", "--sources", "--control"):
         ap.add_argument(flag, required=True)
+    ap.add_argument("--builder", action="append", required=True)
     ap.add_argument("--version", action="version", version="fake readoutd")
     args, _ = ap.parse_known_args(argv)
     knobs("readoutd")
     server = listen(args.listen)
     write_port_file(args.port_file, {"data": server.getsockname()[1]})
     accept_forever(server, drain)
-    up = connect(args.builder)
+    # One URL (the one builder), or B=URL for each builder of several.
+    ups = [connect(url.split("=", 1)[1] if "=" in url else url) for url in args.builder]
     ctl = connect(args.control)
     ctl.settimeout(None)
     ctl.sendall(f"hello reader {args.id} {os.getpid()}\n".encode())
-    up.sendall(b"x" * 1000)
+    for up in ups:
+        up.sendall(b"x" * 1000)
     hang_if_asked("readoutd")
     wait_bye("readoutd", ctl)
     return 0
