@@ -1,0 +1,128 @@
+"""Several builders on one host, real daemons end to end (docs/BUILDERS.md):
+a hub (builderd --role hub), M builders (--role builder), readers with one
+link per builder, the event manager and static routing, every fragment fault,
+mixed shared-memory and TCP links, and a builder killed or stopped mid-run.
+Each run's books must balance over every daemon, each event must be recorded
+by exactly one builder, and where the accepted events follow from the
+parameters alone the reference builder must agree with the union."""
+
+from __future__ import annotations
+
+from harness import E2ETestCase, read_jsonl, topology, unbalanced
+
+EVENTS = 6000
+BATCH = 64
+
+
+def builders_topology(builders: int, routing: str = "manager", batch: int = BATCH,
+                      events: int = EVENTS, **run) -> dict:
+    topo = topology(events=events, payload=64, rate=0, **run)
+    topo["run"]["routing"] = routing
+    topo["run"]["batch"] = batch
+    topo["hub"] = {"host": "127.0.0.1"}
+    topo["builder"] = [{"id": b, "host": "127.0.0.1"} for b in range(builders)]
+    return topo
+
+
+class SeveralBuildersTest(E2ETestCase):
+    needs_daemons = True
+
+    def records_by_builder(self, run_dir, builders: int) -> dict[int, list[int]]:
+        ids = {}
+        for b in range(builders):
+            d = run_dir / "builders" / str(b)
+            ids[b] = [r["event"] for r in read_jsonl(d / "events.jsonl")]
+            ids[b] += [r["event"] for r in read_jsonl(d / "expired.jsonl")]
+        return ids
+
+    def assertEachEventOnce(self, ids: dict[int, list[int]]) -> None:
+        seen: dict[int, int] = {}
+        for b, events in ids.items():
+            for e in events:
+                self.assertNotIn(e, seen, f"event {e} recorded by builders {seen.get(e)} and {b}")
+                seen[e] = b
+
+    def run_builders(self, topo: dict, builders: int, *, refbuild: bool, timeout_s: float = 240):
+        r = self.h.daqrun(topo, timeout_s=timeout_s)
+        self.assertRunOk(r)
+        m = self.assertBalanced(r)
+        if refbuild:
+            self.assertIn("PASS refbuild", r.output, r.output)
+        sections = m["builders"]
+        self.assertEqual(sorted(sections), [str(b) for b in range(builders)], sections.keys())
+        self.assertEqual(sum(s["assigned"] for s in sections.values()), topo["run"]["events"])
+        for b, s in sections.items():
+            self.assertGreater(s["assigned"], 0, f"builder {b} was given nothing: {s}")
+            self.assertEqual(s["misrouted"], 0, s)
+        ids = self.records_by_builder(r.run_dir, builders)
+        self.assertEachEventOnce(ids)
+        self.h.assert_clean()
+        return m, ids
+
+    def test_two_builders_every_fault_with_reorder(self) -> None:
+        topo = builders_topology(2, missing_every=7, duplicate_every=5, reorder=True,
+                                 timeout_ms=300, max_inflight=8192)
+        m, ids = self.run_builders(topo, 2, refbuild=True)
+        c = m["counters"]["builder"]
+        self.assertGreater(c["frags_duplicate"], 0)
+        self.assertGreater(c["events_expired"], 0)
+
+    def test_three_builders_every_fault(self) -> None:
+        topo = builders_topology(3, missing_every=7, duplicate_every=5, delay_every=11,
+                                 delay_ms=5, reorder=True, timeout_ms=300, max_inflight=8192)
+        m, ids = self.run_builders(topo, 3, refbuild=False)
+        c = m["counters"]["builder"]
+        self.assertEqual(c["events_complete"] + c["events_expired"] + c["events_unobserved"],
+                         EVENTS, c)
+
+    def test_static_routing_follows_the_formula(self) -> None:
+        topo = builders_topology(2, routing="static", batch=32)
+        m, ids = self.run_builders(topo, 2, refbuild=True)
+        for b, events in ids.items():
+            wrong = [e for e in events if (e // 32) % 2 != b]
+            self.assertEqual(wrong, [], f"builder {b} recorded events of the other")
+        self.assertEqual(m["routing"]["mode"], "static")
+
+    def test_mixed_shm_and_tcp_links(self) -> None:
+        topo = builders_topology(2)
+        topo["reader"][0]["transport"] = "shm"
+        topo["reader"][1]["transport"] = "tcp"
+        m, ids = self.run_builders(topo, 2, refbuild=True)
+        links = {(p["role"], p["id"]): p for p in m["processes"]}
+        self.assertIn(("builder", 0), links)
+
+    def test_one_builder_behind_a_hub(self) -> None:
+        topo = builders_topology(1)
+        self.run_builders(topo, 1, refbuild=True)
+
+
+class BuilderFaultTest(E2ETestCase):
+    """A builder killed or stopped mid-run: named, given no further events,
+    its share counted lost in its own bucket; the others finish; the run
+    fails with balanced books and leaves nothing behind."""
+    needs_daemons = True
+
+    def run_with_fault(self, fault: str, how: str) -> dict:
+        topo = builders_topology(2, events=60000, timeout_ms=200)
+        topo["run"]["rate"] = 20000
+        for b in topo["builder"]:
+            b["extra"] = ["--stall-timeout-ms", "800"]
+        r = self.h.daqrun(topo, timeout_s=150, args=["--fault", fault])
+        self.assertNotEqual(r.returncode, 0, r.output)
+        m = r.metrics()
+        self.assertTrue(m["balanced"], f"{unbalanced(m)}\n{m.get('errors')}")
+        gone = [(g["role"], g["id"], g["how"]) for g in m["losses"]["peers_gone"]]
+        self.assertEqual(gone, [("builder", 1, how)], m["losses"])
+        lost = m["builders"]["1"]["lost"]
+        self.assertGreater(lost, 0, m["builders"]["1"])
+        survivor = m["builders"]["0"]
+        self.assertGreater(survivor["counters"]["events_complete"], 0, survivor)
+        self.assertTrue(any("builder 1" in e.lower() for e in m["errors"]), m["errors"])
+        self.h.assert_clean()
+        return m
+
+    def test_builder_killed(self) -> None:
+        self.run_with_fault("builder:1:KILL@1", "died")
+
+    def test_builder_stopped(self) -> None:
+        self.run_with_fault("builder:1:STOP@1", "stalled")
