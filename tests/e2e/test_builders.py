@@ -116,7 +116,7 @@ class BuilderFaultTest(E2ETestCase):
         lost = m["builders"]["1"]["lost"]
         self.assertGreater(lost, 0, m["builders"]["1"])
         survivor = m["builders"]["0"]
-        self.assertGreater(survivor["counters"]["events_complete"], 0, survivor)
+        self.assertGreater(survivor["counters"]["builder"]["events_complete"], 0, survivor)
         self.assertTrue(any("builder 1" in e.lower() for e in m["errors"]), m["errors"])
         self.h.assert_clean()
         return m
