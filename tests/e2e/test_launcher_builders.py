@@ -363,7 +363,7 @@ class FakeBuildersRunTest(E2ETestCase):
             expired = read_jsonl(r.run_dir / "builders" / str(b) / "expired.jsonl")
             self.assertTrue(events and expired, b)
             self.assertIn(f"builder {b} (node): {len(events)} events recorded, {len(expired)} "
-                          f"expired, 0 events/s", r.output)
+                          f"expired, complete {len(events)}, 0 events/s", r.output)
             total += len(events)
         self.assertIn(f"{total} accepted by 2 builders", r.output)   # the hub's summary
         self.h.assert_clean()

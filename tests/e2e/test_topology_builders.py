@@ -62,21 +62,22 @@ class TwoBuildersRunTest(E2ETestCase):
             return "readoutd --builder B=URL is not built yet (docs/BUILDERS.md, step 4)"
         return None
 
-    def check_run(self, r, builders: int = 2) -> None:
+    def check_run(self, r, builders: int = 2, event_ids: int = 20000) -> None:
         self.assertRunOk(r)
         self.assertIn("PASS refbuild", r.output)
         self.assertIn(f"({builders} builders)", r.output)
         m = self.assertBalanced(r)
-        total = 0
         for b in range(builders):
-            events = read_jsonl(r.run_dir / "builders" / str(b) / "events.jsonl")
-            self.assertTrue(events, f"builder {b} recorded nothing")
-            self.assertRegex(r.output, rf"builder {b} \(\S+\): {len(events)} events recorded")
-            total += len(events)
+            records = read_jsonl(r.run_dir / "builders" / str(b) / "events.jsonl")
+            self.assertTrue(records, f"builder {b} recorded nothing")
+            self.assertRegex(r.output, rf"builder {b} \(\S+\): {len(records)} events recorded")
         self.assertFalse((r.run_dir / "events.jsonl").exists(),
                          "the hub wrote records of its own")
-        if "builders" in m:
-            print(f"\n  metrics.json builders: {m['builders']}"[:400], flush=True)
+        section = m.get("builders")
+        if isinstance(section, dict):       # the hub's view: every ID assigned once
+            self.assertEqual(sum(b.get("assigned", 0) for b in section.values()), event_ids,
+                             section)
+            self.assertTrue(all(b.get("misrouted", 0) == 0 for b in section.values()), section)
         self.h.assert_clean()
 
     def test_two_builders_on_one_host(self) -> None:
