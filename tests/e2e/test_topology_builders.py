@@ -18,49 +18,54 @@ NOT_BUILT = "not built yet"
 _verdict: dict[str, str | None] = {}     # the daemons' answer, asked once per session
 
 
+def probe(h, name: str, argv: list[str]) -> str:
+    """What a quick invocation says within 3 s (a daemon that took its
+    command line waits for its peers, and is stopped)."""
+    p = h.start(name, [str(h.bin / argv[0])] + argv[1:])
+    try:
+        p.popen.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        h.stop(p)
+    return p.log()
+
+
+def several_builders_unsupported(h) -> str | None:
+    """Why the daemons in h.bin cannot run several builders yet, or None;
+    asked once per session."""
+    if "why" in _verdict:
+        return _verdict["why"]
+    out = h.dir / "probe"
+    out.mkdir(exist_ok=True)
+    why = None
+    if NOT_BUILT in probe(h, "probe-hub", [
+            "builderd", "--role", "hub", "--builders", "2", "--run", "1", "--sources", "1",
+            "--readers", "1", "--events", "1", "--control-listen", "127.0.0.1:0",
+            "--peer-timeout-ms", "100", "--out", str(out)]):
+        why = "builderd --role hub is not built yet (docs/BUILDERS.md, step 3)"
+    elif NOT_BUILT in probe(h, "probe-builder", [
+            "builderd", "--role", "builder", "--id", "0", "--builders", "2",
+            "--hub", "127.0.0.1:9", "--run", "1", "--sources", "1", "--readers", "1",
+            "--listen", "127.0.0.1:0", "--out", str(out / "b0"), "--peer-timeout-ms", "100"]):
+        why = "builderd --role builder is not built yet (docs/BUILDERS.md, step 3)"
+    else:
+        said = probe(h, "probe-reader", [
+            "readoutd", "--id", "0", "--run", "1", "--listen", "127.0.0.1:0", "--sources", "0",
+            "--builder", "0=tcp://127.0.0.1:9", "--builder", "1=tcp://127.0.0.1:9",
+            "--control", "127.0.0.1:9", "--connect-timeout-ms", "100"])
+        if "got '0=tcp://" in said or NOT_BUILT in said:
+            why = "readoutd --builder B=URL is not built yet (docs/BUILDERS.md, step 4)"
+    _verdict["why"] = why
+    return why
+
+
 class TwoBuildersRunTest(E2ETestCase):
     needs_daemons = True
 
     def setUp(self) -> None:
         super().setUp()
-        if "why" not in _verdict:
-            _verdict["why"] = self.unsupported()
-        if _verdict["why"]:
-            self.skipTest(_verdict["why"])
-
-    def probe(self, name: str, argv: list[str]) -> str:
-        """What a quick invocation says within 3 s (a daemon that took its
-        command line waits for its peers, and is stopped)."""
-        p = self.h.start(name, [str(self.h.bin / argv[0])] + argv[1:])
-        try:
-            p.popen.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            self.h.stop(p)
-        return p.log()
-
-    def unsupported(self) -> str | None:
-        """Why the daemons cannot run several builders yet, or None."""
-        out = self.h.dir / "probe"
-        out.mkdir()
-        hub = self.probe("probe-hub", [
-            "builderd", "--role", "hub", "--builders", "2", "--run", "1", "--sources", "1",
-            "--readers", "1", "--events", "1", "--control-listen", "127.0.0.1:0",
-            "--peer-timeout-ms", "100", "--out", str(out)])
-        if NOT_BUILT in hub:
-            return "builderd --role hub is not built yet (docs/BUILDERS.md, step 3)"
-        builder = self.probe("probe-builder", [
-            "builderd", "--role", "builder", "--id", "0", "--builders", "2",
-            "--hub", "127.0.0.1:9", "--run", "1", "--sources", "1", "--readers", "1",
-            "--listen", "127.0.0.1:0", "--out", str(out / "b0"), "--peer-timeout-ms", "100"])
-        if NOT_BUILT in builder:
-            return "builderd --role builder is not built yet (docs/BUILDERS.md, step 3)"
-        reader = self.probe("probe-reader", [
-            "readoutd", "--id", "0", "--run", "1", "--listen", "127.0.0.1:0", "--sources", "0",
-            "--builder", "0=tcp://127.0.0.1:9", "--builder", "1=tcp://127.0.0.1:9",
-            "--control", "127.0.0.1:9", "--connect-timeout-ms", "100"])
-        if "got '0=tcp://" in reader or NOT_BUILT in reader:
-            return "readoutd --builder B=URL is not built yet (docs/BUILDERS.md, step 4)"
-        return None
+        why = several_builders_unsupported(self.h)
+        if why:
+            self.skipTest(why)
 
     def check_run(self, r, builders: int = 2, event_ids: int = 20000) -> None:
         self.assertRunOk(r)
