@@ -12,9 +12,10 @@ from __future__ import annotations
 import copy
 import os
 import signal
+import sys
 from pathlib import Path
 
-from harness import REPO, E2ETestCase, read_jsonl, topology
+from harness import DAQRUN, REPO, E2ETestCase, read_jsonl, topology
 import test_deploy_ssh
 from test_topology_builders import several_builders_unsupported
 
@@ -425,6 +426,20 @@ class FakeBuildersRunTest(E2ETestCase):
         self.assertTrue(all(s is not None and s != 0 for s in statuses.values()), statuses)
         self.h.assert_clean()
 
+
+    def test_cleanup_removes_a_dead_launchers_builder_rings(self) -> None:
+        pid = 4194300        # above any pid this machine hands out (pid_max 4194304)
+        while pid > 0 and os.path.exists(f"/proc/{pid}"):
+            pid -= 1
+        rings = [Path(f"/dev/shm/es-daq{pid}-b1-r0"), Path(f"/dev/shm/es-daq{pid}-r2")]
+        for ring in rings:
+            ring.write_bytes(b"")
+            self.addCleanup(ring.unlink, missing_ok=True)
+        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup"], 60)
+        self.assertEqual(c.returncode, 0, c.describe())
+        for ring in rings:
+            self.assertIn(f"removed shared-memory segment {ring}", c.output)
+            self.assertFalse(ring.exists())
 
 
 class SshBuildersTest(test_deploy_ssh.SshDeployTest):
