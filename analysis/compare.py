@@ -8,8 +8,10 @@ Each RUN is a run directory (metrics.json, and params.json when
 deploy/daqrun wrote one) or a metrics.json file. Prints two tables:
 
 - per run: topology and placement, backend and link shaping, transports,
-  offered and accepted rates, latency p50/p90/p99/max as value +/- clock
-  uncertainty, CPU per fragment, peak RSS per daemon;
+  offered and accepted rates, with several builders each builder's events
+  and rate (analysis/builders.py: builders/B/ and metrics.json "builders"),
+  latency p50/p90/p99/max as value +/- clock uncertainty, CPU per fragment,
+  peak RSS per daemon;
 - per host of each run: its daemons, chrony's bound at start and end (from
   each daemon's own chronyd), and the in-band clock offsets of its daemons
   against the builder with their bounds.
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import builders as several  # noqa: E402
 import exact_latency  # noqa: E402
 
 NA = "n/a"
@@ -64,6 +67,7 @@ def load_run(arg: str, label: str | None = None) -> dict:
         params = {}
     return {"path": str(run_dir), "metrics": metrics, "params": params,
             "exact": exact_latency.load_or_make(run_dir),
+            "builders": several.per_builder(run_dir, metrics),
             "label": label or default_label(run_dir, params)}
 
 
@@ -95,7 +99,9 @@ def scheduling_of(params: dict) -> str | None:
     `cpus` and `rtprio`), e.g. "rtprio 20, cpus pinned"; None when neither
     was set. Runs that differ in it are different cases."""
     t = params.get("topology") or {}
-    tables = [t.get("builder") or {}, t.get("sources") or {}]
+    builder = t.get("builder") or {}
+    tables = (list(builder) if isinstance(builder, list) else [builder]) + \
+        [t.get("hub") or {}, t.get("sources") or {}]
     tables += list(t.get("reader") or []) + list(t.get("source") or [])
     prios = sorted({x.get("rtprio") for x in tables if isinstance(x, dict)} - {None})
     pinned = any(isinstance(x, dict) and x.get("cpus") for x in tables)
@@ -210,8 +216,8 @@ def placement(run: dict) -> str:
         roles: dict[str, int] = {}
         for d in daemons:
             roles[d.split("-")[0]] = roles.get(d.split("-")[0], 0) + 1
-        desc = ", ".join(f"{n} {r}{'s' if n > 1 else ''}" if r != "builder" else "builder"
-                         for r, n in roles.items())
+        desc = ", ".join(r if n == 1 and r in ("builder", "hub") else
+                         f"{n} {r}{'s' if n > 1 else ''}" for r, n in roles.items())
         parts.append(f"{name} ({desc})")
     return f"{len(parts)} host{'s' if len(parts) != 1 else ''}: " + "; ".join(parts)
 
@@ -258,6 +264,8 @@ def run_summary(run: dict) -> dict:
         "cpu_us_per_fragment": get(m, "cpu", "us_per_fragment"),
         "cpu_total_s": get(m, "cpu", "total_s"),
         "rss_kib": rss,
+        "builders": [{k: v for k, v in b.items() if k != "times"}
+                     for b in run.get("builders") or []],
     }
 
 
@@ -399,6 +407,13 @@ def cell_latency(col: list[dict], name: str) -> str:
            f"{fmt_ns(max(values))}]"
 
 
+def per_builder_text(s: dict, key: str, unit: str) -> str:
+    """"b0 51,200, b1 48,800" for a run of several builders, n/a for one."""
+    if not s["builders"]:
+        return NA
+    return ", ".join(f"b{b['id']} {fmt_num(b[key], unit)}" for b in s["builders"])
+
+
 def runs_table(columns: list[tuple[str, list[dict]]]) -> str:
     """One column per run, or per group of runs (median [min – max])."""
     header = [""] + [label if len(col) == 1 else f"{label}, {len(col)} runs"
@@ -428,6 +443,9 @@ def runs_table(columns: list[tuple[str, list[dict]]]) -> str:
     num("latency min", lambda s: s["latency_min"], fmt_ns)
     num("latency mean", lambda s: s["latency_mean"], fmt_ns)
     text("uncertainty from", lambda s: s["uncertainty_basis"] or NA)
+    text("builders", lambda s: str(len(s["builders"])) if s["builders"] else "1")
+    text("events per builder", lambda s: per_builder_text(s, "recorded", ""))
+    text("rate per builder", lambda s: per_builder_text(s, "rate", " ev/s"))
     num("CPU per fragment", lambda s: s["cpu_us_per_fragment"], lambda x: fmt_num(x, " us", 2))
     num("CPU, all daemons", lambda s: s["cpu_total_s"], lambda x: fmt_num(x, " s", 2))
     daemons: list[str] = []

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Exact latency percentiles of a run, from its events.jsonl.
+"""Exact latency percentiles of a run, from its events.jsonl (a run of
+several builders: every builders/B/events.jsonl together).
 
 metrics.json reports percentiles as histogram bucket edges (within 6.25 %),
 which is plenty for a report but is a term of its own when two cases differ
@@ -29,25 +30,31 @@ def nearest_rank(sorted_values: list[int], q: float) -> int:
     return sorted_values[rank - 1]
 
 
-def exact_latency(events_path: Path) -> dict | None:
-    """The exact percentiles of one events.jsonl; None when it has no event."""
+def exact_latency(events_path: Path | list[Path]) -> dict | None:
+    """The exact percentiles of one events.jsonl, or of several builders'
+    together; None when they have no event."""
+    paths = events_path if isinstance(events_path, list) else [events_path]
     latencies = []
     largest_uncertainty = 0
     unbounded = 0
-    with events_path.open(encoding="utf-8") as f:
-        for line in f:
-            e = json.loads(line)
-            latencies.append(int(e["latency_ns"]))
-            u = e.get("uncertainty_ns")
-            if u is None:
-                unbounded += 1
-            else:
-                largest_uncertainty = max(largest_uncertainty, int(u))
+    for path in paths:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                e = json.loads(line)
+                latencies.append(int(e["latency_ns"]))
+                u = e.get("uncertainty_ns")
+                if u is None:
+                    unbounded += 1
+                else:
+                    largest_uncertainty = max(largest_uncertainty, int(u))
     if not latencies:
         return None
     latencies.sort()
     return {
-        "source": events_path.name,
+        "source": ", ".join(p.name if p.parent.parent.name != "builders"
+                            else f"builders/{p.parent.name}/{p.name}" for p in paths),
         "samples": len(latencies),
         "definition": "nearest-rank percentiles of every recorded event's latency_ns; "
                       "uncertainty_ns is the largest of any record (null: some record had no clock estimate)",
@@ -63,9 +70,10 @@ def load_or_make(run_dir: Path) -> dict | None:
     if cached.is_file():
         return json.loads(cached.read_text(encoding="utf-8"))
     events = run_dir / "events.jsonl"
-    if not events.is_file():
+    several = sorted(run_dir.glob("builders/*/events.jsonl"))   # a run of several builders
+    if not events.is_file() and not several:
         return None
-    result = exact_latency(events)
+    result = exact_latency(events if events.is_file() else several)
     if result is not None:
         try:
             cached.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

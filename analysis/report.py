@@ -8,7 +8,10 @@ Usage: analysis/report.py RUN_DIR [--out DIR]
 Figures: latency CDF with its uncertainty band (none where the clock
 uncertainty is 0), accepted events per second over the run in whole bins,
 the outcome of every event ID, per-peer clock offsets with their bounds;
-and the table of conservation equations with each side.
+and the table of conservation equations with each side. A run of several
+builders (RUN_DIR/builders/B/) adds a table of the builders (assigned,
+recorded, expired, rate) and each builder's accepted rate over the run;
+the rate figure counts every builder's records.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import builders as several  # noqa: E402
+
 
 def load(run_dir: Path) -> tuple[dict, list[int]]:
     # A byte that is not UTF-8 (an older builderd wrote peers' bytes raw)
     # becomes U+FFFD rather than ending the report.
     metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8", errors="replace"))
-    times = []
+    times = [t for b in several.per_builder(run_dir, metrics) for t in b["times"]]
     events = run_dir / "events.jsonl"
     if events.exists():
         with events.open(encoding="utf-8", errors="replace") as f:
@@ -198,6 +204,56 @@ def build_outcomes(m: dict):
     return fig
 
 
+def build_builder_rates(builders: list[dict]):
+    """Each builder's accepted events per second over the run, in the bins
+    of the whole run's records, so that the curves compare."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    everything = [t for b in builders for t in b["times"]]
+    edges, _, width = rate_bins(everything)
+    top = 0.0
+    if edges:
+        t0 = min(everything)
+        for b in builders:
+            counts = [0] * (len(edges) - 1)
+            for t in b["times"]:
+                counts[min(int((t - t0) / 1e9 // width), len(counts) - 1)] += 1
+            rates = [c / width for c in counts]
+            top = max([top] + rates)
+            ax.stairs(rates, edges, baseline=None, lw=1.5, label=f"builder {b['id']}")
+        ax.set_ylim(0, top * 1.25 or 1)
+        ax.set_xlim(edges[0], edges[-1])
+        ax.legend(loc="lower right", fontsize=8, ncol=min(4, len(builders)))
+    else:
+        ax.text(0.5, 0.5, "no accepted events", transform=ax.transAxes, ha="center",
+                va="center", color="#b22")
+    ax.set_xlabel("seconds into the run")
+    ax.set_ylabel("accepted events/s")
+    ax.set_title("Accepted rate of each builder")
+    fig.tight_layout()
+    return fig
+
+
+def number(x) -> str:
+    return "n/a" if not isinstance(x, (int, float)) else f"{x:,.0f}"
+
+
+def builders_table(builders: list[dict]) -> str:
+    """The builders of a run of several: what the hub assigned each, what
+    it recorded and expired, its rate; "" for a run of one builder."""
+    if not builders:
+        return ""
+    rows = "\n".join(
+        f"<tr><td>{b['id']}</td><td>{html.escape(str(b['host'] or 'n/a'))}</td>"
+        f"<td>{number(b['assigned'])}</td><td>{number(b['complete'])}</td>"
+        f"<td>{number(b['recorded'])}</td><td>{number(b['expired'])}</td>"
+        f"<td>{number(b['rate'])}</td><td>{html.escape(b['rate_from'] or '')}</td></tr>"
+        for b in builders)
+    return (f"<h2>Builders: {len(builders)}</h2>\n<table id=\"builders\"><tr><th>builder</th>"
+            "<th>host</th><th>assigned</th><th>complete</th><th>recorded</th><th>expired</th>"
+            "<th>events/s</th><th>rate from</th></tr>\n" + rows + "\n</table>")
+
+
 def fig_outcomes(m: dict, path: Path) -> None:
     save(build_outcomes(m), path)
 
@@ -234,7 +290,7 @@ def img(path: Path, alt: str) -> str:
     return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(alt)}</figcaption></figure>'
 
 
-def page(m: dict, figures: list[tuple[Path, str]]) -> str:
+def page(m: dict, figures: list[tuple[Path, str]], builders: list[dict] = ()) -> str:
     lat = m["latency"]
     u = lat.get("uncertainty_ns") or 0
     status = html.escape(str(m.get("status", "?")))
@@ -284,6 +340,7 @@ figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
 {rows}
 </table>
 <h2>Errors</h2><ul id="errors">{errors}</ul>
+{builders_table(list(builders))}
 <h2>Figures</h2>
 {''.join(img(p, alt) for p, alt in figures)}
 <h2>Processes</h2>
@@ -315,9 +372,14 @@ def main() -> int:
                           ("outcomes.png", "Outcome of every event ID", lambda p: fig_outcomes(m, p))):
         fn(out / name)
         figures.append((out / name, alt))
+    builders = several.per_builder(args.run_dir, m)
+    if builders:
+        save(build_builder_rates(builders), out / "builders.png")
+        figures.append((out / "builders.png", "Accepted events per second of each builder, "
+                                               "in the bins of the rate figure"))
     if fig_clocks(m, out / "clocks.png"):
         figures.append((out / "clocks.png", "Per-peer clock offsets with bounds"))
-    (out / "report.html").write_text(page(m, figures), encoding="utf-8")
+    (out / "report.html").write_text(page(m, figures, builders), encoding="utf-8")
     print(f"report: {out / 'report.html'}")
     return 0
 

@@ -133,21 +133,32 @@ def log_tail(h: Handle, backend: Backend | None = None, lines: int = 12) -> str:
     return "\n".join(f"  | {line}" for line in text[-lines:]) + f"\n  (log: {h.log_path})"
 
 
-def count_lines(path: Path) -> int | None:
-    """Records in a .jsonl file, None when it does not exist."""
+def records(path: Path) -> tuple[int | None, float | None]:
+    """(records in a .jsonl file, None when it does not exist; their rate
+    from the first record's t_ns to the last's, None when unknown)."""
+    count, first, last = 0, None, None
     try:
         with open(path, "rb") as f:
-            return sum(1 for line in f if line.strip())
+            for line in f:
+                if line.strip():
+                    count += 1
+                    first = first or line
+                    last = line
     except OSError:
-        return None
+        return None, None
+    try:
+        t0, t1 = json.loads(first)["t_ns"], json.loads(last)["t_ns"]
+        return count, (count - 1) / ((t1 - t0) / 1e9) if t1 > t0 else None
+    except (TypeError, ValueError, KeyError):
+        return count, None
 
 
 def builders_section(metrics: dict) -> dict[int, dict]:
-    """metrics.json's "builders" section by builder id, {} when absent (a list
-    of objects with "id", or an object keyed by id)."""
+    """metrics.json's "builders" section by builder id, {} when absent (an
+    object keyed by id, as the hub writes it, or a list of objects with "id")."""
     section = metrics.get("builders")
     if isinstance(section, dict):
-        items = [(k, v) for k, v in section.items()]
+        items = list(section.items())
     elif isinstance(section, list):
         items = [(v.get("id", i) if isinstance(v, dict) else i, v) for i, v in enumerate(section)]
     else:
@@ -161,20 +172,26 @@ def builders_section(metrics: dict) -> dict[int, dict]:
     return out
 
 
-def figure(entry: dict, *names: str):
-    """The first of names found in entry or in one of its objects (a rate
-    may be a number or {"events_per_s": ...})."""
+def figure(entry, *names: str, depth: int = 2):
+    """The first of names with a number in entry or in its objects down to
+    depth (a builder's END counters are in entry["counters"]["builder"])."""
+    if not isinstance(entry, dict):
+        return None
     for name in names:
-        for where in [entry] + [v for v in entry.values() if isinstance(v, dict)]:
-            value = where.get(name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                return value
+        value = entry.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+    for value in entry.values() if depth > 0 else ():
+        found = figure(value, *names, depth=depth - 1)
+        if found is not None:
+            return found
     return None
 
 
 def builder_lines(run_dir: Path, t: Topology) -> list[str]:
-    """One line per builder of several: its records and what the hub says
-    of it (assigned, rate) when metrics.json has a "builders" section."""
+    """One line per builder of several: its records (and their rate) and
+    what the hub says of it (assigned, complete) when metrics.json has a
+    "builders" section."""
     try:
         metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -183,14 +200,19 @@ def builder_lines(run_dir: Path, t: Topology) -> list[str]:
     lines = []
     for b in t.builders:
         out = builder_out(run_dir, b["id"])
-        recorded, expired = count_lines(out / "events.jsonl"), count_lines(out / "expired.jsonl")
+        recorded, rate = records(out / "events.jsonl")
+        expired, _ = records(out / "expired.jsonl")
         parts = [f"{recorded} events recorded" if recorded is not None else "no events.jsonl",
                  f"{expired} expired" if expired is not None else "no expired.jsonl"]
         entry = section.get(b["id"], {})
-        assigned = figure(entry, "assigned")
-        rate = figure(entry, "events_per_s", "rate")
+        assigned = figure(entry, "assigned", depth=0)
+        complete = figure(entry, "events_complete")
+        hub_rate = figure(entry, "events_per_s", "rate")
+        rate = hub_rate if hub_rate is not None else rate
         if assigned is not None:
             parts.append(f"assigned {assigned:.0f}")
+        if complete is not None:
+            parts.append(f"complete {complete:.0f}")
         if rate is not None:
             parts.append(f"{rate:.0f} events/s")
         lines.append(f"builder {b['id']} ({b['host']}): " + ", ".join(parts))
@@ -212,6 +234,7 @@ class Launcher:
         self.ports: dict[str, dict[str, int]] = {}
         self.builder: Handle | None = None     # the run's hub: builder-0, or "hub"
         self.builder_status: dict[int, str] = {}   # /status of each builder of several
+        self.builder_seen: dict[int, tuple[float, int]] = {}   # when, events_complete
         self.teardown_problems: list[str] = []
         self.t0 = time.monotonic()
 
@@ -364,38 +387,62 @@ class Launcher:
             return None
         return st if isinstance(st, dict) else None
 
-    def builder_rates(self) -> str:
-        """", builder 0 1200/s, builder 1 1180/s": each builder's own /status."""
-        parts = []
-        for b_id, url in sorted(self.builder_status.items()):
-            st = self.read_status(url)
-            if st is not None:
-                parts.append(f"b{b_id} {st.get('events_complete', 0)} "
-                             f"({st.get('events_per_s', 0):.0f}/s)")
-        return f"; {', '.join(parts)}" if parts else ""
-
-    def show_progress(self, now: float) -> None:
-        """One status line from the hub's /status (and with several
-        builders each builder's): rewritten each second on a terminal,
-        printed every five seconds otherwise."""
-        tty = sys.stdout.isatty()
-        if not self.progress or self.status_url is None or \
-                now - self.last_progress < (1.0 if tty else 5.0):
-            return
-        self.last_progress = now
-        st = self.read_status(self.status_url)
+    def one_builder_line(self) -> str | None:
+        """The progress of the one builder of a run, from its /status."""
+        st = self.read_status(self.status_url) if self.status_url else None
         if st is None:
-            return
+            return None
         complete, expired = st.get("events_complete", 0), st.get("events_expired", 0)
         rate = st.get("events_per_s", 0)
         expected = st.get("events_expected") or 0
         left = expected - complete - expired
         eta = f", ETA {left / rate:.0f} s" if expected and rate > 0 and left > 0 else ""
         limit = (f", limit {st['admission_limit']}" if "admission_limit" in st else "")
-        line = (f"daqrun: {100 * st.get('completeness', 0):.1f}% complete, {complete} built "
+        return (f"daqrun: {100 * st.get('completeness', 0):.1f}% complete, {complete} built "
                 f"({rate:.0f}/s), {st.get('events_accepted', 0)} accepted, {expired} expired, "
                 f"{st.get('events_pending', 0)} pending{limit}, "
-                f"p99 {st.get('latency_p99_ns', 0) / 1e6:.3f} ms{eta}{self.builder_rates()}")
+                f"p99 {st.get('latency_p99_ns', 0) / 1e6:.3f} ms{eta}")
+
+    def several_builders_line(self, now: float) -> str | None:
+        """The progress of several builders, each from its own /status: the
+        sums, and each builder's count and rate, measured here between two
+        looks (whatever its /status says of its rate)."""
+        parts, total, expired, accepted, p99, rate = [], 0, 0, 0, 0, 0.0
+        for b_id, url in sorted(self.builder_status.items()):
+            st = self.read_status(url)
+            if st is None:
+                parts.append(f"b{b_id} ?")
+                continue
+            complete = st.get("events_complete", 0)
+            total += complete
+            expired += st.get("events_expired", 0)
+            accepted += st.get("events_accepted", 0)
+            p99 = max(p99, st.get("latency_p99_ns", 0))
+            then, before = self.builder_seen.get(b_id, (now, complete))
+            self.builder_seen[b_id] = (now, complete)
+            own = (complete - before) / (now - then) if now > then else 0.0
+            rate += own
+            parts.append(f"b{b_id} {complete} ({own:.0f}/s)")
+        if not parts:
+            return None
+        expected = self.t.run["events"]
+        left = expected - total - expired
+        eta = f", ETA {left / rate:.0f} s" if rate > 0 and left > 0 else ""
+        return (f"daqrun: {100 * (total + expired) / expected:.1f}% complete, {total} built "
+                f"({rate:.0f}/s), {accepted} accepted, {expired} expired, "
+                f"p99 {p99 / 1e6:.3f} ms{eta}; {', '.join(parts)}")
+
+    def show_progress(self, now: float) -> None:
+        """One status line from the builder's /status (several builders:
+        from each builder's): rewritten each second on a terminal, printed
+        every five seconds otherwise."""
+        tty = sys.stdout.isatty()
+        if not self.progress or now - self.last_progress < (1.0 if tty else 5.0):
+            return
+        self.last_progress = now
+        line = self.several_builders_line(now) if self.t.several else self.one_builder_line()
+        if line is None:
+            return
         if tty:
             sys.stdout.write("\r" + line + "\033[K")
             sys.stdout.flush()

@@ -4,15 +4,20 @@ the error that names it; the exact command lines of the hub, the builders,
 the readers and the sources (a single [builder] unchanged); and whole runs
 with the stand-in daemons of tests/e2e/fake: start order, port files,
 per-builder records and summary, and every process stopped when a builder
-fails to start, on timeout and after a fault on the hub."""
+fails to start, on timeout and after a fault on the hub; and two builders
+on two hosts over ssh."""
 
 from __future__ import annotations
 
 import copy
+import os
 import signal
+import sys
 from pathlib import Path
 
-from harness import REPO, E2ETestCase, read_jsonl, topology
+from harness import DAQRUN, REPO, E2ETestCase, read_jsonl, topology
+import test_deploy_ssh
+from test_topology_builders import several_builders_unsupported
 
 from daqlib import daemons
 from daqlib import topology as daqrun
@@ -363,7 +368,7 @@ class FakeBuildersRunTest(E2ETestCase):
             expired = read_jsonl(r.run_dir / "builders" / str(b) / "expired.jsonl")
             self.assertTrue(events and expired, b)
             self.assertIn(f"builder {b} (node): {len(events)} events recorded, {len(expired)} "
-                          f"expired, 0 events/s", r.output)
+                          f"expired, complete {len(events)}, 0 events/s", r.output)
             total += len(events)
         self.assertIn(f"{total} accepted by 2 builders", r.output)   # the hub's summary
         self.h.assert_clean()
@@ -421,3 +426,67 @@ class FakeBuildersRunTest(E2ETestCase):
         self.assertTrue(all(s is not None and s != 0 for s in statuses.values()), statuses)
         self.h.assert_clean()
 
+
+    def test_cleanup_removes_a_dead_launchers_builder_rings(self) -> None:
+        pid = 4194300        # above any pid this machine hands out (pid_max 4194304)
+        while pid > 0 and os.path.exists(f"/proc/{pid}"):
+            pid -= 1
+        rings = [Path(f"/dev/shm/es-daq{pid}-b1-r0"), Path(f"/dev/shm/es-daq{pid}-r2")]
+        for ring in rings:
+            ring.write_bytes(b"")
+            self.addCleanup(ring.unlink, missing_ok=True)
+        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup"], 60)
+        self.assertEqual(c.returncode, 0, c.describe())
+        for ring in rings:
+            self.assertIn(f"removed shared-memory segment {ring}", c.output)
+            self.assertFalse(ring.exists())
+
+
+class SshBuildersTest(test_deploy_ssh.SshDeployTest):
+    """Two builders over ssh, on two hosts of this machine: each builder's
+    folder made on its host and its records brought back; with the
+    stand-ins, or the real daemons where they run several builders."""
+
+    # Only this class's own tests, not those of the one-builder runs again.
+    test_run_over_ssh = test_interrupt_stops_remote_daemons = None
+    test_killed_launcher_leaves_no_remote_daemon = None
+
+    def builders_topology(self, bin_dir: Path | None = None) -> dict:
+        doc = self.topology(bin_dir, events=2000, rate=0)
+        del doc["builder"]
+        doc["builder"] = [{"id": 0, "host": "evb"}, {"id": 1, "host": "ro"}]
+        return doc
+
+    def test_two_builders_over_ssh(self) -> None:
+        self.h.bin = FAKE_BIN
+        r = self.h.daqrun(self.builders_topology(FAKE_BIN), timeout_s=120)
+        self.assertRunOk(r)
+        self.assertIn("PASS refbuild", r.output)
+        self.assertIn("(2 builders)", r.output)
+        self.assertRegex(r.output, r"reader-0 pid \d+ on ro: .*to builders 0 tcp, 1 shm")
+        self.assertRegex(r.output, r"reader-1 pid \d+ on evb: .*to builders 0 shm, 1 tcp")
+        remote = self.h.dir / "remote"
+        self.assertTrue((remote / "ro" / "run-1" / "builders" / "1" / "events.jsonl").exists())
+        self.assertFalse((remote / "ro" / "run-1" / "builders" / "0").exists())
+        for b in (0, 1):
+            self.assertTrue(read_jsonl(r.run_dir / "builders" / str(b) / "events.jsonl"), b)
+        argv = {p["name"]: p["argv"] for p in r.params()["processes"]}
+        self.assertIn(f"{remote}/ro/run-1/builders/1", argv["builder-1"])
+        self.assertTrue((r.run_dir / "logs" / "hub.log").exists())
+        self.assert_clean()
+
+    def test_two_builders_over_ssh_real_daemons(self) -> None:
+        if not all(os.access(self.h.bin / d, os.X_OK) for d in ("builderd", "readoutd",
+                                                                 "sourced")):
+            self.skipTest(f"daemons not built in {self.h.bin}")
+        why = several_builders_unsupported(self.h)
+        if why:
+            self.skipTest(why)
+        doc = self.builders_topology()
+        doc["run"]["missing_every"] = 30
+        r = self.h.daqrun(doc, timeout_s=150)
+        self.assertRunOk(r)
+        self.assertIn("PASS refbuild", r.output)
+        self.assertIn("(2 builders)", r.output)
+        self.assertBalanced(r)
+        self.assert_clean()

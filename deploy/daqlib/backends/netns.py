@@ -96,8 +96,8 @@ class NetnsBackend(LocalBackend):
                                           "`\"1gbit\"` (gigabit Ethernet); `\"none\"` = off"),
         "shaping_burst": Key("str", "16kb", doc="tbf burst"),
         "shaping_latency": Key("str", "10ms", doc="tbf queue length"),
-        "chrony": Key("bool", True, doc="a chronyd per host, the builder's host serving the "
-                                        "others"),
+        "chrony": Key("bool", True, doc="a chronyd per host, the builder's (the hub's) host "
+                                        "serving the others"),
         "chrony_timeout_s": Key("number", 30, 1, 3600, "how long every chronyd may take to "
                                                        "synchronise (else the run fails)"),
         "chrony_max_skew_ppm": Key("number", 5, 0, 10**6, "then wait until every skew is this "

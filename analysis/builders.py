@@ -1,0 +1,116 @@
+"""The builders of a run of several (docs/BUILDERS.md), for report.py and
+compare.py: what each builder recorded (RUN_DIR/builders/B/events.jsonl and
+expired.jsonl) and what the hub says of it (metrics.json "builders": per id
+its host, assigned, decided, lost, its END report's counters and, where
+the hub gives one, its rate). Either source may be absent: a run of one
+builder has neither (an empty list), an older hub no "builders" section.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def hub_section(metrics: dict | None) -> dict[int, dict]:
+    """metrics.json's "builders" by builder id: an object keyed by id (as
+    the hub writes it) or a list of objects with "id"; {} when absent."""
+    section = metrics.get("builders") if isinstance(metrics, dict) else None
+    if isinstance(section, dict):
+        items = list(section.items())
+    elif isinstance(section, list):
+        items = [(v.get("id", i) if isinstance(v, dict) else i, v) for i, v in enumerate(section)]
+    else:
+        return {}
+    out = {}
+    for ident, value in items:
+        try:
+            out[int(ident)] = value if isinstance(value, dict) else {}
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def find(entry: Any, *names: str, depth: int = 2) -> float | None:
+    """The first of names with a number in entry or in its objects down to
+    depth (a builder's counters are in entry["counters"]["builder"]; a rate
+    may be a number or {"events_per_s": ...})."""
+    if not isinstance(entry, dict):
+        return None
+    for name in names:
+        value = entry.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+    if depth > 0:
+        for value in entry.values():
+            found = find(value, *names, depth=depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def read_times(path: Path) -> tuple[int | None, list[int]]:
+    """(records, their t_ns) of a builder's events.jsonl; (None, []) when absent."""
+    try:
+        f = path.open(encoding="utf-8", errors="replace")
+    except OSError:
+        return None, []
+    count, times = 0, []
+    with f:
+        for line in f:
+            if not line.strip():
+                continue
+            count += 1
+            try:
+                t = json.loads(line).get("t_ns")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(t, int):
+                times.append(t)
+    return count, times
+
+
+def count_lines(path: Path) -> int | None:
+    try:
+        with path.open("rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return None
+
+
+def rate_of(times: list[int]) -> float | None:
+    """Records per second from the first record's t_ns to the last."""
+    if len(times) < 2 or max(times) == min(times):
+        return None
+    return (len(times) - 1) / ((max(times) - min(times)) / 1e9)
+
+
+def per_builder(run_dir: Path, metrics: dict | None = None) -> list[dict]:
+    """One entry per builder, by id: id, host, recorded (events.jsonl lines),
+    expired, assigned, complete, rate (events/s: the hub's where it says,
+    else from the records' t_ns), rate_from, times (t_ns, for plots).
+    Empty for a run of one builder."""
+    section = hub_section(metrics)
+    top = Path(run_dir) / "builders"
+    ids = sorted(int(p.name) for p in top.iterdir() if p.is_dir() and p.name.isdigit()) \
+        if top.is_dir() else []
+    out = []
+    for b in sorted(set(ids) | set(section)):
+        hub = section.get(b, {})
+        recorded, times = read_times(top / str(b) / "events.jsonl")
+        rate = find(hub, "events_per_s", "rate", "accepted_events_per_s")
+        host = hub.get("host")
+        out.append({
+            "id": b, "host": host if isinstance(host, str) else None,
+            "recorded": recorded, "expired": count_lines(top / str(b) / "expired.jsonl"),
+            "assigned": find(hub, "assigned", depth=0),
+            "complete": find(hub, "events_complete"),
+            "rate": rate if rate is not None else rate_of(times),
+            "rate_from": "metrics.json" if rate is not None else
+                         "events.jsonl" if rate_of(times) is not None else None,
+            "times": times,
+        })
+    return out
