@@ -208,7 +208,11 @@ class BuilderRoleTest(E2ETestCase):
         tokens = self.hub.of_type("token")
         self.assertEqual(totals["tokens_sent"], len(tokens))
         self.assertEqual([t["sequence"] for t in tokens], list(range(len(tokens))))
-        self.assertEqual((tokens[-1]["decided"], tokens[-1]["decided_below"]), (32, 64))
+        # Every ID of its own decided; below the assigned end it knew of
+        # then, at least the end of its last batch (the hub's last assign,
+        # of builder 1's batch, may come after the reader's END).
+        self.assertEqual(tokens[-1]["decided"], 32)
+        self.assertIn(tokens[-1]["decided_below"], (56, 64))
         decided = [t["decided"] for t in tokens]
         self.assertEqual(decided, sorted(decided))
         events = read_jsonl(out / "events.jsonl")
