@@ -304,8 +304,12 @@ static void brun_on_gone(const char *reason, void *arg)
 	struct brun *b = arg;
 	if (b->done)
 		return;
-	brun_error(b, "Builder %u lost its hub's control connection: %s; stopping",
-		   b->opt.builder_id, reason);
+	if (b->hub_ready)
+		brun_error(b, "Builder %u lost its hub's control connection: %s; stopping",
+			   b->opt.builder_id, reason);
+	else
+		brun_error(b, "Builder %u could not join its hub at %s:%u: %s; stopping",
+			   b->opt.builder_id, b->opt.hub_host, (unsigned)b->opt.hub_port, reason);
 	brun_leave(b, 0);
 }
 

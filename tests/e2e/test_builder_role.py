@@ -346,6 +346,24 @@ class BuilderRoleTest(E2ETestCase):
         self.assertIn("Builder 0 stopped: terminated", proc.log())
         reader.sock.close()
 
+    def test_no_hub(self) -> None:
+        """Nobody at --hub: the builder says whom it could not join and
+        exits 1 after --peer-timeout-ms."""
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        pf = self.h.path("ports", "builder-0.port")
+        proc = self.h.daemon("builderd", "builder-0",
+                             ["--role", "builder", "--id", 0, "--builders", 2,
+                              "--hub", f"127.0.0.1:{port}", "--run", RUN, "--sources", 2,
+                              "--readers", 1, "--listen", "127.0.0.1:0",
+                              "--out", self.h.path("b0", "x").parent, "--port-file", pf,
+                              "--peer-timeout-ms", 500])
+        self.assertEqual(self.h.wait(proc, 20), 1, proc.tail())
+        self.assertIn(f"Builder 0 could not join its hub at 127.0.0.1:{port}", proc.log())
+        self.h.assert_clean()
+
     def test_lost_hub_stops_the_builder(self) -> None:
         """The hub's connection closes mid-run: the builder says so and
         exits 1."""
