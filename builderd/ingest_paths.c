@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-
 static void ing_on_complete(void *ctx, const struct bld_event *e)
 {
 	struct ing *g = ctx;
