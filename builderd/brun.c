@@ -99,7 +99,7 @@ static void brun_tokens(struct brun *b, bool tick)
 	if (!b->joined || b->reported || plan == NULL)
 		return;
 	uint64_t decided = ing_decided(b->ing);
-	uint64_t half = b->opt.batch / 2 ? b->opt.batch / 2 : 1;
+	uint64_t half = owr_batch(plan) / 2 ? owr_batch(plan) / 2 : 1;   /* the hub's batch */
 	if (decided <= b->token_decided || (!tick && decided - b->token_decided < half))
 		return;
 	brun_send_token(b, decided, owr_decided_below(plan, decided));
@@ -134,7 +134,9 @@ static void brun_finish(struct brun *b)
 	uint64_t assigned = plan != NULL ? owr_assigned(plan) : 0;
 	if (ing_finish(b->ing, assigned) < 0)
 		brun_error(b, "Writing the record files in %s failed", b->opt.out_dir);
-	if (b->joined && assigned > b->token_decided)
+	/* The last TOKEN, whatever the one before said: the hub's books
+	 * check it against the END (docs/BUILDERS.md, The books). */
+	if (b->joined)
 		brun_send_token(b, assigned, owr_assigned_end(plan));
 	const struct bld_counters *c = ing_counters(b->ing);
 	brun_refresh_report(b);
@@ -302,8 +304,12 @@ static void brun_on_gone(const char *reason, void *arg)
 	struct brun *b = arg;
 	if (b->done)
 		return;
-	brun_error(b, "Builder %u lost its hub's control connection: %s; stopping",
-		   b->opt.builder_id, reason);
+	if (b->hub_ready)
+		brun_error(b, "Builder %u lost its hub's control connection: %s; stopping",
+			   b->opt.builder_id, reason);
+	else
+		brun_error(b, "Builder %u could not join its hub at %s:%u: %s; stopping",
+			   b->opt.builder_id, b->opt.hub_host, (unsigned)b->opt.hub_port, reason);
 	brun_leave(b, 0);
 }
 

@@ -79,6 +79,8 @@ int ing_add_link(struct ing *g, const struct bd_listener_ops *ops, void *listene
 void ing_destroy(struct ing *g);
 
 const struct bd_options *ing_options(const struct ing *g);
+/* The id the data port's WELCOME names: --id in --role builder, else 0. */
+uint32_t ing_builder_id(const struct ing *g);
 struct event_base *ing_base(const struct ing *g);
 struct out *ing_output(const struct ing *g);
 
@@ -111,8 +113,9 @@ bool ing_release(struct bd_reader *rd, const char *why);
  * (avail bytes) and feeds it to the builder core, or notes its source's END.
  * exact: buf is one record that must hold exactly one frame. Returns FRM_OK
  * with *frame_bytes consumed, FRM_NEED_MORE (stream only), or an error,
- * already reported, after which the caller closes the path. With a plan
- * (ing_set_plan), a frame of an event not yet assigned returns
+ * already reported, after which the caller closes the path. In --role
+ * builder a frame of an event not yet assigned (or any, before the plan
+ * came: ing_set_plan) returns
  * FRM_NEED_MORE with rd->held set, whatever exact: the link keeps it
  * unconsumed, stops reading, and takes it again once resumed. */
 enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,

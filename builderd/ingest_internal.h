@@ -35,6 +35,7 @@ struct ing {
 };
 
 /* --role builder: a fragment's global event ID to the core's local one
+ * by the plan
  * (*event_id). false when the core is not to see it: held (rd->held set:
  * not assigned yet) or misrouted (counted, consumed, an error of the run). */
 bool ing_map(struct bd_reader *rd, const struct frm_header *h, uint64_t *event_id);

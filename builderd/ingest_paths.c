@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-
 static void ing_on_complete(void *ctx, const struct bld_event *e)
 {
 	struct ing *g = ctx;
@@ -233,7 +232,7 @@ enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail,
 		return FRM_OK;
 	}
 	uint64_t event_id = h.event_id;
-	if (g->plan != NULL && !ing_map(rd, &h, &event_id))
+	if (g->opt.role == BD_ROLE_BUILDER && !ing_map(rd, &h, &event_id))
 		return rd->held ? FRM_NEED_MORE : FRM_OK;
 	rd->frames_received++;
 	g->frames_received++;

@@ -14,7 +14,11 @@ bool ing_map(struct bd_reader *rd, const struct frm_header *h, uint64_t *event_i
 	struct ing *g = rd->ing;
 	uint32_t owner;
 	uint64_t local;
-	switch (owr_map(g->plan, h->event_id, &local, &owner)) {
+	/* Before the hub's routing nothing is assigned (a reader cannot have
+	 * heard of an assign yet): held like any frame not yet assigned. */
+	enum owr_verdict v = g->plan != NULL ? owr_map(g->plan, h->event_id, &local, &owner)
+					     : OWR_HOLD;
+	switch (v) {
 	case OWR_BUILD:
 		*event_id = local;
 		return true;
@@ -47,6 +51,11 @@ bool ing_map(struct bd_reader *rd, const struct frm_header *h, uint64_t *event_i
 }
 
 /* ---- the builder role's side ------------------------------------------- */
+
+uint32_t ing_builder_id(const struct ing *g)
+{
+	return g->opt.role == BD_ROLE_BUILDER ? g->opt.builder_id : 0;
+}
 
 void ing_set_plan(struct ing *g, struct owr *plan)
 {

@@ -136,6 +136,11 @@ uint64_t owr_first_event(const struct owr *w)
 	return w->plan.first_event;
 }
 
+uint32_t owr_batch(const struct owr *w)
+{
+	return w->plan.batch;
+}
+
 uint64_t owr_assigned_end(const struct owr *w)
 {
 	return route_assigned_end(w->route);

@@ -56,8 +56,10 @@ uint64_t owr_assigned(const struct owr *w);
  * the first undecided one, or the assigned end when all are. */
 uint64_t owr_decided_below(const struct owr *w, uint64_t decided);
 
-/* The plan's first event, and the IDs below which assignments were heard. */
+/* The plan's first event and batch, and the IDs below which assignments
+ * were heard. */
 uint64_t owr_first_event(const struct owr *w);
+uint32_t owr_batch(const struct owr *w);
 uint64_t owr_assigned_end(const struct owr *w);
 
 size_t owr_memory_bytes(const struct owr *w);

@@ -416,7 +416,7 @@ static void bshm_on_greeted(int fd, const struct ctl_hello *h, const char *peer,
 	}
 	/* Asleep from the start: the reader's first commit must wake us. */
 	shr_wait_data(&l->ring);
-	if (greet_reply_welcome(fd, ing_options(g)->run_id, CTL_ROLE_BUILDER, 0) < 0 ||
+	if (greet_reply_welcome(fd, ing_options(g)->run_id, CTL_ROLE_BUILDER, ing_builder_id(g)) < 0 ||
 	    (rc = shr_send_fds(fd, l->data_efd, l->space_efd)) < 0) {
 		log_warn("Reader %u (%s) left during the shared-memory handshake", rd->id, peer);
 		close(fd);

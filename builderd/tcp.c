@@ -162,7 +162,7 @@ static void btcp_on_greeted(int fd, const struct ctl_hello *h, const char *peer,
 	struct bd_reader *rd = ing_admit(g, fd, h, peer);
 	if (rd == NULL)
 		return;
-	if (greet_reply_welcome(fd, opt->run_id, CTL_ROLE_BUILDER, 0) < 0) {
+	if (greet_reply_welcome(fd, opt->run_id, CTL_ROLE_BUILDER, ing_builder_id(g)) < 0) {
 		close(fd);
 		return;
 	}

@@ -160,7 +160,7 @@ static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 		if (!ctl_group_set(g, CNT_PROBE(udp_port), prb_responder_port(l->probe)) ||
 		    !ctl_group_set(g, CNT_PROBE(token), prb_responder_token(l->probe)))
 			log_warn("%s %u: no room for the probe group in its report; clock probes go over the control connection",
-				 l->hello.role == CTL_ROLE_SOURCE ? "Source" : "Reader", l->hello.id);
+				 ctl_role_title(l->hello.role), l->hello.id);
 	}
 	if (l->conn != NULL)
 		msgconn_send(l->conn, &l->report);

@@ -94,7 +94,8 @@ class MiniHub:
                                      "first_event": 0, "events": EVENTS, "batch": BATCH,
                                      "window_batches": 64})
                 elif who[0] == "reader":
-                    self._send(who, {"type": "credit", "limit": 0, "sequence": 0})
+                    self._send(who, {"type": "credit", "limit": self.assigned_end,
+                                     "sequence": 0})
                 self._maybe_start()
             while True:
                 m = read_message(conn)
