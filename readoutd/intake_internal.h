@@ -66,6 +66,7 @@ struct intake {
 	struct intake_link_view *links;  /* [dests]: their counters */
 	struct outq_span *spans;         /* [IOV_MAX]: a gather's runs */
 	struct event *ev_retry;          /* blocked sources retried after a drain */
+	uint32_t blocked_sources;        /* sources with blocked set */
 };
 
 
@@ -81,6 +82,8 @@ bool intake_admitted(const struct intake *in, uint64_t event_id);
 void intake_progress(struct intake_source *s);
 void intake_resume(struct intake_source *s);
 void intake_compact(struct intake_source *s);
+/* Moves s's start up to its oldest frame not yet written everywhere. */
+void intake_reclaim(struct intake_source *s);
 /* The queues and the retry event; 0 or -ENOMEM. */
 int intake_route_create(struct intake *in);
 void intake_route_destroy(struct intake *in);

@@ -80,6 +80,7 @@ bool intake_dispatch(struct intake_source *s, const struct frm_header *h, size_t
 		if (route_queue_push(in->queues, d, (uint32_t)frame_bytes) == -ENOBUFS) {
 			s->blocked = true;
 			s->blocked_dest = d;
+			in->blocked_sources++;
 			return false;
 		}
 		outq_push(in->outq, s->index, d, s->base + s->checked, (uint32_t)frame_bytes);
@@ -96,6 +97,8 @@ void intake_dispatch_end(struct intake_source *s, size_t frame_bytes)
 	outq_push_end(in->outq, s->index, s->base + s->checked, (uint32_t)frame_bytes);
 	s->checked += frame_bytes;
 }
+
+static void feed_moved(void *arg);
 
 /* ---- the hub's plan ----------------------------------------------------- */
 
@@ -177,6 +180,8 @@ int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
 		*frames = in->links[b].frames_lost - before;
 	}
 	intake_retry_all(in, false, true);
+	/* Nothing of what it held will be written: its room is free. */
+	feed_moved(in);
 	return 0;
 }
 
@@ -244,7 +249,7 @@ static void intake_on_written(void *arg, uint32_t d, uint16_t source, uint32_t l
 	route_queue_pop(in->queues, d, len);
 	in->sources[source].c.frames_forwarded++;
 	in->links[d].frames_forwarded++;
-	if (in->ev_retry != NULL)
+	if (in->blocked_sources > 0)
 		event_active(in->ev_retry, EV_TIMEOUT, 0);
 }
 
@@ -252,6 +257,12 @@ static void feed_consumed(void *arg, uint32_t d, size_t bytes)
 {
 	struct intake *in = arg;
 	outq_written(in->outq, d, bytes, intake_on_written, in);
+}
+
+void intake_reclaim(struct intake_source *s)
+{
+	uint64_t pos;
+	s->start = outq_oldest(s->in->outq, s->index, &pos) ? (size_t)(pos - s->base) : s->checked;
 }
 
 /* After frames left the buffers: reclaims each source's room up to its
@@ -262,8 +273,7 @@ static void feed_moved(void *arg)
 	struct intake *in = arg;
 	for (size_t i = 0; i < in->count; i++) {
 		struct intake_source *s = &in->sources[i];
-		uint64_t pos;
-		s->start = outq_oldest(in->outq, s->index, &pos) ? (size_t)(pos - s->base) : s->checked;
+		intake_reclaim(s);
 		intake_compact(s);
 		intake_resume(s);
 	}
@@ -282,10 +292,7 @@ static void intake_on_retry(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct intake *in = arg;
-	bool any = false;
-	for (size_t i = 0; i < in->count; i++)
-		any = any || in->sources[i].blocked;
-	if (!any)
+	if (in->blocked_sources == 0)
 		return;
 	intake_retry_all(in, false, true);
 	in->ev.on_progress(in->arg);

@@ -152,7 +152,7 @@ const struct opt_spec rdr_option_specs[] = {
 			 "to its link before the sources feeding it pause\n"
 			 "(default {default}); memory: 16 bytes x (builders x\n"
 			 "(N + sources) + sources x min(builders x N,\n"
-			 "(B + max-fragment) / 42))"),
+			 "(batch-bytes + max-fragment) / 42))"),
 	OPT_UINT("pending-bytes", "B", O, pending_bytes, 1, UINT64_MAX, .def = "16777216",
 		 .help = "bytes routed to one builder and not yet written\n"
 			 "(default {default}; the frames stay in the receive\n"
