@@ -62,6 +62,9 @@ bool intake_dispatch(struct intake_source *s, const struct frm_header *h, size_t
 		s->c.frames_received++;
 		if (v != ROUTE_INVALID)
 			s->c.frames_verified++;
+	} else if (v == ROUTE_INVALID) {
+		/* Held before the plan came, counted verified then. */
+		s->c.frames_verified--;
 	}
 	switch (v) {
 	case ROUTE_HOLD:
@@ -115,9 +118,10 @@ int intake_plan(struct intake *in, const struct evm_plan *plan, char *why, size_
 	}
 	in->route = route_create(plan);
 	if (in->route == NULL) {
-		snprintf(why, why_size, "%s", errno == EINVAL ? "the routing plan is not valid" :
+		int err = errno;
+		snprintf(why, why_size, "%s", err == EINVAL ? "the routing plan is not valid" :
 					      "no memory for the routing table");
-		return -errno;
+		return -err;
 	}
 	in->route_first = plan->first_event;
 	in->route_end = plan->first_event + plan->events;
