@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Bytes one gather gives a forwarder at most: a writev seldom takes more. */
+#define RDR_GATHER_BYTES (1u << 20)
+
 /* The verdict for a frame of event_id: the hub's table, or the credit
  * limit of the one builder (destination 0). */
 static enum route_verdict intake_lookup_route(const struct intake *in, uint64_t event_id,
@@ -233,7 +236,7 @@ static int feed_gather(void *arg, uint32_t d, struct iovec *iov, int max)
 	struct intake *in = arg;
 	if (max > IOV_MAX)
 		max = IOV_MAX;
-	size_t n = outq_gather(in->outq, d, in->spans, (size_t)max);
+	size_t n = outq_gather(in->outq, d, in->spans, (size_t)max, RDR_GATHER_BYTES);
 	for (size_t k = 0; k < n; k++) {
 		const struct intake_source *s = &in->sources[in->spans[k].source];
 		iov[k].iov_base = s->buf + (in->spans[k].pos - s->base);

@@ -5,6 +5,7 @@
  * destination's frames. */
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "readoutd/outq.h"
@@ -41,21 +42,25 @@ START_TEST(test_runs_and_partial_writes)
 	struct outq_span sp[8];
 	/* Destination 0: 0..100 and 200..300 of source 0 are not adjacent;
 	 * source 1's two frames are one run. */
-	ck_assert_uint_eq(outq_gather(q, 0, sp, 8), 3);
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 8, SIZE_MAX), 3);
 	ck_assert_uint_eq(sp[0].source, 0);
 	ck_assert_uint_eq(sp[0].pos, 0);
 	ck_assert_uint_eq(sp[0].len, 100);
 	ck_assert_uint_eq(sp[1].pos, 200);
 	ck_assert_uint_eq(sp[2].source, 1);
 	ck_assert_uint_eq(sp[2].len, 100);
-	ck_assert_uint_eq(outq_gather(q, 0, sp, 2), 2);
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 2, SIZE_MAX), 2);
+	/* Bounded by bytes: whole frames until the bound is reached. */
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 8, 150), 2);
+	ck_assert_uint_eq(sp[1].len, 100);
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 8, 100), 1);
 	ck_assert_uint_eq(outq_bytes(q, 0), 300);
 	/* 130 bytes: the first frame whole, 30 of the second. */
 	struct done_log l = { 0 };
 	outq_written(q, 0, 130, on_done, &l);
 	ck_assert_int_eq(l.frames, 1);
 	ck_assert_uint_eq(outq_bytes(q, 0), 170);
-	ck_assert_uint_eq(outq_gather(q, 0, sp, 8), 2);
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 8, SIZE_MAX), 2);
 	ck_assert_uint_eq(sp[0].pos, 230);
 	ck_assert_uint_eq(sp[0].len, 70);
 	/* Source 0's oldest unwritten frame is the one for destination 1. */
