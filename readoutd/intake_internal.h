@@ -62,6 +62,8 @@ struct intake {
 	struct route *route;             /* routing: the hub's plan; NULL before it */
 	uint64_t route_first, route_end; /* the run's IDs, for the log */
 	struct route_queues *queues;     /* what each destination holds, bounded */
+	uint32_t limit_frames;           /* their limits */
+	uint64_t limit_bytes;
 	struct outq *outq;               /* the frames each destination has to write */
 	struct intake_link_view *links;  /* [dests]: their counters */
 	struct outq_span *spans;         /* [IOV_MAX]: a gather's runs */

@@ -136,12 +136,23 @@ bool intake_planned(const struct intake *in)
 	return in->route != NULL;
 }
 
+/* Whether blocked source s's frame would fit its destination's queue now
+ * (route_queue_push()'s rule: an empty queue takes any frame). */
+static bool intake_room_for(const struct intake *in, const struct intake_source *s)
+{
+	struct route_queue_view v;
+	route_queue_view(in->queues, s->blocked_dest, &v);
+	return v.frames == 0 || (v.frames < in->limit_frames && v.bytes <= in->limit_bytes &&
+				 s->held_bytes <= in->limit_bytes - v.bytes);
+}
+
 /* Sources held or blocked get their frame routed again. */
 static void intake_retry_all(struct intake *in, bool held, bool blocked)
 {
 	for (size_t i = 0; i < in->count; i++) {
 		struct intake_source *s = &in->sources[i];
-		if ((held && s->held && intake_admitted(in, s->held_event)) || (blocked && s->blocked)) {
+		if ((held && s->held && intake_admitted(in, s->held_event)) ||
+		    (blocked && s->blocked && intake_room_for(in, s))) {
 			intake_progress(s);
 			intake_resume(s);
 		}
@@ -313,6 +324,8 @@ int intake_route_create(struct intake *in)
 	in->dests = opt->link_count > 0 ? opt->link_count : 1;
 	uint32_t frames = opt->pending_frames > 0 ? opt->pending_frames : RDR_PENDING_FRAMES_DEFAULT;
 	uint64_t bytes = opt->pending_bytes > 0 ? opt->pending_bytes : RDR_PENDING_BYTES_DEFAULT;
+	in->limit_frames = frames;
+	in->limit_bytes = bytes;
 	in->queues = route_queues_create(in->dests, frames, bytes);
 	/* Each destination: its frames, and one END per source beside them. */
 	in->outq = outq_create((uint16_t)in->count, in->dests, frames + (uint32_t)in->count,
