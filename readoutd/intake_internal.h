@@ -62,10 +62,13 @@ struct intake {
 	struct route *route;             /* routing: the hub's plan; NULL before it */
 	uint64_t route_first, route_end; /* the run's IDs, for the log */
 	struct route_queues *queues;     /* what each destination holds, bounded */
+	uint32_t limit_frames;           /* their limits */
+	uint64_t limit_bytes;
 	struct outq *outq;               /* the frames each destination has to write */
 	struct intake_link_view *links;  /* [dests]: their counters */
 	struct outq_span *spans;         /* [IOV_MAX]: a gather's runs */
 	struct event *ev_retry;          /* blocked sources retried after a drain */
+	uint32_t blocked_sources;        /* sources with blocked set */
 };
 
 
@@ -81,6 +84,8 @@ bool intake_admitted(const struct intake *in, uint64_t event_id);
 void intake_progress(struct intake_source *s);
 void intake_resume(struct intake_source *s);
 void intake_compact(struct intake_source *s);
+/* Moves s's start up to its oldest frame not yet written everywhere. */
+void intake_reclaim(struct intake_source *s);
 /* The queues and the retry event; 0 or -ENOMEM. */
 int intake_route_create(struct intake *in);
 void intake_route_destroy(struct intake *in);

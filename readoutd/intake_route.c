@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Bytes one gather gives a forwarder at most: a writev seldom takes more. */
+#define RDR_GATHER_BYTES (1u << 20)
+
 /* The verdict for a frame of event_id: the hub's table, or the credit
  * limit of the one builder (destination 0). */
 static enum route_verdict intake_lookup_route(const struct intake *in, uint64_t event_id,
@@ -62,6 +65,9 @@ bool intake_dispatch(struct intake_source *s, const struct frm_header *h, size_t
 		s->c.frames_received++;
 		if (v != ROUTE_INVALID)
 			s->c.frames_verified++;
+	} else if (v == ROUTE_INVALID) {
+		/* Held before the plan came, counted verified then. */
+		s->c.frames_verified--;
 	}
 	switch (v) {
 	case ROUTE_HOLD:
@@ -80,6 +86,7 @@ bool intake_dispatch(struct intake_source *s, const struct frm_header *h, size_t
 		if (route_queue_push(in->queues, d, (uint32_t)frame_bytes) == -ENOBUFS) {
 			s->blocked = true;
 			s->blocked_dest = d;
+			in->blocked_sources++;
 			return false;
 		}
 		outq_push(in->outq, s->index, d, s->base + s->checked, (uint32_t)frame_bytes);
@@ -97,6 +104,8 @@ void intake_dispatch_end(struct intake_source *s, size_t frame_bytes)
 	s->checked += frame_bytes;
 }
 
+static void feed_moved(void *arg);
+
 /* ---- the hub's plan ----------------------------------------------------- */
 
 int intake_plan(struct intake *in, const struct evm_plan *plan, char *why, size_t why_size)
@@ -112,9 +121,10 @@ int intake_plan(struct intake *in, const struct evm_plan *plan, char *why, size_
 	}
 	in->route = route_create(plan);
 	if (in->route == NULL) {
-		snprintf(why, why_size, "%s", errno == EINVAL ? "the routing plan is not valid" :
+		int err = errno;
+		snprintf(why, why_size, "%s", err == EINVAL ? "the routing plan is not valid" :
 					      "no memory for the routing table");
-		return -errno;
+		return -err;
 	}
 	in->route_first = plan->first_event;
 	in->route_end = plan->first_event + plan->events;
@@ -126,12 +136,23 @@ bool intake_planned(const struct intake *in)
 	return in->route != NULL;
 }
 
+/* Whether blocked source s's frame would fit its destination's queue now
+ * (route_queue_push()'s rule: an empty queue takes any frame). */
+static bool intake_room_for(const struct intake *in, const struct intake_source *s)
+{
+	struct route_queue_view v;
+	route_queue_view(in->queues, s->blocked_dest, &v);
+	return v.frames == 0 || (v.frames < in->limit_frames && v.bytes <= in->limit_bytes &&
+				 s->held_bytes <= in->limit_bytes - v.bytes);
+}
+
 /* Sources held or blocked get their frame routed again. */
 static void intake_retry_all(struct intake *in, bool held, bool blocked)
 {
 	for (size_t i = 0; i < in->count; i++) {
 		struct intake_source *s = &in->sources[i];
-		if ((held && s->held && intake_admitted(in, s->held_event)) || (blocked && s->blocked)) {
+		if ((held && s->held && intake_admitted(in, s->held_event)) ||
+		    (blocked && s->blocked && intake_room_for(in, s))) {
 			intake_progress(s);
 			intake_resume(s);
 		}
@@ -177,6 +198,8 @@ int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
 		*frames = in->links[b].frames_lost - before;
 	}
 	intake_retry_all(in, false, true);
+	/* Nothing of what it held will be written: its room is free. */
+	feed_moved(in);
 	return 0;
 }
 
@@ -224,7 +247,7 @@ static int feed_gather(void *arg, uint32_t d, struct iovec *iov, int max)
 	struct intake *in = arg;
 	if (max > IOV_MAX)
 		max = IOV_MAX;
-	size_t n = outq_gather(in->outq, d, in->spans, (size_t)max);
+	size_t n = outq_gather(in->outq, d, in->spans, (size_t)max, RDR_GATHER_BYTES);
 	for (size_t k = 0; k < n; k++) {
 		const struct intake_source *s = &in->sources[in->spans[k].source];
 		iov[k].iov_base = s->buf + (in->spans[k].pos - s->base);
@@ -244,7 +267,7 @@ static void intake_on_written(void *arg, uint32_t d, uint16_t source, uint32_t l
 	route_queue_pop(in->queues, d, len);
 	in->sources[source].c.frames_forwarded++;
 	in->links[d].frames_forwarded++;
-	if (in->ev_retry != NULL)
+	if (in->blocked_sources > 0)
 		event_active(in->ev_retry, EV_TIMEOUT, 0);
 }
 
@@ -252,6 +275,12 @@ static void feed_consumed(void *arg, uint32_t d, size_t bytes)
 {
 	struct intake *in = arg;
 	outq_written(in->outq, d, bytes, intake_on_written, in);
+}
+
+void intake_reclaim(struct intake_source *s)
+{
+	uint64_t pos;
+	s->start = outq_oldest(s->in->outq, s->index, &pos) ? (size_t)(pos - s->base) : s->checked;
 }
 
 /* After frames left the buffers: reclaims each source's room up to its
@@ -262,8 +291,7 @@ static void feed_moved(void *arg)
 	struct intake *in = arg;
 	for (size_t i = 0; i < in->count; i++) {
 		struct intake_source *s = &in->sources[i];
-		uint64_t pos;
-		s->start = outq_oldest(in->outq, s->index, &pos) ? (size_t)(pos - s->base) : s->checked;
+		intake_reclaim(s);
 		intake_compact(s);
 		intake_resume(s);
 	}
@@ -282,10 +310,7 @@ static void intake_on_retry(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct intake *in = arg;
-	bool any = false;
-	for (size_t i = 0; i < in->count; i++)
-		any = any || in->sources[i].blocked;
-	if (!any)
+	if (in->blocked_sources == 0)
 		return;
 	intake_retry_all(in, false, true);
 	in->ev.on_progress(in->arg);
@@ -299,6 +324,8 @@ int intake_route_create(struct intake *in)
 	in->dests = opt->link_count > 0 ? opt->link_count : 1;
 	uint32_t frames = opt->pending_frames > 0 ? opt->pending_frames : RDR_PENDING_FRAMES_DEFAULT;
 	uint64_t bytes = opt->pending_bytes > 0 ? opt->pending_bytes : RDR_PENDING_BYTES_DEFAULT;
+	in->limit_frames = frames;
+	in->limit_bytes = bytes;
 	in->queues = route_queues_create(in->dests, frames, bytes);
 	/* Each destination: its frames, and one END per source beside them. */
 	in->outq = outq_create((uint16_t)in->count, in->dests, frames + (uint32_t)in->count,

@@ -80,7 +80,10 @@ static bool intake_retry_held(struct intake_source *s)
 		s->c.held_ns += clk_monotonic_ns() - s->held_since_ns;
 		s->held = false;
 	}
-	s->blocked = false;
+	if (s->blocked) {
+		s->blocked = false;
+		s->in->blocked_sources--;
+	}
 	struct frm_header h;
 	frm_parse_header(s->buf + s->checked, &h);
 	return intake_dispatch(s, &h, s->held_bytes, false);
@@ -218,6 +221,8 @@ static void intake_on_readable(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct intake_source *s = arg;
 	struct intake *in = s->in;
+	/* Frames dropped (late, lost, outside the run) leave room too. */
+	intake_reclaim(s);
 	intake_compact(s);
 	size_t room = s->cap - s->end;
 	if (room > in->opt->batch_bytes)

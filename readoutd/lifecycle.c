@@ -149,8 +149,7 @@ static void rdr_maybe_finish(struct rdr *r)
 	rdr_send_report(r);
 }
 
-/* Frames were verified or room appeared: forward, and see whether the run
- * is over. */
+/* Every link forwards what it can now. */
 static void rdr_flush(struct rdr *r)
 {
 	for (uint32_t d = 0; d < r->nlinks; d++)
@@ -158,6 +157,8 @@ static void rdr_flush(struct rdr *r)
 			fwd_flush(r->links[d].fwd);
 }
 
+/* Frames were verified or room appeared: forward, and see whether the run
+ * is over. */
 static void rdr_on_progress(void *arg)
 {
 	struct rdr *r = arg;

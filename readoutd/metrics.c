@@ -1,5 +1,6 @@
 #include "metrics.h"
 
+#include "sys/log.h"
 #include "sys/procstat.h"
 #include "wire/control.h"
 #include "wire/counters.h"
@@ -56,7 +57,14 @@ static void rmet_link_groups(struct ctl_report *rep, const struct intake *in, rm
 		intake_link_view(in, d, &v);
 		fwd_stats(f[d], &st);
 		char name[CNT_GROUP_BYTES];
-		struct ctl_group *g = ctl_report_group(rep, cnt_group_peer(name, CTL_ROLE_BUILDER, d));
+		/* process here, clock and chrony at the send, come after. */
+		struct ctl_group *g = rep->group_count + 3 < CTL_MAX_GROUPS ?
+			ctl_report_group(rep, cnt_group_peer(name, CTL_ROLE_BUILDER, d)) : NULL;
+		if (g == NULL) {
+			log_warn("Reader: no room in the END report for the groups of builders %u .. %u (%u groups at most)",
+				 d, intake_link_count(in) - 1, CTL_MAX_GROUPS);
+			return;
+		}
 		for (int c = 0; c < CNT_READER_LINK_COUNT; c++)
 			ctl_group_set(g, cnt_reader_link_names[c],
 				      rmet_link_value((enum cnt_reader_link)c, &v, &st));

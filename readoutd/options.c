@@ -150,9 +150,9 @@ const struct opt_spec rdr_option_specs[] = {
 	OPT_UINT("pending-frames", "N", O, pending_frames, 1, 1u << 20, .def = "8192",
 		 .help = "frames routed to one builder and not yet written\n"
 			 "to its link before the sources feeding it pause\n"
-			 "(default {default}); memory: builders x (N + sources)\n"
-			 "x 16 + sources x min(builders x (N + 1),\n"
-			 "buffer / 42) x 16 bytes"),
+			 "(default {default}); memory: 16 bytes x (builders x\n"
+			 "(N + sources) + sources x min(builders x N,\n"
+			 "(batch-bytes + max-fragment) / 42))"),
 	OPT_UINT("pending-bytes", "B", O, pending_bytes, 1, UINT64_MAX, .def = "16777216",
 		 .help = "bytes routed to one builder and not yet written\n"
 			 "(default {default}; the frames stay in the receive\n"
@@ -184,9 +184,12 @@ bool rdr_options_check(void *opts, const struct daemon_options *d)
 			return false;
 		}
 	}
-	if (o->shm_inject != RDR_SHM_INJECT_NONE &&
-	    (o->routing || o->links[0].shm[0] == '\0')) {
-		fprintf(stderr, "readoutd: --shm-inject needs --builder shm://NAME (the one builder, without B=)\n");
+	if (o->shm_inject != RDR_SHM_INJECT_NONE && o->routing) {
+		fprintf(stderr, "readoutd: --shm-inject takes the one builder of a run (--builder shm://NAME without B=)\n");
+		return false;
+	}
+	if (o->shm_inject != RDR_SHM_INJECT_NONE && o->links[0].shm[0] == '\0') {
+		fprintf(stderr, "readoutd: --shm-inject needs --builder shm://NAME\n");
 		return false;
 	}
 	return true;

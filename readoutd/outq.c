@@ -150,16 +150,18 @@ int outq_push_end(struct outq *q, uint16_t s, uint64_t pos, uint32_t len)
 	return 0;
 }
 
-size_t outq_gather(const struct outq *q, uint32_t d, struct outq_span *spans, size_t max)
+size_t outq_gather(const struct outq *q, uint32_t d, struct outq_span *spans, size_t max,
+		   size_t max_bytes)
 {
 	const struct outq_dest *dst = &q->dst[d];
-	size_t n = 0;
-	for (uint64_t i = dst->head; i < dst->tail; i++) {
+	size_t n = 0, bytes = 0;
+	for (uint64_t i = dst->head; i < dst->tail && bytes < max_bytes; i++) {
 		const struct outq_ref *r = &dst->ring[i % q->dest_cap];
 		const struct outq_frame *f = outq_at(q, r->source, r->index);
 		uint32_t skip = i == dst->head ? dst->head_sent : 0;
 		uint64_t pos = f->pos + skip;
 		size_t len = f->len - skip;
+		bytes += len;
 		if (n > 0 && spans[n - 1].source == r->source && spans[n - 1].pos + spans[n - 1].len == pos) {
 			spans[n - 1].len += len;
 			continue;

@@ -45,8 +45,11 @@ int outq_push(struct outq *q, uint16_t s, uint32_t d, uint64_t pos, uint32_t len
 int outq_push_end(struct outq *q, uint16_t s, uint64_t pos, uint32_t len);
 
 /* Up to max spans of d's unwritten bytes, in order: the first begins where
- * d's last write stopped, and adjacent frames of one source are one span. */
-size_t outq_gather(const struct outq *q, uint32_t d, struct outq_span *spans, size_t max);
+ * d's last write stopped, and adjacent frames of one source are one span.
+ * It stops once the spans hold max_bytes or more (whole frames), so a
+ * long queue is not walked for a write that takes a part of it. */
+size_t outq_gather(const struct outq *q, uint32_t d, struct outq_span *spans, size_t max,
+		   size_t max_bytes);
 /* bytes of what outq_gather() gave were written to d, in order; done is
  * called for each frame whose last byte went. */
 void outq_written(struct outq *q, uint32_t d, size_t bytes, outq_done_fn done, void *arg);

@@ -82,6 +82,30 @@ class CliTest(E2ETestCase):
             ("readoutd", ["--id", "0", "--run", "1"], "readoutd: --listen is required (see --help)"),
             ("readoutd", [*rdr, "--shm-inject", "crc@3"],
              "readoutd: --shm-inject needs --builder shm://NAME"),
+            ("readoutd", ["--builder", "0=tcp://127.0.0.1:1", "--builder", "0=tcp://127.0.0.1:2"],
+             "--builder: builder 0 is given twice ('0=tcp://127.0.0.1:2'); each builder has "
+             "one link"),
+            ("readoutd", ["--builder", "x=tcp://127.0.0.1:1"],
+             "--builder: expected B=URL with B a builder ID of 0 .. 255, got 'x=tcp://127.0.0.1:1'"),
+            ("readoutd", ["--builder", "256=shm://r"],
+             "--builder: expected B=URL with B a builder ID of 0 .. 255, got '256=shm://r'"),
+            ("readoutd", ["--builder", "1=127.0.0.1:5"],
+             "--builder: expected tcp://HOST:PORT or shm://NAME, got '1=127.0.0.1:5'"),
+            ("readoutd", ["--builder", "tcp://127.0.0.1:1", "--builder", "0=tcp://127.0.0.1:2"],
+             "--builder: '0=tcp://127.0.0.1:2': B=URL links cannot follow a URL without B= "
+             "(the one builder of the run)"),
+            ("readoutd", ["--builder", "0=tcp://127.0.0.1:2", "--builder", "tcp://127.0.0.1:1"],
+             "--builder: 'tcp://127.0.0.1:1': a URL without B= names the one builder of the "
+             "run, so it is given once and never with B=URL links"),
+            ("readoutd", [*rdr[:8], "--builder", "0=tcp://127.0.0.1:1", "--builder",
+                          "2=shm://r", *rdr[10:]],
+             "readoutd: --builder: no link for builder 1; the links given go up to builder 2, "
+             "so each of 0 .. 2 needs one"),
+            ("readoutd", [*rdr[:8], "--builder", "0=shm://r", *rdr[10:], "--shm-inject", "crc@3"],
+             "readoutd: --shm-inject takes the one builder of a run (--builder shm://NAME "
+             "without B=)"),
+            ("readoutd", [*rdr, "--pending-frames", "0"],
+             "--pending-frames: expected an integer from 1 to 1048576, got '0'"),
             ("readoutd", [*rdr, "--listen", "10.1.1.1:0"],
              "readoutd: --listen 10.1.1.1 is not a loopback address: without a run key only "
              "peers on this host could connect; give --run-key-file (the same file on every "

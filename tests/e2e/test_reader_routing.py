@@ -13,11 +13,14 @@ wrong."""
 
 from __future__ import annotations
 
-import os
+import json
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 import time
+import urllib.request
 
 from fakesource import message, read_message, unpack
 from harness import E2ETestCase
@@ -196,7 +199,9 @@ class ReaderRoutingTest(E2ETestCase):
             ["--id", 0, "--run", RUN, "--listen", "127.0.0.1:0", "--port-file", pf,
              "--sources", ",".join(str(s) for s in range(sources)),
              "--control", f"127.0.0.1:{self.hub.port}"] + links, **flags)
-        rport = self.h.wait_port_file(pf, ("data",), 15, self.reader)["data"]
+        ports = self.h.wait_port_file(pf, ("data",), 15, self.reader)
+        rport = ports["data"]
+        self.metrics_port = ports.get("metrics", 0)
         self.sources = [self.h.start_source(id=s, run=RUN, seed=1, events=events,
                                             payload=PAYLOAD, rate=20000, reader_port=rport,
                                             builder={"control": self.hub.port})
@@ -270,7 +275,7 @@ class ReaderRoutingTest(E2ETestCase):
         past it leaves the reader, the sources are held; the rest goes
         once its assignments come."""
         events, batch, half = 2048, 64, 1024
-        self.start(events=events)
+        self.start(events=events, metrics_listen="127.0.0.1:0")
         self.hub.to_reader(routing(2, events, batch), *assigns(0, half, batch, 2))
         self.hub.start_sources(2)
         deadline = time.monotonic() + 30
@@ -280,11 +285,35 @@ class ReaderRoutingTest(E2ETestCase):
         time.sleep(0.3)
         self.assertEqual(sum(len(k.frames) for k in self.sinks), 2 * half)
         self.assertTrue(all(e < half for k in self.sinks for _, e in k.frames))
+        self.check_live_metrics(half)
         self.hub.to_reader(*assigns(half, events, batch, 2, seq=half // batch + 1))
         groups = self.finish()
         self.assert_routed({0: range(events), 1: range(events)}, batch, 2)
         for s in (0, 1):
             self.assertGreaterEqual(groups[f"source.{s}"]["held_count"], 1)
+
+    def check_live_metrics(self, half: int) -> None:
+        """/status and /metrics while held: the assigned end as the
+        admission limit, each builder link's counters."""
+        base = f"http://127.0.0.1:{self.metrics_port}"
+        with urllib.request.urlopen(base + "/status", timeout=5) as r:
+            status = json.load(r)
+        self.assertEqual(status["admission_limit"], half)
+        self.assertEqual([b["builder"] for b in status["builders"]], [0, 1])
+        for b in status["builders"]:
+            self.assertEqual(b["frames_forwarded"], half, b)
+            self.assertEqual(b["pending_frames"], 0, b)
+            self.assertFalse(b["closed"])
+        with urllib.request.urlopen(base + "/metrics", timeout=5) as r:
+            text = r.read().decode()
+        for b in (0, 1):
+            self.assertIn(f'es_reader_link_frames_forwarded_total{{builder="{b}"}} {half}', text)
+        self.assertIn('es_reader_held{source="0"} 1', text)
+        promtool = shutil.which("promtool")
+        if promtool is not None:
+            r = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
+                               capture_output=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_small_pending_queues_push_back_without_loss(self) -> None:
         """Queues of 4 frames: the sources pause at the limit (pending_full),

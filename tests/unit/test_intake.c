@@ -311,6 +311,110 @@ START_TEST(test_idle_limit)
 }
 END_TEST
 
+/* Routing over two builders (batches of 4 alternating): each frame goes to
+ * its batch's destination, a frame not yet assigned holds the source, a
+ * full queue (2 frames) blocks it until the destination drains, retired
+ * IDs are late, IDs outside the run rejected, a lost builder's frames
+ * counted lost, END to every open destination; the books balance. */
+START_TEST(test_routing_over_two_builders)
+{
+	intake_destroy(in);
+	opt.routing = true;
+	opt.link_count = 2;
+	opt.pending_frames = 2;
+	in = intake_create(base, &opt, &events, NULL);
+	ck_assert_ptr_nonnull(in);
+	char why[256];
+	struct evm_plan plan = { .builders = 3, .first_event = 0, .events = 20, .batch = 4,
+				 .window_batches = 16 };
+	ck_assert_int_eq(intake_plan(in, &plan, why, sizeof why), -EINVAL);
+	ck_assert_str_eq(why, "the run has 3 builders but this reader has --builder links to 2 (0 .. 1)");
+	struct evm_assignment a = { .first = 0, .count = 4, .builder = 0 };
+	ck_assert_int_eq(intake_assign(in, &a, 0, why, sizeof why), -EPROTO);
+	plan.builders = 2;
+	ck_assert_int_eq(intake_plan(in, &plan, why, sizeof why), 0);
+	ck_assert_int_eq(intake_plan(in, &plan, why, sizeof why), -EEXIST);
+	uint8_t buf[32 * FRAME];
+	size_t n = 0;
+	for (uint64_t ev = 0; ev < 22; ev++)   /* 20 and 21 are outside the run */
+		n += frame(buf + n, 3, ev, false);
+	n += frame(buf + n, 3, 22, true);
+	int fd = connect_source(3);
+	send_all(fd, buf, n);
+	settle();
+	struct intake_view v;
+	view(0, &v);
+	ck_assert(v.held);                       /* nothing assigned yet */
+	/* Batches 0 (IDs 0..3) to builder 0 and 1 (4..7) to builder 1: the
+	 * queues take two frames each, so the third of batch 0 blocks. */
+	ck_assert_int_eq(intake_assign(in, &a, 0, why, sizeof why), 0);
+	a = (struct evm_assignment){ .first = 4, .count = 4, .builder = 1 };
+	ck_assert_int_eq(intake_assign(in, &a, 0, why, sizeof why), 0);
+	settle();
+	struct fwd_feed feed = intake_feed(in);
+	struct iovec iov[8];
+	ck_assert_int_eq(feed.gather(feed.arg, 0, iov, 8), 1);
+	ck_assert_uint_eq(iov[0].iov_len, 2 * FRAME);
+	ck_assert_int_eq(feed.gather(feed.arg, 1, iov, 8), 0);
+	struct intake_link_view lv;
+	intake_link_view(in, 0, &lv);
+	ck_assert_uint_eq(lv.q.refused, 1);
+	/* Destination 0 drains: the source goes on to batch 1, for 1. */
+	feed.consumed(feed.arg, 0, 2 * FRAME);
+	feed.moved(feed.arg);
+	settle();
+	ck_assert_int_eq(feed.gather(feed.arg, 0, iov, 8), 1);
+	ck_assert_uint_eq(iov[0].iov_len, 2 * FRAME);
+	ck_assert_int_eq(feed.gather(feed.arg, 1, iov, 8), 1);
+	ck_assert_uint_eq(iov[0].iov_len, 2 * FRAME);
+	feed.consumed(feed.arg, 0, 2 * FRAME);
+	feed.consumed(feed.arg, 1, 2 * FRAME);
+	feed.moved(feed.arg);
+	settle();
+	/* Builder 1 is lost with IDs 6, 7 queued; batch 3 (12..15), its own,
+	 * is lost as it comes. Batches 2 and 4 go to builder 0, which drains
+	 * two frames at a time (its queue's limit); the last record retires
+	 * the IDs below 16, long sent. */
+	uint64_t lost;
+	ck_assert_int_eq(intake_lose(in, 1, &lost), 0);
+	ck_assert_uint_eq(lost, 2);
+	for (uint64_t first = 8; first < 20; first += 4) {
+		a = (struct evm_assignment){ .first = first, .count = 4,
+					     .builder = (uint32_t)((first / 4) % 2) };
+		ck_assert_int_eq(intake_assign(in, &a, first == 16 ? 16 : 0, why, sizeof why), 0);
+		feed.consumed(feed.arg, 0, 4 * FRAME);
+		feed.moved(feed.arg);
+		settle();
+	}
+	a = (struct evm_assignment){ .first = 20, .count = 4, .builder = 0 };
+	ck_assert_int_eq(intake_assign(in, &a, 16, why, sizeof why), -EINVAL);
+	view(0, &v);
+	ck_assert_int_eq(v.state, INTAKE_ENDED);
+	ck_assert_uint_eq(v.c.frames_received, 22);
+	ck_assert_uint_eq(v.c.err_event_id, 2);
+	ck_assert_uint_eq(v.c.frames_rejected, 2);
+	ck_assert_uint_eq(v.c.frames_lost_builder, 2 + 4);
+	ck_assert(intake_failed(in));
+	intake_close_books(in);
+	view(0, &v);
+	/* Builder 0 wrote 0..3, 8..11, 16, 17; builder 1 4, 5; 18, 19 and END
+	 * are still queued for builder 0. */
+	ck_assert_uint_eq(v.c.frames_forwarded, 12);
+	ck_assert_uint_eq(v.c.frames_held_at_end, 2);
+	ck_assert_uint_eq(v.c.frames_late, 0);
+	ck_assert_uint_eq(v.c.frames_received,
+			  v.c.frames_forwarded + v.c.frames_rejected + v.c.frames_held_at_end +
+			  v.c.frames_late + v.c.frames_lost_builder);
+	intake_link_view(in, 1, &lv);
+	ck_assert(lv.closed);
+	ck_assert_uint_eq(lv.frames_forwarded, 2);
+	ck_assert_uint_eq(lv.end_frames, 0);
+	intake_link_view(in, 0, &lv);
+	ck_assert_uint_le(lv.q.peak_frames, 2);
+	close(fd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("intake");
@@ -318,6 +422,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_verify_and_hold);
+	tcase_add_test(tc, test_routing_over_two_builders);
 	tcase_add_test(tc, test_bad_frames_close_the_source);
 	tcase_add_test(tc, test_connection_ends);
 	tcase_add_test(tc, test_slots);

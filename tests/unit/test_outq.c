@@ -1,0 +1,150 @@
+/* Unit tests of readoutd's destination queues (readoutd/outq.c): frames of
+ * several sources for several destinations, written in pieces and in any
+ * order between destinations; each source's oldest unwritten frame, the
+ * runs a gather gives, END frames for every open destination, a closed
+ * destination's frames. */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "readoutd/outq.h"
+
+struct done_log {
+	int frames, ends;
+	uint32_t bytes;
+	uint16_t last_source;
+};
+
+static void on_done(void *arg, uint32_t d, uint16_t s, uint32_t len, bool end)
+{
+	(void)d;
+	struct done_log *l = arg;
+	if (end)
+		l->ends++;
+	else
+		l->frames++;
+	l->bytes += len;
+	l->last_source = s;
+}
+
+START_TEST(test_runs_and_partial_writes)
+{
+	struct outq *q = outq_create(2, 2, 8, 16);
+	ck_assert_ptr_nonnull(q);
+	/* Source 0: frames at 0, 100, 200 (the middle one for destination 1);
+	 * source 1: frames at 0 and 50 for destination 0. */
+	ck_assert_int_eq(outq_push(q, 0, 0, 0, 100), 0);
+	ck_assert_int_eq(outq_push(q, 0, 1, 100, 100), 0);
+	ck_assert_int_eq(outq_push(q, 0, 0, 200, 100), 0);
+	ck_assert_int_eq(outq_push(q, 1, 0, 0, 50), 0);
+	ck_assert_int_eq(outq_push(q, 1, 0, 50, 50), 0);
+	struct outq_span sp[8];
+	/* Destination 0: 0..100 and 200..300 of source 0 are not adjacent;
+	 * source 1's two frames are one run. */
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 8, SIZE_MAX), 3);
+	ck_assert_uint_eq(sp[0].source, 0);
+	ck_assert_uint_eq(sp[0].pos, 0);
+	ck_assert_uint_eq(sp[0].len, 100);
+	ck_assert_uint_eq(sp[1].pos, 200);
+	ck_assert_uint_eq(sp[2].source, 1);
+	ck_assert_uint_eq(sp[2].len, 100);
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 2, SIZE_MAX), 2);
+	/* Bounded by bytes: whole frames until the bound is reached. */
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 8, 150), 2);
+	ck_assert_uint_eq(sp[1].len, 100);
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 8, 100), 1);
+	ck_assert_uint_eq(outq_bytes(q, 0), 300);
+	/* 130 bytes: the first frame whole, 30 of the second. */
+	struct done_log l = { 0 };
+	outq_written(q, 0, 130, on_done, &l);
+	ck_assert_int_eq(l.frames, 1);
+	ck_assert_uint_eq(outq_bytes(q, 0), 170);
+	ck_assert_uint_eq(outq_gather(q, 0, sp, 8, SIZE_MAX), 2);
+	ck_assert_uint_eq(sp[0].pos, 230);
+	ck_assert_uint_eq(sp[0].len, 70);
+	/* Source 0's oldest unwritten frame is the one for destination 1. */
+	uint64_t pos;
+	ck_assert(outq_oldest(q, 0, &pos));
+	ck_assert_uint_eq(pos, 100);
+	ck_assert_uint_eq(outq_source_unwritten(q, 0), 2);
+	outq_written(q, 1, 100, on_done, &l);
+	ck_assert(outq_oldest(q, 0, &pos));
+	ck_assert_uint_eq(pos, 200);
+	outq_written(q, 0, 170, on_done, &l);
+	ck_assert_int_eq(l.frames, 5);
+	ck_assert(!outq_oldest(q, 0, &pos));
+	ck_assert(!outq_oldest(q, 1, &pos));
+	ck_assert_uint_eq(outq_frames(q, 0), 0);
+	outq_destroy(q);
+}
+END_TEST
+
+START_TEST(test_end_frames_and_a_closed_destination)
+{
+	struct outq *q = outq_create(1, 3, 4, 8);
+	ck_assert_ptr_nonnull(q);
+	ck_assert_int_eq(outq_push(q, 0, 2, 0, 10), 0);
+	ck_assert_int_eq(outq_push(q, 0, 2, 10, 10), 0);
+	struct done_log lost = { 0 };
+	outq_close(q, 2, on_done, &lost);
+	ck_assert_int_eq(lost.frames, 2);
+	ck_assert(outq_closed(q, 2));
+	ck_assert_int_eq(outq_push(q, 0, 2, 20, 10), -EPIPE);
+	/* END goes to the two open ones and is written once both wrote it. */
+	ck_assert_int_eq(outq_push_end(q, 0, 20, 42), 0);
+	ck_assert_uint_eq(outq_frames(q, 0), 1);
+	ck_assert_uint_eq(outq_frames(q, 1), 1);
+	ck_assert_uint_eq(outq_frames(q, 2), 0);
+	ck_assert_uint_eq(outq_source_unwritten(q, 0), 0);
+	uint64_t pos;
+	struct done_log l = { 0 };
+	outq_written(q, 0, 42, on_done, &l);
+	ck_assert(outq_oldest(q, 0, &pos));
+	ck_assert_uint_eq(pos, 20);
+	outq_written(q, 1, 42, on_done, &l);
+	ck_assert_int_eq(l.ends, 2);
+	ck_assert(!outq_oldest(q, 0, &pos));
+	outq_destroy(q);
+}
+END_TEST
+
+START_TEST(test_full_queues_refuse)
+{
+	struct outq *q = outq_create(2, 1, 2, 3);
+	ck_assert_ptr_nonnull(q);
+	ck_assert_int_eq(outq_push(q, 0, 0, 0, 1), 0);
+	ck_assert_int_eq(outq_push(q, 1, 0, 0, 1), 0);
+	ck_assert_int_eq(outq_push(q, 0, 0, 1, 1), -ENOSPC);     /* destination full */
+	ck_assert_int_eq(outq_push_end(q, 0, 1, 1), -ENOSPC);
+	struct done_log l = { 0 };
+	outq_written(q, 0, 2, on_done, &l);
+	ck_assert_int_eq(l.frames, 2);
+	/* Around the rings several times: indexes keep counting. */
+	for (uint64_t i = 1; i < 50; i++) {
+		ck_assert_int_eq(outq_push(q, 0, 0, i, 1), 0);
+		outq_written(q, 0, 1, on_done, &l);
+		uint64_t pos;
+		ck_assert(!outq_oldest(q, 0, &pos));
+	}
+	ck_assert_int_eq(l.frames, 51);
+	ck_assert_ptr_null(outq_create(0, 1, 1, 1));
+	ck_assert_uint_gt(outq_memory_bytes(q), 2 * 3 * 16);
+	outq_destroy(q);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("outq");
+	TCase *tc = tcase_create("outq");
+	tcase_add_test(tc, test_runs_and_partial_writes);
+	tcase_add_test(tc, test_end_frames_and_a_closed_destination);
+	tcase_add_test(tc, test_full_queues_refuse);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
