@@ -150,7 +150,9 @@ void mgr_token(struct mgr *m, struct bd_peer *p, const struct ctl_token *t, uint
 	mb->tokens++;
 	if (join) {
 		mb->joined = true;
-		log_info("Builder %u joined the event manager with %u slots", p->id, t->slots);
+		if (!m->opt->quiet)
+			log_info("Builder %u joined the event manager with %u slots", p->id,
+				 t->slots);
 	}
 	m->hooks.progress(m->hooks.ctx, now);
 	mgr_pump(m);
