@@ -47,6 +47,7 @@ class Peer:
         self.messages: list[dict] = []
         self.cond = threading.Condition()
         self.closed = False
+        self.muted = False      # True: answers nothing, as a stopped process
         self.lock = threading.Lock()
         self.send({"type": "stats", "status": 0,
                    "groups": {"clock": {"injected_offset_ns": 0, "injected_offset_negative": 0},
@@ -65,6 +66,8 @@ class Peer:
                 if m is None:
                     break
                 if m.get("type") == "ping":
+                    if self.muted:
+                        continue
                     self.send({"type": "pong", "sequence": m["sequence"], "t1_ns": m["t1_ns"],
                                "t2_ns": time.time_ns(), "t3_ns": time.time_ns()})
                     continue
@@ -93,6 +96,10 @@ class Peer:
                                          f"{[m.get('type') for m in self.messages]}")
                 self.cond.wait(left)
             return [m for m in self.messages if m.get("type") == kind]
+
+    def wait_closed(self, timeout_s: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.closed, timeout_s)
 
     def end(self, groups: dict, status: int = 0) -> None:
         groups = dict(groups)
@@ -309,6 +316,49 @@ class HubTest(E2ETestCase):
         self.assertEqual(m["losses"]["events_lost_with_builders"], BATCH)
         self.assertEqual(m["losses"]["frames_lost_with_builders"], 2 * BATCH)
         self.assertEqual(m["manager"]["builders_lost"], 1)
+
+    def stalled_case(self, *, silent: bool, why: str) -> dict:
+        """A builder stops mid-run. silent: builder 0 decides its batch,
+        says so, then answers nothing (a stopped process): the watchdog's
+        clock probes find it, with nothing in flight. Else builder 1
+        answers clock probes but sends no token while it holds its batch.
+        Either is named stalled, lost to everyone, its link closed, and
+        the other finishes with balanced books."""
+        hub, port = self.start_hub(stall_timeout_ms=600)
+        sources, reader, builders = self.join(port)
+        for p in [reader] + builders:
+            p.wait_for("assign", 2)
+        gone, alive = (0, 1) if silent else (1, 0)
+        if silent:
+            builders[gone].send({"type": "token", "slots": SLOTS, "decided": BATCH,
+                                 "decided_below": BATCH, "sequence": 2})
+            time.sleep(0.2)
+            builders[gone].muted = True
+        builders[alive].send({"type": "token", "slots": SLOTS, "decided": BATCH,
+                              "decided_below": (alive + 1) * BATCH, "sequence": 2})
+        for p in (reader, builders[alive]):
+            self.assertEqual(p.wait_for("lost")[0]["builder"], gone)
+        for s in sources:
+            s.end(source_end(EVENTS))
+        reader.end(reader_end(2, EVENTS, {0: 2 * BATCH, 1: 2 * BATCH}))
+        builders[alive].end(builder_end(BATCH, 2))
+        self.assertEqual(self.h.wait(hub, 20), 1, hub.tail())
+        m = read_metrics(self.h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertTrue(any(e.startswith(f"Builder {gone} (") and why in e for e in m["errors"]),
+                        m["errors"])
+        b = m["builders"][str(gone)]
+        self.assertEqual(b["status"], "stalled")
+        self.assertEqual(b["lost"], 0 if silent else BATCH)
+        self.assertTrue(builders[gone].wait_closed(10),
+                        "the hub did not close the stalled builder's link")
+        return m
+
+    def test_silent_builder_is_stalled(self) -> None:
+        self.stalled_case(silent=True, why="stalled: no answer for")
+
+    def test_builder_without_tokens_is_stalled(self) -> None:
+        self.stalled_case(silent=False, why="stalled: it holds events but sent no token for 600 ms")
 
 
 if __name__ == "__main__":
