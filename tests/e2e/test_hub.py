@@ -5,7 +5,8 @@ builders (and refuses a taken id, an id outside the run, a builder at a
 --role both builderd), sends routing after WELCOME, starts the run once
 every builder joined with its first token, turns tokens into assignments
 to every reader and builder, closes the books from the builders' END
-reports, and names a lost builder, tells everyone and still balances."""
+reports, and names a lost builder, tells everyone and still balances.
+Each builder gets every source's clock against its own (`clock`)."""
 
 from __future__ import annotations
 
@@ -269,6 +270,15 @@ class HubTest(E2ETestCase):
         self.assertEqual(m["counters"]["builder"]["events_complete"], EVENTS)
         self.assertEqual(m["latency"]["samples"], EVENTS)
         self.assertFalse((self.h.dir / "run" / "events.jsonl").exists())
+        # Each builder got every source's clock against its own: one host,
+        # nothing injected, so offset 0 and bound 0; nobody else gets one.
+        for b in builders:
+            clocks = {c["source"]: c for c in b.of("clock")}
+            self.assertEqual(sorted(clocks), [0, 1])
+            for c in clocks.values():
+                self.assertEqual((c["offset_ns"], c["bound_ns"]), (0, 0), c)
+        for p in sources + [reader]:
+            self.assertEqual(p.of("clock"), [])
 
     def test_refused_token_fails_the_run_naming_the_builder(self) -> None:
         """A builder whose slots do not exceed the high water mark cannot
