@@ -267,6 +267,7 @@ class HubTest(E2ETestCase):
         self.assertEqual(m["builders"]["1"]["assigned"], BATCH)
         self.assertEqual(m["builders"]["1"]["decided"], BATCH)
         self.assertEqual(m["builders"]["0"]["lost"], 0)
+        self.assertGreater(m["builders"]["0"]["events_per_s"], 0)
         self.assertEqual(m["counters"]["builder"]["events_complete"], EVENTS)
         self.assertEqual(m["latency"]["samples"], EVENTS)
         self.assertFalse((self.h.dir / "run" / "events.jsonl").exists())

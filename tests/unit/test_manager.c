@@ -116,7 +116,7 @@ START_TEST(test_assignments_after_start_to_everyone)
 	ck_assert(mgr_all_joined(m));
 	ck_assert_uint_eq(progress_calls, 2);
 	ck_assert_uint_eq(sent_count, 0);
-	mgr_start(m);
+	mgr_start(m, 1);
 	ck_assert_uint_eq(count_of(CTL_ASSIGN), (N + M) * (EVENTS / BATCH));
 	uint64_t first = 0, seq = 0;
 	for (size_t i = 0; i < sent_count; i += N + M) {
@@ -152,7 +152,7 @@ START_TEST(test_refused_tokens_name_the_builder)
 	ck_assert_msg(strstr(errors[0], "high water mark of 256 events") != NULL, "%s", errors[0]);
 	token(0, SLOTS, 0, 0, 1);
 	token(1, SLOTS, 0, 0, 1);
-	mgr_start(m);
+	mgr_start(m, 1);
 	token(0, SLOTS, 10, 0, 2);
 	token(0, SLOTS, 5, 0, 3);
 	ck_assert_uint_eq(error_count, 2);
@@ -173,7 +173,7 @@ START_TEST(test_dead_builder)
 {
 	token(0, SLOTS, 0, 0, 1);
 	token(1, SLOTS, 0, 0, 1);
-	mgr_start(m);
+	mgr_start(m, 1);
 	sent_count = 0;
 	mgr_builder_gone(m, 1, "died");
 	ck_assert_uint_eq(count_of(CTL_LOST), N + M);
@@ -206,7 +206,7 @@ START_TEST(test_stalled_by_tokens)
 {
 	token(0, SLOTS, 0, 0, 1000);
 	token(1, SLOTS, 0, 0, 1000);
-	mgr_start(m);
+	mgr_start(m, 1);
 	token(0, SLOTS, EVENTS / 2, EVENTS, 5000);
 	ck_assert_int_eq(mgr_stalled_builder(m, 2000, 2000), -1);
 	ck_assert_int_eq(mgr_stalled_builder(m, 4000, 2000), 1);
