@@ -268,6 +268,10 @@ class HubTest(E2ETestCase):
         self.assertEqual(m["builders"]["1"]["decided"], BATCH)
         self.assertEqual(m["builders"]["0"]["lost"], 0)
         self.assertGreater(m["builders"]["0"]["events_per_s"], 0)
+        roles = [(p["role"], p["id"]) for p in m["processes"]]
+        self.assertEqual(roles[0], ("hub", 0))
+        self.assertIn(("builder", 0), roles)
+        self.assertIn(("builder", 1), roles)
         self.assertEqual(m["counters"]["builder"]["events_complete"], EVENTS)
         self.assertEqual(m["latency"]["samples"], EVENTS)
         self.assertFalse((self.h.dir / "run" / "events.jsonl").exists())
