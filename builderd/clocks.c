@@ -1,4 +1,5 @@
 #include "clocks.h"
+#include "clockfan.h"
 #include "wire/counters.h"
 
 #include "output.h"
@@ -40,6 +41,8 @@ struct bdc_peer {
 	uint64_t pongs;
 	uint64_t pongs_unmatched;  /* PONGs answering no PING of ours */
 	bool local;                /* its control connection is from our own addresses */
+	struct out_clock applied;  /* --role hub: its clock against ours, as last estimated */
+	bool applied_set;
 };
 
 struct bdc {
@@ -115,6 +118,26 @@ static void bdc_read_chrony(struct bdc *c, int phase)
 
 /* Works out peer i's estimate now, records it, and tells the output
  * module how to correct source i's timestamps. */
+/* --role hub: each builder gets a source's clock as it applies it, when
+ * either one's estimate (peer i's) changed. */
+static void bdc_tell_builders(struct bdc *c, uint32_t i, int64_t now)
+{
+	uint32_t first_builder = c->count - c->table->builders;
+	if (i >= c->sources && i < first_builder)
+		return;   /* a reader's clock corrects nobody's timestamps */
+	struct ctl_msg m = { .type = CTL_CLOCK };
+	for (uint32_t s = 0; s < c->sources; s++)
+		for (uint32_t k = first_builder; k < c->count; k++) {
+			struct bd_peer *bp = bdc_bd_peer(c, k);
+			if ((s != i && k != i) || !c->peers[s].applied_set ||
+			    !c->peers[k].applied_set || bp->conn == NULL)
+				continue;
+			clockfan_message(&m.u.clock, (uint16_t)s, &c->peers[s].applied,
+					 &c->peers[k].applied, now);
+			msgconn_send(bp->conn, &m);
+		}
+}
+
 static void bdc_apply(struct bdc *c, uint32_t i)
 {
 	if (c->finished)
@@ -123,7 +146,8 @@ static void bdc_apply(struct bdc *c, uint32_t i)
 	struct out_clock oc = { .bound_ns = OUT_UNBOUNDED };
 	int64_t now = (int64_t)clk_realtime_ns();
 	struct ivl_estimate e = pclk_estimate(p->clock, &c->clock, now);
-	if (i >= c->sources || c->out == NULL)
+	bool hub = c->table->builders > 0;
+	if (!hub && (i >= c->sources || c->out == NULL))
 		return;
 	if (bdc_same_clock(c, i)) {
 		oc.bound_ns = 0;
@@ -137,6 +161,12 @@ static void bdc_apply(struct bdc *c, uint32_t i)
 			/* Left uncorrected, a latency is off by the whole offset. */
 			oc.bound_ns = pclk_sat_add(pclk_abs(e.offset_ns), (uint64_t)e.bound_ns);
 		}
+	}
+	if (hub) {
+		p->applied = oc;
+		p->applied_set = true;
+		bdc_tell_builders(c, i, now);
+		return;
 	}
 	out_set_clock(c->out, (uint16_t)i, &oc);
 }

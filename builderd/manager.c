@@ -32,6 +32,8 @@ struct mgr {
 	struct evm_config config;
 	struct mgr_builder *builders;      /* [builders] */
 	bool started;
+	uint64_t started_ns;
+	uint64_t last_token_ns;
 	enum evm_next last;                /* how the last pump ended */
 	uint64_t counters[CNT_MANAGER_COUNT];
 	uint64_t assign_sequence;
@@ -148,9 +150,13 @@ void mgr_token(struct mgr *m, struct bd_peer *p, const struct ctl_token *t, uint
 		return;
 	}
 	mb->tokens++;
+	if (now > m->last_token_ns)
+		m->last_token_ns = now;
 	if (join) {
 		mb->joined = true;
-		log_info("Builder %u joined the event manager with %u slots", p->id, t->slots);
+		if (!m->opt->quiet)
+			log_info("Builder %u joined the event manager with %u slots", p->id,
+				 t->slots);
 	}
 	m->hooks.progress(m->hooks.ctx, now);
 	mgr_pump(m);
@@ -164,10 +170,17 @@ bool mgr_all_joined(const struct mgr *m)
 	return true;
 }
 
-void mgr_start(struct mgr *m)
+void mgr_start(struct mgr *m, uint64_t now)
 {
 	m->started = true;
+	m->started_ns = now;
 	mgr_pump(m);
+}
+
+void mgr_span(const struct mgr *m, uint64_t *start_ns, uint64_t *last_token_ns)
+{
+	*start_ns = m->started_ns;
+	*last_token_ns = m->started ? m->last_token_ns : 0;
 }
 
 /* Every reader and builder whose control link is up. */
@@ -321,6 +334,10 @@ static json_t *mgr_json_builder(const struct mgr *m, uint32_t b)
 	SET(o, "tokens", U64(mb->tokens));
 	SET(o, CNT_MANAGER(busy_spells), U64(v.busy_spells));
 	SET(o, "lost", U64(v.lost));
+	/* Decided events per second from START to its last token. */
+	uint64_t span = v.last_token_ns > m->started_ns ? v.last_token_ns - m->started_ns : 0;
+	double rate = m->started && span > 0 ? (double)v.decided * 1e9 / (double)span : 0.0;
+	SET(o, "events_per_s", metrics_json_real(rate, 1));
 	SET(o, "lost_batches", U64(mb->loss.batches));
 	SET(o, "lost_reason", mb->dead ? metrics_json_text(mb->why) : json_null());
 	SET(o, "misrouted", U64(acct_value(p->report, CNT_GROUP_TOTALS,

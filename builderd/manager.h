@@ -48,8 +48,12 @@ void mgr_token(struct mgr *m, struct bd_peer *p, const struct ctl_token *t, uint
 /* Every builder has joined (or is dead). */
 bool mgr_all_joined(const struct mgr *m);
 
-/* START went out: assignment begins. */
-void mgr_start(struct mgr *m);
+/* START went out at now (monotonic): assignment begins. */
+void mgr_start(struct mgr *m, uint64_t now);
+
+/* When assignment began and the last token arrived (monotonic; 0 before
+ * START): the span the builders' rates are over. */
+void mgr_span(const struct mgr *m, uint64_t *start_ns, uint64_t *last_token_ns);
 
 /* Makes and sends every assignment that can be made now (after START). */
 void mgr_pump(struct mgr *m);
@@ -69,7 +73,8 @@ bool mgr_builder_view(const struct mgr *m, uint32_t b, struct evm_builder_view *
 /* The run's event IDs assigned in all, and whether every one is. */
 struct evm_totals mgr_totals(const struct mgr *m);
 
-/* metrics.json's "routing", "manager" and "builders" sections. */
+/* metrics.json's "routing", "manager" and "builders" sections (each
+ * builder's rate over mgr_span). */
 json_t *mgr_json_routing(const struct mgr *m);
 json_t *mgr_json_manager(const struct mgr *m);
 json_t *mgr_json_builders(const struct mgr *m);

@@ -300,7 +300,9 @@ static json_t *json_rates(const struct bd_snapshot *b)
 static void json_processes(json_t *root, const struct bd_snapshot *b)
 {
 	json_t *procs = json_array();
-	json_array_append_new(procs, json_process("builder", 0, b->self_host, b->self_pid, b->self));
+	/* A hub is not builder 0, which is a process of its own. */
+	const char *self = b->opt->role == BD_ROLE_HUB ? bd_role_names[BD_ROLE_HUB] : "builder";
+	json_array_append_new(procs, json_process(self, 0, b->self_host, b->self_pid, b->self));
 	double cpu_total_us =
 		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_user_us), NULL) +
 		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_sys_us), NULL);

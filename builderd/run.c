@@ -112,7 +112,7 @@ static void bd_maybe_start(struct bd *b)
 		log_info("Run %u: all %u sources and %u readers connected; starting", b->opt.run_id,
 			 b->opt.sources, b->opt.readers);
 	if (b->mgr != NULL)
-		mgr_start(b->mgr);
+		mgr_start(b->mgr, clk_monotonic_ns());
 }
 
 /* The control port welcomed p: its control connection, its first clock

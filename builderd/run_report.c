@@ -64,6 +64,8 @@ void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *se
 	else
 		ing_snapshot(b->ing, s);
 	s->manager = b->mgr;
+	if (b->mgr != NULL)   /* the rates are over the span of the tokens */
+		mgr_span(b->mgr, &s->first_fragment_ns, &s->last_complete_ns);
 }
 
 static void bd_fill_live(struct evbuffer *out, bool json, void *arg)

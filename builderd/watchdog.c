@@ -127,9 +127,18 @@ void wd_report_missing(const struct wd *w, bool never_connected_only)
 		else if (!never_connected_only && !p->reported && !p->lost)
 			wd_error(w, "Reader %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
 				 r, p->pid, p->host, w->opt->peer_timeout_ms);
-		if (st == BD_DATA_WAITING)
+		/* A hub sees no data path: its readers' go to the builders. */
+		if (st == BD_DATA_WAITING && w->peers->builders == 0)
 			wd_error(w, "Reader %u never opened its data connection", r);
 		else if (!never_connected_only && st == BD_DATA_STREAMING)
 			wd_error(w, "Reader %u never closed its data stream", r);
+	}
+	for (uint32_t k = 0; k < w->peers->builders; k++) {
+		struct bd_peer *p = peer_builder(w->peers, k);
+		if (!p->connected)
+			wd_error(w, "Builder %u never connected to the hub's control port", k);
+		else if (!never_connected_only && !p->reported && !p->lost)
+			wd_error(w, "Builder %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
+				 k, p->pid, p->host, w->opt->peer_timeout_ms);
 	}
 }

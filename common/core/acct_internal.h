@@ -1,5 +1,5 @@
 /* What core/acct's files share and nothing else may include: the helpers
- * every equation is made with (acct.c), and the equations of several
+ * every equation is made with (acct_equations.c), and the equations of several
  * builders (acct_builders.c). */
 #ifndef ES_CORE_ACCT_INTERNAL_H
 #define ES_CORE_ACCT_INTERNAL_H

@@ -1,5 +1,5 @@
 /* The kinds of equation of core/acct as documents show them
- * (acct_kind_describe): acct.c names each equation it computes by its
+ * (acct_kind_describe): acct_equations.c names each equation it computes by its
  * kind's format, and tools/docgen writes README's and docs/METRICS.md's
  * tables from the same entries. */
 #include "core/acct.h"

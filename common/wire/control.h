@@ -42,11 +42,12 @@ enum ctl_type {
 	CTL_START,    /* builder to source: every peer is up, start sending */
 	CTL_CHALLENGE, /* listener to client, first on every connection: a nonce */
 	CTL_STOP,     /* builder to peer: stop (a source) or drop a source (a reader) */
-	/* Several builders (docs/BUILDERS.md); no daemon sends these yet. */
+	/* Several builders (docs/BUILDERS.md). */
 	CTL_ROUTING,  /* hub to reader and builder: the run's plan of batches */
 	CTL_TOKEN,    /* builder to hub: its slots and the IDs it has decided */
 	CTL_ASSIGN,   /* hub to every reader and builder: one batch's builder */
 	CTL_LOST,     /* hub to every reader and builder: a builder given up */
+	CTL_CLOCK,    /* hub to builder: a source's clock against the builder's */
 };
 
 enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
@@ -202,6 +203,20 @@ struct ctl_lost {
 	char reason[CTL_MAX_TEXT];
 };
 
+/* A source's clock as a builder applies it to that source's timestamps
+ * (--role hub; the hub measures every peer's offset against its own): the
+ * hub's estimates of the source and of the builder combined. */
+#define CTL_CLOCK_UNBOUNDED (-1)
+struct ctl_clock {
+	uint32_t source;                    /* 0 .. 65535 */
+	int64_t offset_ns;                  /* off(source) − off(builder): the source's clock
+					     * minus the builder's, subtracted from its timestamps */
+	int64_t bound_ns;                   /* |true − offset_ns| at at_ns: the sum of both
+					     * bounds; CTL_CLOCK_UNBOUNDED when either is unknown */
+	uint64_t at_ns;                     /* the builder's CLOCK_REALTIME at which bound_ns holds */
+	uint32_t drift_ppb;                 /* bound_ns grows by drift_ppb × |now − at_ns| / 10^9 */
+};
+
 struct ctl_msg {
 	enum ctl_type type;
 	union {
@@ -220,6 +235,7 @@ struct ctl_msg {
 		struct ctl_token token;
 		struct ctl_assign assign;
 		struct ctl_lost lost;
+		struct ctl_clock clock;
 	} u;
 };
 

@@ -163,6 +163,30 @@ static bool ctl_get_i32(struct ctl_ctx *cx, const msgpack_object *o, int32_t *v,
 	return true;
 }
 
+/* An int64 within [lo, hi]; what names the field in errors. */
+static bool ctl_get_i64(struct ctl_ctx *cx, const msgpack_object *o, int64_t lo, int64_t hi,
+			int64_t *v, const char *what)
+{
+	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+		if (o->via.i64 < lo)
+			return ctl_fail(cx, "%s in %s is %" PRId64 ", less than %" PRId64, what,
+					cx->what, o->via.i64, lo);
+		*v = o->via.i64;
+		return true;
+	}
+	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return ctl_fail(cx, "%s in %s is %s, expected int", what, cx->what,
+				ctl_object_kind(o->type));
+	if (o->via.u64 > (uint64_t)hi)
+		return ctl_fail(cx, "%s in %s is %" PRIu64 ", more than %" PRId64, what, cx->what,
+				o->via.u64, hi);
+	if ((int64_t)o->via.u64 < lo)
+		return ctl_fail(cx, "%s in %s is %" PRIu64 ", less than %" PRId64, what, cx->what,
+				o->via.u64, lo);
+	*v = (int64_t)o->via.u64;
+	return true;
+}
+
 /* Matches a str against a name table; what names the field in errors. */
 static bool ctl_get_enum(struct ctl_ctx *cx, const msgpack_object *o, const char *const *names,
 			 size_t count, unsigned *v, const char *what)
@@ -292,6 +316,11 @@ static bool ctl_get_field(struct ctl_ctx *cx, const struct ctl_field *f, const m
 		return true;
 	case CTL_KIND_I32:
 		return ctl_get_i32(cx, o, (int32_t *)p, what);
+	case CTL_KIND_I64: {
+		int64_t slo, shi;
+		ctl_field_srange(f, &slo, &shi);
+		return ctl_get_i64(cx, o, slo, shi, (int64_t *)p, what);
+	}
 	case CTL_KIND_STR:
 		return ctl_copy_text(cx, o, p, f->size, f->charset, what);
 	case CTL_KIND_ROLE:

@@ -115,6 +115,13 @@ static bool ctl_pack_field(msgpack_packer *pk, const struct ctl_field *f, const 
 	}
 	case CTL_KIND_I32:
 		return msgpack_pack_int32(pk, *(const int32_t *)p) == 0;
+	case CTL_KIND_I64: {
+		int64_t v = *(const int64_t *)p, lo, hi;
+		ctl_field_srange(f, &lo, &hi);
+		if (v < lo || v > hi)
+			return false;
+		return msgpack_pack_int64(pk, v) == 0;
+	}
 	case CTL_KIND_STR:
 		return ctl_pack_text(pk, p, f->size, f->charset);
 	case CTL_KIND_ROLE: {

@@ -27,6 +27,7 @@ const char *const ctl_type_names[] = {
 	[CTL_TOKEN] = "token",
 	[CTL_ASSIGN] = "assign",
 	[CTL_LOST] = "lost",
+	[CTL_CLOCK] = "clock",
 };
 
 const char *const ctl_role_names[] = {
@@ -206,6 +207,21 @@ static const struct ctl_field ctl_lost_fields[] = {
 	CTL_FIELD("reason", CTL_KIND_STR, lost.reason, "why, for the receiver's log"),
 };
 
+static const struct ctl_field ctl_clock_fields[] = {
+	CTL_FIELD_RANGE("source", CTL_KIND_U32, clock.source, 0, UINT16_MAX,
+			"the source whose timestamps this corrects"),
+	CTL_FIELD("offset_ns", CTL_KIND_I64, clock.offset_ns,
+		  "the source's clock minus the builder's, off(source) − off(builder) of the hub's "
+		  "estimates: subtracted from the source's timestamps"),
+	CTL_FIELD_RANGE("bound_ns", CTL_KIND_I64, clock.bound_ns, (uint64_t)(int64_t)-1, INT64_MAX,
+			"how far the true offset may be from `offset_ns` at `at_ns`: the sum of the two "
+			"estimates' bounds; −1 when either is unknown"),
+	CTL_FIELD("at_ns", CTL_KIND_U64, clock.at_ns,
+		  "the builder's CLOCK_REALTIME at which `bound_ns` holds"),
+	CTL_FIELD("drift_ppb", CTL_KIND_U32, clock.drift_ppb,
+		  "the bound grows by `drift_ppb` ns per second between `at_ns` and the time it is used"),
+};
+
 /* The report is 78 kB, too much to clear for every STATS; its decoder sets
  * the counts of what it fills instead. */
 #define CTL_SPEC(fields, member, clear) \
@@ -229,6 +245,7 @@ const struct ctl_spec ctl_specs[] = {
 	[CTL_TOKEN] = CTL_SPEC(ctl_token_fields, token, true),
 	[CTL_ASSIGN] = CTL_SPEC(ctl_assign_fields, assign, true),
 	[CTL_LOST] = CTL_SPEC(ctl_lost_fields, lost, true),
+	[CTL_CLOCK] = CTL_SPEC(ctl_clock_fields, clock, true),
 };
 
 _Static_assert(CTL_ARRAY_SIZE(ctl_specs) == CTL_TYPE_COUNT,
@@ -251,6 +268,13 @@ bool ctl_charset_ok(enum ctl_charset cs, const char *s, size_t n, size_t *bad)
 		}
 	}
 	return true;
+}
+
+void ctl_field_srange(const struct ctl_field *f, int64_t *min, int64_t *max)
+{
+	bool whole = f->min == 0 && f->max == 0;
+	*min = whole ? INT64_MIN : (int64_t)f->min;
+	*max = whole ? INT64_MAX : (int64_t)f->max;
 }
 
 void ctl_field_range(const struct ctl_field *f, uint64_t *min, uint64_t *max)
@@ -397,6 +421,21 @@ bool ctl_field_describe(enum ctl_type type, size_t i, struct ctl_field_doc *d)
 		d->type = "int";
 		snprintf(d->range, sizeof d->range, "int32");
 		break;
+	case CTL_KIND_I64: {
+		int64_t lo, hi;
+		ctl_field_srange(f, &lo, &hi);
+		d->type = "int";
+		char top[24];
+		if (hi == INT64_MAX)
+			snprintf(top, sizeof top, "2^63−1");
+		else
+			snprintf(top, sizeof top, "%" PRId64, hi);
+		if (lo == INT64_MIN && hi == INT64_MAX)
+			snprintf(d->range, sizeof d->range, "int64");
+		else
+			snprintf(d->range, sizeof d->range, "%" PRId64 " .. %s", lo, top);
+		break;
+	}
 	case CTL_KIND_STR: {
 		const struct ctl_charset_rule *rule = &ctl_charsets[f->charset];
 		size_t max = rule->max_bytes ? rule->max_bytes : f->size - 1;

@@ -15,7 +15,7 @@
 
 /* Entries of each name table; control_table.c checks that every table has
  * exactly this many. */
-#define CTL_TYPE_COUNT ((size_t)CTL_LOST + 1)
+#define CTL_TYPE_COUNT ((size_t)CTL_CLOCK + 1)
 #define CTL_ROLE_COUNT ((size_t)CTL_ROLE_BUILDER + 1)
 #define CTL_CHANNEL_COUNT ((size_t)CTL_CHANNEL_DATA + 1)
 #define CTL_ROUTING_MODE_COUNT ((size_t)CTL_ROUTING_STATIC + 1)
@@ -30,6 +30,7 @@ enum ctl_kind {
 	CTL_KIND_U64,
 	CTL_KIND_U32,
 	CTL_KIND_I32,
+	CTL_KIND_I64,           /* min and max as int64_t; both 0: the whole range */
 	CTL_KIND_STR,           /* char[size], NUL-terminated */
 	CTL_KIND_ROLE,
 	CTL_KIND_CHANNEL,
@@ -84,6 +85,8 @@ bool ctl_charset_ok(enum ctl_charset cs, const char *s, size_t n, size_t *bad);
 /* The range of an integer field: [min, max] as the table gives it, else
  * the whole range of its kind. */
 void ctl_field_range(const struct ctl_field *f, uint64_t *min, uint64_t *max);
+/* The same of a CTL_KIND_I64 field. */
+void ctl_field_srange(const struct ctl_field *f, int64_t *min, int64_t *max);
 
 /* A group or counter name: fits CTL_MAX_NAME and is of the name set. */
 bool ctl_name_ok(const char *name);

@@ -5,7 +5,8 @@ builders (and refuses a taken id, an id outside the run, a builder at a
 --role both builderd), sends routing after WELCOME, starts the run once
 every builder joined with its first token, turns tokens into assignments
 to every reader and builder, closes the books from the builders' END
-reports, and names a lost builder, tells everyone and still balances."""
+reports, and names a lost builder, tells everyone and still balances.
+Each builder gets every source's clock against its own (`clock`)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class Peer:
         self.messages: list[dict] = []
         self.cond = threading.Condition()
         self.closed = False
+        self.muted = False      # True: answers nothing, as a stopped process
         self.lock = threading.Lock()
         self.send({"type": "stats", "status": 0,
                    "groups": {"clock": {"injected_offset_ns": 0, "injected_offset_negative": 0},
@@ -65,6 +67,8 @@ class Peer:
                 if m is None:
                     break
                 if m.get("type") == "ping":
+                    if self.muted:
+                        continue
                     self.send({"type": "pong", "sequence": m["sequence"], "t1_ns": m["t1_ns"],
                                "t2_ns": time.time_ns(), "t3_ns": time.time_ns()})
                     continue
@@ -93,6 +97,10 @@ class Peer:
                                          f"{[m.get('type') for m in self.messages]}")
                 self.cond.wait(left)
             return [m for m in self.messages if m.get("type") == kind]
+
+    def wait_closed(self, timeout_s: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.closed, timeout_s)
 
     def end(self, groups: dict, status: int = 0) -> None:
         groups = dict(groups)
@@ -259,9 +267,23 @@ class HubTest(E2ETestCase):
         self.assertEqual(m["builders"]["1"]["assigned"], BATCH)
         self.assertEqual(m["builders"]["1"]["decided"], BATCH)
         self.assertEqual(m["builders"]["0"]["lost"], 0)
+        self.assertGreater(m["builders"]["0"]["events_per_s"], 0)
+        roles = [(p["role"], p["id"]) for p in m["processes"]]
+        self.assertEqual(roles[0], ("hub", 0))
+        self.assertIn(("builder", 0), roles)
+        self.assertIn(("builder", 1), roles)
         self.assertEqual(m["counters"]["builder"]["events_complete"], EVENTS)
         self.assertEqual(m["latency"]["samples"], EVENTS)
         self.assertFalse((self.h.dir / "run" / "events.jsonl").exists())
+        # Each builder got every source's clock against its own: one host,
+        # nothing injected, so offset 0 and bound 0; nobody else gets one.
+        for b in builders:
+            clocks = {c["source"]: c for c in b.of("clock")}
+            self.assertEqual(sorted(clocks), [0, 1])
+            for c in clocks.values():
+                self.assertEqual((c["offset_ns"], c["bound_ns"]), (0, 0), c)
+        for p in sources + [reader]:
+            self.assertEqual(p.of("clock"), [])
 
     def test_refused_token_fails_the_run_naming_the_builder(self) -> None:
         """A builder whose slots do not exceed the high water mark cannot
@@ -309,6 +331,49 @@ class HubTest(E2ETestCase):
         self.assertEqual(m["losses"]["events_lost_with_builders"], BATCH)
         self.assertEqual(m["losses"]["frames_lost_with_builders"], 2 * BATCH)
         self.assertEqual(m["manager"]["builders_lost"], 1)
+
+    def stalled_case(self, *, silent: bool, why: str) -> dict:
+        """A builder stops mid-run. silent: builder 0 decides its batch,
+        says so, then answers nothing (a stopped process): the watchdog's
+        clock probes find it, with nothing in flight. Else builder 1
+        answers clock probes but sends no token while it holds its batch.
+        Either is named stalled, lost to everyone, its link closed, and
+        the other finishes with balanced books."""
+        hub, port = self.start_hub(stall_timeout_ms=600)
+        sources, reader, builders = self.join(port)
+        for p in [reader] + builders:
+            p.wait_for("assign", 2)
+        gone, alive = (0, 1) if silent else (1, 0)
+        if silent:
+            builders[gone].send({"type": "token", "slots": SLOTS, "decided": BATCH,
+                                 "decided_below": BATCH, "sequence": 2})
+            time.sleep(0.2)
+            builders[gone].muted = True
+        builders[alive].send({"type": "token", "slots": SLOTS, "decided": BATCH,
+                              "decided_below": (alive + 1) * BATCH, "sequence": 2})
+        for p in (reader, builders[alive]):
+            self.assertEqual(p.wait_for("lost")[0]["builder"], gone)
+        for s in sources:
+            s.end(source_end(EVENTS))
+        reader.end(reader_end(2, EVENTS, {0: 2 * BATCH, 1: 2 * BATCH}))
+        builders[alive].end(builder_end(BATCH, 2))
+        self.assertEqual(self.h.wait(hub, 20), 1, hub.tail())
+        m = read_metrics(self.h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertTrue(any(e.startswith(f"Builder {gone} (") and why in e for e in m["errors"]),
+                        m["errors"])
+        b = m["builders"][str(gone)]
+        self.assertEqual(b["status"], "stalled")
+        self.assertEqual(b["lost"], 0 if silent else BATCH)
+        self.assertTrue(builders[gone].wait_closed(10),
+                        "the hub did not close the stalled builder's link")
+        return m
+
+    def test_silent_builder_is_stalled(self) -> None:
+        self.stalled_case(silent=True, why="stalled: no answer for")
+
+    def test_builder_without_tokens_is_stalled(self) -> None:
+        self.stalled_case(silent=False, why="stalled: it holds events but sent no token for 600 ms")
 
 
 if __name__ == "__main__":

@@ -186,6 +186,10 @@ def ctl_seeds():
         "assign": {"type": "assign", "first": 128, "count": 64, "builder": 1,
                    "retired_below": 64, "sequence": 3},
         "lost": {"type": "lost", "builder": 1, "reason": "builder 1 answered no clock probe"},
+        "clock": {"type": "clock", "source": 3, "offset_ns": -1500000, "bound_ns": 25000,
+                  "at_ns": 1700000000000000000, "drift_ppb": 100000},
+        "clock-unbounded": {"type": "clock", "source": 65535, "offset_ns": -2**63,
+                            "bound_ns": -1, "at_ns": 2**64 - 1, "drift_ppb": 2**32 - 1},
     }
     seeds = {k: ctl_body(v) for k, v in msgs.items()}
     seeds["all-types-stream"] = ctl_stream(b"".join(ctl(v) for v in msgs.values()))
@@ -243,6 +247,8 @@ def ctl_seeds():
     seeds["bad-count-0"] = ctl_body(dict(msgs["assign"], count=0))
     seeds["bad-assign-builder-256"] = ctl_body(dict(msgs["assign"], builder=256))
     seeds["bad-lost-reason-256"] = ctl_body(dict(msgs["lost"], reason="r" * 256))
+    seeds["bad-clock-bound-minus-2"] = ctl_body(dict(msgs["clock"], bound_ns=-2))
+    seeds["bad-clock-source-65536"] = ctl_body(dict(msgs["clock"], source=65536))
     return seeds
 
 
@@ -368,7 +374,8 @@ def ctl_dict():
              "proof", "at_realtime_ns", "challenge", "nonce", "stop", "routing", "token",
              "assign", "lost", "mode", "manager", "static", "builders", "first_event",
              "events", "batch", "window_batches", "slots", "decided", "decided_below",
-             "first", "count", "retired_below"]
+             "first", "count", "retired_below", "clock", "offset_ns", "bound_ns", "at_ns",
+             "drift_ppb"]
     lines = []
     for w in words:
         enc = mp(w)

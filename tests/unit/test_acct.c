@@ -1,4 +1,4 @@
-/* Unit tests of common/core/acct.c: every equation of a run computed from
+/* Unit tests of common/core/acct_equations.c: every equation of a run computed from
  * reports as the daemons send them; a missing report fails its equations by
  * name; a lost frame anywhere unbalances the right one. */
 #include <check.h>

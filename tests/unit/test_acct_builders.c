@@ -44,7 +44,7 @@ static void clean_setup(void)
 		set(&source_reports[s], "", "frags_abandoned", 0);
 		set(&source_reports[s], "", "frames_wire", EVENTS);
 		source_ptrs[s] = &source_reports[s];
-		char g[16];
+		char g[CNT_GROUP_BYTES];
 		snprintf(g, sizeof g, "source.%d", s);
 		set(&reader_report, g, "frames_received", EVENTS);
 		set(&reader_report, g, "frames_forwarded", EVENTS);
@@ -58,7 +58,7 @@ static void clean_setup(void)
 				       .frames_received_by_builder = S * EVENTS, .source_count = S,
 				       .sources = reader_sources };
 	for (int b = 0; b < M; b++) {
-		char g[16];
+		char g[CNT_GROUP_BYTES];
 		snprintf(g, sizeof g, "builder.%d", b);
 		set(&reader_report, g, "frames_forwarded", S * BATCH);
 		struct ctl_report *r = &builder_reports[b];

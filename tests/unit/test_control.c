@@ -145,6 +145,12 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 	case CTL_LOST:
 		return a->u.lost.builder == b->u.lost.builder &&
 		       strcmp(a->u.lost.reason, b->u.lost.reason) == 0;
+	case CTL_CLOCK: {
+		const struct ctl_clock *x = &a->u.clock, *y = &b->u.clock;
+		return x->source == y->source && x->offset_ns == y->offset_ns &&
+		       x->bound_ns == y->bound_ns && x->at_ns == y->at_ns &&
+		       x->drift_ppb == y->drift_ppb;
+	}
 	}
 	return false;
 }
@@ -342,15 +348,15 @@ static void expect_error_at(int line, const uint8_t *buf, size_t n, const char *
 /* Spelled out here rather than taken from ctl_type_name(), to check it. */
 static const char *const type_names[] = {
 	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye", "start", "challenge", "stop",
-	"routing", "token", "assign", "lost",
+	"routing", "token", "assign", "lost", "clock",
 };
 
 START_TEST(test_names)
 {
-	ck_assert_uint_eq(sizeof type_names / sizeof type_names[0], CTL_LOST + 1);
-	for (unsigned t = CTL_HELLO; t <= CTL_LOST; t++)
+	ck_assert_uint_eq(sizeof type_names / sizeof type_names[0], CTL_CLOCK + 1);
+	for (unsigned t = CTL_HELLO; t <= CTL_CLOCK; t++)
 		ck_assert_str_eq(ctl_type_name((enum ctl_type)t), type_names[t]);
-	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_LOST + 1)), "unknown");
+	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_CLOCK + 1)), "unknown");
 
 	enum ctl_routing_mode mode = CTL_ROUTING_STATIC;
 	ck_assert_str_eq(ctl_routing_mode_name(CTL_ROUTING_MANAGER), "manager");
@@ -586,7 +592,7 @@ START_TEST(test_encode_refuses)
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
-	m.type = (enum ctl_type)(CTL_LOST + 1);
+	m.type = (enum ctl_type)(CTL_CLOCK + 1);
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
@@ -1528,6 +1534,22 @@ START_TEST(test_roundtrip_builders)
 	strcpy(m.u.lost.reason, "builder 1 answered no clock probe for 2000 ms \xff\n");
 	roundtrip(&m);          /* free text: any byte but NUL */
 	check_byte_at_a_time(&m);
+
+	memset(&m, 0, sizeof m);
+	m.type = CTL_CLOCK;
+	roundtrip(&m);          /* the same clock: offset 0, bound 0 */
+	m.u.clock.source = UINT16_MAX;
+	m.u.clock.offset_ns = INT64_MIN;
+	m.u.clock.bound_ns = CTL_CLOCK_UNBOUNDED;
+	m.u.clock.at_ns = UINT64_MAX;
+	m.u.clock.drift_ppb = UINT32_MAX;
+	roundtrip(&m);
+	m.u.clock.offset_ns = INT64_MAX;
+	m.u.clock.bound_ns = INT64_MAX;
+	roundtrip(&m);
+	m.u.clock.offset_ns = -1500000;
+	m.u.clock.bound_ns = 25000;
+	check_byte_at_a_time(&m);
 }
 END_TEST
 
@@ -1574,6 +1596,16 @@ START_TEST(test_encode_refuses_builders)
 	m.u.lost.builder = 0;
 	memset(m.u.lost.reason, 'r', sizeof m.u.lost.reason);      /* unterminated */
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+
+	memset(&m, 0, sizeof m);
+	m.type = CTL_CLOCK;
+	m.u.clock.source = UINT16_MAX + 1u;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.clock.source = 0;
+	m.u.clock.bound_ns = -2;        /* below "unknown" */
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.clock.bound_ns = INT64_MIN;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 }
 END_TEST
 
@@ -1602,6 +1634,11 @@ static const struct pk_entry assign_entries[] = {
 };
 static const struct pk_entry lost_entries[] = {
 	{ "builder", PK_UINT, 1, NULL }, { "reason", PK_STR, 0, "stalled" },
+};
+static const struct pk_entry clock_entries[] = {
+	{ "source", PK_UINT, 3, NULL }, { "offset_ns", PK_NEG, 1500000, NULL },
+	{ "bound_ns", PK_UINT, 25000, NULL }, { "at_ns", PK_UINT, 1700000000000000000u, NULL },
+	{ "drift_ppb", PK_UINT, 100000, NULL },
 };
 
 static void pk_entry(msgpack_packer *pk, const struct pk_entry *e)
@@ -1668,6 +1705,7 @@ START_TEST(test_bad_builders)
 	} types[] = {
 		{ "routing", ENTRIES(routing) }, { "token", ENTRIES(token) },
 		{ "assign", ENTRIES(assign) }, { "lost", ENTRIES(lost) },
+		{ "clock", ENTRIES(clock) },
 	};
 	char want[128];
 
@@ -1754,6 +1792,16 @@ START_TEST(test_bad_builders)
 		    "key 'builder' in assign is 256, more than 255");
 	EXPECT_WITH(lost, ((struct pk_entry){ "builder", PK_UINT, CTL_MAX_BUILDERS, NULL }),
 		    "key 'builder' in lost is 256, more than 255");
+	EXPECT_WITH(clock, ((struct pk_entry){ "source", PK_UINT, UINT16_MAX + 1u, NULL }),
+		    "key 'source' in clock is 65536, more than 65535");
+	EXPECT_WITH(clock, ((struct pk_entry){ "bound_ns", PK_NEG, 2, NULL }),
+		    "key 'bound_ns' in clock is -2, less than -1");
+	EXPECT_WITH(clock, ((struct pk_entry){ "bound_ns", PK_UINT, (uint64_t)INT64_MAX + 1, NULL }),
+		    "key 'bound_ns' in clock is 9223372036854775808, more than 9223372036854775807");
+	EXPECT_WITH(clock, ((struct pk_entry){ "offset_ns", PK_STR, 0, "-1" }),
+		    "key 'offset_ns' in clock is a str, expected int");
+	EXPECT_WITH(clock, ((struct pk_entry){ "at_ns", PK_NEG, 1, NULL }),
+		    "key 'at_ns' in clock is negative (-1)");
 
 	/* The reason, as every reason: at most 255 bytes, no NUL. */
 	char reason[CTL_MAX_TEXT + 1];
@@ -1886,7 +1934,7 @@ static void random_of(uint64_t *s, char *dst, size_t cap, size_t max, const char
 static void random_msg(uint64_t *s, struct ctl_msg *m)
 {
 	memset(m, 0, sizeof *m);
-	m->type = (enum ctl_type)rng_below(s, CTL_LOST + 1);
+	m->type = (enum ctl_type)rng_below(s, CTL_CLOCK + 1);
 	switch (m->type) {
 	case CTL_HELLO:
 		m->u.hello.role = (enum ctl_role)rng_below(s, 3);
@@ -1982,6 +2030,13 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 	case CTL_LOST:
 		m->u.lost.builder = (uint32_t)rng_below(s, CTL_MAX_BUILDERS);
 		random_text(s, m->u.lost.reason, sizeof m->u.lost.reason);
+		break;
+	case CTL_CLOCK:
+		m->u.clock.source = (uint32_t)rng_below(s, UINT16_MAX + 1u);
+		m->u.clock.offset_ns = (int64_t)rng_u64(s);
+		m->u.clock.bound_ns = (int64_t)rng_below(s, (uint64_t)INT64_MAX + 1) - 1;
+		m->u.clock.at_ns = rng_u64(s);
+		m->u.clock.drift_ppb = (uint32_t)rng_u64(s);
 		break;
 	}
 }
@@ -2151,7 +2206,7 @@ START_TEST(test_fuzz)
 			if (rng_below(&s, 8) == 0)
 				pack_random_value(pk, &s, 1);
 			else
-				pk_str(pk, type_names[rng_below(&s, CTL_LOST + 1)]);
+				pk_str(pk, type_names[rng_below(&s, CTL_CLOCK + 1)]);
 			for (unsigned i = 0; i < entries; i++) {
 				pack_random_value(pk, &s, 4);
 				pack_random_value(pk, &s, 1);
@@ -2203,7 +2258,14 @@ START_TEST(test_role_titles_and_field_docs)
 	ck_assert_str_eq(d.range, "0 .. 255");
 	ck_assert(ctl_field_describe(CTL_LOST, 1, &d));
 	ck_assert_str_eq(d.range, "≤ 255 bytes");
-	for (int t = CTL_HELLO; t <= CTL_LOST; t++) {
+	ck_assert(ctl_field_describe(CTL_CLOCK, 0, &d));
+	ck_assert_str_eq(d.range, "0 .. 65535");
+	ck_assert(ctl_field_describe(CTL_CLOCK, 1, &d));
+	ck_assert_str_eq(d.type, "int");
+	ck_assert_str_eq(d.range, "int64");
+	ck_assert(ctl_field_describe(CTL_CLOCK, 2, &d));
+	ck_assert_str_eq(d.range, "-1 .. 2^63−1");
+	for (int t = CTL_HELLO; t <= CTL_CLOCK; t++) {
 		/* Every type has a field table (a type left out of the table
 		 * would encode as a bare "type" and decode into nothing). */
 		ck_assert_msg(ctl_field_count((enum ctl_type)t) > 0, "%s has no fields",

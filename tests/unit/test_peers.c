@@ -28,6 +28,25 @@ START_TEST(test_layout)
 }
 END_TEST
 
+/* --role hub: the builders after the readers, found by role and id. */
+START_TEST(test_builders_layout)
+{
+	struct peer_table t;
+	ck_assert_int_eq(peer_table_init_builders(&t, 2, 1, 3), 0);
+	ck_assert_uint_eq(peer_count(&t), 6);
+	for (uint32_t b = 0; b < 3; b++) {
+		struct bd_peer *p = peer_at(&t, 3 + b);
+		ck_assert_int_eq(p->role, CTL_ROLE_BUILDER);
+		ck_assert_uint_eq(p->id, b);
+		ck_assert_ptr_eq(peer_builder(&t, b), p);
+		ck_assert_ptr_eq(peer_find(&t, CTL_ROLE_BUILDER, b), p);
+	}
+	ck_assert_ptr_null(peer_find(&t, CTL_ROLE_BUILDER, 3));
+	ck_assert_int_eq(peer_reader(&t, 0)->role, CTL_ROLE_READER);
+	peer_table_free(&t);
+}
+END_TEST
+
 /* An id beyond the run, or a role the run has no table for, is no peer:
  * the greeting refuses it as unknown_peer. */
 START_TEST(test_find_out_of_range)
@@ -98,6 +117,7 @@ static Suite *peers_suite(void)
 	TCase *tc = tcase_create("table");
 	tcase_add_test(tc, test_layout);
 	tcase_add_test(tc, test_find_out_of_range);
+	tcase_add_test(tc, test_builders_layout);
 	tcase_add_test(tc, test_free_reports);
 	tcase_add_test(tc, test_words);
 	tcase_add_test(tc, test_credits_due);
