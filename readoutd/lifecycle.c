@@ -186,7 +186,16 @@ static void rdr_on_given_up(void *arg, uint16_t source, uint64_t idle_ms)
 
 static void rdr_on_fwd_failed(void *arg, enum fwd_failure why)
 {
-	struct rdr *r = ((struct rdr_linkctx *)arg)->r;
+	const struct rdr_linkctx *l = arg;
+	struct rdr *r = l->r;
+	if (r->opt.routing && why != FWD_REFUSED) {
+		/* One builder of several went away: the hub names it and says
+		 * `lost`, and what waits for it is counted then. Until that word
+		 * its frames stay queued, and the other builders go on. */
+		log_warn("Reader %u: the link to builder %u broke; its frames wait for the hub to give it up while the other builders go on",
+			 r->opt.id, l->dest);
+		return;
+	}
 	r->status = 1;
 	if (why == FWD_REFUSED)
 		event_base_loopexit(r->base, NULL);
