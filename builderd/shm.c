@@ -193,7 +193,7 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 				shr_notify_producer(&l->ring, l->space_efd);
 				unreleased = 0;
 			}
-			if (taken >= budget) {
+			if (taken >= budget || clk_monotonic_ns() - now >= ING_TURN_NS) {
 				shr_release(&l->ring);
 				shr_notify_producer(&l->ring, l->space_efd);
 				event_active(l->ev_data, EV_READ, 0);
@@ -511,7 +511,9 @@ static void bshm_tick(void *arg, uint64_t now_ns)
 			continue;
 		/* A clean close clears the pid a moment before it marks the
 		 * ring detached: only a second look in a row says dead. */
-		if (shr_peer_alive(&l->ring)) {
+		/* A reader that closed its ring cleanly may leave records a slow
+		 * builder has yet to read: the drain meets its end. */
+		if (shr_peer_alive(&l->ring) || shr_producer_detached(&l->ring)) {
 			l->suspect = false;
 		} else if (!l->suspect) {
 			l->suspect = true;

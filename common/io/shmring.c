@@ -313,6 +313,12 @@ bool shr_peer_alive(const struct shr_ring *r)
 			     atomic_load_explicit(&h->producer_start, memory_order_relaxed));
 }
 
+bool shr_producer_detached(const struct shr_ring *r)
+{
+	return r->hdr != NULL &&
+	       atomic_load_explicit(&r->hdr->state, memory_order_acquire) == SHR_STATE_DETACHED;
+}
+
 void shr_heartbeat(struct shr_ring *r)
 {
 	_Atomic uint64_t *beat = r->producer ? &r->hdr->producer_heartbeat :

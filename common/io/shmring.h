@@ -203,6 +203,10 @@ int shr_recv_fds(int sock, int *data_efd, int *space_efd);
  * Needs both processes in one PID namespace; otherwise use the heartbeat. */
 bool shr_peer_alive(const struct shr_ring *r);
 
+/* True once the producer closed cleanly (no more records will come; those
+ * written are still to be read): its cleared pid is not a death then. */
+bool shr_producer_detached(const struct shr_ring *r);
+
 /* Liveness for hung (not dead) peers: each side bumps its counter from a
  * timer; the other compares shr_peer_heartbeat() between its own ticks. */
 void shr_heartbeat(struct shr_ring *r);
