@@ -124,6 +124,11 @@ enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail,
 /* Data arrived at now: the run makes progress. */
 void ing_progress(struct ing *g, uint64_t now);
 
+/* How long a link may feed frames in one turn of the loop before it gives
+ * the others, the tick and the control link theirs: a builder whose filter
+ * is slow still answers its hub's probes and sends its tokens on time. */
+#define ING_TURN_NS 5000000u
+
 /* Closes a reader's data path through its link; state says how it ended. */
 void ing_close(struct bd_reader *rd, enum bd_data_state state);
 

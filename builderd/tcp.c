@@ -22,6 +22,7 @@ struct btcp_conn {
 	uint8_t *buf;
 	size_t cap, start, end;
 	bool eof;          /* read 0 while a frame was held */
+	bool unconsumed;   /* the turn ended with whole frames left in buf */
 };
 
 struct btcp {
@@ -70,7 +71,14 @@ static const struct bd_link_ops btcp_ops = {
 static void btcp_consume(struct bd_reader *rd, struct btcp_conn *c, bool eof, uint64_t now)
 {
 	struct ing *g = rd->ing;
+	c->unconsumed = false;
 	while (c->start < c->end) {
+		if (clk_monotonic_ns() - now >= ING_TURN_NS && !eof) {
+			/* The rest on the next turn, before any read. */
+			c->unconsumed = true;
+			event_active(c->ev_read, EV_READ, 0);
+			break;
+		}
 		size_t frame_bytes;
 		enum frm_status st = ing_take(rd, c->buf + c->start, c->end - c->start, false,
 					      &frame_bytes, now);
@@ -109,6 +117,10 @@ static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
 	struct btcp_conn *c = rd->link_state;
 	struct ing *g = rd->ing;
 	const struct bd_options *opt = ing_options(g);
+	if (c->unconsumed) {
+		btcp_consume(rd, c, false, clk_monotonic_ns());
+		return;
+	}
 	if (c->start > 0) {
 		/* Only the tail of a frame cut by the last read moves. */
 		memmove(c->buf, c->buf + c->start, c->end - c->start);

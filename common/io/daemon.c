@@ -37,6 +37,12 @@ struct event_base *daemon_base_new(void)
 	if (cfg == NULL)
 		return NULL;
 	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	/* A link that ends its turn with work left activates itself again;
+	 * libevent would run it again in the same pass, before any timer or
+	 * socket, for as long as it has work. After 5 ms of callbacks the loop
+	 * polls first: a busy builder still answers its hub and ticks. */
+	const struct timeval turn = { 0, 5000 };
+	event_config_set_max_dispatch_interval(cfg, &turn, -1, 0);
 	struct event_base *base = event_base_new_with_config(cfg);
 	event_config_free(cfg);
 	return base;
