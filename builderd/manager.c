@@ -69,6 +69,7 @@ struct mgr *mgr_create(const struct bd_options *opt, struct peer_table *peers,
 		.mode = opt->routing == CTL_ROUTING_STATIC ? EVM_STATIC : EVM_MANAGER,
 		.low_water = opt->batch,
 		.high_water = high > UINT32_MAX ? UINT32_MAX : (uint32_t)high,
+		.backlog_ns = opt->backlog_ms * 1000000u,
 	};
 	m->builders = calloc(opt->builders + 1, sizeof *m->builders);
 	m->evm = m->builders != NULL ? evm_create(&m->config) : NULL;
@@ -332,6 +333,8 @@ static json_t *mgr_json_builder(const struct mgr *m, uint32_t b)
 	SET(o, "decided_below", U64(v.decided_below));
 	SET(o, "batches", U64(v.batches));
 	SET(o, "tokens", U64(mb->tokens));
+	SET(o, "pace_events_per_s", U64(v.decided_per_s));
+	SET(o, "backlog_cap", U64(v.cap));
 	SET(o, CNT_MANAGER(busy_spells), U64(v.busy_spells));
 	SET(o, "lost", U64(v.lost));
 	/* Decided events per second from START to its last token. */

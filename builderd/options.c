@@ -82,6 +82,10 @@ const struct opt_spec bd_option_specs[] = {
 		 .def = "4096",
 		 .help = "batches assigned and not yet decided, at most\n"
 			 "(--role hub; default {default})"),
+	OPT_UINT("backlog-ms", "T", O, backlog_ms, 0, 60000, .def = "100",
+		 .help = "give a builder at most what it decides in T ms at the\n"
+			 "pace its tokens show, within its slots (--role hub;\n"
+			 "default {default}; 0 = its slots alone)"),
 	OPT_HOSTPORT("listen", "HOST:PORT", O, listen_host, listen_port, 0,
 		     .group = "Connections",
 		     .help = "data port for the readers (port 0: any free port;\n"

@@ -40,6 +40,7 @@ struct bd_options {
 	int routing;                    /* enum ctl_routing_mode, role hub */
 	uint32_t batch;                 /* event IDs per assignment */
 	uint32_t window_batches;        /* batches live at once */
+	uint64_t backlog_ms;            /* evm_config.backlog_ns, in ms */
 	uint32_t run_id;
 	uint16_t sources;
 	uint32_t readers;

@@ -22,6 +22,9 @@ struct evm_builder {
 	uint64_t batches;
 	uint64_t busy_spells;
 	uint64_t last_token_ns;
+	uint64_t pace_mark_ns;       /* start of the pace measurement under way */
+	uint64_t pace_mark_decided;
+	uint64_t decided_per_s;      /* 0: not measured yet */
 	uint32_t slots;
 	bool joined;
 	bool dead;
@@ -128,6 +131,51 @@ static uint32_t evm_tokens_of(const struct evm_builder *b)
 	return b->slots - (uint32_t)evm_in_flight(b);
 }
 
+/* The most b may hold now (manager mode): its slots, or what it decides in
+ * backlog_ns at its pace; before its pace is known, the least that keeps
+ * it free, so that no builder takes a large backlog on trust. */
+static uint64_t evm_cap_of(const struct evm *m, const struct evm_builder *b)
+{
+	uint64_t floor = (uint64_t)m->cfg.high_water + m->cfg.plan.batch;
+	if (m->cfg.backlog_ns == 0 || m->cfg.mode != EVM_MANAGER || floor >= b->slots)
+		return b->slots;
+	if (b->decided_per_s == 0)
+		return floor;
+	/* decided_per_s <= 2^32 events/s and backlog_ns < 2^32 ns in use;
+	 * saturate anyway rather than wrap. */
+	uint64_t per_ms = b->decided_per_s / 1000u + 1u, ms = m->cfg.backlog_ns / 1000000u + 1u;
+	uint64_t cap = per_ms > UINT64_MAX / ms ? UINT64_MAX : per_ms * ms;
+	if (cap < floor)
+		return floor;
+	return cap > b->slots ? b->slots : cap;
+}
+
+/* What b may still be given before it reaches its cap. */
+static uint64_t evm_room_of(const struct evm *m, const struct evm_builder *b)
+{
+	if (!b->joined || b->dead)
+		return 0;
+	uint64_t cap = evm_cap_of(m, b), held = evm_in_flight(b);
+	return held >= cap ? 0 : cap - held;
+}
+
+/* A token says how far b got: its pace, once enough time has passed since
+ * the last measurement, smoothed so that one slow spell does not starve it. */
+static void evm_measure_pace(struct evm_builder *b, uint64_t decided, uint64_t now_ns)
+{
+	uint64_t span = now_ns - b->pace_mark_ns;
+	if (now_ns < b->pace_mark_ns || span < EVM_PACE_INTERVAL_NS)
+		return;
+	uint64_t grown = decided - b->pace_mark_decided;
+	uint64_t sample = grown > UINT64_MAX / 1000000000u ? UINT64_MAX / 4u :
+			  grown * 1000000000u / span;
+	b->decided_per_s = b->decided_per_s == 0 ? sample : (3u * (b->decided_per_s / 4u)) + sample / 4u;
+	if (b->decided_per_s == 0)
+		b->decided_per_s = 1;   /* measured: slow, not unknown */
+	b->pace_mark_ns = now_ns;
+	b->pace_mark_decided = decided;
+}
+
 struct evm *evm_create(const struct evm_config *config)
 {
 	const struct evm_plan *p = &config->plan;
@@ -179,6 +227,7 @@ int evm_join(struct evm *m, uint32_t b, uint32_t slots, uint64_t now_ns)
 	s->joined = true;
 	s->slots = slots;
 	s->last_token_ns = now_ns;
+	s->pace_mark_ns = now_ns;
 	return 0;
 }
 
@@ -208,10 +257,16 @@ int evm_tokens(struct evm *m, uint32_t b, uint64_t decided, uint64_t decided_bel
 		return -EINVAL;
 	if (decided > s->assigned || decided_below > evm_batch_first(m, m->next))
 		return -ERANGE;
+	/* Idle time is not slowness: the pace is measured only while it had
+	 * events to decide. */
+	if (evm_in_flight(s) == 0)
+		s->pace_mark_ns = now_ns, s->pace_mark_decided = decided;
+	else
+		evm_measure_pace(s, decided, now_ns);
 	s->decided = decided;
 	s->decided_below = decided_below;
 	s->last_token_ns = now_ns;
-	if (s->busy && evm_tokens_of(s) > m->cfg.high_water)
+	if (s->busy && evm_room_of(m, s) > m->cfg.high_water)
 		s->busy = false;
 	evm_retire(m);
 	return 0;
@@ -232,7 +287,7 @@ static void evm_assign(struct evm *m, uint32_t b, struct evm_assignment *out)
 		s->lost += count;
 		m->lost += count;
 		evm_retire(m);
-	} else if (!s->busy && evm_tokens_of(s) < m->cfg.low_water) {
+	} else if (!s->busy && evm_room_of(m, s) < m->cfg.low_water) {
 		s->busy = true;
 		s->busy_spells++;
 	}
@@ -261,6 +316,12 @@ enum evm_next evm_next(struct evm *m, struct evm_assignment *out)
 		uint32_t b = (m->cursor + i) % p->builders;
 		const struct evm_builder *s = &m->builders[b];
 		/* A free builder holds at least low_water >= batch >= count tokens. */
+		if (s->joined && !s->dead && !s->busy && evm_room_of(m, s) < m->cfg.low_water) {
+			/* Its pace fell since it went free: its cap shrank. */
+			m->builders[b].busy = true;
+			m->builders[b].busy_spells++;
+			continue;
+		}
 		if (s->joined && !s->dead && !s->busy) {
 			m->cursor = (b + 1) % p->builders;
 			evm_assign(m, b, out);
@@ -330,6 +391,8 @@ bool evm_builder_view(const struct evm *m, uint32_t b, struct evm_builder_view *
 		.busy = s->busy,
 		.slots = s->slots,
 		.tokens = evm_tokens_of(s),
+		.decided_per_s = s->decided_per_s,
+		.cap = s->joined && !s->dead ? evm_cap_of(m, s) : 0,
 		.in_flight = evm_in_flight(s),
 		.assigned = s->assigned,
 		.decided = s->decided,

@@ -99,7 +99,16 @@ struct evm_config {
 	enum evm_mode mode;
 	uint32_t low_water;       /* busy below this many tokens: batch .. high_water - 1 */
 	uint32_t high_water;      /* free again above this many; every builder's slots exceed it */
+	/* Manager mode: a builder holds at most what it decides in this long
+	 * at the pace its tokens show (never less than high_water + batch,
+	 * never more than its slots), so a slow builder with a large window
+	 * is not handed a backlog that keeps the run waiting for it at its
+	 * end. 0: its slots alone. */
+	uint64_t backlog_ns;
 };
+
+/* The pace of a builder is measured over at least this long between tokens. */
+#define EVM_PACE_INTERVAL_NS 20000000u
 
 /* One assignment, as published. */
 struct evm_assignment {
@@ -144,6 +153,8 @@ struct evm_builder_view {
 	uint64_t lost;            /* IDs in flight when it died, and (static) assigned since */
 	uint64_t batches;         /* records that name it */
 	uint64_t busy_spells;     /* times it went busy */
+	uint64_t decided_per_s;   /* its pace as its tokens show it; 0 before it is known */
+	uint64_t cap;             /* the most it may hold now: slots, or less by backlog_ns */
 	uint64_t last_token_ns;   /* its join or last TOKEN: a builder with events in flight
 				   * whose tokens stop is stalled */
 };

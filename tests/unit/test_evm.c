@@ -814,6 +814,62 @@ static void model_run(uint64_t *rng, int round, enum evm_mode mode)
 	evm_destroy(md.m);
 }
 
+/* A builder ten times slower than the other, both with a large window:
+ * with backlog_ns its cap follows its pace, so it never holds more than
+ * about backlog_ns of work and the fast one takes the rest; without, it
+ * takes half of every batch until its window is full. */
+static uint64_t slow_builder_share(uint64_t backlog_ns, uint64_t *slow_max_held)
+{
+	struct evm_config c = config(EVM_MANAGER, 2, 0, 200000, 64, 4096, 64, 256);
+	c.backlog_ns = backlog_ns;
+	struct evm *m = make(&c, 16384);
+	uint64_t decided[2] = { 0, 0 };
+	*slow_max_held = 0;
+	/* 1 ms steps for 10 s: builder 0 decides 10 events a step, builder 1
+	 * one, each a token per step. */
+	for (uint64_t t = 1; t <= 10000; t++) {
+		struct evm_assignment a;
+		while (evm_next(m, &a) == EVM_ASSIGNED)
+			;
+		for (uint32_t b = 0; b < 2; b++) {
+			struct evm_builder_view v = view(m, b);
+			uint64_t step = b == 0 ? 10 : 1;
+			uint64_t can = v.assigned - v.decided;
+			decided[b] = v.decided + (can < step ? can : step);
+			ck_assert_int_eq(evm_tokens(m, b, decided[b], 0, t * 1000000u), 0);
+		}
+		struct evm_builder_view slow = view(m, 1);
+		if (t > 100 && slow.in_flight > *slow_max_held)
+			*slow_max_held = slow.in_flight;
+	}
+	uint64_t share = view(m, 1).assigned;
+	evm_destroy(m);
+	return share;
+}
+
+START_TEST(test_backlog_follows_the_pace)
+{
+	uint64_t held_paced, held_slots;
+	uint64_t paced = slow_builder_share(100000000u, &held_paced);
+	uint64_t slots = slow_builder_share(0, &held_slots);
+	/* 1 event/ms for 100 ms, or the floor of high_water + batch. */
+	ck_assert_uint_le(held_paced, 320 + 64);
+	ck_assert_uint_ge(held_slots, 16384 - 64);
+	/* Paced, the slow builder gets about its pace: 10,000 in 10 s plus
+	 * its backlog; by slots, its whole window at once. */
+	ck_assert_uint_le(paced, 10000 + 400);
+	ck_assert_uint_ge(slots, 16384);
+	struct evm_builder_view v;
+	struct evm_config c = config(EVM_MANAGER, 1, 0, 1000, 64, 64, 64, 256);
+	c.backlog_ns = 100000000u;
+	struct evm *m = make(&c, 16384);
+	ck_assert(evm_builder_view(m, 0, &v));
+	ck_assert_uint_eq(v.decided_per_s, 0);
+	ck_assert_uint_eq(v.cap, 256 + 64);
+	evm_destroy(m);
+}
+END_TEST
+
 START_TEST(test_random_runs)
 {
 	uint64_t rng = test_seed;
@@ -868,6 +924,7 @@ static Suite *evm_suite(void)
 	tcase_add_test(tc, test_dead_builder);
 	tcase_add_test(tc, test_static_waits_for_its_builder);
 	tcase_add_test(tc, test_manager_equals_static_with_tokens_to_spare);
+	tcase_add_test(tc, test_backlog_follows_the_pace);
 	tcase_add_test(tc, test_random_runs);
 	tcase_add_test(tc, test_allocates_nothing);
 	suite_add_tcase(s, tc);
