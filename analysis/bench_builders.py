@@ -55,10 +55,14 @@ def topology(builders: list[dict], events: int, routing: str, hub: bool) -> str:
         b = builders[0]
         return (run + f'filter_cost_us = {b["filter_cost_us"]}\n\n'
                 f'[builder]\nhost = "127.0.0.1"\nquiet = true\n\n' + readers)
-    run += f'routing = "{routing}"\nbatch = 64\n\n[hub]\nhost = "127.0.0.1"\n\n'
+    # [run]'s filter cost goes to every builder; a builder's own comes
+    # after it on its command line, and the last one counts.
+    run += (f'filter_cost_us = {builders[0]["filter_cost_us"]}\nrouting = "{routing}"\n'
+            f'batch = 64\n\n[hub]\nhost = "127.0.0.1"\nquiet = true\n\n')
     tables = "".join(
         f'[[builder]]\nid = {i}\nhost = "127.0.0.1"\nquiet = true\n'
-        f'filter_cost_us = {b["filter_cost_us"]}\n\n' for i, b in enumerate(builders))
+        f'extra = ["--filter-cost-us", "{b["filter_cost_us"]}"]\n\n'
+        for i, b in enumerate(builders))
     return run + tables + readers
 
 
@@ -82,6 +86,7 @@ def one_run(bin_dir: Path, work: Path, name: str, text: str) -> dict:
     return {
         "ok": proc.returncode == 0 and m["balanced"],
         "status": proc.returncode,
+        "error": "; ".join(m.get("errors", [])[:3]) or proc.stdout[-800:],
         "balanced": m["balanced"],
         "accepted_events_per_s": m["rates"]["accepted_events_per_s"],
         "offered_events_per_s": m["rates"]["offered_events_per_s"],
