@@ -170,6 +170,13 @@ valgrind:
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all $(BUILD)/tests/bench_shm
 	$(Q)$(PYTHON) analysis/bench.py $(if $(QUICK),--quick) --build $(BUILD) $(BENCH_ARGS)
+	$(Q)$(PYTHON) analysis/bench_builders.py $(if $(QUICK),--quick) --bin $(BIN)
+
+# Several builders alone (docs/BUILDERS.md): scaling with a filter cost, the
+# cost of routing, one slow builder under the manager and static routing.
+bench-builders: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(PYTHON) analysis/bench_builders.py $(if $(QUICK),--quick) --bin $(BIN)
 
 # Many short runs with every kind of fault, killed and stopped daemons,
 # overload; every run must balance its books. SOAK_RUNS (default 200).
@@ -273,7 +280,7 @@ INSTALL_DOCDIR ?= $(PREFIX)/share/doc/eventbuilder
 INSTALL_MANDIR ?= $(PREFIX)/share/man/man1
 UNIT_TEMPLATES := $(wildcard deploy/systemd/*@.service)
 
-.PHONY: install compare man launcher-docs
+.PHONY: install compare man launcher-docs bench-builders
 # man/*.1 are written from each daemon's --help, so the two agree;
 # test_cli.CliTest.test_man_pages_match_help fails when they do not.
 man: all
