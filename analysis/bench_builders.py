@@ -81,8 +81,11 @@ def one_run(bin_dir: Path, work: Path, name: str, text: str) -> dict:
         return {"ok": False, "error": proc.stdout[-1500:] + proc.stderr[-1500:]}
     per_builder = {}
     for bid, sec in (m.get("builders") or {}).items():
-        per_builder[bid] = {"complete": sec.get("counters", {}).get("events_complete"),
-                            "assigned": sec.get("assigned")}
+        counters = sec.get("counters", {})
+        counters = counters.get("builder", counters)
+        per_builder[bid] = {"complete": counters.get("events_complete"),
+                            "assigned": sec.get("assigned"),
+                            "backlog_cap": sec.get("backlog_cap")}
     return {
         "ok": proc.returncode == 0 and m["balanced"],
         "status": proc.returncode,
