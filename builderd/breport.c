@@ -125,7 +125,10 @@ bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role
 	struct out_uncertainty u = { 0 };
 	if (ing_output(g) != NULL)
 		u = out_uncertainty(ing_output(g));
-	bool ok = brep_totals(r, &s, role);
+	struct brep_role own = *role;
+	if (s.first_fragment_ns != 0 && s.last_complete_ns > s.first_fragment_ns)
+		own.build_span_ns = s.last_complete_ns - s.first_fragment_ns;
+	bool ok = brep_totals(r, &s, &own);
 	ok = brep_links(r, &s, opt->readers) && ok;
 	ok = brep_unique(r, g, opt->sources) && ok;
 	ok = brep_hist(r, s.latency, &u) && ok;

@@ -3,6 +3,7 @@
 #include "breport.h"
 #include "hublink.h"
 #include "ingest.h"
+#include "output.h"
 #include "ownroute.h"
 #include "shm.h"
 #include "tcp.h"
@@ -277,6 +278,29 @@ static void brun_on_lost(const struct ctl_lost *l, void *arg)
 			 l->reason);
 }
 
+/* The hub's estimate of a source's clock against this builder's: later
+ * records of that source are corrected by it and carry its bound. */
+static void brun_on_clock(const struct ctl_clock *c, void *arg)
+{
+	struct brun *b = arg;
+	struct out *o = ing_output(b->ing);
+	if (b->reported || o == NULL)
+		return;   /* the records are written: the hub's last rounds come too late */
+	if (c->source >= b->opt.sources) {
+		log_warn("Builder %u: ignoring the hub's clock of source %u, which is not in the run",
+			 b->opt.builder_id, c->source);
+		return;
+	}
+	struct out_clock oc = {
+		.offset_ns = c->offset_ns,
+		.bound_ns = c->bound_ns < 0 ? OUT_UNBOUNDED : c->bound_ns,
+		.at_ns = c->at_ns > INT64_MAX ? INT64_MAX : (int64_t)c->at_ns,
+		.drift_ppm = (double)c->drift_ppb / 1000.0,
+	};
+	out_set_clock(o, (uint16_t)c->source, &oc);
+	b->role.clocks_received++;
+}
+
 static void brun_on_stop(const char *reason, void *arg)
 {
 	struct brun *b = arg;
@@ -318,6 +342,7 @@ static const struct hublink_ops brun_hub_ops = {
 	.routing = brun_on_routing,
 	.assign = brun_on_assign,
 	.lost = brun_on_lost,
+	.clock = brun_on_clock,
 	.stop = brun_on_stop,
 	.bye = brun_on_bye,
 	.gone = brun_on_gone,

@@ -1,5 +1,6 @@
 #include "fleet.h"
 
+#include "output.h"
 #include "snapshot.h"
 
 #include "core/acct.h"
@@ -36,6 +37,8 @@ struct fleet {
 	uint64_t own[CNT_BUILDER_COUNT]; /* builderd's own counters, summed */
 	uint64_t frames_received;
 	struct hist latency;             /* merged */
+	struct out_uncertainty uncertainty;   /* the largest; records summed */
+	uint64_t build_span_ns;          /* the longest builder's */
 };
 
 struct fleet *fleet_create(const struct bd_options *opt, const struct peer_table *peers)
@@ -121,9 +124,16 @@ static void fleet_add_groups(struct fleet *f, const struct ctl_report *r)
 	}
 }
 
-/* The latency's totals: group "hist". */
+/* The latency's totals: group "hist". A percentile of the merged records
+ * is within the largest builder's uncertainty of the truth. */
 static void fleet_add_latency(struct fleet *f, const struct ctl_report *r)
 {
+	uint64_t unc = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_uncertainty_max_ns), NULL);
+	if (unc > (uint64_t)f->uncertainty.max_ns)
+		f->uncertainty.max_ns = unc > INT64_MAX ? INT64_MAX : (int64_t)unc;
+	f->uncertainty.bounded += acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_bounded), NULL);
+	f->uncertainty.unbounded +=
+		acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_unbounded), NULL);
 	uint64_t samples = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_samples), NULL);
 	if (samples == 0)
 		return;
@@ -144,6 +154,9 @@ static void fleet_add(struct fleet *f, const struct ctl_report *r)
 #undef FLEET_ADD_CORE
 	for (unsigned i = 0; i < CNT_BUILDER_COUNT; i++)
 		f->own[i] += acct_value(r, CNT_GROUP_TOTALS, cnt_builder_names[i], NULL);
+	uint64_t span = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_ROLE(build_span_ns), NULL);
+	if (span > f->build_span_ns)
+		f->build_span_ns = span;
 	for (uint32_t rd = 0; rd < f->opt->readers; rd++) {
 		char group[CNT_GROUP_BYTES];
 		cnt_group_peer(group, CTL_ROLE_READER, rd);
@@ -162,6 +175,8 @@ void fleet_update(struct fleet *f)
 	memset(f->unique_from, 0, f->opt->sources * sizeof *f->unique_from);
 	memset(f->reader_frames, 0, f->opt->readers * sizeof *f->reader_frames);
 	f->frames_received = 0;
+	f->uncertainty = (struct out_uncertainty){ 0 };
+	f->build_span_ns = 0;
 	hist_reset(&f->latency);
 	for (uint32_t b = 0; b < f->peers->builders; b++) {
 		const struct bd_peer *p = peer_builder(f->peers, b);
@@ -277,6 +292,8 @@ void fleet_snapshot(const struct fleet *f, struct bd_snapshot *s)
 	s->builder = f->core;
 	s->oldest_pending = UINT64_MAX;
 	s->latency = &f->latency;
+	s->fleet_uncertainty = &f->uncertainty;
+	s->build_span_ns = f->build_span_ns;
 	s->events_written = f->own[CNT_BUILDER_events_written];
 	s->record_writes = f->own[CNT_BUILDER_record_writes];
 	s->negative_latencies = f->own[CNT_BUILDER_negative_latencies];

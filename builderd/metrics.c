@@ -74,10 +74,12 @@ static struct metrics_rates metrics_rates(const struct bd_snapshot *b)
 	}
 	if (longest_ns > 0)
 		m.offered = (double)m.generated / ((double)longest_ns / 1e9);
-	if (b->first_fragment_ns && b->last_complete_ns > b->first_fragment_ns) {
+	if (b->build_span_ns > 0)   /* role hub: the builders' own spans */
+		m.duration_s = (double)b->build_span_ns / 1e9;
+	else if (b->first_fragment_ns && b->last_complete_ns > b->first_fragment_ns)
 		m.duration_s = (double)(b->last_complete_ns - b->first_fragment_ns) / 1e9;
+	if (m.duration_s > 0)
 		m.accepted = (double)c->events_accepted / m.duration_s;
-	}
 	return m;
 }
 
@@ -270,7 +272,7 @@ static json_t *json_latency(const struct bd_snapshot *b)
 	SET(o, "min_ns", U64(lat->samples ? lat->min : 0));
 	SET(o, "mean_ns", U64(lat->samples ? lat->sum / lat->samples : 0));
 	SET(o, "samples", U64(lat->samples));
-	clkr_latency_json(b->clocks, lat, o);
+	clkr_latency_json(b->clocks, lat, b->fleet_uncertainty, o);
 	json_t *buckets = json_array();
 	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
 		if (lat->counts[i] == 0)
@@ -442,7 +444,7 @@ void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct ac
 	put_duration(f, hist_quantile(lat, 0.99));
 	fprintf(f, ", max ");
 	put_duration(f, lat->max);
-	clkr_print_latency_uncertainty(b->clocks, f);
+	clkr_print_latency_uncertainty(b->clocks, b->fleet_uncertainty, f);
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
 	clkr_print_summary(b->clocks, f);
 	fprintf(f, "peak RSS: builder %.1f MiB", (double)b->self_peak_rss_kib / 1024.0);

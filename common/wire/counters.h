@@ -93,10 +93,12 @@
 
 /* A builder's END report to its hub (--role builder), group "", after the
  * core's (CNT_LIST_BUILDER_CORE) and builderd's (CNT_LIST_BUILDER) own:
- * what the hub assigned it and what it made of it. */
+ * what the hub assigned it and what it made of it; clocks_received the
+ * hub's clock messages applied, build_span_ns its first fragment to its
+ * last complete event (its monotonic clock), what the hub's rates divide by. */
 #define CNT_LIST_BUILDER_ROLE(X) \
 	X(events_assigned) X(ids_decided) X(frags_misrouted) X(frames_held_unassigned) \
-	X(tokens_sent) X(assignments_received)
+	X(tokens_sent) X(assignments_received) X(clocks_received) X(build_span_ns)
 
 /* A builder's latency histogram in its END report (--role builder): group
  * "hist" holds these, groups "hist.K" the non-empty buckets of
