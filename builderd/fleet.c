@@ -124,6 +124,32 @@ static void fleet_add_groups(struct fleet *f, const struct ctl_report *r)
 	}
 }
 
+void fleet_report_latency(const struct ctl_report *r, struct hist *h, struct out_uncertainty *u)
+{
+	hist_reset(h);
+	size_t hp = strlen(FLEET_HIST_PREFIX);
+	for (uint32_t g = 0; r != NULL && g < r->group_count; g++) {
+		const struct ctl_group *gr = &r->groups[g];
+		bool hist = strncmp(gr->name, FLEET_HIST_PREFIX, hp) == 0;
+		for (uint32_t c = 0; hist && c < gr->count; c++) {
+			uint64_t n;
+			if (fleet_numbered(gr->counters[c].name, 'b', HIST_BUCKETS, &n))
+				h->counts[n] += gr->counters[c].value;
+		}
+	}
+	h->samples = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_samples), NULL);
+	h->sum = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_sum_ns), NULL);
+	h->max = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_max_ns), NULL);
+	if (h->samples > 0)
+		h->min = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_min_ns), NULL);
+	uint64_t unc = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_uncertainty_max_ns), NULL);
+	*u = (struct out_uncertainty){
+		.max_ns = unc > INT64_MAX ? INT64_MAX : (int64_t)unc,
+		.bounded = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_bounded), NULL),
+		.unbounded = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_unbounded), NULL),
+	};
+}
+
 /* The latency's totals: group "hist". A percentile of the merged records
  * is within the largest builder's uncertainty of the truth. */
 static void fleet_add_latency(struct fleet *f, const struct ctl_report *r)

@@ -83,6 +83,12 @@ static struct metrics_rates metrics_rates(const struct bd_snapshot *b)
 	return m;
 }
 
+/* This process: a hub is not builder 0, which is a process of its own. */
+static const char *metrics_self_role(const struct bd_snapshot *b)
+{
+	return b->opt->role == BD_ROLE_HUB ? bd_role_names[BD_ROLE_HUB] : "builder";
+}
+
 static json_t *json_process(const char *role, uint32_t id, const char *host, uint32_t pid,
 			    const struct ctl_report *r)
 {
@@ -302,9 +308,8 @@ static json_t *json_rates(const struct bd_snapshot *b)
 static void json_processes(json_t *root, const struct bd_snapshot *b)
 {
 	json_t *procs = json_array();
-	/* A hub is not builder 0, which is a process of its own. */
-	const char *self = b->opt->role == BD_ROLE_HUB ? bd_role_names[BD_ROLE_HUB] : "builder";
-	json_array_append_new(procs, json_process(self, 0, b->self_host, b->self_pid, b->self));
+	json_array_append_new(procs, json_process(metrics_self_role(b), 0, b->self_host, b->self_pid,
+						  b->self));
 	double cpu_total_us =
 		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_user_us), NULL) +
 		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_sys_us), NULL);
@@ -447,7 +452,8 @@ void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct ac
 	clkr_print_latency_uncertainty(b->clocks, b->fleet_uncertainty, f);
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
 	clkr_print_summary(b->clocks, f);
-	fprintf(f, "peak RSS: builder %.1f MiB", (double)b->self_peak_rss_kib / 1024.0);
+	fprintf(f, "peak RSS: %s %.1f MiB", metrics_self_role(b),
+		(double)b->self_peak_rss_kib / 1024.0);
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
 		const struct bd_peer *p = peer_at(b->peers, i);
 		bool found;

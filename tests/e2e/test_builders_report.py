@@ -7,6 +7,8 @@ builder; the builders' sections carry a latency summary, not raw buckets."""
 
 from __future__ import annotations
 
+import json
+
 from harness import E2ETestCase, read_jsonl
 from test_builders import builders_topology
 
@@ -44,4 +46,38 @@ class HubReportTest(E2ETestCase):
         self.assertTrue(lat["clock_corrected"], lat)
         self.assertLess(lat["max_ns"], 1_000_000_000, lat)
         self.assertRegex(r.output, r"latency: p50 .*\(\+/- [0-9.]+ [num]?s")
+        self.check_rates_and_cpu(m, r.output)
+        self.check_builder_sections(m, r.run_dir)
+        self.assertRegex(r.output, r"peak RSS: hub [0-9.]+ MiB, .*builder 0 [0-9.]+ MiB, "
+                                   r"builder 1 [0-9.]+ MiB")
         self.h.assert_clean()
+
+    def check_rates_and_cpu(self, m: dict, output: str) -> None:
+        rates = m["rates"]
+        self.assertGreater(rates["build_duration_s"], 0.5, rates)   # 6000 events at 4000/s
+        self.assertGreater(rates["accepted_events_per_s"], 0, rates)
+        self.assertAlmostEqual(rates["accepted_events_per_s"] * rates["build_duration_s"],
+                               m["counters"]["builder"]["events_accepted"], delta=2)
+        self.assertNotIn("accepted 0 events/s", output)
+        cpu, procs = m["cpu"], m["processes"]
+        self.assertTrue(cpu["all_processes_reported"], procs)
+        roles = sorted(p["role"] for p in procs)
+        self.assertEqual(roles, ["builder", "builder", "hub", "reader", "reader"] + ["source"] * 4)
+        total = sum(p["cpu_user_s"] + p["cpu_sys_s"] for p in procs)
+        self.assertAlmostEqual(cpu["total_s"], total, delta=0.001 * len(procs))
+        self.assertEqual(cpu["fragments"], 4 * 6000)
+        self.assertAlmostEqual(cpu["us_per_fragment"], total * 1e6 / cpu["fragments"], delta=0.01)
+
+    def check_builder_sections(self, m: dict, run_dir) -> None:
+        for b, section in m["builders"].items():
+            groups = section["counters"]
+            self.assertFalse([g for g in groups if g == "hist" or g.startswith("hist.")], groups)
+            self.assertIn("builder", groups)
+            self.assertIn("reader.0", groups)
+            lat = section["latency"]
+            self.assertEqual(lat["samples"], groups["builder"]["events_written"], lat)
+            self.assertLessEqual(lat["p50_ns"], lat["p99_ns"])
+            self.assertLessEqual(lat["p99_ns"], lat["max_ns"] * 1.07)
+            self.assertIsNotNone(lat["uncertainty_ns"], lat)
+            full = json.loads((run_dir / "builders" / b / "builder.json").read_text())
+            self.assertIn("hist.0", full["groups"])
