@@ -317,6 +317,15 @@ void fleet_snapshot(const struct fleet *f, struct bd_snapshot *s)
 	s->frames_read = f->own[CNT_BUILDER_frames_read];
 	s->builder = f->core;
 	s->oldest_pending = UINT64_MAX;
+	if (s->running)   /* what the builders yet to report said in their last STATS */
+		for (uint32_t b = 0; b < f->peers->builders; b++) {
+			const struct bd_peer *p = peer_builder(f->peers, b);
+			if (p->report != NULL || !p->live.seen)
+				continue;
+			s->builder.events_complete += p->live.events_complete;
+			s->builder.events_expired += p->live.events_expired;
+			s->builder.events_accepted += p->live.events_accepted;
+		}
 	s->latency = &f->latency;
 	s->fleet_uncertainty = &f->uncertainty;
 	s->build_span_ns = f->build_span_ns;

@@ -127,6 +127,11 @@ int hublink_send_token(struct hublink *h, uint32_t slots, uint64_t decided,
 	return rc;
 }
 
+int hublink_send_stats(struct hublink *h, const struct ctl_msg *stats)
+{
+	return ctllink_send(h->ctl, stats);
+}
+
 int hublink_send_end(struct hublink *h, const struct ctl_msg *end)
 {
 	return ctllink_send(h->ctl, end);

@@ -39,6 +39,10 @@ void hublink_free(struct hublink *h);
 int hublink_send_token(struct hublink *h, uint32_t slots, uint64_t decided,
 		       uint64_t decided_below);
 
+/* A STATS (group "": CNT_LIST_BUILDER_STATS and the counters it names);
+ * -ENOTCONN before the link is up. */
+int hublink_send_stats(struct hublink *h, const struct ctl_msg *stats);
+
 /* The END report (the link adds the host's clock groups). */
 int hublink_send_end(struct hublink *h, const struct ctl_msg *end);
 

@@ -23,7 +23,7 @@ struct mgr_builder {
 	bool joined;
 	bool dead;
 	uint64_t tokens;             /* TOKENs taken */
-	uint64_t holding_since_ns;   /* first seen with events in flight; 0: none */
+	uint64_t idle_seen_ns;       /* last seen with nothing in flight; 0: never */
 	struct evm_loss loss;        /* when it died */
 	char why[CTL_MAX_TEXT];      /* how it was given up */
 };
@@ -253,9 +253,10 @@ void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why)
 }
 
 /* A builder's silence counts from its last token, from START, or from
- * when it was first seen holding events, whichever is latest: a builder
- * that joined long before slow sources started, or sat idle with nothing
- * to decide, owes no token for that time. */
+ * the last check that saw it hold nothing (it got events after that),
+ * whichever is latest: a builder that joined long before slow sources
+ * started, or sat idle with nothing to decide, owes no token for that
+ * time. */
 int32_t mgr_stalled_builder(struct mgr *m, uint64_t now, uint64_t stall_ns)
 {
 	if (!m->started)
@@ -263,17 +264,17 @@ int32_t mgr_stalled_builder(struct mgr *m, uint64_t now, uint64_t stall_ns)
 	for (uint32_t b = 0; b < m->opt->builders; b++) {
 		struct mgr_builder *mb = &m->builders[b];
 		struct evm_builder_view v;
-		if (!evm_builder_view(m->evm, b, &v) || !v.joined || v.dead || v.in_flight == 0) {
-			mb->holding_since_ns = 0;
+		if (!evm_builder_view(m->evm, b, &v) || !v.joined || v.dead)
+			continue;
+		if (v.in_flight == 0) {
+			mb->idle_seen_ns = now;
 			continue;
 		}
-		if (mb->holding_since_ns == 0)
-			mb->holding_since_ns = now;
 		uint64_t from = v.last_token_ns;
 		if (m->started_ns > from)
 			from = m->started_ns;
-		if (mb->holding_since_ns > from)
-			from = mb->holding_since_ns;
+		if (mb->idle_seen_ns > from)
+			from = mb->idle_seen_ns;
 		if (now > from && now - from > stall_ns)
 			return (int32_t)b;
 	}

@@ -65,8 +65,8 @@ void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why);
 
 /* A builder holding events whose tokens stopped for the stall timeout:
  * its index, or -1. The silence counts from its last token, START, or
- * the first call that saw it holding events, whichever is latest; call
- * it on a tick. */
+ * the last call that saw it hold nothing, whichever is latest; call it on
+ * a tick. */
 int32_t mgr_stalled_builder(struct mgr *m, uint64_t now, uint64_t stall_ns);
 
 /* Builder b as the manager sees it. */

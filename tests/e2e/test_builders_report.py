@@ -3,14 +3,22 @@ real daemons on one host, two builders behind a hub. A source whose clock
 is 5 ms behind has its latencies corrected by each builder with the clock
 the hub sends it, the uncertainty merged into metrics.json; the rates and
 CPU cost come from every process; the summary names the hub and each
-builder; the builders' sections carry a latency summary, not raw buckets."""
+builder; the builders' sections carry a latency summary, not raw buckets;
+and while the run goes, the hub's /status, /metrics and progress line show
+each builder from its STATS and the manager."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
 
 from harness import E2ETestCase, read_jsonl
 from test_builders import builders_topology
+from test_operator import parse_exposition, scrape
 
 INJECTED_NS = 5_000_000   # source 1's clock behind the others' by this
 
@@ -81,3 +89,82 @@ class HubReportTest(E2ETestCase):
             self.assertIsNotNone(lat["uncertainty_ns"], lat)
             full = json.loads((run_dir / "builders" / b / "builder.json").read_text())
             self.assertIn("hist.0", full["groups"])
+
+
+def status(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def metrics_ports(run_dir) -> dict[str, int]:
+    ports = {}
+    for f in (run_dir / "ports").glob("*.port"):
+        for line in f.read_text().splitlines():
+            kind, _, port = line.partition(" ")
+            if kind == "metrics" and port.isdigit() and int(port) > 0:
+                ports[f.stem] = int(port)
+    return ports
+
+
+class HubLiveViewTest(E2ETestCase):
+    needs_daemons = True
+
+    def test_hub_shows_each_builder_while_running(self) -> None:
+        topo = builders_topology(2, events=24000)
+        topo["run"]["rate"] = 4000           # 6 s: several STATS of every builder
+        out = self.h.dir / "live-run"
+        done: dict = {}
+        t = threading.Thread(target=lambda: done.update(r=self.h.daqrun(topo, out=out,
+                                                                        timeout_s=120)))
+        t.start()
+        seen_hub, seen_builder, text = None, 0.0, ""
+        deadline = time.monotonic() + 60
+        while t.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.3)
+            ports = metrics_ports(out)
+            if "hub" not in ports or "builder-0" not in ports:
+                continue
+            try:
+                st = status(ports["hub"])
+                own = status(ports["builder-0"])
+                if seen_hub is None and all(b["events_complete_per_s"] > 0
+                                            for b in st.get("builders", [])):
+                    seen_hub, text = st, scrape(ports["hub"])
+                seen_builder = max(seen_builder, own.get("events_per_s", 0))
+            except OSError:
+                continue
+            if seen_hub is not None and seen_builder > 0:
+                break
+        t.join(150)
+        r = done["r"]
+        self.assertRunOk(r)
+        self.assertIsNotNone(seen_hub, "the hub's /status never showed every builder's rate")
+        self.assertGreater(seen_builder, 0, "builder 0's /status never showed a rate")
+        builders = seen_hub["builders"]
+        self.assertEqual([b["id"] for b in builders], [0, 1])
+        for b in builders:
+            self.assertGreater(b["events_complete"], 0, b)
+            self.assertLessEqual(b["in_flight"] + b["tokens"], 4096, b)
+            self.assertGreater(b["backlog_cap"], 0, b)
+        self.assertGreaterEqual(seen_hub["assignment_backlog"],
+                                sum(b["in_flight"] for b in builders) - 1)
+        self.assertGreater(seen_hub["events_complete"], 0, seen_hub)
+        fams = parse_exposition(text)
+        for fam in ("es_hub_builder_events_per_second", "es_hub_builder_events_complete_total",
+                    "es_hub_builder_tokens", "es_hub_builder_in_flight_events",
+                    "es_hub_builder_backlog_cap_events", "es_hub_assignment_backlog_events"):
+            self.assertIn(fam, fams)
+        self.assertEqual(sorted(str(labels) for _, labels, _ in
+                                fams["es_hub_builder_tokens"]["samples"]),
+                         sorted(str(labels) for _, labels, _ in
+                                fams["es_hub_builder_in_flight_events"]["samples"]))
+        self.assertEqual(len(fams["es_hub_builder_tokens"]["samples"]), 2)
+        self.assertIn('builder="1"', text)
+        promtool = shutil.which("promtool")
+        if promtool:
+            c = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual((c.returncode, c.stdout + c.stderr), (0, ""), text)
+        hub_log = (out / "logs" / "hub.log").read_text()
+        self.assertRegex(hub_log, r"backlog \d+; b0 \d+/s \d+ built, \d+ tokens, \d+/\d+ held/cap")
+        self.h.assert_clean()
