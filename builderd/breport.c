@@ -125,7 +125,10 @@ bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role
 	struct out_uncertainty u = { 0 };
 	if (ing_output(g) != NULL)
 		u = out_uncertainty(ing_output(g));
-	bool ok = brep_totals(r, &s, role);
+	struct brep_role own = *role;
+	if (s.first_fragment_ns != 0 && s.last_complete_ns > s.first_fragment_ns)
+		own.build_span_ns = s.last_complete_ns - s.first_fragment_ns;
+	bool ok = brep_totals(r, &s, &own);
 	ok = brep_links(r, &s, opt->readers) && ok;
 	ok = brep_unique(r, g, opt->sources) && ok;
 	ok = brep_hist(r, s.latency, &u) && ok;
@@ -159,11 +162,14 @@ int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struc
 	return 0;
 }
 
-void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r)
+void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,
+		     double events_per_s)
 {
 	const struct ctl_group *g = ctl_report_find(r, CNT_GROUP_TOTALS);
 	if (json) {
-		evbuffer_add_printf(out, "{\"status\": \"%s\"", r->status == 0 ? "ok" : "failed");
+		/* events_per_s as role both's /status names it (the launcher reads it) */
+		evbuffer_add_printf(out, "{\"status\": \"%s\", \"events_per_s\": %.1f",
+				    r->status == 0 ? "ok" : "failed", events_per_s);
 		for (uint32_t c = 0; g != NULL && c < g->count; c++)
 			evbuffer_add_printf(out, ", \"%s\": %" PRIu64, g->counters[c].name,
 					    g->counters[c].value);
@@ -176,4 +182,7 @@ void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r
 		prom_family(out, name, "counter", "the builder role's END counter of that name");
 		prom_sample_u64(out, name, NULL, g->counters[c].value);
 	}
+	prom_family(out, "es_builder_events_per_second", "gauge",
+		    "events completed per second over the last second");
+	prom_sample_f64(out, "es_builder_events_per_second", NULL, events_per_s);
 }

@@ -32,7 +32,9 @@ bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role
 /* Writes r as builder.json in dir. 0 or -errno (logged). */
 int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r);
 
-/* r as /metrics (Prometheus text) or /status (JSON). */
-void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r);
+/* r as /metrics (Prometheus text) or /status (JSON), with the events
+ * completed per second over the last second. */
+void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,
+		     double events_per_s);
 
 #endif

@@ -3,6 +3,7 @@
 #include "breport.h"
 #include "hublink.h"
 #include "ingest.h"
+#include "output.h"
 #include "ownroute.h"
 #include "shm.h"
 #include "tcp.h"
@@ -11,6 +12,7 @@
 #include "io/prom.h"
 #include "sys/clock.h"
 #include "sys/log.h"
+#include "wire/counters.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -40,6 +42,11 @@ struct brun {
 	bool done;                      /* BYE heard, or the hub lost: leaving */
 	bool warned_full;
 	uint64_t token_decided;         /* decided of the last TOKEN */
+	struct event *ev_stats;         /* a STATS to the hub every second */
+	struct ctl_msg stats;
+	double events_per_s;            /* completed over the last second */
+	uint64_t rate_complete;         /* events_complete at rate_ns */
+	uint64_t rate_ns;
 };
 
 static void brun_error(struct brun *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -277,6 +284,29 @@ static void brun_on_lost(const struct ctl_lost *l, void *arg)
 			 l->reason);
 }
 
+/* The hub's estimate of a source's clock against this builder's: later
+ * records of that source are corrected by it and carry its bound. */
+static void brun_on_clock(const struct ctl_clock *c, void *arg)
+{
+	struct brun *b = arg;
+	struct out *o = ing_output(b->ing);
+	if (b->reported || o == NULL)
+		return;   /* the records are written: the hub's last rounds come too late */
+	if (c->source >= b->opt.sources) {
+		log_warn("Builder %u: ignoring the hub's clock of source %u, which is not in the run",
+			 b->opt.builder_id, c->source);
+		return;
+	}
+	struct out_clock oc = {
+		.offset_ns = c->offset_ns,
+		.bound_ns = c->bound_ns < 0 ? OUT_UNBOUNDED : c->bound_ns,
+		.at_ns = c->at_ns > INT64_MAX ? INT64_MAX : (int64_t)c->at_ns,
+		.drift_ppm = (double)c->drift_ppb / 1000.0,
+	};
+	out_set_clock(o, (uint16_t)c->source, &oc);
+	b->role.clocks_received++;
+}
+
 static void brun_on_stop(const char *reason, void *arg)
 {
 	struct brun *b = arg;
@@ -318,6 +348,7 @@ static const struct hublink_ops brun_hub_ops = {
 	.routing = brun_on_routing,
 	.assign = brun_on_assign,
 	.lost = brun_on_lost,
+	.clock = brun_on_clock,
 	.stop = brun_on_stop,
 	.bye = brun_on_bye,
 	.gone = brun_on_gone,
@@ -342,7 +373,39 @@ static void brun_fill_live(struct evbuffer *out, bool json, void *arg)
 	struct brun *b = arg;
 	if (!b->reported)
 		brun_refresh_report(b);
-	brep_exposition(out, json, &b->end->u.report);
+	brep_exposition(out, json, &b->end->u.report, b->events_per_s);
+}
+
+/* Once a second: the rate over the last second, and the hub hears how
+ * this builder is doing (docs/BUILDERS.md, the live view). */
+static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct brun *b = arg;
+	uint64_t now = clk_monotonic_ns();
+	const struct bld_counters *c = ing_counters(b->ing);
+	if (b->rate_ns != 0 && now > b->rate_ns)
+		b->events_per_s = (double)(c->events_complete - b->rate_complete) * 1e9 /
+				  (double)(now - b->rate_ns);
+	b->rate_ns = now;
+	b->rate_complete = c->events_complete;
+	struct owr *plan = ing_plan(b->ing);
+	if (!b->hub_ready || b->reported || plan == NULL)
+		return;
+	uint64_t assigned = owr_assigned(plan), decided = ing_decided(b->ing);
+	b->stats.type = CTL_STATS;
+	memset(&b->stats.u.report, 0, sizeof b->stats.u.report);
+	struct ctl_group *g = ctl_report_group(&b->stats.u.report, CNT_GROUP_TOTALS);
+	ctl_group_set(g, CNT_BUILDER_CORE(events_complete), c->events_complete);
+	ctl_group_set(g, CNT_BUILDER_CORE(events_expired), c->events_expired);
+	ctl_group_set(g, CNT_BUILDER_CORE(events_accepted), c->events_accepted);
+	ctl_group_set(g, CNT_BUILDER_ROLE(tokens_sent), hublink_tokens_sent(b->hub));
+	ctl_group_set(g, CNT_BUILDER_STATS(events_in_flight),
+		      assigned > decided ? assigned - decided : 0);
+	ctl_group_set(g, CNT_BUILDER_STATS(events_complete_per_s),
+		      (uint64_t)(b->events_per_s + 0.5));
+	hublink_send_stats(b->hub, &b->stats);
 }
 
 /* The port file and the "listening" lines the launcher reads back. */
@@ -386,8 +449,12 @@ struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
 	if (b->ing == NULL || btcp_start(b->ing, &data_port) < 0 || bshm_start(b->ing) < 0)
 		goto fail;
 	b->ev_tick = event_new(base, -1, EV_PERSIST, brun_on_tick, b);
-	struct timeval tick = { 0, BRUN_TICK_US };
+	b->ev_stats = event_new(base, -1, EV_PERSIST, brun_on_stats, b);
+	if (b->ev_tick == NULL || b->ev_stats == NULL)
+		goto fail;
+	struct timeval tick = { 0, BRUN_TICK_US }, second = { 1, 0 };
 	event_add(b->ev_tick, &tick);
+	event_add(b->ev_stats, &second);
 	if (brun_announce(b, data_port) < 0)
 		goto fail;
 	b->hub = hublink_start(base, opt, &brun_hub_ops, b);
@@ -429,6 +496,8 @@ void brun_destroy(struct brun *b)
 	ing_destroy(b->ing);
 	if (b->ev_tick)
 		event_free(b->ev_tick);
+	if (b->ev_stats)
+		event_free(b->ev_stats);
 	free(b->end);
 	free(b);
 }

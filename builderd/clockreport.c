@@ -307,12 +307,14 @@ static const struct hist *clkr_empty_hist(void)
 	return &empty;
 }
 
-void clkr_latency_json(const struct bdc *clocks, const struct hist *lat, json_t *latency)
+void clkr_latency_json(const struct bdc *clocks, const struct hist *lat,
+		       const struct out_uncertainty *merged, json_t *latency)
 {
 	struct bdc_view c;
 	bdc_view(clocks, &c);
 	const struct out *o = c.out;
-	struct out_uncertainty u = o != NULL ? out_uncertainty(o) : (struct out_uncertainty){ 0 };
+	struct out_uncertainty u = o != NULL ? out_uncertainty(o)
+				   : merged != NULL ? *merged : (struct out_uncertainty){ 0 };
 	int64_t unc = u.unbounded ? -1 : u.max_ns;
 	static const struct {
 		const char *name;
@@ -358,20 +360,21 @@ static void clkr_put_duration(FILE *f, int64_t ns)
 	fputs(text_duration(d, ns), f);
 }
 
-void clkr_print_latency_uncertainty(const struct bdc *clocks, FILE *f)
+void clkr_print_latency_uncertainty(const struct bdc *clocks, const struct out_uncertainty *merged,
+				    FILE *f)
 {
 	struct bdc_view c;
 	bdc_view(clocks, &c);
-	if (c.out == NULL)
-		return;   /* role hub: the builders' records carry it */
-	struct out_uncertainty u = out_uncertainty(c.out);
+	if (c.out == NULL && merged == NULL)
+		return;
+	struct out_uncertainty u = c.out != NULL ? out_uncertainty(c.out) : *merged;
 	if (u.unbounded > 0) {
 		fprintf(f, " (+/- unknown: %" PRIu64 " samples had no clock estimate)", u.unbounded);
 		return;
 	}
 	fputs(" (+/- ", f);
 	clkr_put_duration(f, u.max_ns);
-	const struct hist *uh = out_uncertainty_hist(c.out);
+	const struct hist *uh = c.out != NULL ? out_uncertainty_hist(c.out) : clkr_empty_hist();
 	if (u.max_ns > 0 && uh->samples > 0) {
 		fputs(" max, median ", f);
 		clkr_put_duration(f, (int64_t)hist_quantile(uh, 0.5));

@@ -16,12 +16,17 @@ json_t *clkr_json(const struct bdc *c);
 
 /* Adds the latency fields that depend on clocks to metrics.json's
  * "latency" object, of the latency histogram lat (the record files', or in
- * role hub the builders' merged). */
+ * role hub the builders' merged). merged (NULL in role both) is, in role
+ * hub, the builders' uncertainty merged: the largest, the bounded and
+ * unbounded records summed. */
 struct hist;
-void clkr_latency_json(const struct bdc *c, const struct hist *lat, json_t *latency);
+struct out_uncertainty;
+void clkr_latency_json(const struct bdc *c, const struct hist *lat,
+		       const struct out_uncertainty *merged, json_t *latency);
 
 /* " (+/- U, how)" after the latency percentiles of the summary. */
-void clkr_print_latency_uncertainty(const struct bdc *c, FILE *f);
+void clkr_print_latency_uncertainty(const struct bdc *c, const struct out_uncertainty *merged,
+				    FILE *f);
 
 /* Summary lines: peers not on the builder's clock, and any whose in-band
  * and chrony estimates disagree. */

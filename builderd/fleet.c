@@ -1,5 +1,6 @@
 #include "fleet.h"
 
+#include "output.h"
 #include "snapshot.h"
 
 #include "core/acct.h"
@@ -36,6 +37,8 @@ struct fleet {
 	uint64_t own[CNT_BUILDER_COUNT]; /* builderd's own counters, summed */
 	uint64_t frames_received;
 	struct hist latency;             /* merged */
+	struct out_uncertainty uncertainty;   /* the largest; records summed */
+	uint64_t build_span_ns;          /* the longest builder's */
 };
 
 struct fleet *fleet_create(const struct bd_options *opt, const struct peer_table *peers)
@@ -121,9 +124,42 @@ static void fleet_add_groups(struct fleet *f, const struct ctl_report *r)
 	}
 }
 
-/* The latency's totals: group "hist". */
+void fleet_report_latency(const struct ctl_report *r, struct hist *h, struct out_uncertainty *u)
+{
+	hist_reset(h);
+	size_t hp = strlen(FLEET_HIST_PREFIX);
+	for (uint32_t g = 0; r != NULL && g < r->group_count; g++) {
+		const struct ctl_group *gr = &r->groups[g];
+		bool hist = strncmp(gr->name, FLEET_HIST_PREFIX, hp) == 0;
+		for (uint32_t c = 0; hist && c < gr->count; c++) {
+			uint64_t n;
+			if (fleet_numbered(gr->counters[c].name, 'b', HIST_BUCKETS, &n))
+				h->counts[n] += gr->counters[c].value;
+		}
+	}
+	h->samples = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_samples), NULL);
+	h->sum = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_sum_ns), NULL);
+	h->max = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_max_ns), NULL);
+	if (h->samples > 0)
+		h->min = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_min_ns), NULL);
+	uint64_t unc = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_uncertainty_max_ns), NULL);
+	*u = (struct out_uncertainty){
+		.max_ns = unc > INT64_MAX ? INT64_MAX : (int64_t)unc,
+		.bounded = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_bounded), NULL),
+		.unbounded = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_unbounded), NULL),
+	};
+}
+
+/* The latency's totals: group "hist". A percentile of the merged records
+ * is within the largest builder's uncertainty of the truth. */
 static void fleet_add_latency(struct fleet *f, const struct ctl_report *r)
 {
+	uint64_t unc = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_uncertainty_max_ns), NULL);
+	if (unc > (uint64_t)f->uncertainty.max_ns)
+		f->uncertainty.max_ns = unc > INT64_MAX ? INT64_MAX : (int64_t)unc;
+	f->uncertainty.bounded += acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_bounded), NULL);
+	f->uncertainty.unbounded +=
+		acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_unbounded), NULL);
 	uint64_t samples = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_samples), NULL);
 	if (samples == 0)
 		return;
@@ -144,6 +180,9 @@ static void fleet_add(struct fleet *f, const struct ctl_report *r)
 #undef FLEET_ADD_CORE
 	for (unsigned i = 0; i < CNT_BUILDER_COUNT; i++)
 		f->own[i] += acct_value(r, CNT_GROUP_TOTALS, cnt_builder_names[i], NULL);
+	uint64_t span = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_ROLE(build_span_ns), NULL);
+	if (span > f->build_span_ns)
+		f->build_span_ns = span;
 	for (uint32_t rd = 0; rd < f->opt->readers; rd++) {
 		char group[CNT_GROUP_BYTES];
 		cnt_group_peer(group, CTL_ROLE_READER, rd);
@@ -162,6 +201,8 @@ void fleet_update(struct fleet *f)
 	memset(f->unique_from, 0, f->opt->sources * sizeof *f->unique_from);
 	memset(f->reader_frames, 0, f->opt->readers * sizeof *f->reader_frames);
 	f->frames_received = 0;
+	f->uncertainty = (struct out_uncertainty){ 0 };
+	f->build_span_ns = 0;
 	hist_reset(&f->latency);
 	for (uint32_t b = 0; b < f->peers->builders; b++) {
 		const struct bd_peer *p = peer_builder(f->peers, b);
@@ -276,7 +317,18 @@ void fleet_snapshot(const struct fleet *f, struct bd_snapshot *s)
 	s->frames_read = f->own[CNT_BUILDER_frames_read];
 	s->builder = f->core;
 	s->oldest_pending = UINT64_MAX;
+	if (s->running)   /* what the builders yet to report said in their last STATS */
+		for (uint32_t b = 0; b < f->peers->builders; b++) {
+			const struct bd_peer *p = peer_builder(f->peers, b);
+			if (p->report != NULL || !p->live.seen)
+				continue;
+			s->builder.events_complete += p->live.events_complete;
+			s->builder.events_expired += p->live.events_expired;
+			s->builder.events_accepted += p->live.events_accepted;
+		}
 	s->latency = &f->latency;
+	s->fleet_uncertainty = &f->uncertainty;
+	s->build_span_ns = f->build_span_ns;
 	s->events_written = f->own[CNT_BUILDER_events_written];
 	s->record_writes = f->own[CNT_BUILDER_record_writes];
 	s->negative_latencies = f->own[CNT_BUILDER_negative_latencies];

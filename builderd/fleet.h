@@ -43,6 +43,11 @@ bool fleet_all_in(const struct fleet *f);
 /* Builder b's counter of its report's group "" (0 when absent). */
 uint64_t fleet_builder_value(const struct fleet *f, uint32_t b, const char *name);
 
+/* Builder report r's latency (groups hist and hist.K) as a histogram, and
+ * its uncertainty. */
+struct out_uncertainty;
+void fleet_report_latency(const struct ctl_report *r, struct hist *h, struct out_uncertainty *u);
+
 /* The data side's part of a report: the builders' sums, their merged
  * latency, a link per reader with no transport of the hub's own. */
 void fleet_snapshot(const struct fleet *f, struct bd_snapshot *s);

@@ -50,9 +50,7 @@ static void hublink_on_lost(const char *reason, void *arg)
 	h->ops->gone(reason, h->arg);
 }
 
-/* The builder role's messages. A clock message (the applied offset of a
- * source against this builder, for out_set_clock()) goes here too once
- * wire/control has one. */
+/* The builder role's messages. */
 static void hublink_on_other(const struct ctl_msg *msg, void *arg)
 {
 	struct hublink *h = arg;
@@ -65,6 +63,9 @@ static void hublink_on_other(const struct ctl_msg *msg, void *arg)
 		break;
 	case CTL_LOST:
 		h->ops->lost(&msg->u.lost, h->arg);
+		break;
+	case CTL_CLOCK:
+		h->ops->clock(&msg->u.clock, h->arg);
 		break;
 	default:
 		log_warn("Builder %u: ignoring unexpected %s from the hub", h->id,
@@ -124,6 +125,11 @@ int hublink_send_token(struct hublink *h, uint32_t slots, uint64_t decided,
 	if (rc == 0)
 		h->tokens_sent++;
 	return rc;
+}
+
+int hublink_send_stats(struct hublink *h, const struct ctl_msg *stats)
+{
+	return ctllink_send(h->ctl, stats);
 }
 
 int hublink_send_end(struct hublink *h, const struct ctl_msg *end)

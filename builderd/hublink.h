@@ -1,8 +1,8 @@
 /* A builder's control link to its hub (--role builder, docs/BUILDERS.md):
  * dials the hub's control port with the peers' client (io/ctlclient: the
  * greeting with HELLO role builder, the clock probes answered, the host's
- * clock state reported), hands the hub's ROUTING, ASSIGN, LOST, STOP and
- * BYE to the builder, and sends its TOKENs and END. Private to builderd. */
+ * clock state reported), hands the hub's ROUTING, ASSIGN, LOST, CLOCK, STOP
+ * and BYE to the builder, and sends its TOKENs and END. Private to builderd. */
 #ifndef ES_BD_HUBLINK_H
 #define ES_BD_HUBLINK_H
 
@@ -24,10 +24,9 @@ struct hublink_ops {
 	void (*bye)(int32_t status, void *arg);
 	/* Refused, unreachable, or lost before BYE. */
 	void (*gone)(const char *reason, void *arg);
-	/* Where a hub's clock message will land (docs/BUILDERS.md, Latency:
-	 * off(s) - off(b) per source): source, offset_ns, bound_ns, at_ns and
-	 * drift for out_set_clock(). The hub sends none yet; see
-	 * hublink_on_other(). */
+	/* How a source's timestamps are put on this builder's clock
+	 * (docs/BUILDERS.md, Latency: off(s) - off(b)), for out_set_clock(). */
+	void (*clock)(const struct ctl_clock *c, void *arg);
 };
 
 /* Dials opt->hub_host:hub_port (giving up after --peer-timeout-ms). NULL
@@ -39,6 +38,10 @@ void hublink_free(struct hublink *h);
 /* A TOKEN with the next sequence; -ENOTCONN before the link is up. */
 int hublink_send_token(struct hublink *h, uint32_t slots, uint64_t decided,
 		       uint64_t decided_below);
+
+/* A STATS (group "": CNT_LIST_BUILDER_STATS and the counters it names);
+ * -ENOTCONN before the link is up. */
+int hublink_send_stats(struct hublink *h, const struct ctl_msg *stats);
 
 /* The END report (the link adds the host's clock groups). */
 int hublink_send_end(struct hublink *h, const struct ctl_msg *end);

@@ -1,16 +1,95 @@
 #include "live.h"
 
 #include "clocks.h"
+#include "manager.h"
 #include "snapshot.h"
 #include "wire/counters.h"
 
+#include "core/acct.h"
 #include "core/builder.h"
+#include "core/evm.h"
 #include "core/hist.h"
 #include "io/prom.h"
 
 #include <event2/buffer.h>
 #include <inttypes.h>
 #include <stdio.h>
+
+/* Role hub: each builder as its STATS and the manager see it. */
+struct live_builder {
+	struct evm_builder_view v;   /* the manager's: tokens, in flight, cap, pace */
+	uint64_t events_complete;    /* its END, or its last STATS */
+	uint64_t events_per_s;       /* its last STATS; 0 once it reported */
+};
+
+static void live_builder(const struct bd_snapshot *b, uint32_t k, struct live_builder *lb)
+{
+	const struct bd_peer *p = peer_builder(b->peers, k);
+	*lb = (struct live_builder){ .events_complete = p->live.events_complete,
+				     .events_per_s = p->report != NULL ? 0 : p->live.events_per_s };
+	if (p->report != NULL)
+		lb->events_complete = acct_value(p->report, CNT_GROUP_TOTALS,
+						 CNT_BUILDER_CORE(events_complete), NULL);
+	if (!mgr_builder_view(b->manager, k, &lb->v))
+		lb->v = (struct evm_builder_view){ 0 };
+}
+
+/* The IDs assigned and not yet decided (nor lost), over every builder. */
+static uint64_t live_assignment_backlog(const struct bd_snapshot *b)
+{
+	uint64_t backlog = 0;
+	for (uint32_t k = 0; k < b->opt->builders; k++) {
+		struct evm_builder_view v;
+		if (mgr_builder_view(b->manager, k, &v))
+			backlog += v.in_flight;
+	}
+	return backlog;
+}
+
+static void live_status_builders(struct evbuffer *out, const struct bd_snapshot *b)
+{
+	evbuffer_add_printf(out, ", \"assignment_backlog\": %" PRIu64 ", \"builders\": [",
+			    live_assignment_backlog(b));
+	for (uint32_t k = 0; k < b->opt->builders; k++) {
+		struct live_builder lb;
+		live_builder(b, k, &lb);
+		evbuffer_add_printf(out, "%s{\"id\": %u, \"%s\": %" PRIu64 ", \"%s\": %" PRIu64
+				    ", \"tokens\": %u, \"in_flight\": %" PRIu64 ", \"backlog_cap\": %" PRIu64
+				    ", \"decided_per_s\": %" PRIu64 ", \"dead\": %s}",
+				    k ? ", " : "", k, CNT_BUILDER_STATS(events_complete_per_s),
+				    lb.events_per_s, CNT_BUILDER_CORE(events_complete),
+				    lb.events_complete, lb.v.tokens, lb.v.in_flight, lb.v.cap,
+				    lb.v.decided_per_s, lb.v.dead ? "true" : "false");
+	}
+	evbuffer_add_printf(out, "]");
+}
+
+static void live_prom_builders(struct evbuffer *out, const struct bd_snapshot *b)
+{
+	static const struct {
+		const char *name, *type, *help;
+	} fam[] = {
+		{ "es_hub_builder_events_per_second", "gauge", "events each builder completed per second (its last STATS)" },
+		{ "es_hub_builder_events_complete_total", "counter", "events each builder completed" },
+		{ "es_hub_builder_tokens", "gauge", "tokens each builder holds: slots minus its events in flight" },
+		{ "es_hub_builder_in_flight_events", "gauge", "event IDs assigned to each builder and not yet decided" },
+		{ "es_hub_builder_backlog_cap_events", "gauge", "the most each builder may hold now (its pace times --backlog-ms, at most its slots)" },
+		{ "es_hub_builder_decided_per_second", "gauge", "each builder's pace as its tokens show it" },
+	};
+	for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+		prom_family(out, fam[f].name, fam[f].type, fam[f].help);
+		for (uint32_t k = 0; k < b->opt->builders; k++) {
+			struct live_builder lb;
+			live_builder(b, k, &lb);
+			const uint64_t v[] = { lb.events_per_s, lb.events_complete, lb.v.tokens,
+					       lb.v.in_flight, lb.v.cap, lb.v.decided_per_s };
+			prom_sample_u64_id(out, fam[f].name, "builder", k, v[f]);
+		}
+	}
+	prom_family(out, "es_hub_assignment_backlog_events", "gauge",
+		    "event IDs assigned and not yet decided, over every builder");
+	prom_sample_u64(out, "es_hub_assignment_backlog_events", NULL, live_assignment_backlog(b));
+}
 
 /* /status: numbers and fixed words only, so plain printf is strict JSON. */
 static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
@@ -27,7 +106,7 @@ static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
 			    ", \"events_pending\": %u, \"events_expected\": %" PRIu64
 			    ", \"completeness\": %.6f, \"admission_limit\": %" PRIu64
 			    ", \"oldest_pending\": %s, \"events_per_s\": %.1f, \"latency_p99_ns\": %" PRIu64
-			    ", \"%s\": %" PRIu64 ", \"errors\": %u}\n",
+			    ", \"%s\": %" PRIu64 ", \"errors\": %u",
 			    b->opt->run_id, b->running ? "running" : "finished",
 			    CNT_BUILDER_CORE(events_complete), c->events_complete,
 			    CNT_BUILDER_CORE(events_accepted), c->events_accepted,
@@ -35,6 +114,9 @@ static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
 			    b->pending, generated, completeness, b->admission_limit, oldest_text,
 			    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
 			    CNT_BUILDER(frames_read), b->frames_read, b->error_count);
+	if (b->manager != NULL)
+		live_status_builders(out, b);
+	evbuffer_add_printf(out, "}\n");
 }
 
 /* Each connected peer's in-band clock offset and its bound. */
@@ -120,6 +202,8 @@ void live_fill(struct evbuffer *out, bool json, const struct bd_snapshot *b)
 		prom_sample_f64(out, "es_builder_completeness_ratio", NULL, completeness);
 	}
 	live_peer_clocks(out, b);
+	if (b->manager != NULL)
+		live_prom_builders(out, b);
 	if (lat != NULL)
 		prom_histogram_ns(out, "es_builder_latency_seconds",
 				  "source timestamp to record write, clock-corrected", lat);

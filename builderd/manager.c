@@ -1,8 +1,11 @@
 #include "manager.h"
 
+#include "fleet.h"
 #include "metrics_json.h"
+#include "output.h"
 
 #include "core/acct.h"
+#include "core/hist.h"
 #include "sys/log.h"
 #include "wire/counters.h"
 
@@ -20,6 +23,7 @@ struct mgr_builder {
 	bool joined;
 	bool dead;
 	uint64_t tokens;             /* TOKENs taken */
+	uint64_t idle_seen_ns;       /* last seen with nothing in flight; 0: never */
 	struct evm_loss loss;        /* when it died */
 	char why[CTL_MAX_TEXT];      /* how it was given up */
 };
@@ -248,13 +252,30 @@ void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why)
 	mgr_pump(m);
 }
 
-int32_t mgr_stalled_builder(const struct mgr *m, uint64_t now, uint64_t stall_ns)
+/* A builder's silence counts from its last token, from START, or from
+ * the last check that saw it hold nothing (it got events after that),
+ * whichever is latest: a builder that joined long before slow sources
+ * started, or sat idle with nothing to decide, owes no token for that
+ * time. */
+int32_t mgr_stalled_builder(struct mgr *m, uint64_t now, uint64_t stall_ns)
 {
+	if (!m->started)
+		return -1;
 	for (uint32_t b = 0; b < m->opt->builders; b++) {
+		struct mgr_builder *mb = &m->builders[b];
 		struct evm_builder_view v;
-		if (!evm_builder_view(m->evm, b, &v) || !v.joined || v.dead || v.in_flight == 0)
+		if (!evm_builder_view(m->evm, b, &v) || !v.joined || v.dead)
 			continue;
-		if (now > v.last_token_ns && now - v.last_token_ns > stall_ns)
+		if (v.in_flight == 0) {
+			mb->idle_seen_ns = now;
+			continue;
+		}
+		uint64_t from = v.last_token_ns;
+		if (m->started_ns > from)
+			from = m->started_ns;
+		if (mb->idle_seen_ns > from)
+			from = mb->idle_seen_ns;
+		if (now > from && now - from > stall_ns)
 			return (int32_t)b;
 	}
 	return -1;
@@ -314,7 +335,25 @@ static json_t *mgr_json_group(const struct ctl_group *g)
 	return o;
 }
 
-/* One builder: the manager's view, its loss, its END report's groups. */
+/* A builder's latency from its END report: percentiles of its histogram,
+ * and the uncertainty every one of them is within (null: unknown). */
+static json_t *mgr_json_latency(const struct ctl_report *r)
+{
+	struct hist h;
+	struct out_uncertainty u;
+	fleet_report_latency(r, &h, &u);
+	json_t *o = json_object();
+	SET(o, "p50_ns", U64(hist_quantile(&h, 0.5)));
+	SET(o, "p99_ns", U64(hist_quantile(&h, 0.99)));
+	SET(o, "max_ns", U64(h.max));
+	SET(o, "samples", U64(h.samples));
+	SET(o, "uncertainty_ns", u.unbounded ? json_null() : U64((uint64_t)u.max_ns));
+	SET(o, "unbounded_samples", U64(u.unbounded));
+	return o;
+}
+
+/* One builder: the manager's view, its loss, its END report's groups but
+ * its latency buckets, its latency summed up. */
 static json_t *mgr_json_builder(const struct mgr *m, uint32_t b)
 {
 	const struct bd_peer *p = peer_builder(m->peers, b);
@@ -346,12 +385,18 @@ static json_t *mgr_json_builder(const struct mgr *m, uint32_t b)
 	SET(o, "misrouted", U64(acct_value(p->report, CNT_GROUP_TOTALS,
 					   CNT_BUILDER_ROLE(frags_misrouted), NULL)));
 	json_t *groups = json_object();
+	size_t hp = strlen(CNT_GROUP_LATENCY);
 	for (uint32_t g = 0; p->report != NULL && g < p->report->group_count; g++) {
 		const struct ctl_group *gr = &p->report->groups[g];
+		/* Its histogram is summed up in "latency"; builder.json has it. */
+		if (strncmp(gr->name, CNT_GROUP_LATENCY, hp) == 0 &&
+		    (gr->name[hp] == '\0' || gr->name[hp] == '.'))
+			continue;
 		SET(groups, gr->name[0] == '\0' ? ctl_role_name(CTL_ROLE_BUILDER) : gr->name,
 		    mgr_json_group(gr));
 	}
 	SET(o, "counters", groups);
+	SET(o, "latency", p->report != NULL ? mgr_json_latency(p->report) : json_null());
 	return o;
 }
 

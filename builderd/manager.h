@@ -64,8 +64,10 @@ void mgr_pump(struct mgr *m);
 void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why);
 
 /* A builder holding events whose tokens stopped for the stall timeout:
- * its index, or -1. */
-int32_t mgr_stalled_builder(const struct mgr *m, uint64_t now, uint64_t stall_ns);
+ * its index, or -1. The silence counts from its last token, START, or
+ * the last call that saw it hold nothing, whichever is latest; call it on
+ * a tick. */
+int32_t mgr_stalled_builder(struct mgr *m, uint64_t now, uint64_t stall_ns);
 
 /* Builder b as the manager sees it. */
 bool mgr_builder_view(const struct mgr *m, uint32_t b, struct evm_builder_view *v);

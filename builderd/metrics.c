@@ -74,11 +74,19 @@ static struct metrics_rates metrics_rates(const struct bd_snapshot *b)
 	}
 	if (longest_ns > 0)
 		m.offered = (double)m.generated / ((double)longest_ns / 1e9);
-	if (b->first_fragment_ns && b->last_complete_ns > b->first_fragment_ns) {
+	if (b->build_span_ns > 0)   /* role hub: the builders' own spans */
+		m.duration_s = (double)b->build_span_ns / 1e9;
+	else if (b->first_fragment_ns && b->last_complete_ns > b->first_fragment_ns)
 		m.duration_s = (double)(b->last_complete_ns - b->first_fragment_ns) / 1e9;
+	if (m.duration_s > 0)
 		m.accepted = (double)c->events_accepted / m.duration_s;
-	}
 	return m;
+}
+
+/* This process: a hub is not builder 0, which is a process of its own. */
+static const char *metrics_self_role(const struct bd_snapshot *b)
+{
+	return b->opt->role == BD_ROLE_HUB ? bd_role_names[BD_ROLE_HUB] : "builder";
 }
 
 static json_t *json_process(const char *role, uint32_t id, const char *host, uint32_t pid,
@@ -270,7 +278,7 @@ static json_t *json_latency(const struct bd_snapshot *b)
 	SET(o, "min_ns", U64(lat->samples ? lat->min : 0));
 	SET(o, "mean_ns", U64(lat->samples ? lat->sum / lat->samples : 0));
 	SET(o, "samples", U64(lat->samples));
-	clkr_latency_json(b->clocks, lat, o);
+	clkr_latency_json(b->clocks, lat, b->fleet_uncertainty, o);
 	json_t *buckets = json_array();
 	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
 		if (lat->counts[i] == 0)
@@ -300,9 +308,8 @@ static json_t *json_rates(const struct bd_snapshot *b)
 static void json_processes(json_t *root, const struct bd_snapshot *b)
 {
 	json_t *procs = json_array();
-	/* A hub is not builder 0, which is a process of its own. */
-	const char *self = b->opt->role == BD_ROLE_HUB ? bd_role_names[BD_ROLE_HUB] : "builder";
-	json_array_append_new(procs, json_process(self, 0, b->self_host, b->self_pid, b->self));
+	json_array_append_new(procs, json_process(metrics_self_role(b), 0, b->self_host, b->self_pid,
+						  b->self));
 	double cpu_total_us =
 		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_user_us), NULL) +
 		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_sys_us), NULL);
@@ -442,10 +449,11 @@ void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct ac
 	put_duration(f, hist_quantile(lat, 0.99));
 	fprintf(f, ", max ");
 	put_duration(f, lat->max);
-	clkr_print_latency_uncertainty(b->clocks, f);
+	clkr_print_latency_uncertainty(b->clocks, b->fleet_uncertainty, f);
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
 	clkr_print_summary(b->clocks, f);
-	fprintf(f, "peak RSS: builder %.1f MiB", (double)b->self_peak_rss_kib / 1024.0);
+	fprintf(f, "peak RSS: %s %.1f MiB", metrics_self_role(b),
+		(double)b->self_peak_rss_kib / 1024.0);
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
 		const struct bd_peer *p = peer_at(b->peers, i);
 		bool found;

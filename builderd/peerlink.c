@@ -67,6 +67,25 @@ static void plink_on_source_given_up(struct plink *l, struct bd_peer *reader, ui
 	plink_gone(l, p, why);
 }
 
+/* A builder's STATS: how it is doing, for the hub's live views. */
+static void plink_builder_stats(struct bd_peer *p, const struct ctl_report *r)
+{
+	bool found;
+	uint64_t complete = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_CORE(events_complete), &found);
+	if (!found)
+		return;   /* its first STATS: the clock groups only */
+	p->live.seen = true;
+	p->live.events_complete = complete;
+	p->live.events_expired = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_CORE(events_expired), NULL);
+	p->live.events_accepted =
+		acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_CORE(events_accepted), NULL);
+	p->live.tokens_sent = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_ROLE(tokens_sent), NULL);
+	p->live.events_in_flight =
+		acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_STATS(events_in_flight), NULL);
+	p->live.events_per_s =
+		acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_STATS(events_complete_per_s), NULL);
+}
+
 static void plink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
 			     void *arg)
 {
@@ -93,6 +112,8 @@ static void plink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint6
 		p->held_ns = acct_value(&msg->u.report, CNT_GROUP_TOTALS, CNT_READER_SOURCE(held_ns), NULL);
 		p->verified = acct_value(&msg->u.report, CNT_GROUP_TOTALS,
 					 CNT_READER_SOURCE(frames_verified), NULL);
+		if (p->role == CTL_ROLE_BUILDER)
+			plink_builder_stats(p, &msg->u.report);
 		break;
 	case CTL_PONG:
 		bdc_on_pong(l->clocks, p, &msg->u.pong, rx_ns);

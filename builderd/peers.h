@@ -23,6 +23,15 @@ struct bd_peer {
 	uint64_t last_heard_ns;  /* last control message, monotonic */
 	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
 	uint64_t verified;       /* reader: frames it verified (its last STATS) */
+	struct {                 /* builder: its last STATS (CNT_LIST_BUILDER_STATS) */
+		bool seen;
+		uint64_t events_complete;
+		uint64_t events_expired;
+		uint64_t events_accepted;
+		uint64_t tokens_sent;
+		uint64_t events_in_flight;
+		uint64_t events_per_s;
+	} live;
 	struct msgconn *conn;
 	char host[CTL_MAX_TEXT];
 	char address[CTL_MAX_TEXT];

@@ -1,9 +1,11 @@
 #include "progress.h"
 
+#include "manager.h"
 #include "peers.h"
 #include "snapshot.h"
 
 #include "core/builder.h"
+#include "core/evm.h"
 #include "core/hist.h"
 #include "sys/log.h"
 
@@ -59,7 +61,7 @@ void prog_show(struct prog *p, uint64_t now, const struct bd_snapshot *s)
 	uint64_t complete = s->builder.events_complete;
 	double secs = (double)(now - p->shown_ns) / 1e9;
 	double rate = secs > 0 ? (double)(complete - p->complete_at_shown) / secs : 0;
-	char line[360];
+	char line[1024];
 	prog_line(line, sizeof line, s, rate);
 	if (p->terminal != NULL) {
 		fprintf(p->terminal, "\r%s\033[K", line);
@@ -77,6 +79,28 @@ void prog_end(struct prog *p)
 	if (p->shown)
 		fputc('\n', p->terminal);
 	p->shown = false;
+}
+
+/* Role hub: "; backlog N; b0 4800/s 9728 built, 3000 tokens, 1096/1200 held/cap; ..."
+ * (each builder's rate and events from its STATS, the rest the manager's). */
+static void prog_builders(char *line, size_t size, const struct bd_snapshot *s)
+{
+	struct evm_builder_view v;
+	uint64_t backlog = 0;
+	for (uint32_t k = 0; k < s->opt->builders; k++)
+		if (mgr_builder_view(s->manager, k, &v))
+			backlog += v.in_flight;
+	int n = snprintf(line, size, "; backlog %" PRIu64, backlog);
+	for (uint32_t k = 0; k < s->opt->builders && n > 0 && (size_t)n < size; k++) {
+		const struct bd_peer *p = peer_builder(s->peers, k);
+		if (!mgr_builder_view(s->manager, k, &v))
+			continue;
+		n += snprintf(line + n, size - (size_t)n,
+			      "; b%u %" PRIu64 "/s %" PRIu64 " built, %u tokens, %" PRIu64 "/%" PRIu64
+			      " held/cap%s", k, p->report != NULL ? 0 : p->live.events_per_s,
+			      p->live.events_complete, v.tokens, v.in_flight, v.cap,
+			      v.dead ? " (lost)" : "");
+	}
 }
 
 void prog_line(char *line, size_t size, const struct bd_snapshot *s, double rate)
@@ -105,9 +129,12 @@ void prog_line(char *line, size_t size, const struct bd_snapshot *s, double rate
 	double held_ns = 0;
 	for (uint32_t r = 0; r < s->opt->readers; r++)
 		held_ns += (double)peer_reader(s->peers, r)->held_ns;
-	snprintf(line, size,
-		 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64 " expired%s, "
-		 "%u pending%s, limit %s, readers held %.1f ms, p99 %s%s",
-		 s->opt->run_id, c->events_complete, rate, c->events_accepted, c->events_expired,
-		 complete, s->pending, pending, limit, held_ns / 1e6, p99, eta);
+	int n = snprintf(line, size,
+			 "Run %u: %" PRIu64 " built (%.0f/s), %" PRIu64 " accepted, %" PRIu64
+			 " expired%s, %u pending%s, limit %s, readers held %.1f ms, p99 %s%s",
+			 s->opt->run_id, c->events_complete, rate, c->events_accepted,
+			 c->events_expired, complete, s->pending, pending, limit, held_ns / 1e6, p99,
+			 eta);
+	if (s->manager != NULL && n > 0 && (size_t)n < size)
+		prog_builders(line + n, size - (size_t)n, s);
 }

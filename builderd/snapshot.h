@@ -20,6 +20,7 @@
 
 struct bdc;
 struct ctl_report;
+struct out_uncertainty;
 struct mgr;
 
 /* One reader's data path. */
@@ -75,6 +76,11 @@ struct bd_snapshot {
 	uint64_t record_writes;
 	uint64_t negative_latencies;
 	uint64_t output_bytes;
+	/* --role hub: the builders' latency uncertainty merged (NULL in role
+	 * both, where the output has it) and the longest builder's span from
+	 * its first fragment to its last complete event (0: unknown) */
+	const struct out_uncertainty *fleet_uncertainty;
+	uint64_t build_span_ns;
 
 	/* clocks, read through clocks.h only */
 	const struct bdc *clocks;

@@ -27,6 +27,9 @@ const char *const cnt_reader_link_names[CNT_READER_LINK_COUNT] = {
 const char *const cnt_builder_role_names[CNT_BUILDER_ROLE_COUNT] = {
 	CNT_LIST_BUILDER_ROLE(CNT_NAME_)
 };
+const char *const cnt_builder_stats_names[CNT_BUILDER_STATS_COUNT] = {
+	CNT_LIST_BUILDER_STATS(CNT_NAME_)
+};
 const char *const cnt_manager_names[CNT_MANAGER_COUNT] = { CNT_LIST_MANAGER(CNT_NAME_) };
 const char *const cnt_latency_names[CNT_LATENCY_COUNT] = { CNT_LIST_LATENCY(CNT_NAME_) };
 
@@ -67,6 +70,7 @@ bool cnt_known(const char *name)
 		{ cnt_builder_link_names, CNT_BUILDER_LINK_COUNT },
 		{ cnt_reader_link_names, CNT_READER_LINK_COUNT },
 		{ cnt_builder_role_names, CNT_BUILDER_ROLE_COUNT },
+		{ cnt_builder_stats_names, CNT_BUILDER_STATS_COUNT },
 		{ cnt_manager_names, CNT_MANAGER_COUNT },
 		{ cnt_latency_names, CNT_LATENCY_COUNT },
 	};

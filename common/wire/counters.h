@@ -93,10 +93,12 @@
 
 /* A builder's END report to its hub (--role builder), group "", after the
  * core's (CNT_LIST_BUILDER_CORE) and builderd's (CNT_LIST_BUILDER) own:
- * what the hub assigned it and what it made of it. */
+ * what the hub assigned it and what it made of it; clocks_received the
+ * hub's clock messages applied, build_span_ns its first fragment to its
+ * last complete event (its monotonic clock), what the hub's rates divide by. */
 #define CNT_LIST_BUILDER_ROLE(X) \
 	X(events_assigned) X(ids_decided) X(frags_misrouted) X(frames_held_unassigned) \
-	X(tokens_sent) X(assignments_received)
+	X(tokens_sent) X(assignments_received) X(clocks_received) X(build_span_ns)
 
 /* A builder's latency histogram in its END report (--role builder): group
  * "hist" holds these, groups "hist.K" the non-empty buckets of
@@ -104,6 +106,13 @@
 #define CNT_LIST_LATENCY(X) \
 	X(hist_samples) X(hist_min_ns) X(hist_max_ns) X(hist_sum_ns) X(hist_uncertainty_max_ns) \
 	X(hist_bounded) X(hist_unbounded)
+
+/* A builder's STATS to its hub every second (--role builder), group "",
+ * besides CNT_BUILDER_CORE's events_complete, events_expired and
+ * events_accepted and CNT_BUILDER_ROLE's tokens_sent: the IDs assigned to
+ * it not yet decided, and the events it completed per second over the last
+ * second (rounded). */
+#define CNT_LIST_BUILDER_STATS(X) X(events_in_flight) X(events_complete_per_s)
 
 /* The hub's event manager (--role hub), metrics.json's "manager". */
 #define CNT_LIST_MANAGER(X) \
@@ -123,6 +132,7 @@
 #define CNT_ENUM_BUILDER_LINK_(name) CNT_ENUM_ITEM_(BUILDER_LINK, name)
 #define CNT_ENUM_READER_LINK_(name) CNT_ENUM_ITEM_(READER_LINK, name)
 #define CNT_ENUM_BUILDER_ROLE_(name) CNT_ENUM_ITEM_(BUILDER_ROLE, name)
+#define CNT_ENUM_BUILDER_STATS_(name) CNT_ENUM_ITEM_(BUILDER_STATS, name)
 #define CNT_ENUM_MANAGER_(name) CNT_ENUM_ITEM_(MANAGER, name)
 #define CNT_ENUM_LATENCY_(name) CNT_ENUM_ITEM_(LATENCY, name)
 
@@ -137,6 +147,7 @@ enum cnt_builder { CNT_LIST_BUILDER(CNT_ENUM_BUILDER_) CNT_BUILDER_COUNT };
 enum cnt_builder_link { CNT_LIST_BUILDER_LINK(CNT_ENUM_BUILDER_LINK_) CNT_BUILDER_LINK_COUNT };
 enum cnt_reader_link { CNT_LIST_READER_LINK(CNT_ENUM_READER_LINK_) CNT_READER_LINK_COUNT };
 enum cnt_builder_role { CNT_LIST_BUILDER_ROLE(CNT_ENUM_BUILDER_ROLE_) CNT_BUILDER_ROLE_COUNT };
+enum cnt_builder_stats { CNT_LIST_BUILDER_STATS(CNT_ENUM_BUILDER_STATS_) CNT_BUILDER_STATS_COUNT };
 enum cnt_manager { CNT_LIST_MANAGER(CNT_ENUM_MANAGER_) CNT_MANAGER_COUNT };
 enum cnt_latency { CNT_LIST_LATENCY(CNT_ENUM_LATENCY_) CNT_LATENCY_COUNT };
 
@@ -152,6 +163,7 @@ extern const char *const cnt_builder_names[CNT_BUILDER_COUNT];
 extern const char *const cnt_builder_link_names[CNT_BUILDER_LINK_COUNT];
 extern const char *const cnt_reader_link_names[CNT_READER_LINK_COUNT];
 extern const char *const cnt_builder_role_names[CNT_BUILDER_ROLE_COUNT];
+extern const char *const cnt_builder_stats_names[CNT_BUILDER_STATS_COUNT];
 extern const char *const cnt_manager_names[CNT_MANAGER_COUNT];
 extern const char *const cnt_latency_names[CNT_LATENCY_COUNT];
 
@@ -168,6 +180,7 @@ extern const char *const cnt_latency_names[CNT_LATENCY_COUNT];
 #define CNT_BUILDER_LINK(name) (cnt_builder_link_names[CNT_BUILDER_LINK_##name])
 #define CNT_READER_LINK(name) (cnt_reader_link_names[CNT_READER_LINK_##name])
 #define CNT_BUILDER_ROLE(name) (cnt_builder_role_names[CNT_BUILDER_ROLE_##name])
+#define CNT_BUILDER_STATS(name) (cnt_builder_stats_names[CNT_BUILDER_STATS_##name])
 #define CNT_MANAGER(name) (cnt_manager_names[CNT_MANAGER_##name])
 #define CNT_LATENCY(name) (cnt_latency_names[CNT_LATENCY_##name])
 

@@ -375,6 +375,40 @@ class HubTest(E2ETestCase):
     def test_builder_without_tokens_is_stalled(self) -> None:
         self.stalled_case(silent=False, why="stalled: it holds events but sent no token for 600 ms")
 
+    def test_sources_starting_late_stall_no_builder(self) -> None:
+        """Builders that joined long before the sources (a slow start)
+        owe no token for that wait: their silence counts from START, and
+        the run ends balanced with no builder stalled."""
+        hub, port = self.start_hub(stall_timeout_ms=600)
+        reader = Peer(port, "reader", 0, sources=(0, 1))
+        builders = [Peer(port, "builder", b) for b in range(2)]
+        for p in [reader] + builders:
+            p.wait_for("routing")
+        for b in builders:
+            b.send({"type": "token", "slots": SLOTS, "decided": 0, "decided_below": 0,
+                    "sequence": 1})
+        time.sleep(1.5)                    # over twice the stall timeout
+        sources = [Peer(port, "source", s) for s in range(2)]
+        for s in sources:
+            s.wait_for("start")
+        for p in [reader] + builders:
+            p.wait_for("assign", 2)
+        time.sleep(0.15)                   # within the stall timeout of START
+        for b, peer in enumerate(builders):
+            peer.send({"type": "token", "slots": SLOTS, "decided": BATCH,
+                       "decided_below": (b + 1) * BATCH, "sequence": 2})
+        for s in sources:
+            s.end(source_end(EVENTS))
+        reader.end(reader_end(2, EVENTS, {0: 2 * BATCH, 1: 2 * BATCH}))
+        for b in builders:
+            b.end(builder_end(BATCH, 2))
+        self.assertEqual(self.h.wait(hub, 20), 0, hub.tail())
+        m = read_metrics(self.h.dir / "run")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertEqual(m["errors"], [])
+        self.assertEqual([b["status"] for b in m["builders"].values()], ["reported"] * 2)
+        self.assertEqual(reader.of("lost"), [])
+
 
 if __name__ == "__main__":
     import unittest

@@ -136,6 +136,12 @@ static char *summary(void (*print)(const struct bdc *, FILE *))
 	return buf;
 }
 
+/* Role both: the output's own uncertainty, nothing merged. */
+static void own_latency_uncertainty(const struct bdc *c, FILE *f)
+{
+	clkr_print_latency_uncertainty(c, NULL, f);
+}
+
 START_TEST(test_clocks_json)
 {
 	run(true, OFFSET_NS, "localhost");
@@ -201,7 +207,7 @@ START_TEST(test_latency_json)
 {
 	run(true, OFFSET_NS, "localhost");
 	json_t *lat = json_object();
-	clkr_latency_json(clocks, out_latency(out), lat);
+	clkr_latency_json(clocks, out_latency(out), NULL, lat);
 	json_int_t unc = integer(lat, "uncertainty_ns");
 	ck_assert_int_gt(unc, 0);
 	ck_assert_int_eq(unc, integer(lat, "with_uncertainty.p99.uncertainty_ns"));
@@ -216,7 +222,7 @@ START_TEST(test_latency_json)
 	ck_assert_int_ge(integer(lat, "with_uncertainty.max.value_ns") + unc, 1000000);
 	json_decref(lat);
 
-	char *line = summary(clkr_print_latency_uncertainty);
+	char *line = summary(own_latency_uncertainty);
 	ck_assert_msg(starts_with(line, " (+/- ") && strstr(line, ", clock-corrected)") != NULL,
 		      "%s", line);
 	free(line);
@@ -252,7 +258,7 @@ START_TEST(test_summary_not_corrected)
 	char *s = summary(clkr_print_summary);
 	ck_assert_msg(strstr(s, "; not corrected: its latencies are off by -") != NULL, "%s", s);
 	free(s);
-	s = summary(clkr_print_latency_uncertainty);
+	s = summary(own_latency_uncertainty);
 	ck_assert_msg(strstr(s, ", NOT clock-corrected)") != NULL, "%s", s);
 	free(s);
 	json_t *c = clkr_json(clocks);
@@ -272,11 +278,11 @@ START_TEST(test_same_clock)
 	ck_assert_msg(starts_with(s, "clocks: 2 of 2 peers on the builder's clock; "), "%s", s);
 	ck_assert(strchr(s, '\n')[1] == '\0');
 	free(s);
-	s = summary(clkr_print_latency_uncertainty);
+	s = summary(own_latency_uncertainty);
 	ck_assert_str_eq(s, " (+/- 0 ns, same clock)");
 	free(s);
 	json_t *lat = json_object();
-	clkr_latency_json(clocks, out_latency(out), lat);
+	clkr_latency_json(clocks, out_latency(out), NULL, lat);
 	ck_assert_str_eq(text(lat, "uncertainty_basis"), "same clock");
 	ck_assert_int_eq(integer(lat, "uncertainty_ns"), 0);
 	json_decref(lat);

@@ -29,6 +29,7 @@ static const struct list lists[] = {
 	{ "builder link", cnt_builder_link_names, CNT_BUILDER_LINK_COUNT },
 	{ "reader link", cnt_reader_link_names, CNT_READER_LINK_COUNT },
 	{ "builder role", cnt_builder_role_names, CNT_BUILDER_ROLE_COUNT },
+	{ "builder stats", cnt_builder_stats_names, CNT_BUILDER_STATS_COUNT },
 	{ "manager", cnt_manager_names, CNT_MANAGER_COUNT },
 	{ "latency", cnt_latency_names, CNT_LATENCY_COUNT },
 };

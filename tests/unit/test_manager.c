@@ -216,6 +216,18 @@ START_TEST(test_stalled_by_tokens)
 }
 END_TEST
 
+/* Builders that joined long before START owe no token for the wait. */
+START_TEST(test_silence_counts_from_start)
+{
+	token(0, SLOTS, 0, 0, 1000);
+	token(1, SLOTS, 0, 0, 1000);
+	ck_assert_int_eq(mgr_stalled_builder(m, 900000, 2000), -1);
+	mgr_start(m, 1000000);
+	ck_assert_int_eq(mgr_stalled_builder(m, 1001000, 2000), -1);
+	ck_assert_int_eq(mgr_stalled_builder(m, 1002500, 2000), 0);
+}
+END_TEST
+
 START_TEST(test_static_routing_json)
 {
 	mgr_destroy(m);
@@ -240,6 +252,7 @@ static Suite *manager_suite(void)
 	tcase_add_test(tc, test_refused_tokens_name_the_builder);
 	tcase_add_test(tc, test_dead_builder);
 	tcase_add_test(tc, test_stalled_by_tokens);
+	tcase_add_test(tc, test_silence_counts_from_start);
 	tcase_add_test(tc, test_static_routing_json);
 	suite_add_tcase(s, tc);
 	return s;
