@@ -46,8 +46,11 @@ from .base import LaunchError, die_with_parent_fn, register, run_cmd, stop_proce
 from .local import LocalBackend
 
 SUBNET = ipaddress.ip_network("198.18.0.0/24")       # rail 0; the daemons' addresses
-CLUSTER = ipaddress.ip_network("198.18.0.0/15")      # every rail's subnet lies within
+# The MTU of every rail: IPv4's smallest datagram every host takes, up to a
+# jumbo frame of common switches.
 MTU_MIN, MTU_MAX = 576, 9216
+NTP_PORT = 123
+CHRONY_STRATUM = 8
 
 
 def rail_subnet(rail: int) -> ipaddress.IPv4Network:
@@ -65,8 +68,6 @@ def rail_names(rail: int, index: int) -> tuple[str, str, str]:
     rail 0's are those of a one-rail cluster: br0, p<i>, eth0."""
     port = f"p{index}" if rail == 0 else f"r{rail}p{index}"
     return f"br{rail}", port, f"eth{rail}"
-NTP_PORT = 123
-CHRONY_STRATUM = 8
 
 
 def netns_names() -> list[str]:
