@@ -103,7 +103,9 @@ class PeerTest(E2ETestCase):
 
     def test_dribbled_frames(self) -> None:
         """Source 0 writes one byte per system call; the reader reassembles."""
-        topo = topology(events=300, payload=32, rate=0)
+        # A byte per system call is slow under a sanitizer on a busy
+        # machine: the test is about reassembly, so no event may time out.
+        topo = topology(events=300, payload=32, rate=0, timeout_ms=20000)
         topo["source"] = [{"id": 0, "extra": ["--dribble"]}]
         r = self.h.daqrun(topo, timeout_s=120)
         self.assertRunOk(r)
