@@ -13,7 +13,9 @@ openssh-client openssh-server tar chromium systemd prometheus"
 # ships promtool in no smaller package; the server itself is never started).
 # Packages of optional targets, e.g. `make fuzz` sets DEPS_EXTRA="clang libclang-rt-14-dev"
 # (the libFuzzer runtime is only a recommendation of clang, and recommendations
-# are not installed below).
+# are not installed below). iperf3: analysis/railcap.py, each rail's TCP
+# capacity in the virtual cluster, DEPS_EXTRA=iperf3 (its e2e test skips
+# without it).
 packages="$packages ${DEPS_EXTRA:-}"
 missing=""
 for p in $packages; do

@@ -10,7 +10,8 @@ behind on this machine, found by name:
   builders, /dev/shm/es-daq<pid>-b<id>-r* (rings of a builder that was
   killed before its reader attached).
 
-<pid> is the launcher's: objects of a launcher that still runs are left
+<pid> is the launcher's (or analysis/railcap.py's, which builds its
+cluster with the netns backend): objects of one that still runs are left
 alone, so --cleanup is safe while other runs go on.
 """
 

@@ -254,6 +254,7 @@ class Launcher:
                              "daemons": [h.name for h in self.handles if h.host == name]}
                       for name in self.backend.hosts},
             "backend_info": self.backend.describe(),
+            "rails": {name: self.backend.rail_addresses(name) for name in self.backend.hosts},
             "run": run,
             "topology": self.t.as_dict(),
             "refbuild": {"deterministic": deterministic, "reason": reason},

@@ -13,6 +13,8 @@ U16, U32, U64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 64) - 1
 # Bounds of several builders, as builderd's (common/core/evm.h, wire/control):
 # builder ids 0 .. MAX_BUILDERS - 1, batch and window_batches 1 .. MAX_BATCH.
 MAX_BUILDERS, MAX_BATCH = 256, 1 << 20
+# Network interfaces (rails) a host may have: [hosts.NAME] addresses, [netns] rails.
+MAX_RAILS = 4
 ROUTINGS = ("manager", "static")
 # builderd's defaults the launcher's checks need: a builder's slots
 # (--max-inflight) and the hub's IDs per batch; the hub's high water mark is
@@ -182,6 +184,12 @@ HOST_KEYS = {                    # [hosts.NAME]: what every backend may read
     "address": Key("str", None, doc="address its daemons listen on and are reached at",
                    shown="local: `\"127.0.0.1\"`; ssh: the host part of `ssh`",
                    used_by="local, ssh"),
+    "addresses": Key("strlist", None, doc=f"one address per rail (network interface), at "
+                                          f"most {MAX_RAILS}, each once: the first is "
+                                          f"`address`, the others its further rails "
+                                          f"(params.json `rails`); a single `address` is "
+                                          f"one rail",
+                     shown="`[address]`", used_by="local, ssh"),
     "bin": Key("str", None, doc="where the daemons already are on that host",
                shown="ssh: copied to WORKDIR/NAME/bin", used_by="ssh (and local)"),
     "chrony_socket": Key("str", None, doc="`ES_CHRONY_SOCKET` for daemons on that host",

@@ -15,7 +15,7 @@ from typing import Any
 from .backends import BACKENDS, HostSpec, host_keys, option_tables
 from .backends.base import NAME_RE
 from .schema import (ARRAYS, BUILDER_ARRAY_KEYS, CORE_TABLES, DEFAULT_BATCH, DEFAULT_SLOTS,
-                     HIGH_WATER_BATCHES, ROUTINGS, TRANSPORTS, U64, TopologyError, default_of,
+                     HIGH_WATER_BATCHES, MAX_RAILS, ROUTINGS, TRANSPORTS, U64, TopologyError, default_of,
                      resolve_table)
 
 # [run] keys of the hub of several builders: a single [builder] takes none.
@@ -90,11 +90,15 @@ class Topology:
         out = {}
         for name in names:
             h = self.hosts.get(name) or {k: default_of(spec) for k, spec in keys.items()}
-            out[name] = HostSpec(name=name, address=h["address"] or name, bin=h["bin"],
+            rails = h.get("addresses") or []
+            address = h["address"] or (rails[0] if rails else name)
+            out[name] = HostSpec(name=name, address=address, bin=h["bin"],
+                                 addresses=list(rails) or [address],
                                  chrony_socket=h["chrony_socket"],
                                  env=dict(e.split("=", 1) for e in h.get("env") or []),
                                  extra={k: v for k, v in h.items()
-                                        if k not in ("address", "bin", "chrony_socket", "env")})
+                                        if k not in ("address", "addresses", "bin",
+                                                     "chrony_socket", "env")})
         return out
 
     def backend_options(self) -> dict:
@@ -197,9 +201,32 @@ def _check_env(where: str, t: Topology) -> None:
                 raise TopologyError(f"{where} [hosts.{name}] env: expected NAME=VALUE, got {e!r}")
 
 
+def _check_rails(where: str, t: Topology) -> None:
+    """A host's addresses: one per rail, 1 .. MAX_RAILS, each once, the first
+    its address when both are given."""
+    for name, h in t.hosts.items():
+        rails = h.get("addresses")
+        if rails is None:
+            continue
+        at = f"{where} [hosts.{name}] addresses"
+        if not 1 <= len(rails) <= MAX_RAILS:
+            raise TopologyError(f"{at}: expected 1 to {MAX_RAILS} addresses (one per rail), "
+                                f"got {len(rails)}")
+        for i, a in enumerate(rails):
+            if not a:
+                raise TopologyError(f"{at}: address {i} (rail {i}) is empty")
+            if a in rails[:i]:
+                raise TopologyError(f"{at}: {a} is listed twice (rails {rails.index(a)} and "
+                                    f"{i}); every rail needs an address of its own")
+        if h["address"] is not None and h["address"] != rails[0]:
+            raise TopologyError(f"{at}: the first (rail 0) is {rails[0]} but address is "
+                                f"{h['address']}; give one of them, or the same address")
+
+
 def _check_backend(where: str, t: Topology) -> None:
     _check_placement(where, t)
     _check_env(where, t)
+    _check_rails(where, t)
     backend = t.deploy["backend"]
     if backend not in BACKENDS:
         raise TopologyError(f"{where} [deploy] backend: {backend!r} is not implemented "

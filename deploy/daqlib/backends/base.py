@@ -58,6 +58,7 @@ class HostSpec:
     backend declares in host_keys are attributes too (spec.netns_address)."""
     name: str
     address: str = "127.0.0.1"         # local and ssh: where its daemons listen
+    addresses: list[str] = field(default_factory=list)   # one per rail; [0] is address
     bin: str | None = None             # where the daemons are on that host
     chrony_socket: str | None = None   # ES_CHRONY_SOCKET for its daemons
     env: dict[str, str] = field(default_factory=dict)
@@ -131,8 +132,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+# The programs that create esdq<pid>-* objects: the launcher, and
+# analysis/railcap.py, which builds a virtual cluster with the netns backend.
+OWNERS = (b"daqrun", b"railcap")
+
+
 def launcher_alive(pid: int) -> bool:
-    """Whether pid is a running deploy/daqrun (the owner of esdq<pid>-*)."""
+    """Whether pid is a running deploy/daqrun or analysis/railcap.py (the
+    owner of esdq<pid>-*)."""
     if pid == os.getpid():
         return True
     try:
@@ -140,7 +147,7 @@ def launcher_alive(pid: int) -> bool:
             cmd = f.read()
     except OSError:
         return False
-    return b"daqrun" in cmd
+    return any(owner in cmd for owner in OWNERS)
 
 
 class Backend(abc.ABC):
@@ -193,6 +200,13 @@ class Backend(abc.ABC):
     def address(self, host: str) -> str:
         """The address daemons on host listen on and are reached at."""
         return self.hosts[host].address
+
+    def rail_addresses(self, host: str) -> list[str]:
+        """host's address on each of its rails (network interfaces), rail 0
+        first: address(host). Daemons use rail 0 only, for now; params.json
+        `rails` records them all for a data path over several."""
+        spec = self.hosts[host]
+        return [self.address(host)] + list(spec.addresses[1:])
 
     def path(self, host: str, local: Path) -> str:
         """The path a daemon on host uses for local, a path under run_dir."""

@@ -1,15 +1,22 @@
 """A virtual cluster on one machine: one network namespace per host.
 
-    esdq<pid>-sw         the switch: bridge br0, one veth end per host (p<i>)
-    esdq<pid>-<host>     a host: lo, eth0 (the other veth end) at 198.18.0.<n>/24
+    esdq<pid>-sw         the switch: a bridge per rail, br0 (rail 0), br1, ...,
+                         one veth end per host on each (p<i> on br0, r<R>p<i>
+                         on br<R>)
+    esdq<pid>-<host>     a host: lo, eth0 (the other veth end) at 198.18.0.<n>/24,
+                         and with `rails` = K > 1 eth<R> at 198.18.<R>.<n>/24
 
 Everything is created inside namespaces of this run (veth pairs are made in
 the switch namespace with their other end moved straight into the host's),
 so nothing appears in the machine's own network namespace and nothing
-leaves the 198.18.0.0/24 bridge. Optional shaping puts a token-bucket
-filter (tc tbf; this kernel has no netem, so rate only, no added delay) on
-both ends of every host's link: a full-duplex link of that rate to a
-switch, e.g. gigabit Ethernet.
+leaves the bridges of 198.18.0.0/24 ... 198.18.<K-1>.0/24 (all within
+198.18.0.0/15). Each rail is a subnet of its own on an interface of its
+own, so traffic to a host's rail-R address goes over rail R. `mtu` sets
+the MTU of every veth end and bridge of every rail (jumbo frames: 9000).
+Optional shaping puts a token-bucket filter (tc tbf; this kernel has no
+netem, so rate only, no added delay) on both ends of every host's link on
+every rail: a full-duplex link of that rate to a switch per rail, e.g.
+gigabit Ethernet.
 
 Each host runs a chronyd (-x: the system clock is never touched) with its
 command socket in a 0700 root-owned directory /tmp/esdq<pid>-chrony/<host>/;
@@ -34,13 +41,33 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..schema import Key, TopologyError
+from ..schema import MAX_RAILS, Key, TopologyError
 from .base import LaunchError, die_with_parent_fn, register, run_cmd, stop_processes, text
 from .local import LocalBackend
 
-SUBNET = ipaddress.ip_network("198.18.0.0/24")
+SUBNET = ipaddress.ip_network("198.18.0.0/24")       # rail 0; the daemons' addresses
+# The MTU of every rail: IPv4's smallest datagram every host takes, up to a
+# jumbo frame of common switches.
+MTU_MIN, MTU_MAX = 576, 9216
 NTP_PORT = 123
 CHRONY_STRATUM = 8
+
+
+def rail_subnet(rail: int) -> ipaddress.IPv4Network:
+    """Rail R's subnet, 198.18.R.0/24 (rail 0's is SUBNET)."""
+    return ipaddress.ip_network(f"198.18.{rail}.0/24")
+
+
+def rail_address(rail0: str, rail: int) -> str:
+    """A host's address on rail R: 198.18.R.N for its rail-0 address 198.18.0.N."""
+    return str(rail_subnet(rail).network_address + (int(ipaddress.ip_address(rail0)) & 0xff))
+
+
+def rail_names(rail: int, index: int) -> tuple[str, str, str]:
+    """(bridge, switch port, host interface) of host number index on rail R;
+    rail 0's are those of a one-rail cluster: br0, p<i>, eth0."""
+    port = f"p{index}" if rail == 0 else f"r{rail}p{index}"
+    return f"br{rail}", port, f"eth{rail}"
 
 
 def netns_names() -> list[str]:
@@ -86,14 +113,25 @@ def chrony_tracking(sock: Path) -> tuple[bool, str]:
 @register("netns")
 class NetnsBackend(LocalBackend):
     """One network namespace per host on 198.18.0.0/24, joined by veth pairs
-    to a bridge; optional tbf shaping per link; a chronyd per host."""
+    to a bridge, and one more bridge and veth per host for every further
+    rail (198.18.R.0/24); optional MTU and tbf shaping on every rail's links;
+    a chronyd per host."""
 
     needs_hosts = True
     status_on_loopback = False
     options_title = "the virtual cluster"
     options = {
-        "shaping": Key("str", "none", doc="tbf rate on both ends of every host's link, e.g. "
-                                          "`\"1gbit\"` (gigabit Ethernet); `\"none\"` = off"),
+        "rails": Key("int", 1, 1, MAX_RAILS, "network interfaces per host, each on a bridge "
+                                             "of its own: rail R is 198.18.R.0/24, a host's "
+                                             "eth<R> at 198.18.R.N (N as on rail 0); the "
+                                             "daemons use rail 0, params.json `rails` lists "
+                                             "every rail's addresses"),
+        "mtu": Key("int", None, MTU_MIN, MTU_MAX, "MTU of every veth end and bridge of every "
+                                                  "rail, e.g. `9000` (jumbo frames)",
+                   shown="the kernel's (1500)"),
+        "shaping": Key("str", "none", doc="tbf rate on both ends of every host's link on "
+                                          "every rail, e.g. `\"1gbit\"` (gigabit Ethernet); "
+                                          "`\"none\"` = off"),
         "shaping_burst": Key("str", "16kb", doc="tbf burst"),
         "shaping_latency": Key("str", "10ms", doc="tbf queue length"),
         "chrony": Key("bool", True, doc="a chronyd per host, the builder's (the hub's) host "
@@ -106,10 +144,12 @@ class NetnsBackend(LocalBackend):
     }
     host_keys = {
         "netns_address": Key("str", None, doc=f"its address in the virtual cluster (must be "
-                                              f"in {SUBNET})",
+                                              f"in {SUBNET}): rail 0's; 198.18.0.N makes it "
+                                              f"198.18.R.N on rail R",
                              shown="198.18.0.N, N = position in `[hosts]` + 1"),
-        "shaping": Key("str", None, doc="tbf rate of its link, e.g. `\"1gbit\"`; `\"none\"` "
-                                        "= off", shown="`[netns] shaping`"),
+        "shaping": Key("str", None, doc="tbf rate of its link on every rail, e.g. "
+                                        "`\"1gbit\"`; `\"none\"` = off",
+                       shown="`[netns] shaping`"),
     }
 
     @classmethod
@@ -126,12 +166,24 @@ class NetnsBackend(LocalBackend):
                 seen[h["netns_address"]] = name
         if len(hosts) > 250:
             raise TopologyError(f"{where} [hosts]: at most 250 hosts fit in the virtual cluster")
+        rails = options.get("rails") or 1
+        for name, h in hosts.items():
+            listed = h.get("addresses")
+            if listed is not None and len(listed) != rails:
+                raise TopologyError(
+                    f"{where} [hosts.{name}] addresses: {len(listed)} address(es), one per "
+                    f"rail, but [netns] rails = {rails}: set netns.rails={len(listed)}, or "
+                    f"list {rails} (the virtual cluster gives host N 198.18.R.N on rail R "
+                    f"whatever they are)")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.switch = f"{self.tag}-sw"
         self.ns = {h: f"{self.tag}-{h}" for h in self.hosts}
-        self.addr: dict[str, str] = {}
+        self.addr: dict[str, str] = {}                # rail 0: the daemons' addresses
+        self.rails = int(self.options.get("rails") or 1)
+        self.mtu: int | None = self.options.get("mtu")
+        self.rail_addr: dict[str, list[str]] = {}     # every rail's, rail 0 first
         self.created: list[str] = []              # namespaces, in creation order
         self.chrony_dir = Path(f"/tmp/{self.tag}-chrony")
         self.chronyds: dict[str, subprocess.Popen] = {}
@@ -151,6 +203,7 @@ class NetnsBackend(LocalBackend):
         free = (str(a) for a in SUBNET.hosts() if str(a) not in used)
         for h, spec in self.hosts.items():
             self.addr[h] = spec.netns_address or next(free)
+            self.rail_addr[h] = [rail_address(self.addr[h], r) for r in range(self.rails)]
 
     @staticmethod
     def check_address(where: str, value: str) -> str | None:
@@ -171,6 +224,9 @@ class NetnsBackend(LocalBackend):
     def address(self, host):
         return self.addr[host]
 
+    def rail_addresses(self, host):
+        return list(self.rail_addr[host])
+
     def env(self, host):
         out = super().env(host)
         if host in self.sockets:
@@ -188,7 +244,11 @@ class NetnsBackend(LocalBackend):
         return {
             "switch_namespace": self.switch,
             "subnet": str(SUBNET),
+            "rails": self.rails,
+            "rail_subnets": [str(rail_subnet(r)) for r in range(self.rails)],
+            "mtu": self.mtu,
             "hosts": {h: {"address": self.addr[h], "namespace": self.ns[h],
+                          "rails": self.rail_addr[h],
                           "shaping": self.shaping.get(h, self.link_rate(h)),
                           "chrony_socket": str(self.sockets[h]) if h in self.sockets else None,
                           "chrony_tracking_at_start": self.tracking.get(h)}
@@ -229,35 +289,52 @@ class NetnsBackend(LocalBackend):
                               f"with deploy/daqrun --cleanup")
         sw = self.switch
         self._ns_add(sw)
-        run_cmd(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
-        run_cmd(["ip", "-n", sw, "link", "set", "br0", "up"])
+        for rail in range(self.rails):
+            run_cmd(["ip", "-n", sw, "link", "add", rail_names(rail, 0)[0], "type", "bridge"])
         for i, h in enumerate(self.hosts):
-            ns, port = self.ns[h], f"p{i}"
-            self._ns_add(ns)
-            run_cmd(["ip", "-n", sw, "link", "add", port, "type", "veth",
-                     "peer", "name", "eth0", "netns", ns])
-            run_cmd(["ip", "-n", sw, "link", "set", port, "master", "br0"])
-            run_cmd(["ip", "-n", sw, "link", "set", port, "up"])
-            run_cmd(["ip", "-n", ns, "addr", "add", f"{self.addr[h]}/{SUBNET.prefixlen}",
-                     "dev", "eth0"])
-            run_cmd(["ip", "-n", ns, "link", "set", "eth0", "up"])
-            run_cmd(["ip", "-n", ns, "link", "set", "lo", "up"])
-            rate = self.link_rate(h)
-            self.shaping[h] = rate
-            if rate:
-                burst = self.options.get("shaping_burst") or "16kb"
-                latency = self.options.get("shaping_latency") or "10ms"
-                for where, dev in ((ns, "eth0"), (sw, port)):
-                    run_cmd(["tc", "-n", where, "qdisc", "add", "dev", dev, "root", "tbf",
-                             "rate", rate, "burst", burst, "latency", latency])
+            self._ns_add(self.ns[h])
+            run_cmd(["ip", "-n", self.ns[h], "link", "set", "lo", "up"])
+            self.shaping[h] = self.link_rate(h)
+            for rail in range(self.rails):
+                self._add_link(h, i, rail)
+        for rail in range(self.rails):
+            bridge = rail_names(rail, 0)[0]
+            if self.mtu:      # after its ports: a bridge's MTU may not exceed theirs
+                run_cmd(["ip", "-n", sw, "link", "set", bridge, "mtu", str(self.mtu)])
+            run_cmd(["ip", "-n", sw, "link", "set", bridge, "up"])
         shaped = {h: r for h, r in self.shaping.items() if r}
+        rails = (f"; {self.rails} rails (" + ", ".join(str(rail_subnet(r))
+                                                       for r in range(self.rails)) + ")"
+                 if self.rails > 1 else "")
         self.say(f"virtual cluster: switch {sw}, "
                  + ", ".join(f"{h} {self.addr[h]} ({self.ns[h]})" for h in self.hosts)
+                 + rails + (f"; mtu {self.mtu}" if self.mtu else "")
                  + (f"; tbf shaping {', '.join(f'{h} {r}' for h, r in shaped.items())}"
                     if shaped else "; no shaping"))
         self._wait_links()
         if chrony:
             self._start_chrony(builder_host)
+
+    def _add_link(self, h: str, index: int, rail: int) -> None:
+        """Host h's link on rail: a veth pair from the rail's bridge to the
+        host's eth<rail>, its address, MTU and shaping at both ends."""
+        sw, ns = self.switch, self.ns[h]
+        bridge, port, dev = rail_names(rail, index)
+        mtu = ["mtu", str(self.mtu)] if self.mtu else []
+        run_cmd(["ip", "-n", sw, "link", "add", port] + mtu + ["type", "veth", "peer", "name",
+                                                             dev] + mtu + ["netns", ns])
+        run_cmd(["ip", "-n", sw, "link", "set", port, "master", bridge])
+        run_cmd(["ip", "-n", sw, "link", "set", port, "up"])
+        run_cmd(["ip", "-n", ns, "addr", "add",
+                 f"{self.rail_addr[h][rail]}/{rail_subnet(rail).prefixlen}", "dev", dev])
+        run_cmd(["ip", "-n", ns, "link", "set", dev, "up"])
+        rate = self.shaping[h]
+        if rate:
+            burst = self.options.get("shaping_burst") or "16kb"
+            latency = self.options.get("shaping_latency") or "10ms"
+            for where, link in ((ns, dev), (sw, port)):
+                run_cmd(["tc", "-n", where, "qdisc", "add", "dev", link, "root", "tbf",
+                         "rate", rate, "burst", burst, "latency", latency])
 
     def _wait_links(self, timeout_s: float = 10) -> None:
         """Waits until every host reaches the others (ARP through the bridge):
@@ -267,16 +344,18 @@ class NetnsBackend(LocalBackend):
         first = next(iter(self.hosts))
         deadline = time.monotonic() + timeout_s
         for h in list(self.hosts)[1:]:
-            while True:
-                r = run_cmd(["ip", "netns", "exec", self.ns[first], "ping", "-c", "1", "-W",
-                             "1", "-q", self.addr[h]], check=False, timeout=5) \
-                    if shutil.which("ping") else None
-                if r is None or r.returncode == 0:
-                    break
-                if time.monotonic() > deadline:
-                    raise LaunchError(f"host {h} ({self.addr[h]}) does not answer ping from "
-                                      f"{first} after {timeout_s:g} s")
-                time.sleep(0.1)
+            for rail, addr in enumerate(self.rail_addr[h]):
+                while True:
+                    r = run_cmd(["ip", "netns", "exec", self.ns[first], "ping", "-c", "1", "-W",
+                                 "1", "-q", addr], check=False, timeout=5) \
+                        if shutil.which("ping") else None
+                    if r is None or r.returncode == 0:
+                        break
+                    if time.monotonic() > deadline:
+                        on = f" on rail {rail}" if self.rails > 1 else ""
+                        raise LaunchError(f"host {h} ({addr}) does not answer ping from "
+                                          f"{first}{on} after {timeout_s:g} s")
+                    time.sleep(0.1)
 
     def _start_chrony(self, builder_host: str) -> None:
         self.chrony_dir.mkdir(mode=0o700)

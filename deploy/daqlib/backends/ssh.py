@@ -114,6 +114,8 @@ class SshBackend(Backend):
     @classmethod
     def validate(cls, where, hosts, options):
         for name, h in hosts.items():
+            if h["address"] is None and h.get("addresses"):
+                h["address"] = h["addresses"][0]           # rail 0
             if h["address"] is None and h["ssh"] is None:
                 raise TopologyError(f"{where} [hosts.{name}]: the ssh backend needs 'address' "
                                     f"(where its daemons listen) or 'ssh' (where to log in)")
