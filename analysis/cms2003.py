@@ -134,6 +134,15 @@ def events_for(payload: int, rate: str, seconds: float) -> int:
     return int(min(200_000, max(2000, railcap.rate_bits(rate) / 8 * seconds / payload)))
 
 
+def note_cell(paper: tuple | None, payload: int) -> str:
+    """The note's figure where it applies to this fragment size."""
+    if paper is None:
+        return ""
+    mbs, frac, where, size = paper
+    applies = payload > size if where.startswith("fragments >") else payload == size
+    return f"{mbs:.0f} MB/s = {frac:.0%}" if applies else ""
+
+
 def md_tables(doc: dict) -> str:
     lines = [f"# CMS 2003 event builder on the netns cluster ({doc['date']})", "",
              f"tbf {doc['rate']} per rail on both ends of every host's link; manager "
@@ -155,17 +164,18 @@ def md_tables(doc: dict) -> str:
         cap = cfg["capacity"]["rail_Bps"]
         lines.append(f"Rail capacity: {cap / 1e6:.2f} MB/s.")
         lines.append("")
-        lines.append("| fragment B | MB/s per node | of rail | CPU idle | books | events |")
-        lines.append("|---:|---:|---:|---:|---|---:|")
+        lines.append("| fragment B | MB/s per node | of rail | CPU idle | books | events "
+                     "| the note |")
+        lines.append("|---:|---:|---:|---:|---|---:|---|")
         for r in cfg["runs"]:
             if "per_node_Bps" not in r:
                 lines.append(f"| {r['payload']} | failed | | {r['cpu_idle']:.0%} | "
-                             f"{r.get('error', '')[:60]!r} | |")
+                             f"{r.get('error', '')[:60]!r} | | |")
                 continue
             lines.append(f"| {r['payload']} | {r['per_node_Bps'] / 1e6:.2f} | "
                          f"{r['fraction']:.1%} | {r['cpu_idle']:.0%} | "
                          f"{'balanced' if r['balanced'] else 'NOT balanced'} | "
-                         f"{r['accepted']} |")
+                         f"{r['accepted']} | {note_cell(paper, r['payload'])} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
