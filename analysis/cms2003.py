@@ -65,11 +65,21 @@ def topology(n: int, rails: int, mtu: int, rate: str, payload: int, events: int)
     text += "".join(f'[hosts.{h}]\naddress = "127.0.0.1"\n\n' for h in hosts)
     text += (f'[run]\nrun = 1\nseed = 2003\nevents = {events}\npayload = {payload}\nrate = 0\n'
              f'filter_modulo = 1\nrouting = "manager"\nbatch = {BATCH}\n'
-             f'max_inflight = 16384\ntimeout_ms = 10000\n\n[hub]\nhost = "b0"\nquiet = true\n\n')
+             f'max_inflight = 16384\ntimeout_ms = 10000\n\n[hub]\nhost = "b0"\nquiet = true\n'
+             f'extra = ["--stall-timeout-ms", "{stall_ms(n, rate, payload)}"]\n\n')
     text += "".join(f'[[builder]]\nid = {i}\nhost = "b{i}"\nquiet = true\n\n' for i in range(n))
     text += "".join(f'[[reader]]\nid = {i}\nsources = [{i}]\nhost = "r{i}"\n\n'
                     for i in range(n))
     return text
+
+
+def stall_ms(n: int, rate: str, payload: int) -> int:
+    """The hub's stall timeout: a builder fed a batch of BATCH events of n
+    fragments through its shaped link sends no token until the batch's first
+    event is complete, which at 64 KiB and 100mbit takes seconds; the
+    default 2000 ms would give healthy builders up. Ten batch times."""
+    batch_s = BATCH * n * payload / (railcap.rate_bits(rate) / 8)
+    return int(min(600_000, max(2000, 10_000 * batch_s)))
 
 
 def cpu_times() -> tuple[int, int]:
@@ -240,6 +250,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, help="output directory")
     ap.add_argument("--bin", type=Path, default=REPO / "bin")
     ap.add_argument("--rate", default=RATE, help=f"tbf rate per rail (default {RATE})")
+    ap.add_argument("--sizes", help="fragment sizes to sweep, e.g. 4096,65536")
+    ap.add_argument("--n", type=int, help="only the N x N configurations")
     args = ap.parse_args(argv)
     why = railcap.unavailable()
     if why:
@@ -249,7 +261,10 @@ def main(argv: list[str]) -> int:
     out = args.out or REPO / "results" / f"cms2003-{today}"
     out.mkdir(parents=True, exist_ok=True)
     sizes, seconds, cap_s = (QUICK_SIZES, 0.8, 1.0) if args.quick else (SIZES, 3.0, 3.0)
-    configs = [c for c in CONFIGS if not args.quick or c["n"] == 2]
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    configs = [c for c in CONFIGS if (not args.quick or c["n"] == 2)
+               and (args.n is None or c["n"] == args.n)]
     print(f"cms2003: tbf {args.rate} per rail, sizes {sizes}", flush=True)
     doc = {"date": today, "rate": args.rate, "batch": BATCH, "quick": args.quick,
            "paper": {k: {"MBps_per_node": v[0], "fraction": v[1], "where": v[2]}
