@@ -180,6 +180,17 @@ bench-builders: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(PYTHON) analysis/bench_builders.py $(if $(QUICK),--quick) --bin $(BIN)
 
+# The CMS 2003 bare event builder on the netns cluster, beside the note's
+# figures (root; results/cms2003-<date>/). cms2003-quick: 2x2, 2 sizes.
+.PHONY: cms2003 cms2003-quick
+cms2003: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)/usr/bin/python3 analysis/cms2003.py --bin $(BIN) $(CMS2003_ARGS)
+
+cms2003-quick: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)/usr/bin/python3 analysis/cms2003.py --quick --bin $(BIN) $(CMS2003_ARGS)
+
 # Many short runs with every kind of fault, killed and stopped daemons,
 # overload; every run must balance its books. SOAK_RUNS (default 200).
 SOAK_RUNS ?= 200

@@ -1,0 +1,284 @@
+#!/usr/bin/python3
+"""The CMS 2003 event-builder measurement (ACAT 2003 TCP/IP peer transport
+note; issue 17) on the netns virtual cluster, beside the note's figures.
+
+A bare event builder, N readers by N builders: N reader hosts, each with
+its source on the same host (source -> reader over loopback), N builder
+hosts, the hub on builder 0's host, manager routing in batches of 128
+events, fixed fragment sizes, unpaced sources, no faults. Every host's link
+is shaped with tbf (RATE below, on both ends, as the netns backend does):
+a rate low enough that this machine's two cores are not the limit, so the
+figure that compares is the share of the link, not MB/s. The rail capacity
+is measured in the same run with analysis/railcap.py's functions on a
+cluster built by the same backend code with the same rails, MTU and shaping.
+
+Throughput per node = bytes all builders received from the readers per
+second of building (metrics.json: builders.B.counters.reader.N.bytes_received
+over rates.build_duration_s), divided by N; its fraction is over the
+measured rail capacity (the best of railcap's one-stream and N-stream
+figures). The CPU idle share is from /proc/stat before and after each run.
+
+Usage: analysis/cms2003.py [--quick] [--out DIR] [--bin DIR] [--rate R]
+Writes DIR/cms2003.json, DIR/cms2003.md and DIR/cms2003.png (default
+DIR = results/cms2003-<date>/); exits 1 when a run failed its books.
+Root only (network namespaces, veth pairs, tc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DAQRUN = REPO / "deploy" / "daqrun"
+sys.path.insert(0, str(REPO / "analysis"))
+
+import railcap  # noqa: E402
+
+RATE = "100mbit"            # tbf per rail; 8x8 moves 8 x 12.5 MB/s through 2 cores
+SIZES = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
+QUICK_SIZES = [1024, 16384]
+BATCH = 128
+# The note's figures: (MB/s per node, fraction of the link, where).
+PAPER = {"8x8, 1 rail, MTU 1500": (100.0, 0.80, "fragments > 4 kB", 4096),
+         "2x2, 2 rails, MTU 9000": (240.0, 0.95, "16 kB", 16384)}
+CONFIGS = [
+    {"name": "8x8, 1 rail, MTU 1500", "n": 8, "rails": 1, "mtu": 1500, "runnable": True},
+    {"name": "2x2, 1 rail, MTU 1500", "n": 2, "rails": 1, "mtu": 1500, "runnable": True},
+    {"name": "2x2, 2 rails, MTU 9000", "n": 2, "rails": 2, "mtu": 9000, "runnable": False,
+     "why": "not yet: the daemons use rail 0 only"},
+]
+
+
+def topology(n: int, rails: int, mtu: int, rate: str, payload: int, events: int) -> str:
+    """N x N bare event builder: hosts b0..b(N-1) (the hub on b0), r0..r(N-1),
+    reader i with source i on host ri."""
+    text = (f'[deploy]\nbackend = "netns"\n\n[netns]\nrails = {rails}\nmtu = {mtu}\n'
+            f'shaping = "{rate}"\nchrony = false\n\n')
+    hosts = [f"b{i}" for i in range(n)] + [f"r{i}" for i in range(n)]
+    text += "".join(f'[hosts.{h}]\naddress = "127.0.0.1"\n\n' for h in hosts)
+    text += (f'[run]\nrun = 1\nseed = 2003\nevents = {events}\npayload = {payload}\nrate = 0\n'
+             f'filter_modulo = 1\nrouting = "manager"\nbatch = {BATCH}\n'
+             f'max_inflight = 16384\ntimeout_ms = 10000\n\n[hub]\nhost = "b0"\nquiet = true\n'
+             f'extra = ["--stall-timeout-ms", "{stall_ms(n, rate, payload)}"]\n\n')
+    text += "".join(f'[[builder]]\nid = {i}\nhost = "b{i}"\nquiet = true\n\n' for i in range(n))
+    text += "".join(f'[[reader]]\nid = {i}\nsources = [{i}]\nhost = "r{i}"\n\n'
+                    for i in range(n))
+    return text
+
+
+def stall_ms(n: int, rate: str, payload: int) -> int:
+    """The hub's stall timeout: a builder fed a batch of BATCH events of n
+    fragments through its shaped link sends no token until the batch's first
+    event is complete, which at 64 KiB and 100mbit takes seconds; the
+    default 2000 ms would give healthy builders up. Ten batch times."""
+    batch_s = BATCH * n * payload / (railcap.rate_bits(rate) / 8)
+    return int(min(600_000, max(2000, 10_000 * batch_s)))
+
+
+def cpu_times() -> tuple[int, int]:
+    """(idle + iowait, total) jiffies of every CPU, from /proc/stat."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return fields[3] + fields[4], sum(fields[:8])
+
+
+def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str, payload: int, events: int) -> dict:
+    name = f"n{cfg['n']}-r{cfg['rails']}-m{cfg['mtu']}-p{payload}"
+    topo = work / f"{name}.toml"
+    topo.write_text(topology(cfg["n"], cfg["rails"], cfg["mtu"], rate, payload, events))
+    out = work / name
+    idle0, total0 = cpu_times()
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(DAQRUN), str(topo), "--out", str(out),
+                           "--bin", str(bin_dir), "--check", "never"],
+                          capture_output=True, text=True, timeout=900)
+    wall = time.monotonic() - t0
+    idle1, total1 = cpu_times()
+    idle = (idle1 - idle0) / max(1, total1 - total0)
+    try:
+        m = json.loads((out / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return {"payload": payload, "ok": False, "balanced": False, "cpu_idle": idle,
+                "error": (proc.stdout[-1200:] + proc.stderr[-1200:]).strip()}
+    received = 0
+    for sec in (m.get("builders") or {}).values():
+        for key, c in sec.get("counters", {}).items():
+            if key.startswith("reader."):
+                received += c.get("bytes_received", 0)
+    span = m["rates"]["build_duration_s"] or float("nan")
+    return {"payload": payload, "events": events, "ok": proc.returncode == 0 and m["balanced"],
+            "status": proc.returncode, "balanced": m["balanced"],
+            "equations": m.get("equations", {}).get("summary") if isinstance(
+                m.get("equations"), dict) else None,
+            "errors": m.get("errors", [])[:3], "accepted": m["counters"]["builder"].get(
+                "events_accepted"),
+            "bytes_received": received, "build_s": span,
+            "per_node_Bps": received / span / cfg["n"], "cpu_idle": idle, "wall_s": wall}
+
+
+def capacity(rails: int, mtu: int, rate: str, seconds: float) -> dict:
+    """railcap on two hosts made by the netns backend with this configuration's
+    rails, MTU and shaping: bytes/s of one rail (best of 1 and 4 streams)."""
+    with tempfile.TemporaryDirectory(prefix="cms2003-cap-") as tmp:
+        be = railcap.cluster(Path(tmp), rails, mtu, rate, say=lambda _l: None)
+        try:
+            be.prepare(railcap.HOSTS[1])
+            res = railcap.measure_rails(be, railcap.HOSTS[0], railcap.HOSTS[1], 4, seconds,
+                                        say=lambda line: print(f"cms2003: {line}", flush=True))
+        finally:
+            be.teardown()
+    per_rail = [max(r["one_stream_Bps"], r["streams_Bps"]) for r in res["rails"]]
+    res["rail_Bps"] = min(per_rail)
+    return res
+
+
+def events_for(payload: int, rate: str, seconds: float) -> int:
+    """Enough events per source for about `seconds` at the link rate."""
+    return int(min(200_000, max(2000, railcap.rate_bits(rate) / 8 * seconds / payload)))
+
+
+def note_cell(paper: tuple | None, payload: int) -> str:
+    """The note's figure where it applies to this fragment size."""
+    if paper is None:
+        return ""
+    mbs, frac, where, size = paper
+    applies = payload > size if where.startswith("fragments >") else payload == size
+    return f"{mbs:.0f} MB/s = {frac:.0%}" if applies else ""
+
+
+def md_tables(doc: dict) -> str:
+    lines = [f"# CMS 2003 event builder on the netns cluster ({doc['date']})", "",
+             f"tbf {doc['rate']} per rail on both ends of every host's link; manager "
+             f"routing, batch {BATCH}, one unpaced source per reader on its host, "
+             "fixed fragment sizes. MB/s = 10^6 bytes the builders received per second "
+             "per builder node; fraction = of the rail capacity measured by iperf3 "
+             "(railcap) on the same shaped links in this run.", ""]
+    for cfg in doc["configs"]:
+        lines.append(f"## {cfg['name']}")
+        lines.append("")
+        paper = PAPER.get(cfg["name"])
+        if paper:
+            lines.append(f"The note: {paper[0]:.0f} MB/s per node = {paper[1]:.0%} of the "
+                         f"link ({paper[2]}).")
+            lines.append("")
+        if not cfg.get("runs"):
+            lines += [cfg.get("why", "not run"), ""]
+            continue
+        cap = cfg["capacity"]["rail_Bps"]
+        lines.append(f"Rail capacity: {cap / 1e6:.2f} MB/s.")
+        lines.append("")
+        lines.append("| fragment B | MB/s per node | of rail | CPU idle | books | events "
+                     "| the note |")
+        lines.append("|---:|---:|---:|---:|---|---:|---|")
+        for r in cfg["runs"]:
+            if "per_node_Bps" not in r:
+                lines.append(f"| {r['payload']} | failed | | {r['cpu_idle']:.0%} | "
+                             f"{r.get('error', '')[:60]!r} | | |")
+                continue
+            lines.append(f"| {r['payload']} | {r['per_node_Bps'] / 1e6:.2f} | "
+                         f"{r['fraction']:.1%} | {r['cpu_idle']:.0%} | "
+                         f"{'balanced' if r['balanced'] else 'NOT balanced'} | "
+                         f"{r['accepted']} | {note_cell(paper, r['payload'])} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def plot(doc: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"cms2003: no plot: {sys.executable} has no matplotlib (/usr/bin/python3 has)",
+              flush=True)
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for cfg in doc["configs"]:
+        pts = [(r["payload"], r["per_node_Bps"] / 1e6) for r in cfg.get("runs", [])
+               if "per_node_Bps" in r]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=f"{cfg['name']} (this cluster, {doc['rate']})")
+    for name, (mbs, frac, _where, size) in PAPER.items():
+        ax.plot([size], [mbs], marker="*", ms=12, ls="none",
+                label=f"note: {name}, {mbs:.0f} MB/s = {frac:.0%}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("fragment size (bytes)")
+    ax.set_ylabel("throughput per node (MB/s)")
+    ax.set_title("Bare event builder: throughput per node against fragment size", fontsize=9)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def run_config(cfg: dict, args, sizes: list[int], seconds: float, cap_s: float) -> dict:
+    row = {k: v for k, v in cfg.items() if k != "runnable"}
+    if not cfg["runnable"]:
+        print(f"cms2003: {cfg['name']}: {cfg['why']}", flush=True)
+        return row
+    row["capacity"] = capacity(cfg["rails"], cfg["mtu"], args.rate, cap_s)
+    cap = row["capacity"]["rail_Bps"]
+    row["runs"] = []
+    with tempfile.TemporaryDirectory(prefix="cms2003-") as tmp:
+        for size in sizes:
+            r = one_run(args.bin, Path(tmp), cfg, args.rate, size,
+                        events_for(size, args.rate, seconds))
+            if "per_node_Bps" in r:
+                r["fraction"] = r["per_node_Bps"] / cap
+                print(f"cms2003: {cfg['name']}: {size:>6} B  {r['per_node_Bps'] / 1e6:7.2f} MB/s"
+                      f" per node = {r['fraction']:.1%} of the rail, CPU idle "
+                      f"{r['cpu_idle']:.0%}, books "
+                      f"{'balanced' if r['balanced'] else 'NOT balanced'}", flush=True)
+            else:
+                print(f"cms2003: {cfg['name']}: {size} B FAILED: {r['error'][-400:]}",
+                      flush=True)
+            row["runs"].append(r)
+    return row
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2x2 only, 2 sizes, short runs")
+    ap.add_argument("--out", type=Path, help="output directory")
+    ap.add_argument("--bin", type=Path, default=REPO / "bin")
+    ap.add_argument("--rate", default=RATE, help=f"tbf rate per rail (default {RATE})")
+    ap.add_argument("--sizes", help="fragment sizes to sweep, e.g. 4096,65536")
+    ap.add_argument("--n", type=int, help="only the N x N configurations")
+    args = ap.parse_args(argv)
+    why = railcap.unavailable()
+    if why:
+        print(f"cms2003: {why}", file=sys.stderr)
+        return 2
+    today = datetime.date.today().isoformat()
+    out = args.out or REPO / "results" / f"cms2003-{today}"
+    out.mkdir(parents=True, exist_ok=True)
+    sizes, seconds, cap_s = (QUICK_SIZES, 0.8, 1.0) if args.quick else (SIZES, 3.0, 3.0)
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    configs = [c for c in CONFIGS if (not args.quick or c["n"] == 2)
+               and (args.n is None or c["n"] == args.n)]
+    print(f"cms2003: tbf {args.rate} per rail, sizes {sizes}", flush=True)
+    doc = {"date": today, "rate": args.rate, "batch": BATCH, "quick": args.quick,
+           "paper": {k: {"MBps_per_node": v[0], "fraction": v[1], "where": v[2]}
+                     for k, v in PAPER.items()},
+           "configs": [run_config(c, args, sizes, seconds, cap_s) for c in configs]}
+    (out / "cms2003.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    text = md_tables(doc)
+    (out / "cms2003.md").write_text(text, encoding="utf-8")
+    plot(doc, out / "cms2003.png")
+    print(text, flush=True)
+    print(f"cms2003: wrote {out}/cms2003.json, cms2003.md, cms2003.png", flush=True)
+    ok = all(r["ok"] for c in doc["configs"] for r in c.get("runs", []))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
