@@ -11,45 +11,13 @@ Standard library only.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-
-def hub_section(metrics: dict | None) -> dict[int, dict]:
-    """metrics.json's "builders" by builder id: an object keyed by id (as
-    the hub writes it) or a list of objects with "id"; {} when absent."""
-    section = metrics.get("builders") if isinstance(metrics, dict) else None
-    if isinstance(section, dict):
-        items = list(section.items())
-    elif isinstance(section, list):
-        items = [(v.get("id", i) if isinstance(v, dict) else i, v) for i, v in enumerate(section)]
-    else:
-        return {}
-    out = {}
-    for ident, value in items:
-        try:
-            out[int(ident)] = value if isinstance(value, dict) else {}
-        except (TypeError, ValueError):
-            continue
-    return out
-
-
-def find(entry: Any, *names: str, depth: int = 2) -> float | None:
-    """The first of names with a number in entry or in its objects down to
-    depth (a builder's counters are in entry["counters"]["builder"]; a rate
-    may be a number or {"events_per_s": ...})."""
-    if not isinstance(entry, dict):
-        return None
-    for name in names:
-        value = entry.get(name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value
-    if depth > 0:
-        for value in entry.values():
-            found = find(value, *names, depth=depth - 1)
-            if found is not None:
-                return found
-    return None
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))
+# The launcher's summary reads the same section the same way.
+from daqlib.launcher import builders_section, figure as find  # noqa: E402
 
 
 def read_times(path: Path) -> tuple[int | None, list[int]]:
@@ -93,7 +61,7 @@ def per_builder(run_dir: Path, metrics: dict | None = None) -> list[dict]:
     expired, assigned, complete, rate (events/s: the hub's where it says,
     else from the records' t_ns), rate_from, times (t_ns, for plots).
     Empty for a run of one builder."""
-    section = hub_section(metrics)
+    section = builders_section(metrics) if isinstance(metrics, dict) else {}
     top = Path(run_dir) / "builders"
     ids = sorted(int(p.name) for p in top.iterdir() if p.is_dir() and p.name.isdigit()) \
         if top.is_dir() else []
