@@ -274,6 +274,8 @@ void greet_hello_init(struct ctl_hello *hello, enum ctl_role role, uint32_t id,
 	hello->run_id = run_id;
 	hello->protocol = CTL_PROTOCOL_VERSION;
 	hello->pid = (uint32_t)getpid();
+	hello->rail = 0;
+	hello->rails = 1;
 	if (count > CTL_MAX_SOURCE_LIST)
 		count = CTL_MAX_SOURCE_LIST;
 	hello->source_count = (uint32_t)count;

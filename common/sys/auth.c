@@ -78,9 +78,10 @@ static void auth_mac(const char *nonce, const struct ctl_hello *h,
 		     unsigned char mac[crypto_auth_hmacsha256_BYTES])
 {
 	char identity[CTL_NONCE_TEXT + CTL_MAX_TEXT + 96];
-	int n = snprintf(identity, sizeof identity, "%s|%s|%u|%u|%s|%u|%s", nonce,
+	int n = snprintf(identity, sizeof identity, "%s|%s|%u|%u|%s|%u|%s|%u/%u", nonce,
 			 ctl_role_name(h->role), h->id, h->run_id,
-			 h->channel == CTL_CHANNEL_DATA ? "data" : "control", h->pid, h->host);
+			 h->channel == CTL_CHANNEL_DATA ? "data" : "control", h->pid, h->host,
+			 h->rail, h->rails);
 	crypto_auth_hmacsha256_state st;
 	crypto_auth_hmacsha256_init(&st, auth_key, auth_key_len);
 	crypto_auth_hmacsha256_update(&st, (const unsigned char *)identity, (size_t)n);

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_PROTOCOL_VERSION 2u
+#define CTL_PROTOCOL_VERSION 3u
 #define CTL_LENGTH_BYTES 4u
 #define CTL_MAX_MESSAGE_BYTES 65536u   /* body, without the length prefix */
 #define CTL_MAX_NAME 32u                /* counter and group names, with NUL */
@@ -19,6 +19,9 @@
 #define CTL_MAX_COUNTERS 48u            /* per group */
 #define CTL_MAX_GROUPS 40u              /* groups per END/STATS message */
 #define CTL_MAX_SOURCE_LIST 256u
+/* A reader-builder link is at most this many TCP connections, one per rail
+ * (core/rails.h). */
+#define CTL_MAX_RAILS 4u
 #define CTL_NONCE_TEXT 65u               /* 32 random bytes in hex, with NUL */
 #define CTL_PROOF_TEXT 65u               /* HMAC-SHA256 in hex, with NUL */
 /* The limits of several builders (docs/BUILDERS.md): core/evm's
@@ -88,6 +91,8 @@ struct ctl_hello {
 	char host[CTL_MAX_TEXT];
 	uint32_t source_count;              /* reader: sources it serves */
 	uint16_t sources[CTL_MAX_SOURCE_LIST];
+	uint32_t rail;                      /* a data connection's rail, 0 .. rails-1; 0 otherwise */
+	uint32_t rails;                     /* the data connections of this link (core/rails.h); 1 otherwise */
 	char proof[CTL_PROOF_TEXT];         /* HMAC of the challenge and this hello; "" without a run key */
 };
 

@@ -88,6 +88,12 @@ static const struct ctl_field ctl_hello_fields[] = {
 		       "shares its clock from the connection's addresses (docs/CLOCKS.md)"),
 	CTL_FIELD("sources", CTL_KIND_SOURCES, hello,
 		  "a reader's served source ids; `[]` for other roles"),
+	CTL_FIELD_RANGE("rail", CTL_KIND_U32, hello.rail, 0, CTL_MAX_RAILS - 1,
+			"which of the link's rails this data connection is, 0 .. `rails`-1; "
+			"0 on any other connection"),
+	CTL_FIELD_RANGE("rails", CTL_KIND_U32, hello.rails, 1, CTL_MAX_RAILS,
+			"data connections of this reader-builder link, one per rail (Rails); "
+			"1 on any other connection"),
 	CTL_FIELD("proof", CTL_KIND_STR, hello.proof,
 		  "HMAC-SHA256 of the challenge's nonce and these fields, lowercase hex; "
 		  "`\"\"` without a run key (Authentication)"),

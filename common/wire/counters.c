@@ -32,6 +32,12 @@ const char *const cnt_builder_stats_names[CNT_BUILDER_STATS_COUNT] = {
 };
 const char *const cnt_manager_names[CNT_MANAGER_COUNT] = { CNT_LIST_MANAGER(CNT_NAME_) };
 const char *const cnt_latency_names[CNT_LATENCY_COUNT] = { CNT_LIST_LATENCY(CNT_NAME_) };
+const char *const cnt_reader_rail_names[CNT_READER_RAIL_COUNT] = {
+	CNT_LIST_READER_RAIL(CNT_NAME_)
+};
+const char *const cnt_builder_rail_names[CNT_BUILDER_RAIL_COUNT] = {
+	CNT_LIST_BUILDER_RAIL(CNT_NAME_)
+};
 
 const char *cnt_group_peer(char buf[CNT_GROUP_BYTES], enum ctl_role role, uint32_t id)
 {
@@ -42,6 +48,12 @@ const char *cnt_group_peer(char buf[CNT_GROUP_BYTES], enum ctl_role role, uint32
 const char *cnt_group_builder_link(char buf[CNT_GROUP_BYTES], uint32_t id)
 {
 	snprintf(buf, CNT_GROUP_BYTES, "%s.from_reader.%u", ctl_role_name(CTL_ROLE_BUILDER), id);
+	return buf;
+}
+
+const char *cnt_group_rail(char buf[CNT_GROUP_BYTES], const char *link, uint32_t rail)
+{
+	snprintf(buf, CNT_GROUP_BYTES, "%s.rail.%u", link, rail);
 	return buf;
 }
 
@@ -73,6 +85,8 @@ bool cnt_known(const char *name)
 		{ cnt_builder_stats_names, CNT_BUILDER_STATS_COUNT },
 		{ cnt_manager_names, CNT_MANAGER_COUNT },
 		{ cnt_latency_names, CNT_LATENCY_COUNT },
+		{ cnt_reader_rail_names, CNT_READER_RAIL_COUNT },
+		{ cnt_builder_rail_names, CNT_BUILDER_RAIL_COUNT },
 	};
 	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
 		if (cnt_in(lists[i].names, lists[i].count, name))

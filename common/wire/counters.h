@@ -63,6 +63,15 @@
 	X(frames_forwarded) X(bytes_forwarded) X(end_frames) X(writev_calls) \
 	X(transport_shm) X(pending_frames_max) X(pending_bytes_max) X(pending_full)
 
+/* Rails (core/rails.h): a reader's counters of one TCP connection of its
+ * link to a builder, group "builder.B.rail.K" (cnt_group_rail) of its END
+ * report, one per rail of a TCP link of two rails or more (over one rail
+ * the link's group says it all);
+ * socket_buffer_bytes the send buffer the kernel granted (SO_SNDBUF read
+ * back). */
+#define CNT_LIST_READER_RAIL(X) \
+	X(frames_forwarded) X(bytes_forwarded) X(writev_calls) X(socket_buffer_bytes)
+
 /* Every peer's END report, group "process". */
 #define CNT_LIST_PROCESS(X) X(cpu_user_us) X(cpu_sys_us) X(max_rss_kib)
 
@@ -90,6 +99,17 @@
 /* builderd's counters of one reader's data link, metrics.json's
  * "builder.from_reader.R" (cnt_group_builder_link). */
 #define CNT_LIST_BUILDER_LINK(X) X(frames_received) X(end_frames) X(bytes_received) X(read_calls)
+
+/* builderd's counters of one TCP connection (one rail) of reader R's data
+ * link: metrics.json's "builder.from_reader.R.rail.K" and, with --role
+ * builder, its END report's "reader.R.rail.K" (cnt_group_rail), for a
+ * link of two rails or more;
+ * frames_wrong_rail the frames of an event whose lane (core/rails.h) is
+ * another rail's: the reader and this builder disagree on the lanes, an
+ * error; socket_buffer_bytes the receive buffer granted (SO_RCVBUF). */
+#define CNT_LIST_BUILDER_RAIL(X) \
+	X(frames_received) X(bytes_received) X(read_calls) X(frames_wrong_rail) \
+	X(socket_buffer_bytes)
 
 /* A builder's END report to its hub (--role builder), group "", after the
  * core's (CNT_LIST_BUILDER_CORE) and builderd's (CNT_LIST_BUILDER) own:
@@ -134,6 +154,8 @@
 #define CNT_ENUM_BUILDER_ROLE_(name) CNT_ENUM_ITEM_(BUILDER_ROLE, name)
 #define CNT_ENUM_BUILDER_STATS_(name) CNT_ENUM_ITEM_(BUILDER_STATS, name)
 #define CNT_ENUM_MANAGER_(name) CNT_ENUM_ITEM_(MANAGER, name)
+#define CNT_ENUM_READER_RAIL_(name) CNT_ENUM_ITEM_(READER_RAIL, name)
+#define CNT_ENUM_BUILDER_RAIL_(name) CNT_ENUM_ITEM_(BUILDER_RAIL, name)
 #define CNT_ENUM_LATENCY_(name) CNT_ENUM_ITEM_(LATENCY, name)
 
 enum cnt_source { CNT_LIST_SOURCE(CNT_ENUM_SOURCE_) CNT_SOURCE_COUNT };
@@ -149,6 +171,8 @@ enum cnt_reader_link { CNT_LIST_READER_LINK(CNT_ENUM_READER_LINK_) CNT_READER_LI
 enum cnt_builder_role { CNT_LIST_BUILDER_ROLE(CNT_ENUM_BUILDER_ROLE_) CNT_BUILDER_ROLE_COUNT };
 enum cnt_builder_stats { CNT_LIST_BUILDER_STATS(CNT_ENUM_BUILDER_STATS_) CNT_BUILDER_STATS_COUNT };
 enum cnt_manager { CNT_LIST_MANAGER(CNT_ENUM_MANAGER_) CNT_MANAGER_COUNT };
+enum cnt_reader_rail { CNT_LIST_READER_RAIL(CNT_ENUM_READER_RAIL_) CNT_READER_RAIL_COUNT };
+enum cnt_builder_rail { CNT_LIST_BUILDER_RAIL(CNT_ENUM_BUILDER_RAIL_) CNT_BUILDER_RAIL_COUNT };
 enum cnt_latency { CNT_LIST_LATENCY(CNT_ENUM_LATENCY_) CNT_LATENCY_COUNT };
 
 /* The names, indexed by the enums. */
@@ -166,6 +190,8 @@ extern const char *const cnt_builder_role_names[CNT_BUILDER_ROLE_COUNT];
 extern const char *const cnt_builder_stats_names[CNT_BUILDER_STATS_COUNT];
 extern const char *const cnt_manager_names[CNT_MANAGER_COUNT];
 extern const char *const cnt_latency_names[CNT_LATENCY_COUNT];
+extern const char *const cnt_reader_rail_names[CNT_READER_RAIL_COUNT];
+extern const char *const cnt_builder_rail_names[CNT_BUILDER_RAIL_COUNT];
 
 /* A counter's name by its list and name: a name outside the list does not
  * compile. */
@@ -183,6 +209,8 @@ extern const char *const cnt_latency_names[CNT_LATENCY_COUNT];
 #define CNT_BUILDER_STATS(name) (cnt_builder_stats_names[CNT_BUILDER_STATS_##name])
 #define CNT_MANAGER(name) (cnt_manager_names[CNT_MANAGER_##name])
 #define CNT_LATENCY(name) (cnt_latency_names[CNT_LATENCY_##name])
+#define CNT_READER_RAIL(name) (cnt_reader_rail_names[CNT_READER_RAIL_##name])
+#define CNT_BUILDER_RAIL(name) (cnt_builder_rail_names[CNT_BUILDER_RAIL_##name])
 
 /* "<role>.<id>": a reader's group of source id in its report
  * (CTL_ROLE_SOURCE), and metrics.json's prefix of a peer's report groups
@@ -193,6 +221,11 @@ const char *cnt_group_peer(char buf[CNT_GROUP_BYTES], enum ctl_role role, uint32
 /* "builder.from_reader.<id>": metrics.json's group of builderd's counters
  * of reader id's data link. Writes into buf and returns it. */
 const char *cnt_group_builder_link(char buf[CNT_GROUP_BYTES], uint32_t id);
+
+/* "<link>.rail.<k>": the group of rail k of the link whose group is link
+ * ("builder.2" in a reader's report, "reader.1" in a builder's END,
+ * "builder.from_reader.1" in metrics.json). Writes into buf and returns it. */
+const char *cnt_group_rail(char buf[CNT_GROUP_BYTES], const char *link, uint32_t rail);
 
 /* Whether name is a counter of any list above. */
 bool cnt_known(const char *name);

@@ -125,8 +125,8 @@ def read_message(s: socket.socket) -> dict | None:
 
 def hello(role: str, id: int, run: int, channel: str) -> bytes:
     return message({"type": "hello", "role": role, "id": id, "channel": channel, "run_id": run,
-                    "protocol": 2, "pid": os.getpid(), "host": socket.gethostname(),
-                    "sources": [], "proof": ""})
+                    "protocol": 3, "pid": os.getpid(), "host": socket.gethostname(),
+                    "sources": [], "rail": 0, "rails": 1, "proof": ""})
 
 
 def greet(port: int, greeting: bytes, timeout_s: float = 10) -> socket.socket:

@@ -111,9 +111,9 @@ class FakeReader:
     def __init__(self, port: int, sources=(0, 1)) -> None:
         self.sources = list(sources)
         greeting = fakesource.message({"type": "hello", "role": "reader", "id": 0,
-                                       "channel": "data", "run_id": RUN, "protocol": 2,
+                                       "channel": "data", "run_id": RUN, "protocol": 3,
                                        "pid": 1, "host": "e2e", "sources": self.sources,
-                                       "proof": ""})
+                                       "rail": 0, "rails": 1, "proof": ""})
         self.sock = greet(port, greeting)
         self.sequence = {s: 0 for s in self.sources}
 

@@ -27,8 +27,8 @@ SLOTS = 1024   # above the manager's high water mark, 4 batches
 
 def hello(role: str, id: int, sources=()) -> bytes:
     return message({"type": "hello", "role": role, "id": id, "channel": "control", "run_id": RUN,
-                    "protocol": 2, "pid": os.getpid(), "host": socket.gethostname(),
-                    "sources": list(sources), "proof": ""})
+                    "protocol": 3, "pid": os.getpid(), "host": socket.gethostname(),
+                    "sources": list(sources), "rail": 0, "rails": 1, "proof": ""})
 
 
 def refusal(port: int, greeting: bytes) -> dict:

@@ -34,11 +34,11 @@ def message(body: dict) -> bytes:
 
 
 def hello(role: str = "reader", id: int = 0, run: int = 1, sources=(0,),
-          channel: str = "data", protocol: int = 2, host: str | bytes = "e2e-test") -> bytes:
+          channel: str = "data", protocol: int = 3, host: str | bytes = "e2e-test") -> bytes:
     """A HELLO without a proof: good enough for a run without a key, from this host."""
     return message({"type": "hello", "role": role, "id": id, "channel": channel, "run_id": run,
                     "protocol": protocol, "pid": os.getpid(), "host": host,
-                    "sources": list(sources), "proof": ""})
+                    "sources": list(sources), "rail": 0, "rails": 1, "proof": ""})
 
 
 def read_message(s: socket.socket) -> bytes:

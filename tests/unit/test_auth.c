@@ -40,7 +40,7 @@ static void key_teardown(void)
 static struct ctl_hello hello(void)
 {
 	struct ctl_hello h = { .role = CTL_ROLE_SOURCE, .id = 2, .channel = CTL_CHANNEL_DATA,
-			       .run_id = 7, .protocol = CTL_PROTOCOL_VERSION, .pid = 99 };
+			       .run_id = 7, .protocol = CTL_PROTOCOL_VERSION, .pid = 99, .rails = 1 };
 	strcpy(h.host, "daq-03");
 	return h;
 }

@@ -170,6 +170,8 @@ static void make_hello(struct ctl_msg *m)
 	m->u.hello.sources[0] = 0;
 	m->u.hello.sources[1] = 1;
 	m->u.hello.sources[2] = 7;
+	m->u.hello.rail = 1;
+	m->u.hello.rails = 2;
 	strcpy(m->u.hello.proof, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
 }
 
@@ -283,7 +285,7 @@ static void pack_hello(msgpack_packer *pk, const char *omit, unsigned extra)
 {
 	const char *o = omit != NULL ? omit : "";
 
-	msgpack_pack_map(pk, 10 + extra - (omit != NULL));
+	msgpack_pack_map(pk, 12 + extra - (omit != NULL));
 	pk_kv(pk, "type", "hello");
 	if (strcmp(o, "role") != 0)
 		pk_kv(pk, "role", "reader");
@@ -299,6 +301,10 @@ static void pack_hello(msgpack_packer *pk, const char *omit, unsigned extra)
 		pk_kv_uint(pk, "pid", 1234);
 	if (strcmp(o, "host") != 0)
 		pk_kv(pk, "host", "daq-ro-03");
+	if (strcmp(o, "rail") != 0)
+		pk_kv_uint(pk, "rail", 0);
+	if (strcmp(o, "rails") != 0)
+		pk_kv_uint(pk, "rails", 1);
 	if (strcmp(o, "sources") != 0) {
 		pk_str(pk, "sources");
 		msgpack_pack_array(pk, 3);
@@ -428,10 +434,23 @@ START_TEST(test_roundtrip_hello)
 		m.u.hello.sources[i] = (uint16_t)(i == 1 ? UINT16_MAX : i * 257);
 	roundtrip(&m);
 
-	/* Zeroes everywhere. */
+	/* Zeroes everywhere but rails, at least 1; then rails at its ends. */
 	memset(&m, 0, sizeof m);
 	m.type = CTL_HELLO;
+	m.u.hello.rails = 1;
 	roundtrip(&m);
+	m.u.hello.rails = CTL_MAX_RAILS;
+	m.u.hello.rail = CTL_MAX_RAILS - 1;
+	roundtrip(&m);
+
+	/* No link has 0 rails or more than CTL_MAX_RAILS, nor a rail past them. */
+	m.u.hello.rails = 0;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.hello.rails = CTL_MAX_RAILS + 1;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
+	m.u.hello.rails = CTL_MAX_RAILS;
+	m.u.hello.rail = CTL_MAX_RAILS;
+	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 }
 END_TEST
 
@@ -821,10 +840,10 @@ START_TEST(test_bad_body)
 	pk = body_init(&b);
 	pack_hello(pk, "proof", 0);
 	b.len -= 1;
-	EXPECT_ERROR(&b, "array at body offset 89 declares 3 elements but only 2 byte(s) follow");
+	EXPECT_ERROR(&b, "array at body offset 102 declares 3 elements but only 2 byte(s) follow");
 	pk = body_init(&b);
 	pack_hello(pk, "proof", 0);
-	b.len -= 20;
+	b.len -= 33;
 	EXPECT_ERROR(&b, "msgpack data truncated: a str at body offset 71 runs past the end of the 73-byte body");
 	pk = body_init(&b);
 	msgpack_pack_map(pk, 3);
@@ -847,7 +866,7 @@ START_TEST(test_bad_body)
 	pk = body_init(&b);
 	pack_hello(pk, NULL, 0);
 	msgpack_pack_nil(pk);
-	EXPECT_ERROR(&b, "1 trailing byte(s) after the map in a body of 166 bytes");
+	EXPECT_ERROR(&b, "1 trailing byte(s) after the map in a body of 179 bytes");
 	pk = body_init(&b);
 	msgpack_pack_map(pk, 0);
 	msgpack_pack_map(pk, 0);
@@ -862,8 +881,8 @@ START_TEST(test_bad_body)
 	at = b.len;
 	msgpack_pack_array(pk, UINT32_MAX);
 	msgpack_pack_nil(pk);
-	EXPECT_ERROR(&b, "array at body offset 167 declares 4294967295 elements but only 1 byte(s) follow");
-	ck_assert_uint_eq(at, 167);
+	EXPECT_ERROR(&b, "array at body offset 180 declares 4294967295 elements but only 1 byte(s) follow");
+	ck_assert_uint_eq(at, 180);
 	pk = body_init(&b);
 	msgpack_pack_map(pk, UINT32_MAX);
 	pk_kv(pk, "type", "ping");
@@ -1943,6 +1962,8 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		m->u.hello.run_id = (uint32_t)rng_u64(s);
 		m->u.hello.protocol = (uint32_t)rng_u64(s);
 		m->u.hello.pid = (uint32_t)rng_u64(s);
+		m->u.hello.rails = 1 + (uint32_t)rng_below(s, CTL_MAX_RAILS);
+		m->u.hello.rail = (uint32_t)rng_below(s, m->u.hello.rails);
 		random_of(s, m->u.hello.host, sizeof m->u.hello.host, TEXT_HOST_MAX, HOST_SET);
 		random_text(s, m->u.hello.proof, sizeof m->u.hello.proof);
 		m->u.hello.source_count = (uint32_t)rng_below(s, CTL_MAX_SOURCE_LIST + 1);

@@ -227,7 +227,7 @@ static int connect_blocking(uint16_t port)
 static struct ctl_hello hello_of(uint32_t run)
 {
 	struct ctl_hello h = { .role = CTL_ROLE_SOURCE, .id = 3, .channel = CTL_CHANNEL_DATA,
-			       .run_id = run, .protocol = CTL_PROTOCOL_VERSION, .pid = 42 };
+			       .run_id = run, .protocol = CTL_PROTOCOL_VERSION, .pid = 42, .rails = 1 };
 	strcpy(h.host, "testhost");
 	return h;
 }
