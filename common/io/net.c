@@ -295,9 +295,32 @@ void net_tune(int fd, int buffer_bytes)
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	if (buffer_bytes > 0) {
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+		/* The FORCE variants are refused (EPERM) without CAP_NET_ADMIN:
+		 * then the size is capped by the sysctls, and the read back says so. */
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buffer_bytes, sizeof buffer_bytes) != 0)
+			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buffer_bytes, sizeof buffer_bytes) != 0)
+			setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
 	}
+}
+
+static uint64_t net_buffer(int fd, int option)
+{
+	int bytes = 0;
+	socklen_t len = sizeof bytes;
+	if (getsockopt(fd, SOL_SOCKET, option, &bytes, &len) != 0 || bytes < 0)
+		return 0;
+	return (uint64_t)bytes;
+}
+
+uint64_t net_send_buffer(int fd)
+{
+	return net_buffer(fd, SO_SNDBUF);
+}
+
+uint64_t net_receive_buffer(int fd)
+{
+	return net_buffer(fd, SO_RCVBUF);
 }
 
 struct net_dial {

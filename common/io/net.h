@@ -46,8 +46,17 @@ bool net_fd_is_local(int fd);
 /* Whether every address host resolves to is a loopback one. */
 bool net_host_is_loopback(const char *host);
 
-/* Sets TCP_NODELAY and, when bytes > 0, both kernel buffer sizes. */
+/* Sets TCP_NODELAY and, when bytes > 0, both kernel buffer sizes: past
+ * net.core.wmem_max/rmem_max where the process may (CAP_NET_ADMIN,
+ * SO_SNDBUFFORCE), within them otherwise. What the kernel granted is what
+ * net_send_buffer()/net_receive_buffer() read back. */
 void net_tune(int fd, int buffer_bytes);
+
+/* The kernel's send and receive buffer sizes of fd (SO_SNDBUF, SO_RCVBUF
+ * read back: what it granted, doubled for its bookkeeping as Linux does);
+ * 0 when it cannot say. */
+uint64_t net_send_buffer(int fd);
+uint64_t net_receive_buffer(int fd);
 
 /* "host:port" of the remote end of fd. */
 void net_peer_name(int fd, char *buf, size_t len);

@@ -101,6 +101,42 @@ static void open_late_listener(evutil_socket_t fd, short what, void *arg)
 	late_listener = net_listen("127.0.0.1", late_port, &p);
 }
 
+/* The read back is what the kernel granted: past net.core.wmem_max as root
+ * (SO_SNDBUFFORCE), within it (doubled) otherwise, and never 0 for a
+ * socket; an unchanged socket reports the kernel's default. */
+static uint64_t sysctl_u64(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	unsigned long long v = 0;
+	if (f != NULL) {
+		if (fscanf(f, "%llu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+START_TEST(test_tune_reads_back_the_granted_buffers)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_gt(net_send_buffer(fd), 0);
+	ck_assert_uint_gt(net_receive_buffer(fd), 0);
+	const int want = 8 << 20;
+	net_tune(fd, want);
+	uint64_t snd = net_send_buffer(fd), rcv = net_receive_buffer(fd);
+	if (geteuid() == 0) {
+		ck_assert_uint_ge(snd, (uint64_t)want);
+		ck_assert_uint_ge(rcv, (uint64_t)want);
+	} else {
+		ck_assert_uint_le(snd, 2 * sysctl_u64("/proc/sys/net/core/wmem_max"));
+		ck_assert_uint_le(rcv, 2 * sysctl_u64("/proc/sys/net/core/rmem_max"));
+	}
+	ck_assert_uint_eq(net_send_buffer(-1), 0);
+	close(fd);
+}
+END_TEST
+
 START_TEST(test_dial_retries_until_listener_appears)
 {
 	/* Find a free port, close it, dial it, and open it 100 ms later. */
@@ -472,6 +508,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_listen_and_port_file);
+	tcase_add_test(tc, test_tune_reads_back_the_granted_buffers);
 	tcase_add_test(tc, test_dial_retries_until_listener_appears);
 	tcase_add_test(tc, test_dial_gives_up);
 	tcase_add_test(tc, test_greeting_welcome_and_refusal);
