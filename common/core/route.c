@@ -11,7 +11,9 @@ struct route {
 	uint64_t assigned_end;
 	uint64_t retired_below;
 	uint16_t *ring;           /* [window_batches]: batch k's builder at k mod window */
+	uint8_t *phase;           /* [window_batches]: batch k's lane phase, beside it */
 	uint8_t *lost;            /* [builders] */
+	uint8_t *next_phase;      /* [builders]: the phase of its next batch */
 };
 
 const char *route_verdict_name(enum route_verdict v)
@@ -39,8 +41,10 @@ struct route *route_create(const struct evm_plan *plan)
 	rt->end = plan->first_event + plan->events;
 	rt->assigned_end = rt->retired_below = plan->first_event;
 	rt->ring = calloc(plan->window_batches, sizeof *rt->ring);
+	rt->phase = calloc(plan->window_batches, sizeof *rt->phase);
 	rt->lost = calloc(plan->builders, sizeof *rt->lost);
-	if (rt->ring == NULL || rt->lost == NULL)
+	rt->next_phase = calloc(plan->builders, sizeof *rt->next_phase);
+	if (rt->ring == NULL || rt->phase == NULL || rt->lost == NULL || rt->next_phase == NULL)
 		goto fail;
 	return rt;
 fail:
@@ -54,7 +58,9 @@ void route_destroy(struct route *rt)
 	if (rt == NULL)
 		return;
 	free(rt->ring);
+	free(rt->phase);
 	free(rt->lost);
+	free(rt->next_phase);
 	free(rt);
 }
 
@@ -119,7 +125,10 @@ int route_assign(struct route *rt, const struct evm_assignment *a, uint64_t reti
 	int rc = route_check(rt, a, retired_below, why, why_size);
 	if (rc < 0)
 		return rc;
-	rt->ring[(a->first / rt->plan.batch) % rt->plan.window_batches] = (uint16_t)a->builder;
+	size_t slot = (a->first / rt->plan.batch) % rt->plan.window_batches;
+	rt->ring[slot] = (uint16_t)a->builder;
+	rt->phase[slot] = rt->next_phase[a->builder];
+	rt->next_phase[a->builder] = (uint8_t)((rt->phase[slot] + 1u) % RAILS_PHASE_MODULUS);
 	rt->assigned_end = a->first + a->count;
 	rt->retired_below = retired_below;
 	return 0;
@@ -133,7 +142,8 @@ int route_lose(struct route *rt, uint32_t b)
 	return 0;
 }
 
-enum route_verdict route_lookup(const struct route *rt, uint64_t event_id, uint32_t *builder)
+enum route_verdict route_lookup_lane(const struct route *rt, uint64_t event_id,
+				     uint32_t *builder, uint32_t *phase)
 {
 	if (event_id < rt->plan.first_event || event_id >= rt->end)
 		return ROUTE_INVALID;
@@ -141,8 +151,16 @@ enum route_verdict route_lookup(const struct route *rt, uint64_t event_id, uint3
 		return ROUTE_HOLD;
 	if (event_id < rt->retired_below)
 		return ROUTE_LATE;
-	*builder = rt->ring[(event_id / rt->plan.batch) % rt->plan.window_batches];
+	size_t slot = (event_id / rt->plan.batch) % rt->plan.window_batches;
+	*builder = rt->ring[slot];
+	*phase = rt->phase[slot];
 	return rt->lost[*builder] ? ROUTE_LOST : ROUTE_SEND;
+}
+
+enum route_verdict route_lookup(const struct route *rt, uint64_t event_id, uint32_t *builder)
+{
+	uint32_t phase;
+	return route_lookup_lane(rt, event_id, builder, &phase);
 }
 
 uint64_t route_assigned_end(const struct route *rt)
@@ -157,8 +175,8 @@ uint64_t route_retired_below(const struct route *rt)
 
 size_t route_memory_bytes(const struct route *rt)
 {
-	return sizeof *rt + rt->plan.window_batches * sizeof *rt->ring +
-	       rt->plan.builders * sizeof *rt->lost;
+	return sizeof *rt + rt->plan.window_batches * (sizeof *rt->ring + sizeof *rt->phase) +
+	       rt->plan.builders * (sizeof *rt->lost + sizeof *rt->next_phase);
 }
 
 /* ---- pending queues ----------------------------------------------------- */
@@ -173,7 +191,7 @@ struct route_queues {
 struct route_queues *route_queues_create(uint32_t destinations, uint32_t limit_frames,
 					 uint64_t limit_bytes)
 {
-	if (destinations < 1 || destinations > EVM_MAX_BUILDERS || limit_frames < 1 ||
+	if (destinations < 1 || destinations > ROUTE_MAX_DESTINATIONS || limit_frames < 1 ||
 	    limit_bytes < 1) {
 		errno = EINVAL;
 		return NULL;

@@ -14,7 +14,11 @@
  * assignment out of order (a gap, or an ID assigned twice), of the wrong
  * size, or that would not fit the table is refused and changes nothing: the
  * hub and the reader disagree on the run's plan, and the reader says so.
- * Memory: 2 bytes per window batch plus 1 per builder.
+ * With each batch the table keeps its lane phase (core/rails.h): its
+ * ordinal among the batches assigned to its builder, modulo
+ * RAILS_PHASE_MODULUS, so the reader deals a link's batches to its rails in
+ * turn as the builder, counting its own IDs, expects them.
+ * Memory: 3 bytes per window batch plus 2 per builder.
  *
  * The pending queues. Frames verified and routed but not yet handed to
  * their builder's link are counted per destination, in frames and bytes,
@@ -28,6 +32,7 @@
 #define ES_CORE_ROUTE_H
 
 #include "core/evm.h"
+#include "core/rails.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -66,6 +71,10 @@ int route_lose(struct route *rt, uint32_t b);
 
 /* Where a fragment of event_id goes. O(1). */
 enum route_verdict route_lookup(const struct route *rt, uint64_t event_id, uint32_t *builder);
+/* route_lookup(), and with ROUTE_SEND the lane phase of event_id's batch
+ * (0 .. RAILS_PHASE_MODULUS-1): its rail is rails_lane(*phase, rails). */
+enum route_verdict route_lookup_lane(const struct route *rt, uint64_t event_id,
+				     uint32_t *builder, uint32_t *phase);
 
 /* The IDs below it are assigned (the plan's first_event at first). */
 uint64_t route_assigned_end(const struct route *rt);
@@ -88,7 +97,10 @@ struct route_queue_view {
 
 struct route_queues;
 
-/* destinations queues (1 .. EVM_MAX_BUILDERS), each of at most limit_frames
+/* Destinations a set of queues may have: one per connection of every link. */
+#define ROUTE_MAX_DESTINATIONS (EVM_MAX_BUILDERS * RAILS_MAX)
+
+/* destinations queues (1 .. ROUTE_MAX_DESTINATIONS), each of at most limit_frames
  * frames and limit_bytes bytes (both >= 1). NULL with errno EINVAL or ENOMEM. */
 struct route_queues *route_queues_create(uint32_t destinations, uint32_t limit_frames,
 					 uint64_t limit_bytes);

@@ -54,7 +54,10 @@ START_TEST(test_create_refuses)
 	errno = 0;
 	ck_assert_ptr_null(route_queues_create(0, 1, 1));
 	ck_assert_int_eq(errno, EINVAL);
-	ck_assert_ptr_null(route_queues_create(EVM_MAX_BUILDERS + 1, 1, 1));
+	ck_assert_ptr_null(route_queues_create(ROUTE_MAX_DESTINATIONS + 1, 1, 1));
+	struct route_queues *every_rail = route_queues_create(ROUTE_MAX_DESTINATIONS, 1, 1);
+	ck_assert_ptr_nonnull(every_rail);
+	route_queues_destroy(every_rail);
 	ck_assert_ptr_null(route_queues_create(2, 0, 1));
 	ck_assert_ptr_null(route_queues_create(2, 1, 0));
 	route_queues_destroy(NULL);
@@ -144,9 +147,9 @@ START_TEST(test_table_bound)
 {
 	struct evm_plan p = plan(2, 0, 1000, 10, 4);
 	struct route *rt = route_create(&p);
-	/* 2 bytes per window batch, 1 per builder, and the struct. */
-	ck_assert_uint_le(route_memory_bytes(rt), 96 + 4 * 2 + 2);
-	ck_assert_uint_ge(route_memory_bytes(rt), 4 * 2 + 2);
+	/* 3 bytes per window batch, 2 per builder, and the struct. */
+	ck_assert_uint_le(route_memory_bytes(rt), 128 + 4 * 3 + 2 * 2);
+	ck_assert_uint_ge(route_memory_bytes(rt), 4 * 3 + 2 * 2);
 	char why[200];
 	for (uint32_t k = 0; k < 4; k++)
 		ck_assert_int_eq(assign(rt, 10 * k, 10, k % 2, 0, NULL, 0), 0);
@@ -283,6 +286,77 @@ START_TEST(test_follows_the_manager)
 }
 END_TEST
 
+/* Each batch's lane phase is its ordinal among its builder's batches, mod
+ * RAILS_PHASE_MODULUS, over interleaved assignments and many wraps of the
+ * window's ring; route_lookup() agrees with route_lookup_lane(). */
+START_TEST(test_lane_phase)
+{
+	uint64_t rng = test_seed;
+	const uint32_t builders = 3, batch = 8, window = 5;
+	struct evm_plan p = plan(builders, 3, 4000, batch, window);
+	struct route *rt = route_create(&p);
+	ck_assert_ptr_nonnull(rt);
+	uint64_t ordinal[3] = { 0 };
+	uint64_t first = 3;
+	while (first < p.first_event + p.events) {
+		uint64_t k = first / batch;
+		uint64_t end = (k + 1) * batch;
+		if (end > p.first_event + p.events)
+			end = p.first_event + p.events;
+		uint32_t b = (uint32_t)rng_below(&rng, builders);
+		/* Keep at most two batches live: the ring wraps every 5. */
+		uint64_t retired = first >= 2 * batch ? (k - 1) * batch : 3;
+		if (retired < 3)
+			retired = 3;
+		REQUIRE(assign(rt, first, (uint32_t)(end - first), b, retired, NULL, 0) == 0);
+		for (uint64_t id = first; id < end; id++) {
+			uint32_t got_b = UINT32_MAX, phase = UINT32_MAX, plain_b = UINT32_MAX;
+			REQUIRE(route_lookup_lane(rt, id, &got_b, &phase) == ROUTE_SEND);
+			REQUIRE(got_b == b);
+			REQUIRE(phase == ordinal[b] % RAILS_PHASE_MODULUS);
+			REQUIRE(route_lookup(rt, id, &plain_b) == ROUTE_SEND && plain_b == b);
+			/* Every rail count divides the modulus: the lane is the
+			 * ordinal's, whatever the wrap. */
+			for (uint32_t rails = 1; rails <= RAILS_MAX; rails++)
+				REQUIRE(rails_lane(phase, rails) == ordinal[b] % rails);
+		}
+		/* The batch before (still live) kept its phase. */
+		if (first >= batch + 3) {
+			uint32_t pb, pph;
+			REQUIRE(route_lookup_lane(rt, first - 1, &pb, &pph) == ROUTE_SEND);
+			REQUIRE(pph < RAILS_PHASE_MODULUS);
+		}
+		ordinal[b]++;
+		first = end;
+	}
+	for (uint32_t b = 0; b < builders; b++)
+		ck_assert_uint_gt(ordinal[b], RAILS_PHASE_MODULUS);
+	route_destroy(rt);
+}
+END_TEST
+
+/* A refused assignment takes no ordinal: the next batch of that builder
+ * has the phase it would have had. */
+START_TEST(test_lane_phase_refusal)
+{
+	struct evm_plan p = plan(2, 0, 100, 10, 2);
+	struct route *rt = route_create(&p);
+	uint32_t b, phase;
+	ck_assert_int_eq(assign(rt, 0, 10, 1, 0, NULL, 0), 0);
+	ck_assert_int_eq(assign(rt, 10, 10, 1, 0, NULL, 0), 0);
+	ck_assert_int_eq(assign(rt, 20, 10, 1, 0, NULL, 0), -ENOSPC);
+	ck_assert_int_eq(assign(rt, 20, 10, 0, 10, NULL, 0), 0);
+	ck_assert_int_eq(assign(rt, 30, 10, 1, 20, NULL, 0), 0);
+	ck_assert_int_eq(route_lookup_lane(rt, 25, &b, &phase), ROUTE_SEND);
+	ck_assert_uint_eq(b, 0);
+	ck_assert_uint_eq(phase, 0);
+	ck_assert_int_eq(route_lookup_lane(rt, 35, &b, &phase), ROUTE_SEND);
+	ck_assert_uint_eq(b, 1);
+	ck_assert_uint_eq(phase, 2);
+	route_destroy(rt);
+}
+END_TEST
+
 static struct route_queue_view qview(const struct route_queues *q, uint32_t d)
 {
 	struct route_queue_view v;
@@ -413,6 +487,8 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, test_table_bound);
 	tcase_add_test(tc, test_late_and_lost);
 	tcase_add_test(tc, test_follows_the_manager);
+	tcase_add_test(tc, test_lane_phase);
+	tcase_add_test(tc, test_lane_phase_refusal);
 	tcase_add_test(tc, test_pending_queue_limit);
 	tcase_add_test(tc, test_pending_queue_random);
 	tcase_add_test(tc, test_allocates_nothing);
