@@ -36,26 +36,33 @@ struct fwd *fwd_wrap(const struct fwd_impl *impl, void *self, const struct rdr_o
 	return f;
 }
 
-struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
-		       const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
+struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt,
+		       struct fwd_conn c, const struct fwd_feed *feed,
+		       const struct fwd_events *ev, void *arg)
 {
-	if (opt->links[dest].shm[0] != '\0')
-		return fwd_wrap(&fwd_shm_impl, fwd_shm_dial(base, opt, dest, feed, ev, arg), opt);
-	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_dial(base, opt, dest, feed, ev, arg), opt);
+	if (opt->links[c.link].shm[0] != '\0')
+		return fwd_wrap(&fwd_shm_impl, fwd_shm_dial(base, opt, c, feed, ev, arg), opt);
+	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_dial(base, opt, c, feed, ev, arg), opt);
 }
 
 struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
 			 int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
-	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_adopt(base, opt, dest, fd, feed, ev, arg), opt);
+	struct fwd_conn c = { .link = dest, .rail = 0, .dest = dest };
+	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_adopt(base, opt, c, fd, feed, ev, arg), opt);
 }
 
-const char *fwd_builder_name(const struct rdr_options *opt, uint32_t dest, char *buf, size_t size)
+const char *fwd_builder_name(const struct rdr_options *opt, struct fwd_conn c, char *buf,
+			     size_t size)
 {
+	char rail[32] = "";
+	uint32_t rails = rdr_link_rails(opt, c.link);
+	if (rails > 1)
+		snprintf(rail, sizeof rail, " (rail %u of %u)", c.rail, rails);
 	if (opt->routing)
-		snprintf(buf, size, "builder %u", dest);
+		snprintf(buf, size, "builder %u%s", c.link, rail);
 	else
-		snprintf(buf, size, "the builder");
+		snprintf(buf, size, "the builder%s", rail);
 	return buf;
 }
 
@@ -101,8 +108,11 @@ void fwd_destroy(struct fwd *f)
 	free(f);
 }
 
-void fwd_data_hello(const struct rdr_options *opt, struct ctl_hello *hello)
+void fwd_data_hello(const struct rdr_options *opt, uint32_t rail, uint32_t rails,
+		    struct ctl_hello *hello)
 {
 	greet_hello_init(hello, CTL_ROLE_READER, opt->id, CTL_CHANNEL_DATA, opt->run_id,
 			 opt->sources, opt->source_count);
+	hello->rail = rail;
+	hello->rails = rails;
 }

@@ -53,18 +53,30 @@ struct fwd_stats {
 	uint64_t ring_capacity_bytes;  /* 0 once the ring is closed */
 	uint64_t ring_fill_bytes;      /* written, not yet released by the builder */
 	const char *ring_name;         /* the segment, while the forwarder lives */
+	uint64_t socket_buffer_bytes;  /* TCP: the send buffer granted (SO_SNDBUF), once connected */
+};
+
+/* Which data connection a forwarder is: rail rail of the link to builder
+ * link (opt->links[link]), writing destination dest of the feed. */
+struct fwd_conn {
+	uint32_t link;
+	uint32_t rail;
+	uint32_t dest;
 };
 
 struct fwd;
 
-/* Dials builder dest's data port (opt->links[dest]), or its shared-memory
- * socket when the link names one, and greets it; it forwards destination
- * dest of the feed. */
-struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
-		       const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
+/* Dials the data port of c's builder on c's rail (opt->links[c.link]), or
+ * its shared-memory socket when the link names one, and greets it with a
+ * HELLO of c's rail and the link's rails; it forwards destination c.dest of
+ * the feed. */
+struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt,
+		       struct fwd_conn c, const struct fwd_feed *feed,
+		       const struct fwd_events *ev, void *arg);
 
-/* A TCP forwarder of destination dest on fd, a data connection the builder
- * already welcomed (tests: one end of a socketpair). Takes fd. */
+/* A TCP forwarder of destination dest (link dest, rail 0) on fd, a data
+ * connection the builder already welcomed (tests: one end of a socketpair).
+ * Takes fd. */
 struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
 			 int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
 
@@ -89,19 +101,23 @@ struct fwd_impl {
 /* For the transports: wraps self; NULL (and self destroyed) without memory. */
 struct fwd *fwd_wrap(const struct fwd_impl *impl, void *self, const struct rdr_options *opt);
 /* Each transport's constructor. */
-void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt, struct fwd_conn c,
 		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
-void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, struct fwd_conn c,
 		    int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
-void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, struct fwd_conn c,
 		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg);
 extern const struct fwd_impl fwd_tcp_impl, fwd_shm_impl;
 
-/* The data path's HELLO, the same over TCP and shared memory. */
+/* The data path's HELLO, the same over TCP and shared memory: rail rail of
+ * a link of rails connections. */
 struct ctl_hello;
-void fwd_data_hello(const struct rdr_options *opt, struct ctl_hello *hello);
+void fwd_data_hello(const struct rdr_options *opt, uint32_t rail, uint32_t rails,
+		    struct ctl_hello *hello);
 
-/* "the builder" (one builder, CREDIT) or "builder 3" (routing), for logs. */
-const char *fwd_builder_name(const struct rdr_options *opt, uint32_t dest, char *buf, size_t size);
+/* "the builder" (one builder, CREDIT) or "builder 3" (routing), and with
+ * rails " (rail 1 of 2)", for logs. */
+const char *fwd_builder_name(const struct rdr_options *opt, struct fwd_conn c, char *buf,
+			     size_t size);
 
 #endif

@@ -346,7 +346,7 @@ static void shm_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 
 static void shm_destroy(void *self);
 
-void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, struct fwd_conn c,
 		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
 	struct fwd_shm *m = calloc(1, sizeof *m);
@@ -354,17 +354,17 @@ void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, uint3
 		return NULL;
 	m->base = base;
 	m->opt = opt;
-	m->dest = dest;
+	m->dest = c.dest;
 	m->feed = *feed;
 	m->ev = *ev;
 	m->arg = arg;
 	m->sock = m->data_efd = m->space_efd = -1;
 	char sock_name[96];
-	shl_socket_name(sock_name, sizeof sock_name, opt->links[dest].shm);
-	shl_segment_name(m->segment, sizeof m->segment, opt->links[dest].shm, opt->id);
+	shl_socket_name(sock_name, sizeof sock_name, opt->links[c.link].shm);
+	shl_segment_name(m->segment, sizeof m->segment, opt->links[c.link].shm, opt->id);
 	snprintf(m->peer, sizeof m->peer, "@%s", sock_name);
 	struct ctl_hello hello;
-	fwd_data_hello(opt, &hello);
+	fwd_data_hello(opt, 0, 1, &hello);
 	m->dial = greet_dial_start(base, "the builder's shared-memory socket", sock_name, 0, true,
 				   &hello, opt->connect_timeout_ms, -1, shm_on_greeted, m);
 	if (m->dial == NULL) {

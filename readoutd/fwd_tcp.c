@@ -1,13 +1,15 @@
-/* The TCP forwarder of one builder: the frames routed to it, from every
- * source's buffer, in one writev straight from the receive buffers; a
- * short write leaves a frame half sent, which is finished before anything
- * else goes (the feed keeps where it stopped). */
+/* The TCP forwarder of one data connection (one rail of a builder's link):
+ * the frames of the lanes routed to it, from every source's buffer, in one
+ * writev straight from the receive buffers; a short write leaves a frame
+ * half sent, which is finished before anything else goes (the feed keeps
+ * where it stopped). */
 #include "forward.h"
 
 #include "reader.h"
 #include "sys/log.h"
 #include "wire/control.h"
 #include "io/handshake.h"
+#include "io/net.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -23,7 +25,7 @@ struct fwd_tcp {
 	struct event_base *base;
 	uint32_t reader_id;
 	uint32_t dest;
-	char name[32];               /* "the builder", "builder 3" */
+	char name[48];               /* "the builder", "builder 3 (rail 1 of 2)" */
 	struct fwd_feed feed;
 	struct fwd_events ev;
 	void *arg;
@@ -36,6 +38,7 @@ struct fwd_tcp {
 	struct iovec iov[IOV_MAX];
 	uint64_t writev_calls;
 	uint64_t bytes_forwarded;
+	uint64_t socket_buffer_bytes;  /* SO_SNDBUF granted, read once connected */
 };
 
 static void tcp_flush(void *self)
@@ -88,6 +91,7 @@ static int tcp_open(struct fwd_tcp *t, int fd)
 		return -ENOMEM;
 	}
 	t->fd = fd;
+	t->socket_buffer_bytes = net_send_buffer(fd);
 	return 0;
 }
 
@@ -110,7 +114,7 @@ static void tcp_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 }
 
 static struct fwd_tcp *tcp_new(struct event_base *base, const struct rdr_options *opt,
-			       uint32_t dest, const struct fwd_feed *feed,
+			       struct fwd_conn c, const struct fwd_feed *feed,
 			       const struct fwd_events *ev, void *arg)
 {
 	struct fwd_tcp *t = calloc(1, sizeof *t);
@@ -121,29 +125,30 @@ static struct fwd_tcp *tcp_new(struct event_base *base, const struct rdr_options
 	t->feed = *feed;
 	t->ev = *ev;
 	t->arg = arg;
-	t->dest = dest;
+	t->dest = c.dest;
 	t->fd = -1;
-	fwd_builder_name(opt, dest, t->name, sizeof t->name);
-	snprintf(t->peer, sizeof t->peer, "%s:%u", opt->links[dest].host,
-		 (unsigned)opt->links[dest].port);
+	fwd_builder_name(opt, c, t->name, sizeof t->name);
+	const struct rdr_rail *rail = &opt->links[c.link].rail[c.rail];
+	snprintf(t->peer, sizeof t->peer, "%s:%u", rail->host, (unsigned)rail->port);
 	return t;
 }
 
 static void tcp_destroy(void *self);
 
-void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt, struct fwd_conn c,
 		   const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
-	struct fwd_tcp *t = tcp_new(base, opt, dest, feed, ev, arg);
+	struct fwd_tcp *t = tcp_new(base, opt, c, feed, ev, arg);
 	if (t == NULL)
 		return NULL;
 	struct ctl_hello hello;
-	fwd_data_hello(opt, &hello);
-	char what[64];
+	fwd_data_hello(opt, c.rail, rdr_link_rails(opt, c.link), &hello);
+	char what[80];
 	snprintf(what, sizeof what, "%s's data port", t->name);
-	t->dial = greet_dial_start(base, what, opt->links[dest].host,
-				   opt->links[dest].port, false, &hello, opt->connect_timeout_ms,
-				   (int)opt->socket_buffer_bytes, tcp_on_greeted, t);
+	const struct rdr_rail *rail = &opt->links[c.link].rail[c.rail];
+	t->dial = greet_dial_start(base, what, rail->host, rail->port, false, &hello,
+				   opt->connect_timeout_ms, (int)opt->socket_buffer_bytes,
+				   tcp_on_greeted, t);
 	if (t->dial == NULL) {
 		tcp_destroy(t);
 		return NULL;
@@ -151,10 +156,10 @@ void *fwd_tcp_dial(struct event_base *base, const struct rdr_options *opt, uint3
 	return t;
 }
 
-void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
+void *fwd_tcp_adopt(struct event_base *base, const struct rdr_options *opt, struct fwd_conn c,
 		    int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
 {
-	struct fwd_tcp *t = tcp_new(base, opt, dest, feed, ev, arg);
+	struct fwd_tcp *t = tcp_new(base, opt, c, feed, ev, arg);
 	if (t == NULL) {
 		close(fd);
 		return NULL;
@@ -189,6 +194,7 @@ static void tcp_stats(const void *self, struct fwd_stats *st)
 	const struct fwd_tcp *t = self;
 	st->writev_calls = t->writev_calls;
 	st->bytes_forwarded = t->bytes_forwarded;
+	st->socket_buffer_bytes = t->socket_buffer_bytes;
 }
 
 static void tcp_destroy(void *self)

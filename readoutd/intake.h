@@ -53,9 +53,11 @@ struct intake_events {
 	void (*on_given_up)(void *arg, uint16_t source, uint64_t idle_ms);
 };
 
-/* One destination (builder link): what went to it, what it holds. */
+/* One builder link, or one data connection (rail) of it: what went to it,
+ * what it holds. A link's view sums its connections', but for the peaks,
+ * the most any one connection held (each has its own limit). */
 struct intake_link_view {
-	uint32_t id;
+	uint32_t id;                 /* the builder */
 	bool closed;                 /* lost (intake_lose) or never to be written again */
 	uint64_t frames_forwarded;   /* whole frames written, END frames aside */
 	uint64_t end_frames;
@@ -96,9 +98,21 @@ int intake_assign(struct intake *in, const struct evm_assignment *a, uint64_t re
 int intake_lose(struct intake *in, uint32_t b, uint64_t *frames);
 
 uint32_t intake_link_count(const struct intake *in);
-void intake_link_view(const struct intake *in, uint32_t d, struct intake_link_view *v);
+void intake_link_view(const struct intake *in, uint32_t b, struct intake_link_view *v);
+/* Frames routed to link b are still to be written. */
+bool intake_link_unsent(const struct intake *in, uint32_t b);
+
+/* The data connections: link b's rails (rdr_link_rails()), its rail k the
+ * feed's destination intake_connection(in, b, k); every link's in turn,
+ * intake_connection_count() in all. A frame goes to the connection of its
+ * event's lane (core/rails.h); a source's END to every one. */
+uint32_t intake_link_rails(const struct intake *in, uint32_t b);
+uint32_t intake_connection(const struct intake *in, uint32_t b, uint32_t k);
+uint32_t intake_connection_count(const struct intake *in);
+void intake_rail_view(const struct intake *in, uint32_t b, uint32_t k,
+		      struct intake_link_view *v);
 /* Frames routed to destination d are still to be written. */
-bool intake_link_unsent(const struct intake *in, uint32_t d);
+bool intake_connection_unsent(const struct intake *in, uint32_t d);
 
 /* The builder gave up on source id: closes it as failed, counted as
  * err_dropped. False when it is not waiting or streaming. */

@@ -35,8 +35,8 @@ struct intake_source {
 	size_t held_bytes;
 	uint64_t held_event;
 	uint64_t held_since_ns;
-	/* A verified frame whose destination's queue was full: reads pause
-	 * until that destination drains. */
+	/* A verified frame whose connection's queue was full: reads pause
+	 * until that connection drains. */
 	bool blocked;
 	uint32_t blocked_dest;
 	bool logged_invalid;       /* the first ID outside the run is logged */
@@ -57,15 +57,18 @@ struct intake {
 	bool failed;
 	size_t count;
 	struct intake_source *sources;
-	/* Where frames go: one destination per builder link. */
+	/* Where frames go: one destination per data connection, the links'
+	 * rails in turn: link b's rail k is destination link_first[b] + k. */
+	uint32_t nlinks;
 	uint32_t dests;
+	uint32_t *link_first;            /* [nlinks + 1]; link_first[nlinks] = dests */
 	struct route *route;             /* routing: the hub's plan; NULL before it */
 	uint64_t route_first, route_end; /* the run's IDs, for the log */
-	struct route_queues *queues;     /* what each destination holds, bounded */
+	struct route_queues *queues;     /* what each connection holds, bounded */
 	uint32_t limit_frames;           /* their limits */
 	uint64_t limit_bytes;
-	struct outq *outq;               /* the frames each destination has to write */
-	struct intake_link_view *links;  /* [dests]: their counters */
+	struct outq *outq;               /* the frames each connection has to write */
+	struct intake_link_view *conns;  /* [dests]: their counters */
 	struct outq_span *spans;         /* [IOV_MAX]: a gather's runs */
 	struct event *ev_retry;          /* blocked sources retried after a drain */
 	uint32_t blocked_sources;        /* sources with blocked set */

@@ -1,10 +1,12 @@
 /* Where each verified frame goes: the admission limit of one builder, or
- * the hub's assignments over several (core/route); the destinations'
- * pending queues, bounded (a full one blocks the source, never drops);
- * the feed the forwarders write from; the books at the end. */
+ * the hub's assignments over several (core/route), and on a link of
+ * several rails the connection of its event's lane (core/rails.h); the
+ * connections' pending queues, bounded (a full one blocks the source, never
+ * drops); the feed the forwarders write from; the books at the end. */
 #include "intake.h"
 #include "intake_internal.h"
 
+#include "core/rails.h"
 #include "sys/clock.h"
 #include "sys/log.h"
 #include "wire/frame.h"
@@ -20,17 +22,32 @@
 /* Bytes one gather gives a forwarder at most: a writev seldom takes more. */
 #define RDR_GATHER_BYTES (1u << 20)
 
-/* The verdict for a frame of event_id: the hub's table, or the credit
- * limit of the one builder (destination 0). */
+/* The connection of lane span of link b. */
+static uint32_t intake_lane(const struct intake *in, uint32_t b, uint64_t span)
+{
+	return in->link_first[b] + rails_lane(span, in->link_first[b + 1] - in->link_first[b]);
+}
+
+/* The verdict for a frame of event_id and, to send, its connection: the
+ * hub's table and the lane phase of the event's batch, or the credit limit
+ * of the one builder (link 0) and the event's span of RAILS_SPAN_EVENTS. */
 static enum route_verdict intake_lookup_route(const struct intake *in, uint64_t event_id,
 					      uint32_t *d)
 {
 	*d = 0;
-	if (!in->opt->routing)
-		return event_id < in->credit_limit ? ROUTE_SEND : ROUTE_HOLD;
+	if (!in->opt->routing) {
+		if (event_id >= in->credit_limit)
+			return ROUTE_HOLD;
+		*d = intake_lane(in, 0, event_id / RAILS_SPAN_EVENTS);
+		return ROUTE_SEND;
+	}
 	if (in->route == NULL)
 		return ROUTE_HOLD;   /* no plan yet: nothing is assigned */
-	return route_lookup(in->route, event_id, d);
+	uint32_t b, phase;
+	enum route_verdict v = route_lookup_lane(in->route, event_id, &b, &phase);
+	if (v == ROUTE_SEND)
+		*d = intake_lane(in, b, phase);
+	return v;
 }
 
 static void intake_hold(struct intake_source *s, uint64_t event_id)
@@ -99,7 +116,7 @@ bool intake_dispatch(struct intake_source *s, const struct frm_header *h, size_t
 void intake_dispatch_end(struct intake_source *s, size_t frame_bytes)
 {
 	struct intake *in = s->in;
-	/* Room is kept for it: every destination holds one END per source. */
+	/* Room is kept for it: every connection holds one END per source. */
 	outq_push_end(in->outq, s->index, s->base + s->checked, (uint32_t)frame_bytes);
 	s->checked += frame_bytes;
 }
@@ -114,9 +131,9 @@ int intake_plan(struct intake *in, const struct evm_plan *plan, char *why, size_
 		snprintf(why, why_size, "a second routing message; the plan is given once");
 		return -EEXIST;
 	}
-	if (plan->builders != in->dests) {
+	if (plan->builders != in->nlinks) {
 		snprintf(why, why_size, "the run has %u builders but this reader has --builder links to %u (0 .. %u)",
-			 plan->builders, in->dests, in->dests - 1);
+			 plan->builders, in->nlinks, in->nlinks - 1);
 		return -EINVAL;
 	}
 	in->route = route_create(plan);
@@ -136,7 +153,7 @@ bool intake_planned(const struct intake *in)
 	return in->route != NULL;
 }
 
-/* Whether blocked source s's frame would fit its destination's queue now
+/* Whether blocked source s's frame would fit its connection's queue now
  * (route_queue_push()'s rule: an empty queue takes any frame). */
 static bool intake_room_for(const struct intake *in, const struct intake_source *s)
 {
@@ -180,7 +197,7 @@ static void intake_on_lost_frame(void *arg, uint32_t d, uint16_t source, uint32_
 		return;
 	route_queue_pop(in->queues, d, len);
 	in->sources[source].c.frames_lost_builder++;
-	in->links[d].frames_lost++;
+	in->conns[d].frames_lost++;
 }
 
 int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
@@ -191,11 +208,13 @@ int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
 	int rc = route_lose(in->route, b);
 	if (rc < 0)
 		return rc;
-	if (!outq_closed(in->outq, b)) {
-		uint64_t before = in->links[b].frames_lost;
-		outq_close(in->outq, b, intake_on_lost_frame, in);
-		in->links[b].closed = true;
-		*frames = in->links[b].frames_lost - before;
+	for (uint32_t d = in->link_first[b]; d < in->link_first[b + 1]; d++) {
+		if (outq_closed(in->outq, d))
+			continue;
+		uint64_t before = in->conns[d].frames_lost;
+		outq_close(in->outq, d, intake_on_lost_frame, in);
+		in->conns[d].closed = true;
+		*frames += in->conns[d].frames_lost - before;
 	}
 	intake_retry_all(in, false, true);
 	/* Nothing of what it held will be written: its room is free. */
@@ -203,22 +222,67 @@ int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
 	return 0;
 }
 
-/* ---- destinations ------------------------------------------------------- */
+/* ---- links and their connections --------------------------------------- */
 
 uint32_t intake_link_count(const struct intake *in)
+{
+	return in->nlinks;
+}
+
+uint32_t intake_link_rails(const struct intake *in, uint32_t b)
+{
+	return in->link_first[b + 1] - in->link_first[b];
+}
+
+uint32_t intake_connection(const struct intake *in, uint32_t b, uint32_t k)
+{
+	return in->link_first[b] + k;
+}
+
+uint32_t intake_connection_count(const struct intake *in)
 {
 	return in->dests;
 }
 
-void intake_link_view(const struct intake *in, uint32_t d, struct intake_link_view *v)
+void intake_rail_view(const struct intake *in, uint32_t b, uint32_t k,
+		      struct intake_link_view *v)
 {
-	*v = in->links[d];
+	uint32_t d = in->link_first[b] + k;
+	*v = in->conns[d];
 	route_queue_view(in->queues, d, &v->q);
 }
 
-bool intake_link_unsent(const struct intake *in, uint32_t d)
+void intake_link_view(const struct intake *in, uint32_t b, struct intake_link_view *v)
+{
+	intake_rail_view(in, b, 0, v);
+	for (uint32_t k = 1; k < intake_link_rails(in, b); k++) {
+		struct intake_link_view r;
+		intake_rail_view(in, b, k, &r);
+		v->frames_forwarded += r.frames_forwarded;
+		v->end_frames += r.end_frames;
+		v->frames_lost += r.frames_lost;
+		v->q.frames += r.q.frames;
+		v->q.bytes += r.q.bytes;
+		v->q.pushed += r.q.pushed;
+		v->q.refused += r.q.refused;
+		if (r.q.peak_frames > v->q.peak_frames)
+			v->q.peak_frames = r.q.peak_frames;
+		if (r.q.peak_bytes > v->q.peak_bytes)
+			v->q.peak_bytes = r.q.peak_bytes;
+	}
+}
+
+bool intake_connection_unsent(const struct intake *in, uint32_t d)
 {
 	return outq_frames(in->outq, d) > 0;
+}
+
+bool intake_link_unsent(const struct intake *in, uint32_t b)
+{
+	for (uint32_t d = in->link_first[b]; d < in->link_first[b + 1]; d++)
+		if (outq_frames(in->outq, d) > 0)
+			return true;
+	return false;
 }
 
 bool intake_unsent(const struct intake *in)
@@ -261,12 +325,12 @@ static void intake_on_written(void *arg, uint32_t d, uint16_t source, uint32_t l
 {
 	struct intake *in = arg;
 	if (end) {
-		in->links[d].end_frames++;
+		in->conns[d].end_frames++;
 		return;
 	}
 	route_queue_pop(in->queues, d, len);
 	in->sources[source].c.frames_forwarded++;
-	in->links[d].frames_forwarded++;
+	in->conns[d].frames_forwarded++;
 	if (in->blocked_sources > 0)
 		event_active(in->ev_retry, EV_TIMEOUT, 0);
 }
@@ -318,26 +382,43 @@ static void intake_on_retry(evutil_socket_t fd, short what, void *arg)
 
 /* ---- creation ------------------------------------------------------------ */
 
+/* Each link's connections, in turn. */
+static int intake_connections(struct intake *in)
+{
+	const struct rdr_options *opt = in->opt;
+	in->nlinks = opt->link_count > 0 ? opt->link_count : 1;
+	in->link_first = calloc(in->nlinks + 1, sizeof *in->link_first);
+	if (in->link_first == NULL)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < in->nlinks; b++)
+		in->link_first[b + 1] = in->link_first[b] + rdr_link_rails(opt, b);
+	in->dests = in->link_first[in->nlinks];
+	in->conns = calloc(in->dests, sizeof *in->conns);
+	if (in->conns == NULL)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < in->nlinks; b++)
+		for (uint32_t d = in->link_first[b]; d < in->link_first[b + 1]; d++)
+			in->conns[d].id = b;
+	return 0;
+}
+
 int intake_route_create(struct intake *in)
 {
 	const struct rdr_options *opt = in->opt;
-	in->dests = opt->link_count > 0 ? opt->link_count : 1;
+	if (intake_connections(in) < 0)
+		return -ENOMEM;
 	uint32_t frames = opt->pending_frames > 0 ? opt->pending_frames : RDR_PENDING_FRAMES_DEFAULT;
 	uint64_t bytes = opt->pending_bytes > 0 ? opt->pending_bytes : RDR_PENDING_BYTES_DEFAULT;
 	in->limit_frames = frames;
 	in->limit_bytes = bytes;
 	in->queues = route_queues_create(in->dests, frames, bytes);
-	/* Each destination: its frames, and one END per source beside them. */
+	/* Each connection: its frames, and one END per source beside them. */
 	in->outq = outq_create((uint16_t)in->count, in->dests, frames + (uint32_t)in->count,
 			       rdr_source_frames(opt));
-	in->links = calloc(in->dests, sizeof *in->links);
 	in->spans = calloc(IOV_MAX, sizeof *in->spans);
 	in->ev_retry = event_new(in->base, -1, 0, intake_on_retry, in);
-	if (in->queues == NULL || in->outq == NULL || in->links == NULL || in->spans == NULL ||
-	    in->ev_retry == NULL)
+	if (in->queues == NULL || in->outq == NULL || in->spans == NULL || in->ev_retry == NULL)
 		return -ENOMEM;
-	for (uint32_t d = 0; d < in->dests; d++)
-		in->links[d].id = d;
 	return 0;
 }
 
@@ -348,6 +429,7 @@ void intake_route_destroy(struct intake *in)
 	route_destroy(in->route);
 	route_queues_destroy(in->queues);
 	outq_destroy(in->outq);
-	free(in->links);
+	free(in->link_first);
+	free(in->conns);
 	free(in->spans);
 }

@@ -1,5 +1,5 @@
 /* The reader's lifecycle: wires the data port, the intake and one forwarder
- * per builder link, keeps the control link to the builder or the hub
+ * per data connection (each rail of each builder link), keeps the control link to the builder or the hub
  * (CREDIT, or ROUTING, ASSIGN and LOST of several builders; STOP, BYE, the
  * STATS every second), and ends the run: once every source is over and
  * everything verified is forwarded, it closes the data streams and sends
@@ -34,8 +34,10 @@ struct rdr {
 	struct intake *intake;
 	struct door *door;
 	uint32_t nlinks;
-	struct rdr_linkctx *links;   /* [nlinks] */
-	const struct fwd *fwd_list[RDR_MAX_LINKS];
+	bool *link_broken;           /* [nlinks]: a connection of the link failed */
+	uint32_t nconns;
+	struct rdr_connctx *conns;   /* [nconns], each link's rails in turn */
+	const struct fwd *fwd_list[RDR_MAX_LINKS * RDR_MAX_RAILS];
 	struct ctllink *ctl;
 	bool ctl_ready;
 	struct prom_server *prom;    /* --metrics-listen */
@@ -48,12 +50,26 @@ struct rdr {
 	struct ctl_msg report;
 };
 
-/* One builder link: its forwarder, and who it is for the callbacks. */
-struct rdr_linkctx {
+/* One data connection (a rail of a builder link): its forwarder, and who
+ * it is for the callbacks. */
+struct rdr_connctx {
 	struct rdr *r;
-	uint32_t dest;
-	struct fwd *fwd;             /* finished once its builder is lost */
+	struct fwd_conn c;
+	struct fwd *fwd;             /* finished once its link broke or its builder is lost */
 };
+
+uint32_t rdr_link_rails(const struct rdr_options *opt, uint32_t b)
+{
+	return opt->links[b].rails > 0 ? opt->links[b].rails : 1;
+}
+
+uint32_t rdr_connection_count(const struct rdr_options *opt)
+{
+	uint32_t n = 0, links = opt->link_count > 0 ? opt->link_count : 1;
+	for (uint32_t b = 0; b < links; b++)
+		n += rdr_link_rails(opt, b);
+	return n;
+}
 
 size_t rdr_buffer_bytes(const struct rdr_options *opt)
 {
@@ -64,9 +80,9 @@ size_t rdr_buffer_bytes(const struct rdr_options *opt)
 uint32_t rdr_source_frames(const struct rdr_options *opt)
 {
 	size_t cap = (size_t)opt->batch_bytes + (size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES;
-	uint64_t links = opt->link_count > 0 ? opt->link_count : 1;
+	uint64_t conns = rdr_connection_count(opt);
 	uint64_t pending = opt->pending_frames > 0 ? opt->pending_frames : RDR_PENDING_FRAMES_DEFAULT;
-	uint64_t by_queues = links * pending + 2, by_buffer = cap / FRM_HEADER_BYTES + 2;
+	uint64_t by_queues = conns * pending + 2, by_buffer = cap / FRM_HEADER_BYTES + 2;
 	uint64_t n = by_queues < by_buffer ? by_queues : by_buffer;
 	return n < UINT32_MAX ? (uint32_t)n : UINT32_MAX;
 }
@@ -76,11 +92,11 @@ static int rdr_status(const struct rdr *r)
 	return r->status ? r->status : intake_failed(r->intake) ? 1 : 0;
 }
 
-/* The forwarders in link order, as metrics reads them. */
+/* The forwarders in connection order, as metrics reads them. */
 static const struct fwd *const *rdr_fwds(struct rdr *r)
 {
-	for (uint32_t d = 0; d < r->nlinks; d++)
-		r->fwd_list[d] = r->links[d].fwd;
+	for (uint32_t d = 0; d < r->nconns; d++)
+		r->fwd_list[d] = r->conns[d].fwd;
 	return r->fwd_list;
 }
 
@@ -112,7 +128,7 @@ static void rdr_send_report(struct rdr *r)
 	if (r->opt.quiet)
 		return;
 	struct fwd_stats st;
-	rmet_fwd_total(rdr_fwds(r), r->nlinks, &st);
+	rmet_fwd_total(rdr_fwds(r), r->nconns, &st);
 	if (r->opt.routing)
 		log_info("Reader %u forwarded %" PRIu64 " frames (%" PRIu64 " rejected, %" PRIu64
 			 " held at end, %" PRIu64 " late, %" PRIu64 " lost with a builder) to %u builders in %" PRIu64
@@ -136,25 +152,26 @@ static void rdr_maybe_finish(struct rdr *r)
 {
 	if (r->reported || !r->ctl_ready || !intake_over(r->intake))
 		return;
-	for (uint32_t d = 0; d < r->nlinks; d++) {
-		struct fwd *f = r->links[d].fwd;
-		if (f != NULL && intake_link_unsent(r->intake, d) && !fwd_closed(f))
+	for (uint32_t d = 0; d < r->nconns; d++) {
+		struct fwd *f = r->conns[d].fwd;
+		if (f != NULL && !r->link_broken[r->conns[d].c.link] &&
+		    intake_connection_unsent(r->intake, d) && !fwd_closed(f))
 			return;
 	}
-	for (uint32_t d = 0; d < r->nlinks; d++)
-		if (r->links[d].fwd != NULL)
-			fwd_finish(r->links[d].fwd);
+	for (uint32_t d = 0; d < r->nconns; d++)
+		if (r->conns[d].fwd != NULL)
+			fwd_finish(r->conns[d].fwd);
 	door_close(r->door);
 	intake_finish(r->intake);
 	rdr_send_report(r);
 }
 
-/* Every link forwards what it can now. */
+/* Every connection forwards what it can now. */
 static void rdr_flush(struct rdr *r)
 {
-	for (uint32_t d = 0; d < r->nlinks; d++)
-		if (r->links[d].fwd != NULL)
-			fwd_flush(r->links[d].fwd);
+	for (uint32_t d = 0; d < r->nconns; d++)
+		if (r->conns[d].fwd != NULL && !r->link_broken[r->conns[d].c.link])
+			fwd_flush(r->conns[d].fwd);
 }
 
 /* Frames were verified or room appeared: forward, and see whether the run
@@ -168,7 +185,7 @@ static void rdr_on_progress(void *arg)
 
 static void rdr_on_link_progress(void *arg)
 {
-	rdr_on_progress(((struct rdr_linkctx *)arg)->r);
+	rdr_on_progress(((struct rdr_connctx *)arg)->r);
 }
 
 static void rdr_on_given_up(void *arg, uint16_t source, uint64_t idle_ms)
@@ -184,16 +201,34 @@ static void rdr_on_given_up(void *arg, uint16_t source, uint64_t idle_ms)
 	ctllink_send(r->ctl, &m);
 }
 
+/* A connection that fails fails its link, as the one connection of a
+ * link of one rail does: the link's other rails forward nothing more. */
+static void rdr_break_link(struct rdr *r, const struct rdr_connctx *failed)
+{
+	r->link_broken[failed->c.link] = true;
+	for (uint32_t d = 0; d < r->nconns; d++)
+		if (r->conns[d].c.link == failed->c.link && d != failed->c.dest &&
+		    r->conns[d].fwd != NULL)
+			fwd_finish(r->conns[d].fwd);
+}
+
 static void rdr_on_fwd_failed(void *arg, enum fwd_failure why)
 {
-	const struct rdr_linkctx *l = arg;
+	const struct rdr_connctx *l = arg;
 	struct rdr *r = l->r;
+	uint32_t rails = rdr_link_rails(&r->opt, l->c.link);
+	char rail[80] = "";
+	if (rails > 1)
+		snprintf(rail, sizeof rail, " (its rail %u of %u, so the link's every rail)",
+			 l->c.rail, rails);
+	if (!r->link_broken[l->c.link])
+		rdr_break_link(r, l);
 	if (r->opt.routing && why != FWD_REFUSED) {
 		/* One builder of several went away: the hub names it and says
 		 * `lost`, and what waits for it is counted then. Until that word
 		 * its frames stay queued, and the other builders go on. */
-		log_warn("Reader %u: the link to builder %u broke; its frames wait for the hub to give it up while the other builders go on",
-			 r->opt.id, l->dest);
+		log_warn("Reader %u: the link to builder %u broke%s; its frames wait for the hub to give it up while the other builders go on",
+			 r->opt.id, l->c.link, rail);
 		return;
 	}
 	r->status = 1;
@@ -334,11 +369,12 @@ static void rdr_on_lost_builder(struct rdr *r, const struct ctl_lost *m)
 		rdr_fail(r, "lost message", why);
 		return;
 	}
-	struct rdr_linkctx *l = &r->links[m->builder];
 	log_warn("Reader %u: the hub lost builder %u (%s); %" PRIu64 " frames queued for it are counted lost, and its frames from now on; its link closes",
 		 r->opt.id, m->builder, m->reason, frames);
-	/* Kept for its counters: once finished it forwards nothing more. */
-	fwd_finish(l->fwd);
+	/* Kept for their counters: once finished they forward nothing more. */
+	for (uint32_t d = 0; d < r->nconns; d++)
+		if (r->conns[d].c.link == m->builder)
+			fwd_finish(r->conns[d].fwd);
 	rdr_on_progress(r);
 }
 
@@ -406,6 +442,29 @@ static struct ctllink *rdr_control_start(struct rdr *r)
 			     opt->connect_timeout_ms, &rdr_ctl_ops, r);
 }
 
+/* One forwarder per data connection: every rail of every link. */
+static int rdr_connect(struct rdr *r, const struct fwd_events *fwd_ev)
+{
+	r->nlinks = intake_link_count(r->intake);
+	r->nconns = intake_connection_count(r->intake);
+	r->link_broken = calloc(r->nlinks, sizeof *r->link_broken);
+	r->conns = calloc(r->nconns, sizeof *r->conns);
+	if (r->link_broken == NULL || r->conns == NULL)
+		return -ENOMEM;
+	struct fwd_feed feed = intake_feed(r->intake);
+	for (uint32_t b = 0; b < r->nlinks; b++) {
+		for (uint32_t k = 0; k < intake_link_rails(r->intake, b); k++) {
+			uint32_t d = intake_connection(r->intake, b, k);
+			struct rdr_connctx *cx = &r->conns[d];
+			*cx = (struct rdr_connctx){ .r = r, .c = { .link = b, .rail = k, .dest = d } };
+			cx->fwd = fwd_create(r->base, &r->opt, cx->c, &feed, fwd_ev, cx);
+			if (cx->fwd == NULL)
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
 struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 {
 	static const struct intake_events intake_ev = {
@@ -431,17 +490,8 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	r->ctl = rdr_control_start(r);
 	if (r->ctl == NULL)
 		goto fail;
-	r->nlinks = intake_link_count(r->intake);
-	r->links = calloc(r->nlinks, sizeof *r->links);
-	if (r->links == NULL)
+	if (rdr_connect(r, &fwd_ev) < 0)
 		goto fail;
-	struct fwd_feed feed = intake_feed(r->intake);
-	for (uint32_t d = 0; d < r->nlinks; d++) {
-		r->links[d] = (struct rdr_linkctx){ .r = r, .dest = d };
-		r->links[d].fwd = fwd_create(base, &r->opt, d, &feed, &fwd_ev, &r->links[d]);
-		if (r->links[d].fwd == NULL)
-			goto fail;
-	}
 	return r;
 fail:
 	rdr_destroy(r);
@@ -474,9 +524,10 @@ void rdr_destroy(struct rdr *r)
 	if (r->ev_stats)
 		event_free(r->ev_stats);
 	ctllink_free(r->ctl);
-	for (uint32_t d = 0; r->links != NULL && d < r->nlinks; d++)
-		fwd_destroy(r->links[d].fwd);
-	free(r->links);
+	for (uint32_t d = 0; r->conns != NULL && d < r->nconns; d++)
+		fwd_destroy(r->conns[d].fwd);
+	free(r->conns);
+	free(r->link_broken);
 	door_destroy(r->door);
 	intake_destroy(r->intake);
 	free(r);

@@ -24,10 +24,18 @@ void rmet_fwd_total(rmet_fwds f, uint32_t n, struct fwd_stats *st)
 		st->ring_full_waits += one.ring_full_waits;
 		st->ring_capacity_bytes += one.ring_capacity_bytes;
 		st->ring_fill_bytes += one.ring_fill_bytes;
+		st->socket_buffer_bytes += one.socket_buffer_bytes;
 		if (one.shm && !st->shm)
 			st->ring_name = one.ring_name;
 		st->shm = st->shm || one.shm;
 	}
+}
+
+/* The stats of link b's forwarders, summed over its rails. */
+static void rmet_link_stats(const struct intake *in, rmet_fwds f, uint32_t b,
+			    struct fwd_stats *st)
+{
+	rmet_fwd_total(f + intake_connection(in, b, 0), intake_link_rails(in, b), st);
 }
 
 /* One value of builder link d's list (CNT_LIST_READER_LINK). */
@@ -48,26 +56,75 @@ static uint64_t rmet_link_value(enum cnt_reader_link c, const struct intake_link
 	return 0;
 }
 
-/* Group "builder.B" per link, in a run of several builders. */
-static void rmet_link_groups(struct ctl_report *rep, const struct intake *in, rmet_fwds f)
+/* One value of a rail's list (CNT_LIST_READER_RAIL). */
+static uint64_t rmet_rail_value(enum cnt_reader_rail c, const struct intake_link_view *v,
+				const struct fwd_stats *st)
 {
-	for (uint32_t d = 0; d < intake_link_count(in); d++) {
+	switch (c) {
+	case CNT_READER_RAIL_frames_forwarded: return v->frames_forwarded;
+	case CNT_READER_RAIL_bytes_forwarded: return st->bytes_forwarded;
+	case CNT_READER_RAIL_writev_calls: return st->writev_calls;
+	case CNT_READER_RAIL_socket_buffer_bytes: return st->socket_buffer_bytes;
+	case CNT_READER_RAIL_COUNT: break;
+	}
+	return 0;
+}
+
+/* A group of the END report while room is left for process here, clock
+ * and chrony at the send; NULL (warned: the caller adds no more) past it. */
+static struct ctl_group *rmet_room(struct ctl_report *rep, const char *name)
+{
+	if (rep->group_count + 3 < CTL_MAX_GROUPS)
+		return ctl_report_group(rep, name);
+	log_warn("Reader: no room in the END report for group %s and those after it (%u groups at most)",
+		 name, CTL_MAX_GROUPS);
+	return NULL;
+}
+
+/* Group "builder.B.rail.K" per connection of a link of two rails or more. */
+static bool rmet_rail_groups(struct ctl_report *rep, const struct intake *in, rmet_fwds f,
+			     uint32_t b, const char *link)
+{
+	if (intake_link_rails(in, b) < 2)
+		return true;
+	for (uint32_t k = 0; k < intake_link_rails(in, b); k++) {
 		struct intake_link_view v;
 		struct fwd_stats st;
-		intake_link_view(in, d, &v);
-		fwd_stats(f[d], &st);
+		intake_rail_view(in, b, k, &v);
+		fwd_stats(f[intake_connection(in, b, k)], &st);
 		char name[CNT_GROUP_BYTES];
-		/* process here, clock and chrony at the send, come after. */
-		struct ctl_group *g = rep->group_count + 3 < CTL_MAX_GROUPS ?
-			ctl_report_group(rep, cnt_group_peer(name, CTL_ROLE_BUILDER, d)) : NULL;
-		if (g == NULL) {
-			log_warn("Reader: no room in the END report for the groups of builders %u .. %u (%u groups at most)",
-				 d, intake_link_count(in) - 1, CTL_MAX_GROUPS);
-			return;
+		struct ctl_group *g = rmet_room(rep, cnt_group_rail(name, link, k));
+		if (g == NULL)
+			return false;
+		for (int c = 0; c < CNT_READER_RAIL_COUNT; c++)
+			ctl_group_set(g, cnt_reader_rail_names[c],
+				      rmet_rail_value((enum cnt_reader_rail)c, &v, &st));
+	}
+	return true;
+}
+
+/* Group "builder.B" per link in a run of several builders, and its rails';
+ * the one builder's rails ("builder.0.rail.K") otherwise. */
+static void rmet_link_groups(struct ctl_report *rep, const struct intake *in, rmet_fwds f,
+			     bool routing)
+{
+	for (uint32_t b = 0; b < intake_link_count(in); b++) {
+		struct intake_link_view v;
+		struct fwd_stats st;
+		intake_link_view(in, b, &v);
+		rmet_link_stats(in, f, b, &st);
+		char link[CNT_GROUP_BYTES];
+		cnt_group_peer(link, CTL_ROLE_BUILDER, b);
+		if (routing) {
+			struct ctl_group *g = rmet_room(rep, link);
+			if (g == NULL)
+				return;
+			for (int c = 0; c < CNT_READER_LINK_COUNT; c++)
+				ctl_group_set(g, cnt_reader_link_names[c],
+					      rmet_link_value((enum cnt_reader_link)c, &v, &st));
 		}
-		for (int c = 0; c < CNT_READER_LINK_COUNT; c++)
-			ctl_group_set(g, cnt_reader_link_names[c],
-				      rmet_link_value((enum cnt_reader_link)c, &v, &st));
+		if (!rmet_rail_groups(rep, in, f, b, link))
+			return;
 	}
 }
 
@@ -93,7 +150,7 @@ void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const stru
 	CNT_LIST_READER_SOURCE(RMET_SET_TOTAL)
 #undef RMET_SET_TOTAL
 	struct fwd_stats st;
-	rmet_fwd_total(f, intake_link_count(in), &st);
+	rmet_fwd_total(f, intake_connection_count(in), &st);
 	ctl_group_set(g, CNT_READER(writev_calls), st.writev_calls);
 	ctl_group_set(g, CNT_READER(bytes_forwarded), st.bytes_forwarded);
 	ctl_group_set(g, CNT_READER(transport_shm), st.shm ? 1 : 0);
@@ -108,8 +165,7 @@ void rmet_end_report(struct ctl_msg *m, const struct rmet_reader *rd, const stru
 	ctl_group_set(g, CNT_READER(greetings_evicted), rd->greetings_evicted);
 	ctl_group_set(g, CNT_READER(greetings_timed_out), rd->greetings_timed_out);
 	ctl_group_set(g, CNT_READER(buffer_bytes), rd->buffer_bytes);
-	if (rd->routing)
-		rmet_link_groups(&m->u.report, in, f);
+	rmet_link_groups(&m->u.report, in, f, rd->routing);
 	procstat_report(&m->u.report);
 }
 
@@ -172,7 +228,7 @@ static void rmet_status_links(struct evbuffer *out, const struct intake *in, rme
 		struct intake_link_view v;
 		struct fwd_stats st;
 		intake_link_view(in, d, &v);
-		fwd_stats(f[d], &st);
+		rmet_link_stats(in, f, d, &st);
 		evbuffer_add_printf(out, "%s{\"builder\": %u, \"closed\": %s, \"pending_frames\": %" PRIu64
 				    ", \"pending_bytes\": %" PRIu64, d ? ", " : "", d,
 				    v.closed ? "true" : "false", v.q.frames, v.q.bytes);
@@ -218,7 +274,7 @@ static void rmet_prom_links(struct evbuffer *out, const struct intake *in, rmet_
 			struct intake_link_view v;
 			struct fwd_stats st;
 			intake_link_view(in, d, &v);
-			fwd_stats(f[d], &st);
+			rmet_link_stats(in, f, d, &st);
 			prom_sample_u64_id(out, name, "builder", d,
 					   rmet_link_value((enum cnt_reader_link)c, &v, &st));
 		}
@@ -234,7 +290,7 @@ static void rmet_prom_links(struct evbuffer *out, const struct intake *in, rmet_
 static void rmet_prom_forwarder(struct evbuffer *out, const struct intake *in, rmet_fwds f)
 {
 	struct fwd_stats st;
-	rmet_fwd_total(f, intake_link_count(in), &st);
+	rmet_fwd_total(f, intake_connection_count(in), &st);
 	prom_family(out, "es_reader_writev_calls_total", "counter", "system calls forwarding to the builder");
 	prom_sample_u64(out, "es_reader_writev_calls_total", NULL, st.writev_calls);
 	prom_family(out, "es_reader_bytes_forwarded_total", "counter", "bytes forwarded to the builder");
@@ -244,7 +300,7 @@ static void rmet_prom_forwarder(struct evbuffer *out, const struct intake *in, r
 static void rmet_prom_ring(struct evbuffer *out, const struct intake *in, rmet_fwds f)
 {
 	struct fwd_stats st;
-	rmet_fwd_total(f, intake_link_count(in), &st);
+	rmet_fwd_total(f, intake_connection_count(in), &st);
 	if (!st.shm || st.ring_capacity_bytes == 0)
 		return;
 	/* The producer's view: what it wrote that the builder has not yet

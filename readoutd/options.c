@@ -2,6 +2,7 @@
 
 #include "io/shmlink.h"
 #include "reader.h"
+#include "wire/control.h"
 #include "wire/frame.h"
 
 #include <errno.h>
@@ -13,7 +14,8 @@ const char rdr_usage_synopsis[] =
 	"--id N --run R --listen HOST:PORT --sources LIST\n"
 	"--builder tcp://HOST:PORT|shm://NAME --control HOST:PORT [options]\n"
 	"--id N --run R --listen HOST:PORT --sources LIST\n"
-	"--builder 0=URL ... --builder M-1=URL --control HUB_HOST:PORT [options]";
+	"--builder 0=URL ... --builder M-1=URL --control HUB_HOST:PORT [options]\n"
+	"(a tcp:// link given again, up to 4 times: one TCP connection per rail)";
 
 const char rdr_usage_description[] =
 	"A reader: accepts its sources' data connections, verifies every frame and\n"
@@ -21,7 +23,9 @@ const char rdr_usage_description[] =
 	"shared-memory ring on the builder's host), holding fragments at or beyond\n"
 	"the builder's admission limit. With one --builder B=URL per builder of a\n"
 	"run of several, each fragment goes to the builder the hub assigned its\n"
-	"event to, and is held until its event is assigned.";
+	"event to, and is held until its event is assigned. A TCP link given once\n"
+	"per rail (network) is one connection per rail, its frames dealt to them in\n"
+	"lanes of consecutive events (docs/BUILDERS.md, Rails).";
 
 const char rdr_usage_example[] =
 	"  readoutd --id 0 --run 1 --listen 127.0.0.1:7000 --sources 0,1 \\\n"
@@ -30,7 +34,10 @@ const char rdr_usage_example[] =
 	"           --builder shm://run1 --control 127.0.0.1:6999\n"
 	"  readoutd --id 0 --run 1 --listen 127.0.0.1:7000 --sources 0,1 \\\n"
 	"           --builder 0=shm://run1-b0 --builder 1=tcp://10.0.0.2:7100 \\\n"
-	"           --control 127.0.0.1:6999\n";
+	"           --control 127.0.0.1:6999\n"
+	"  readoutd --id 0 --run 1 --listen 198.18.0.2:7000 --sources 0,1 \\\n"
+	"           --builder tcp://198.18.0.3:7100 --builder tcp://198.18.1.3:7100 \\\n"
+	"           --control 198.18.0.3:6999\n";
 
 static bool rdr_take_sources(const char *flag, const char *arg, void *opts)
 {
@@ -38,41 +45,62 @@ static bool rdr_take_sources(const char *flag, const char *arg, void *opts)
 	return opt_id_list(flag, arg, o->sources, RDR_MAX_SOURCES, &o->source_count, 65536);
 }
 
-/* One URL into link l. */
-static bool rdr_take_url(const char *flag, const char *arg, const char *url, struct rdr_link *l)
+_Static_assert(RDR_MAX_RAILS == CTL_MAX_RAILS, "a link's rails are the HELLO's");
+_Static_assert(RDR_MAX_LINKS == CTL_MAX_BUILDERS, "a reader's links are the run's builders");
+
+/* One URL into link l, who names it in an error ("builder 2", "the
+ * builder"): its first, or its next rail. */
+static bool rdr_take_url(const char *flag, const char *arg, const char *url, struct rdr_link *l,
+			 const char *who)
 {
-	if (strncmp(url, "shm://", 6) == 0) {
+	bool shm = strncmp(url, "shm://", 6) == 0;
+	if (l->rails > 0 && (shm || l->shm[0] != '\0')) {
+		opt_error(flag, "'%s': %s is given again, but a shared-memory link is one ring whatever the rails: it takes one shm://NAME and no other URL",
+			  arg, who);
+		return false;
+	}
+	if (l->rails >= RDR_MAX_RAILS) {
+		opt_error(flag, "'%s': %s has more than %u URLs; a link is at most %u TCP connections, one per rail",
+			  arg, who, RDR_MAX_RAILS, RDR_MAX_RAILS);
+		return false;
+	}
+	if (shm) {
 		if (!shl_name_valid(url + 6)) {
 			opt_error(flag, "expected shm://NAME with NAME of 1 to %u letters, digits, '.', '_' or '-' (not starting with '.'), got '%s'",
 				  SHL_NAME_MAX, arg);
 			return false;
 		}
 		snprintf(l->shm, sizeof l->shm, "%s", url + 6);
+		l->rails = 1;
 		return true;
 	}
 	if (strncmp(url, "tcp://", 6) != 0) {
 		opt_error(flag, "expected tcp://HOST:PORT or shm://NAME, got '%s'", arg);
 		return false;
 	}
-	l->shm[0] = '\0';
-	return opt_hostport(flag, url + 6, l->host, sizeof l->host, &l->port, false);
+	struct rdr_rail *r = &l->rail[l->rails];
+	if (!opt_hostport(flag, url + 6, r->host, sizeof r->host, &r->port, false))
+		return false;
+	l->rails++;
+	return true;
 }
 
-/* B=URL: builder B's link; URL alone: the one builder of a CREDIT run. */
+/* B=URL: builder B's link; URL alone: the one builder of a CREDIT run.
+ * Either again: the link's next rail. */
 static bool rdr_take_builder(const char *flag, const char *arg, void *opts)
 {
 	struct rdr_options *o = opts;
 	const char *eq = strchr(arg, '=');
 	const char *scheme = strstr(arg, "://");
 	if (eq == NULL || (scheme != NULL && scheme < eq)) {
-		if (o->routing || o->plain_given) {
-			opt_error(flag, "'%s': a URL without B= names the one builder of the run, so it is given once and never with B=URL links",
+		if (o->routing) {
+			opt_error(flag, "'%s': a URL without B= names the one builder of the run, so it is never given with B=URL links",
 				  arg);
 			return false;
 		}
 		o->plain_given = true;
 		o->link_count = 1;
-		return rdr_take_url(flag, arg, arg, &o->links[0]);
+		return rdr_take_url(flag, arg, arg, &o->links[0], "the builder");
 	}
 	char *stop;
 	errno = 0;
@@ -88,15 +116,13 @@ static bool rdr_take_builder(const char *flag, const char *arg, void *opts)
 			  arg);
 		return false;
 	}
-	if (o->link_given[b]) {
-		opt_error(flag, "builder %lu is given twice ('%s'); each builder has one link", b, arg);
-		return false;
-	}
 	o->routing = true;
 	o->link_given[b] = true;
 	if (b + 1 > o->link_count)
 		o->link_count = (uint32_t)b + 1;
-	return rdr_take_url(flag, arg, eq + 1, &o->links[b]);
+	char who[32];
+	snprintf(who, sizeof who, "builder %lu", b);
+	return rdr_take_url(flag, arg, eq + 1, &o->links[b], who);
 }
 
 static bool rdr_take_shm_inject(const char *flag, const char *arg, void *opts)
@@ -124,14 +150,17 @@ const struct opt_spec rdr_option_specs[] = {
 		   .help = "write 'data PORT' there once listening"),
 	DAEMON_OPT_METRICS_LISTEN(O),
 	OPT_CUSTOM("builder", "tcp://HOST:PORT", rdr_take_builder, .required = true,
-		   .help = "the builder's data port"),
+		   .help = "the builder's data port; given again (up to 4\n"
+			   "times), its port on the next rail, in rail order:\n"
+			   "one TCP connection per rail"),
 	OPT_NOTE("--builder shm://NAME",
 		 .help = "the builder's shared-memory rings (its --shm-listen\n"
 			 "NAME); only on the builder's host"),
 	OPT_NOTE("--builder B=URL",
 		 .help = "builder B's link (URL as above) in a run of several\n"
 			 "builders: one for each B of 0 .. M-1, routed by the\n"
-			 "hub's assignments instead of CREDIT"),
+			 "hub's assignments instead of CREDIT; B=tcp://... given\n"
+			 "again (up to 4 times) is B's next rail"),
 	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .required = true,
 		     .help = "the builder's control port (the hub's with B=URL links)"),
 	DAEMON_OPT_CONNECT_TIMEOUT(O),
@@ -144,19 +173,20 @@ const struct opt_spec rdr_option_specs[] = {
 	OPT_UINT("batch-bytes", "B", O, batch_bytes, 4096, 64u << 20, .def = "262144",
 		 .help = "bytes read per call per source (default {default})"),
 	OPT_UINT("socket-buffer", "B", O, socket_buffer_bytes, 1024, 64u << 20,
-		 .help = "kernel send/receive buffers of the builder connection\n"
+		 .help = "kernel send/receive buffers of each builder connection\n"
 			 "(default: the kernel's autotuning)\n"
 			 "memory: sources x (B + max-fragment + 42)"),
 	OPT_UINT("pending-frames", "N", O, pending_frames, 1, 1u << 20, .def = "8192",
-		 .help = "frames routed to one builder and not yet written\n"
-			 "to its link before the sources feeding it pause\n"
-			 "(default {default}); memory: 16 bytes x (builders x\n"
-			 "(N + sources) + sources x min(builders x N,\n"
-			 "(batch-bytes + max-fragment) / 42))"),
+		 .help = "frames routed to one builder connection (one rail\n"
+			 "of its link) and not yet written before the sources\n"
+			 "feeding it pause (default {default}); memory: 16 bytes\n"
+			 "x (C x (N + sources) + sources x min(C x N,\n"
+			 "(batch-bytes + max-fragment) / 42)), C the builder\n"
+			 "connections (every link's rails summed)"),
 	OPT_UINT("pending-bytes", "B", O, pending_bytes, 1, UINT64_MAX, .def = "16777216",
-		 .help = "bytes routed to one builder and not yet written\n"
-			 "(default {default}; the frames stay in the receive\n"
-			 "buffers, so this takes no memory of its own)"),
+		 .help = "bytes routed to one builder connection and not yet\n"
+			 "written (default {default}; the frames stay in the\n"
+			 "receive buffers, so this takes no memory of its own)"),
 	OPT_UINT("source-idle-timeout-ms", "T", O, source_idle_timeout_ms, 0, 86400000,
 		 .def = "5000",
 		 .help = "a source that delivers no complete frame for T ms\n"

@@ -82,9 +82,9 @@ class CliTest(E2ETestCase):
             ("readoutd", ["--id", "0", "--run", "1"], "readoutd: --listen is required (see --help)"),
             ("readoutd", [*rdr, "--shm-inject", "crc@3"],
              "readoutd: --shm-inject needs --builder shm://NAME"),
-            ("readoutd", ["--builder", "0=tcp://127.0.0.1:1", "--builder", "0=tcp://127.0.0.1:2"],
-             "--builder: builder 0 is given twice ('0=tcp://127.0.0.1:2'); each builder has "
-             "one link"),
+            ("readoutd", ["--builder", "0=shm://r", "--builder", "0=tcp://127.0.0.1:2"],
+             "--builder: '0=tcp://127.0.0.1:2': builder 0 is given again, but a shared-memory "
+             "link is one ring whatever the rails: it takes one shm://NAME and no other URL"),
             ("readoutd", ["--builder", "x=tcp://127.0.0.1:1"],
              "--builder: expected B=URL with B a builder ID of 0 .. 255, got 'x=tcp://127.0.0.1:1'"),
             ("readoutd", ["--builder", "256=shm://r"],
@@ -96,7 +96,7 @@ class CliTest(E2ETestCase):
              "(the one builder of the run)"),
             ("readoutd", ["--builder", "0=tcp://127.0.0.1:2", "--builder", "tcp://127.0.0.1:1"],
              "--builder: 'tcp://127.0.0.1:1': a URL without B= names the one builder of the "
-             "run, so it is given once and never with B=URL links"),
+             "run, so it is never given with B=URL links"),
             ("readoutd", [*rdr[:8], "--builder", "0=tcp://127.0.0.1:1", "--builder",
                           "2=shm://r", *rdr[10:]],
              "readoutd: --builder: no link for builder 1; the links given go up to builder 2, "

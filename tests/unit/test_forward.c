@@ -97,7 +97,7 @@ static void setup(void)
 	opt.id = 1;
 	opt.run_id = RUN;
 	snprintf(opt.listen_host, sizeof opt.listen_host, "127.0.0.1");
-	snprintf(opt.links[0].host, sizeof opt.links[0].host, "test");
+	snprintf(opt.links[0].rail[0].host, sizeof opt.links[0].rail[0].host, "test");
 	opt.link_count = 1;
 	opt.sources[0] = 3;
 	opt.source_count = 1;
