@@ -108,7 +108,7 @@ $(BIN)/%: $(BUILD)/%/main.o $(BUILD)/libcommon.a
 # A daemon's own modules (everything in its folder but main.c). The unit
 # tests of those modules, tests/unit/test_<name>.c for each <name> listed in
 # DAEMON_TESTS_<daemon>, link them too.
-DAEMON_TESTS_readoutd := intake forward outq
+DAEMON_TESTS_readoutd := intake intake_rails forward outq
 DAEMON_TESTS_sourced := pace faults
 define daemon_modules
 DAEMON_OBJ_$(1) := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(1)/main.c,$(wildcard $(1)/*.c)))

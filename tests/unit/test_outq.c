@@ -134,6 +134,56 @@ START_TEST(test_full_queues_refuse)
 }
 END_TEST
 
+/* Destinations as the connections of two links of two rails (0, 1 of one
+ * builder, 2, 3 of the other): one source's frames dealt over all four in
+ * spans of 2, each connection writing at its own pace. The source's
+ * oldest unwritten frame is the oldest any connection still has; its END
+ * goes on all four; closing one link's two connections drops only theirs. */
+START_TEST(test_lanes_of_two_links)
+{
+	struct outq *q = outq_create(1, 4, 16, 32);
+	ck_assert_ptr_nonnull(q);
+	for (uint32_t i = 0; i < 16; i++)
+		ck_assert_int_eq(outq_push(q, 0, (i / 2) % 4, 10u * i, 10), 0);
+	ck_assert_int_eq(outq_push_end(q, 0, 160, 42), 0);
+	for (uint32_t d = 0; d < 4; d++) {
+		ck_assert_uint_eq(outq_frames(q, d), 5);
+		ck_assert_uint_eq(outq_bytes(q, d), 4 * 10 + 42);
+	}
+	/* Connection 1 (frames 2, 3, 10, 11): two runs, then END. */
+	struct outq_span sp[8];
+	ck_assert_uint_eq(outq_gather(q, 1, sp, 8, SIZE_MAX), 3);
+	ck_assert_uint_eq(sp[0].pos, 20);
+	ck_assert_uint_eq(sp[0].len, 20);
+	ck_assert_uint_eq(sp[1].pos, 100);
+	ck_assert_uint_eq(sp[1].len, 20);
+	ck_assert_uint_eq(sp[2].pos, 160);
+	struct done_log l = { 0 };
+	uint64_t pos;
+	/* The later lanes write first: the oldest stays frame 0's. */
+	outq_written(q, 1, 82, on_done, &l);
+	outq_written(q, 3, 82, on_done, &l);
+	ck_assert(outq_oldest(q, 0, &pos));
+	ck_assert_uint_eq(pos, 0);
+	ck_assert_uint_eq(outq_source_unwritten(q, 0), 8);
+	/* Connection 0 writes its first frame: frame 1 is the oldest. */
+	outq_written(q, 0, 10, on_done, &l);
+	ck_assert(outq_oldest(q, 0, &pos));
+	ck_assert_uint_eq(pos, 10);
+	/* The second link goes: connection 2's frames dropped, 3 had written. */
+	struct done_log lost = { 0 };
+	outq_close(q, 2, on_done, &lost);
+	outq_close(q, 3, on_done, &lost);
+	ck_assert_int_eq(lost.frames, 4);
+	ck_assert_int_eq(lost.ends, 1);
+	outq_written(q, 0, 30 + 42, on_done, &l);
+	ck_assert_int_eq(l.ends, 3);
+	ck_assert(!outq_oldest(q, 0, &pos));
+	ck_assert_uint_eq(outq_source_unwritten(q, 0), 0);
+	outq_destroy(q);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("outq");
@@ -141,6 +191,7 @@ int main(void)
 	tcase_add_test(tc, test_runs_and_partial_writes);
 	tcase_add_test(tc, test_end_frames_and_a_closed_destination);
 	tcase_add_test(tc, test_full_queues_refuse);
+	tcase_add_test(tc, test_lanes_of_two_links);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
