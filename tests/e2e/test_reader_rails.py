@@ -21,6 +21,7 @@ import random
 import socket
 import struct
 import threading
+import time
 
 import test_reader_routing as rr
 from fakesource import message, unpack
@@ -44,12 +45,14 @@ def rail_listeners() -> tuple[list[socket.socket], int]:
 class RailSink(threading.Thread):
     """One rail of a builder's data port: one reader connection, its HELLO
     kept, every frame's (source, event) in arrival order, its bytes and END
-    frames counted. refuse: answer the HELLO with that error code."""
+    frames counted. refuse: answer the HELLO with that error code;
+    close_after: close the connection once that many frames came."""
 
     def __init__(self, builder: int, rail: int, listener: socket.socket,
-                 refuse: str | None = None) -> None:
+                 refuse: str | None = None, close_after: int | None = None) -> None:
         super().__init__(daemon=True)
         self.builder, self.rail, self.listener, self.refuse = builder, rail, listener, refuse
+        self.close_after = close_after
         self.hello: dict | None = None
         self.frames: list[tuple[int, int]] = []
         self.bytes = 0
@@ -96,6 +99,8 @@ class RailSink(threading.Thread):
                         self.frames.append((f[3], f[5]))
                     pos += size
                 buf = buf[pos:]
+                if self.close_after is not None and len(self.frames) >= self.close_after:
+                    return   # the connection breaks: closed with data unread
             if buf:
                 self.error = f"{len(buf)} bytes of a cut frame at the end"
         except OSError as e:
@@ -115,7 +120,8 @@ class ReaderRailsTest(E2ETestCase):
         self.addCleanup(self.hub.listener.close)
 
     def start(self, *, events: int, builders: int, routing: bool, sources: int = 2,
-              refuse: dict[tuple[int, int], str] | None = None, **flags) -> None:
+              refuse: dict[tuple[int, int], str] | None = None,
+              close_after: dict[tuple[int, int], int] | None = None, **flags) -> None:
         """Each builder's rail listeners and sinks, the reader dialling them
         and the hub, and the sources."""
         self.sinks: dict[tuple[int, int], RailSink] = {}
@@ -124,7 +130,8 @@ class ReaderRailsTest(E2ETestCase):
             listeners, port = rail_listeners()
             for k, lst in enumerate(listeners):
                 self.addCleanup(lst.close)
-                sink = RailSink(b, k, lst, (refuse or {}).get((b, k)))
+                sink = RailSink(b, k, lst, (refuse or {}).get((b, k)),
+                                (close_after or {}).get((b, k)))
                 sink.start()
                 self.sinks[(b, k)] = sink
                 url = f"tcp://{ADDRESSES[k]}:{port}"
@@ -142,15 +149,17 @@ class ReaderRailsTest(E2ETestCase):
                         for s in range(sources)]
         self.assertTrue(self.hub.reader_up.wait(15), self.reader.tail())
 
-    def finish(self, status: int = 0) -> dict:
-        """Waits for the reader's END and exit; returns its report's groups."""
+    def finish(self, status: int = 0, broken: tuple[int, ...] = ()) -> dict:
+        """Waits for the reader's END and exit; returns its report's groups.
+        The links to the builders broken may end inside a frame."""
         self.assertTrue(self.hub.reported.wait(60), self.reader.tail())
         self.assertEqual(self.h.wait(self.reader, 30), status, self.reader.tail())
         for s in self.sources:
             self.h.wait(s, 30)
         for k in self.sinks.values():
             self.assertTrue(k.eof.wait(15))
-            self.assertIsNone(k.error, k.error)
+            if k.builder not in broken:
+                self.assertIsNone(k.error, k.error)
         return self.hub.report["groups"]
 
     def assert_lanes(self, lane_of, events: int, sources: int) -> None:
@@ -248,6 +257,39 @@ class ReaderRailsTest(E2ETestCase):
                       "rail 1 refused in a test (bad_rail)", self.reader.log())
         for s in self.sources:
             self.h.stop(s)
+
+    def test_broken_rail_breaks_the_link(self) -> None:
+        """Builder 1's rail 1 breaks mid-run: the reader says so naming the
+        rail, closes the link's other rail too, and waits for the hub to
+        give builder 1 up, as for a link of one connection; builder 0 gets
+        all of its frames and the books balance."""
+        events, batch = 20000, 64
+        self.start(events=events, builders=2, routing=True, close_after={(1, 1): 300})
+        self.hub.to_reader(rr.routing(2, events, batch), *rr.assigns(0, events, batch, 2))
+        self.hub.start_sources(2)
+        deadline = time.monotonic() + 30
+        warning = ("the link to builder 1 broke (its rail 1 of 2, so the link's every rail); "
+                   "its frames wait for the hub to give it up while the other builders go on")
+        while warning not in self.reader.log():
+            self.assertLess(time.monotonic(), deadline, self.reader.tail())
+            time.sleep(0.02)
+        self.assertTrue(self.sinks[(1, 0)].eof.wait(15), "builder 1's rail 0 stays open")
+        self.assertIn("data connection to builder 1 (rail 1 of 2) 127.0.0.2:", self.reader.log())
+        self.hub.to_reader({"type": "lost", "builder": 1, "reason": "its rail broke"})
+        groups = self.finish(broken=(1,))
+        for s in (0, 1):
+            g = groups[f"source.{s}"]
+            parts = (g["frames_forwarded"] + g["frames_rejected"] + g["frames_held_at_end"]
+                     + g["frames_late"] + g["frames_lost_builder"])
+            self.assertEqual(g["frames_received"], parts, g)
+        for k in range(RAILS):
+            want = [(s, e) for s in (0, 1) for e in range(events)
+                    if (e // batch) % 2 == 0 and (e // batch // 2) % RAILS == k]
+            self.assertEqual(sorted(self.sinks[(0, k)].frames), want)
+        self.assert_rail_groups(groups, 0, groups["builder.0"])
+        link = groups["builder.1"]
+        self.assertEqual(sum(groups[f"builder.1.rail.{k}"]["frames_forwarded"]
+                             for k in range(RAILS)), link["frames_forwarded"])
 
     def test_bad_rail_options_exit_2(self) -> None:
         base = ["--id", "0", "--run", "1", "--listen", "127.0.0.1:0", "--sources", "0",
