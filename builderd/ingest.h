@@ -10,6 +10,7 @@
 
 #include "core/builder.h"
 #include "options.h"
+#include "snapshot.h"
 #include "wire/control.h"
 #include "wire/frame.h"
 
@@ -24,7 +25,9 @@ struct bd_link_ops;
 
 enum bd_data_state { BD_DATA_WAITING, BD_DATA_STREAMING, BD_DATA_CLOSED, BD_DATA_FAILED };
 
-/* A reader's data path: what ingest counts, and the link that carries it. */
+/* A reader's data path: what ingest counts, and the link that carries it.
+ * Over TCP it is rails connections (its HELLOs' `rails`), each its own
+ * stream of frames; over shared memory one ring, rail 0. */
 struct bd_reader {
 	struct ing *ing;
 	uint32_t id;
@@ -38,6 +41,9 @@ struct bd_reader {
 	uint64_t end_frames;
 	uint64_t bytes_received;
 	uint64_t read_calls;             /* TCP reads, or ring drains */
+	uint32_t rails;                  /* its connections; 1 until a HELLO said */
+	uint32_t rails_greeted;          /* bit K: rail K was welcomed */
+	struct bd_rail rail[CTL_MAX_RAILS];
 	/* --role builder: the frame at the head of the link's buffer is of an
 	 * event not assigned yet; the link stops reading until ing_assign()
 	 * resumes it (link.h's resume). */
@@ -93,12 +99,17 @@ void ing_error(struct ing *g, const char *fmt, ...) __attribute__((format(printf
 void ing_refused(struct ing *g);
 
 /* Checks a reader's data HELLO, whatever the link: the run, the channel,
- * the reader waiting for its data path, its sources its own. NULL after
- * refusing it (answered with ERROR, fd closed). */
-struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer);
+ * the reader waiting for its data path, its sources its own; its rail
+ * (core/rails.h) one of the link's `rails`, as its earlier connections
+ * said, at most listeners (the builder's addresses), not connected yet
+ * (bad_rail, duplicate_id). A later rail of a reader already streaming is
+ * admitted too. NULL after refusing it (answered with ERROR, fd closed). */
+struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer,
+			    uint32_t listeners);
 
-/* The reader's data path is up (WELCOME sent) on link: records the sources
- * it serves and tells the hub. */
+/* A connection of the reader's data path is up (WELCOME sent) on link:
+ * the first records the sources it serves, sets their lanes in the core to
+ * the HELLO's rails and tells the hub; each marks its rail greeted. */
 void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const struct ctl_hello *h,
 		 const char *peer);
 
@@ -110,7 +121,10 @@ void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const str
 bool ing_release(struct bd_reader *rd, const char *why);
 
 /* The per-frame path of every link: decodes and verifies the frame at buf
- * (avail bytes) and feeds it to the builder core, or notes its source's END.
+ * (avail bytes), that came on connection rail (0 over shm), and feeds it
+ * to the builder core, or notes its source's END (over only once every rail
+ * delivered one). A fragment whose lane is another rail's is counted
+ * (frames_wrong_rail), an error of the run, and built all the same.
  * exact: buf is one record that must hold exactly one frame. Returns FRM_OK
  * with *frame_bytes consumed, FRM_NEED_MORE (stream only), or an error,
  * already reported, after which the caller closes the path. In --role
@@ -118,8 +132,8 @@ bool ing_release(struct bd_reader *rd, const char *why);
  * came: ing_set_plan) returns
  * FRM_NEED_MORE with rd->held set, whatever exact: the link keeps it
  * unconsumed, stops reading, and takes it again once resumed. */
-enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
-			 size_t *frame_bytes, uint64_t now);
+enum frm_status ing_take(struct bd_reader *rd, uint32_t rail, const uint8_t *buf, size_t avail,
+			 bool exact, size_t *frame_bytes, uint64_t now);
 
 /* Data arrived at now: the run makes progress. */
 void ing_progress(struct ing *g, uint64_t now);
@@ -161,6 +175,8 @@ int ing_assign(struct ing *g, const struct ctl_assign *a, char *why, size_t why_
 /* The builder role's counters (wire/counters.h, CNT_LIST_BUILDER_ROLE),
  * those ingest keeps: frags_misrouted, frames_held_unassigned. */
 uint64_t ing_misrouted(const struct ing *g);
+/* Frames every reader sent on another rail than their lane's. */
+uint64_t ing_wrong_rail(const struct ing *g);
 uint64_t ing_held_unassigned(const struct ing *g);
 
 /* Local IDs decided: those below the lowest undecided one (the core's
