@@ -34,7 +34,7 @@ struct bd_reader {
 	enum bd_data_state state;
 	char address[CTL_MAX_TEXT];
 	uint32_t pid;                    /* as its data HELLO says */
-	struct frm_decoder decoder;
+	struct frm_decoder decoder[CTL_MAX_RAILS];   /* one per connection: each its stream */
 	uint16_t sources[CTL_MAX_SOURCE_LIST];
 	size_t source_count;
 	uint64_t frames_received;

@@ -228,7 +228,7 @@ enum frm_status ing_take(struct bd_reader *rd, uint32_t rail, const uint8_t *buf
 	struct ing *g = rd->ing;
 	struct frm_header h;
 	size_t need;
-	enum frm_status st = frm_decoder_next(&rd->decoder, buf, avail, &h, frame_bytes, &need);
+	enum frm_status st = frm_decoder_next(&rd->decoder[rail], buf, avail, &h, frame_bytes, &need);
 	if (exact && (st == FRM_NEED_MORE || (st == FRM_OK && *frame_bytes != avail))) {
 		/* The reader verified this frame; a record that disagrees with
 		 * its own frame's length was damaged in the ring. */
@@ -480,7 +480,8 @@ static int ing_alloc(struct ing *g)
 		rd->ing = g;
 		rd->id = r;
 		rd->rails = 1;
-		frm_decoder_init(&rd->decoder, g->opt.run_id, g->opt.max_fragment_bytes);
+		for (uint32_t k = 0; k < CTL_MAX_RAILS; k++)
+			frm_decoder_init(&rd->decoder[k], g->opt.run_id, g->opt.max_fragment_bytes);
 	}
 	return 0;
 }
