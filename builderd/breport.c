@@ -66,8 +66,12 @@ static bool brep_links(struct ctl_report *r, const struct bd_snapshot *s, uint32
 	return ok;
 }
 
+/* The groups added after brep_fill's own: process here, clock and chrony by
+ * the control link (io/ctlclient) as it sends the END. */
+#define BREP_LATER_GROUPS 3u
+
 /* Groups reader.R.rail.K: each connection of a link of two rails or more,
- * while room is left for the process group; false when some did not fit. */
+ * while room is left for the later groups; false when some did not fit. */
 static bool brep_rails(struct ctl_report *r, const struct bd_snapshot *s, uint32_t readers)
 {
 	bool ok = true;
@@ -76,7 +80,7 @@ static bool brep_rails(struct ctl_report *r, const struct bd_snapshot *s, uint32
 		char link[CNT_GROUP_BYTES], name[CNT_GROUP_BYTES];
 		cnt_group_peer(link, CTL_ROLE_READER, i);
 		for (uint32_t k = 0; l->rails > 1 && k < l->rails; k++) {
-			if (r->group_count + 1 >= CTL_MAX_GROUPS) {
+			if (r->group_count + BREP_LATER_GROUPS >= CTL_MAX_GROUPS) {
 				ok = false;
 				continue;
 			}

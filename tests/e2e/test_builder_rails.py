@@ -223,6 +223,11 @@ class BuilderRailsTest(E2ETestCase):
         self.assertEqual(status["oldest_pending"], 10, status)
         reader.send([(s, e) for e in range(11, 64) for s in (0, 1)])
         status = self.wait_status(ports["metrics"], lambda s: s["events_expired"] == 1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics",
+                                    timeout=5) as r:
+            prom = r.read().decode()
+        self.assertIn('es_builder_rail_frames_total{reader="0",rail="1"} 128', prom)
+        self.assertIn('es_builder_rail_frames_wrong_rail_total{reader="0",rail="0"} 0', prom)
         reader.end(128)
         m = self.both_metrics(proc, out)
         self.assertEqual(m["counters"]["builder"]["events_expired_skipped"], 1)
