@@ -137,6 +137,11 @@ void bld_destroy(struct bld *b);
  * or a count out of range. */
 int bld_set_source_lanes(struct bld *b, uint16_t src, uint32_t lanes);
 
+/* The lanes' spans when they are known only after bld_create() (a
+ * builder of several learns its batch from the hub): as the config's
+ * lane_span (0 taken as 1) and lane_offset. Before any fragment. */
+void bld_set_lane_span(struct bld *b, uint64_t span, uint64_t offset);
+
 /* The lane that carries event_id (as bld_fragment's) of source src: 0 ..
  * its lanes - 1; 0 for an ID outside the run. */
 uint32_t bld_lane_of(const struct bld *b, uint16_t src, uint64_t event_id);

@@ -14,6 +14,13 @@ int bld_set_source_lanes(struct bld *b, uint16_t src, uint32_t lanes)
 	return 0;
 }
 
+void bld_set_lane_span(struct bld *b, uint64_t span, uint64_t offset)
+{
+	b->cfg.lane_span = span;
+	b->cfg.lane_offset = offset;
+	b->lane_span = span != 0 ? span : 1;
+}
+
 uint32_t bld_lane_of(const struct bld *b, uint16_t src, uint64_t event_id)
 {
 	if (src >= b->cfg.sources || event_id < b->cfg.first_event)

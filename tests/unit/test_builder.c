@@ -926,6 +926,15 @@ START_TEST(test_lanes_offset_and_bad_counts)
 	ck_assert_int_eq(bld_set_source_lanes(b, 0, 5), -EINVAL);
 	ck_assert_int_eq(bld_set_source_lanes(b, 3, 2), -EINVAL);
 	ck_assert_int_eq(bld_set_source_lanes(b, 2, 4), 0);
+	/* A builder of several learns its batch later: local ID L is in its
+	 * batch L / batch, the k-th on lane k mod lanes. */
+	bld_set_lane_span(b, 8, 0);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 7), 0);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 8), 1);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 31), 3);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 32), 0);
+	bld_set_lane_span(b, 0, 0);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 5), 1);
 	bld_destroy(b);
 }
 END_TEST
