@@ -103,9 +103,11 @@ void ing_refused(struct ing *g);
  * (core/rails.h) one of the link's `rails`, as its earlier connections
  * said, at most listeners (the builder's addresses), not connected yet
  * (bad_rail, duplicate_id). A later rail of a reader already streaming is
- * admitted too. NULL after refusing it (answered with ERROR, fd closed). */
-struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer,
-			    uint32_t listeners);
+ * admitted too. NULL after refusing it (answered with ERROR, fd closed).
+ * ing_admit: a link of one address (shared memory). */
+struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *h,
+				 const char *peer, uint32_t listeners);
+struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer);
 
 /* A connection of the reader's data path is up (WELCOME sent) on link:
  * the first records the sources it serves, sets their lanes in the core to
@@ -132,8 +134,11 @@ bool ing_release(struct bd_reader *rd, const char *why);
  * came: ing_set_plan) returns
  * FRM_NEED_MORE with rd->held set, whatever exact: the link keeps it
  * unconsumed, stops reading, and takes it again once resumed. */
-enum frm_status ing_take(struct bd_reader *rd, uint32_t rail, const uint8_t *buf, size_t avail,
-			 bool exact, size_t *frame_bytes, uint64_t now);
+enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t *buf,
+			      size_t avail, bool exact, size_t *frame_bytes, uint64_t now);
+/* The same on a link of one connection (shared memory): rail 0. */
+enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
+			 size_t *frame_bytes, uint64_t now);
 
 /* Data arrived at now: the run makes progress. */
 void ing_progress(struct ing *g, uint64_t now);

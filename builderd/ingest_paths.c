@@ -136,8 +136,13 @@ static bool ing_sources_free(const struct ing *g, const struct ctl_hello *h, uin
 	return true;
 }
 
-struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer,
-			    uint32_t listeners)
+struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer)
+{
+	return ing_admit_rail(g, fd, h, peer, 1);
+}
+
+struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *h,
+				 const char *peer, uint32_t listeners)
 {
 	if (!ing_check_hello(g, fd, h, peer))
 		return NULL;
@@ -186,16 +191,17 @@ void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const str
 		 const char *peer)
 {
 	struct ing *g = rd->ing;
+	uint32_t rails = ing_rails_of(h);
 	rd->rails_greeted |= 1u << h->rail;
 	snprintf(rd->rail[h->rail].address, sizeof rd->rail[h->rail].address, "%s", peer);
 	if (rd->state == BD_DATA_STREAMING)
 		return;   /* a later rail of the link */
 	ing_set_sources(g, rd, h);
-	rd->rails = h->rails;
+	rd->rails = rails;
 	/* Each source's fragments come in ID order on each rail, not
 	 * across them: its progress is the core's per lane. */
 	for (uint32_t i = 0; i < h->source_count; i++)
-		bld_set_source_lanes(g->core, h->sources[i], h->rails);
+		bld_set_source_lanes(g->core, h->sources[i], rails);
 	rd->link = link;
 	rd->state = BD_DATA_STREAMING;
 	rd->pid = h->pid;
@@ -222,8 +228,14 @@ bool ing_release(struct bd_reader *rd, const char *why)
 	return true;
 }
 
-enum frm_status ing_take(struct bd_reader *rd, uint32_t rail, const uint8_t *buf, size_t avail,
-			 bool exact, size_t *frame_bytes, uint64_t now)
+enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
+			 size_t *frame_bytes, uint64_t now)
+{
+	return ing_take_rail(rd, 0, buf, avail, exact, frame_bytes, now);
+}
+
+enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t *buf,
+			      size_t avail, bool exact, size_t *frame_bytes, uint64_t now)
 {
 	struct ing *g = rd->ing;
 	struct frm_header h;

@@ -11,16 +11,22 @@
 
 /* A HELLO's rail against the reader's earlier connections and the
  * builder's listeners: true when it may be welcomed. */
+uint32_t ing_rails_of(const struct ctl_hello *h)
+{
+	return h->rails != 0 ? h->rails : 1;
+}
+
 bool ing_rail_free(struct ing *g, int fd, const struct ctl_hello *h, const char *peer,
 			  uint32_t listeners)
 {
 	const struct bd_reader *rd = &g->readers[h->id];
 	bool streaming = rd->state == BD_DATA_STREAMING;
-	if (h->rails > listeners || h->rail >= h->rails)
+	uint32_t rails = ing_rails_of(h);
+	if (rails > listeners || h->rail >= rails)
 		greet_reply_error(fd, peer, "bad_rail",
 				  "reader %u greeted rail %u of %u, but the builder listens on %u address%s",
 				  h->id, h->rail, h->rails, listeners, listeners == 1 ? "" : "es");
-	else if (streaming && h->rails != rd->rails)
+	else if (streaming && rails != rd->rails)
 		greet_reply_error(fd, peer, "bad_rail",
 				  "reader %u greeted rail %u of %u, but its earlier connections said %u rails",
 				  h->id, h->rail, h->rails, rd->rails);

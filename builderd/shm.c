@@ -169,7 +169,7 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 		rc = bshm_next(l, &rec, &len);
 		if (rc == 0) {
 			size_t frame_bytes;
-			enum frm_status st = ing_take(rd, 0, rec, len, true, &frame_bytes, now);
+			enum frm_status st = ing_take(rd, rec, len, true, &frame_bytes, now);
 			if (st == FRM_NEED_MORE && rd->held) {
 				/* Neither it nor what came before is released:
 				 * the producer waits for the room, which is the
@@ -377,7 +377,7 @@ static void bshm_on_greeted(int fd, const struct ctl_hello *h, const char *peer,
 		set->refused++;
 		return;
 	}
-	struct bd_reader *rd = ing_admit(g, fd, h, peer, 1);
+	struct bd_reader *rd = ing_admit(g, fd, h, peer);
 	if (rd == NULL)
 		return;
 	struct bshm_link *l = set->links[rd->id];

@@ -131,7 +131,7 @@ static void btcp_consume(struct btcp_conn *c, bool eof, uint64_t now)
 			break;
 		}
 		size_t frame_bytes;
-		enum frm_status st = ing_take(rd, c->rail, c->buf + c->start, c->end - c->start,
+		enum frm_status st = ing_take_rail(rd, c->rail, c->buf + c->start, c->end - c->start,
 					      false, &frame_bytes, now);
 		if (st == FRM_NEED_MORE)
 			break;
@@ -236,7 +236,7 @@ static void btcp_on_greeted(int fd, const struct ctl_hello *h, const char *peer,
 		ing_refused(g);
 		return;
 	}
-	struct bd_reader *rd = ing_admit(g, fd, h, peer, t->listeners);
+	struct bd_reader *rd = ing_admit_rail(g, fd, h, peer, t->listeners);
 	if (rd == NULL)
 		return;
 	if (greet_reply_welcome(fd, opt->run_id, CTL_ROLE_BUILDER, ing_builder_id(g)) < 0) {
