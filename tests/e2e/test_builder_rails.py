@@ -336,6 +336,42 @@ class BuilderRailsTest(E2ETestCase):
             self.assertGreater(g[f"reader.0.rail.{k}"]["socket_buffer_bytes"], 0)
         self.assertEqual(sorted(e["event"] for e in read_jsonl(out / "events.jsonl")), mine)
 
+    def test_builder_holds_per_rail(self) -> None:
+        """Its batch 2 (global 32..39, rail 0) arrives before its assign:
+        rail 0 holds it (frames_held_unassigned) while rail 1 goes on and
+        its batch 1 (16..23) is built; the assign then lets rail 0 on."""
+        proc, ports, out = self.start_builder(metrics_listen="127.0.0.1:0")
+        pf = self.h.path("ports", "builder-0.port")
+        mports = self.h.wait_port_file(pf, ("metrics",), 15, proc)
+        plan = batches(64, 8, 2)
+        self.hub.routing(builders=2, events=64, batch=8)
+        mine = [e for f, c, b in plan if b == 0 for e in range(f, f + c)]
+        lane = {e: (i // 8) % 2 for i, e in enumerate(mine)}
+        reader = RailReader(ports["data"], lambda e: lane[e])
+        self.hub.wait_for("token")
+        for rec in plan[:2]:
+            self.hub.assign(*rec)
+        reader.send_events(list(range(0, 8)) + list(range(32, 40)))
+        self.wait_status(mports["metrics"], lambda s: s["events_complete"] == 8 and
+                         s["frames_held_unassigned"] >= 1)
+        self.hub.assign(*plan[2])
+        reader.send_events(range(16, 24))
+        status = self.wait_status(mports["metrics"], lambda s: s["events_complete"] == 16)
+        self.assertEqual(status["events_assigned"], 16)
+        for rec in plan[3:]:
+            self.hub.assign(*rec)
+        reader.send_events(range(48, 56))
+        reader.end(64)
+        end = self.hub.wait_for("end")[0]
+        self.hub.send({"type": "bye", "status": 0})
+        self.assertEqual(self.h.wait(proc, 20), 0, proc.tail(40))
+        g = end["groups"]
+        self.assertEqual(g[""]["events_complete"], 32)
+        self.assertGreaterEqual(g[""]["frames_held_unassigned"], 1)
+        self.assertEqual(g["reader.0.rail.0"]["frames_received"], 32)
+        self.assertEqual(g["reader.0.rail.1"]["frames_received"], 32)
+        self.assertEqual(sorted(e["event"] for e in read_jsonl(out / "events.jsonl")), mine)
+
     def test_builder_wrong_rail_fails_the_run(self) -> None:
         """Global event 32 (its batch 2, rail 0) of source 1 on rail 1:
         counted, the run fails by name, the event still built."""
