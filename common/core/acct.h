@@ -38,6 +38,11 @@ enum acct_kind {
 	ACCT_BUILDER_ASSIGNED,
 	ACCT_BUILDER_MISROUTED,
 	ACCT_RUN_ASSIGNED,
+	/* rails (docs/BUILDERS.md, "Rails"): links of two rails or more */
+	ACCT_HOP_RAIL,
+	ACCT_RAILS_READER,
+	ACCT_RAILS_BUILDER,
+	ACCT_WRONG_RAIL,
 	ACCT_KIND_COUNT
 };
 
@@ -95,6 +100,12 @@ struct acct_reader {
 	size_t source_count;
 	const uint16_t *sources;
 	bool gone;                 /* died or stalled: a missing report is expected */
+	/* One builder (--role both) and a link of two rails or more: what the
+	 * builder read on each of its connections (rails 0 otherwise; with
+	 * several builders their END reports say it). */
+	uint32_t rails;
+	uint64_t rail_frames_received[CTL_MAX_RAILS];
+	uint64_t rail_frames_wrong[CTL_MAX_RAILS];
 };
 
 /* What the hub knows of one builder of several (--role hub): its END

@@ -533,7 +533,8 @@ static void acct_builder(struct acct *a, const struct acct_run *run, const struc
 int acct_compute(const struct acct_run *run, struct acct *a)
 {
 	a->cap = 4u * run->sources + 2u * run->reader_count + 16u +
-		 (run->reader_count + 2u) * run->builder_count;
+		 (run->reader_count + 2u) * run->builder_count +
+		 run->reader_count * acct_rails_cap(run);
 	a->count = 0;
 	a->lost_with_sources = a->lost_with_readers = 0;
 	a->lost_with_builders = a->frames_lost_with_builders = 0;
@@ -555,8 +556,9 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 		uint64_t lost = 0;
 		if (rd->gone && rd->report == NULL)
 			rc = acct_reader_gone(a, run, rd);
-		else if ((rc = acct_hops_to_builders(a, run, rd, &lost)) == 0)
-			rc = acct_reader_to_builder(a, rd, lost);
+		else if ((rc = acct_hops_to_builders(a, run, rd, &lost)) == 0 &&
+			 (rc = acct_reader_to_builder(a, rd, lost)) == 0)
+			rc = acct_rails(a, run, rd);
 	}
 	uint64_t outside = 0;
 	if (rc == 0)

@@ -45,4 +45,13 @@ int acct_hops_to_builders(struct acct *a, const struct acct_run *run, const stru
 int acct_builders(struct acct *a, const struct acct_run *run, uint64_t ids, bool ids_known,
 		  uint64_t *outside);
 
+/* Rails: for each link of reader rd of two rails or more, per rail
+ * forwarded = received, on both sides the rails' sums = the link's, and no
+ * frame on the wrong rail. Nothing for links of one rail, nor for a builder
+ * gone without a report (its link's loss is counted with the link). */
+int acct_rails(struct acct *a, const struct acct_run *run, const struct acct_reader *rd);
+
+/* Equations acct_rails() may add for one reader. */
+size_t acct_rails_cap(const struct acct_run *run);
+
 #endif

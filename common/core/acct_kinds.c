@@ -56,6 +56,17 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 	[ACCT_RUN_ASSIGNED] = { "run: event IDs assigned = event IDs generated",
 				"manager, sources", "the manager's `assigned`, summed over builders",
 				"the sources' `events`" },
+	[ACCT_HOP_RAIL] = { "hop reader %u to builder %u, rail %u: forwarded = received by builder",
+			    "reader, builder", "`reader.R.builder.B.rail.K.frames_forwarded`",
+			    "the builder's `from_reader.R.rail.K.frames_received` (B's `reader.R.rail.K` with several builders)" },
+	[ACCT_RAILS_READER] = { "reader %u to builder %u: the rails' frames forwarded = the link's",
+				"reader", "sum over K of `builder.B.rail.K.frames_forwarded`",
+				"`builder.B.frames_forwarded` (one builder: the reader's `frames_forwarded`)" },
+	[ACCT_RAILS_BUILDER] = { "builder %u from reader %u: the rails' frames received = the link's",
+				 "builder", "sum over K of the rails' `frames_received`",
+				 "the link's `frames_received`" },
+	[ACCT_WRONG_RAIL] = { "builder %u from reader %u: frames on the wrong rail = 0",
+			      "builder", "sum over K of the rails' `frames_wrong_rail`", "0" },
 };
 
 const struct acct_kind_doc *acct_kind_describe(enum acct_kind kind)
