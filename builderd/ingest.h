@@ -193,6 +193,9 @@ uint64_t ing_decided(const struct ing *g);
 enum bd_data_state ing_reader_state(const struct ing *g, uint32_t r);
 uint64_t ing_reader_frames(const struct ing *g, uint32_t r);
 const uint16_t *ing_reader_sources(const struct ing *g, uint32_t r, size_t *count);
+/* Reader r's link of two rails or more: its connections' counters in
+ * *rail, their count returned; 0 for a link of one. */
+uint32_t ing_reader_rails(const struct ing *g, uint32_t r, const struct bd_rail **rail);
 
 /* The reader serving source s, -1 when none is known. */
 int32_t ing_reader_of_source(const struct ing *g, uint16_t s);

@@ -79,3 +79,10 @@ void ing_check_lane(struct bd_reader *rd, uint32_t rail, const struct frm_header
 		ing_error(g, "Reader %u sent a fragment of event %" PRIu64 " (source %u) on rail %u of %u, but its lane is rail %u: reader and builder disagree on the lanes (frames_wrong_rail)",
 			  rd->id, h->event_id, h->source_id, rail, rd->rails, lane);
 }
+
+uint32_t ing_reader_rails(const struct ing *g, uint32_t r, const struct bd_rail **rail)
+{
+	const struct bd_reader *rd = &g->readers[r];
+	*rail = rd->rail;
+	return rd->rails > 1 ? rd->rails : 0;
+}

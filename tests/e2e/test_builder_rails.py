@@ -98,6 +98,16 @@ def rails_sum(groups: dict, link: str, rails: int, name: str) -> int:
     return sum(groups[f"{link}.rail.{k}"][name] for k in range(rails))
 
 
+def equation(metrics: dict, name: str) -> dict:
+    found = [e for e in metrics["equations"] if e.get("name") == name]
+    assert len(found) == 1, (name, [e.get("name") for e in metrics["equations"]])
+    return found[0]
+
+
+SUMS = "builder 0 from reader 0: the rails' frames received = the link's"
+WRONG = "builder 0 from reader 0: frames on the wrong rail = 0"
+
+
 class BuilderRailsTest(E2ETestCase):
     needs_daemons = True
 
@@ -146,6 +156,9 @@ class BuilderRailsTest(E2ETestCase):
             self.assertGreater(rail["socket_buffer_bytes"], 0)
         self.assertNotIn(f"{link}.rail.2", c)
         self.assertFalse([e for e in m["errors"] if "rail" in e], m["errors"])
+        self.assertTrue(equation(m, SUMS)["ok"], equation(m, SUMS))
+        self.assertEqual((equation(m, SUMS)["lhs"], equation(m, SUMS)["rhs"]), (512, 512))
+        self.assertTrue(equation(m, WRONG)["ok"], equation(m, WRONG))
         self.assertEqual(len(read_jsonl(out / "events.jsonl")), 256)
         log = proc.log()
         self.assertIn("rail 0 of 2", log)
@@ -169,6 +182,8 @@ class BuilderRailsTest(E2ETestCase):
                     "lane is rail 1: reader and builder disagree on the lanes (frames_wrong_rail)")
         self.assertIn(sentence, m["errors"])
         self.assertIn(sentence, proc.log())
+        self.assertFalse(equation(m, WRONG)["ok"], equation(m, WRONG))
+        self.assertEqual(equation(m, WRONG)["lhs"], 1)
 
     def test_both_bad_rails_are_refused(self) -> None:
         """With rail 0 of 2 connected: rail 0 of 1 (rails disagree), rail 0
