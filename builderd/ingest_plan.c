@@ -66,7 +66,8 @@ void ing_set_plan(struct ing *g, struct owr *plan)
 	owr_destroy(g->plan);
 	g->plan = plan;
 	/* The builder's k-th batch is on rail k mod rails: local ID L is in
-	 * its batch L / batch (core/rails.h). */
+	 * its batch L / batch (core/rails.h), or (L + first % batch) / batch
+	 * when its first is the run's first, short batch (ing_assign). */
 	if (plan != NULL)
 		bld_set_lane_span(g->core, owr_batch(plan), 0);
 }
@@ -79,9 +80,16 @@ struct owr *ing_plan(const struct ing *g)
 int ing_assign(struct ing *g, const struct ctl_assign *a, char *why, size_t why_size)
 {
 	bool mine;
+	uint64_t before = owr_assigned(g->plan);
 	int rc = owr_assign(g->plan, a, &mine, why, why_size);
 	if (rc < 0)
 		return rc;
+	/* Batches are aligned to the batch but for the run's first: when that
+	 * short one is this builder's first, its local IDs run that much
+	 * behind the spans of its later batches (the lanes, core/rails.h).
+	 * None of its frames reached the core yet: they were held. */
+	if (mine && before == 0)
+		bld_set_lane_span(g->core, owr_batch(g->plan), a->first % owr_batch(g->plan));
 	/* Any assign may pass a held frame: the next one's event may be
 	 * another builder's (misrouted, now known) or mine. */
 	for (uint32_t r = 0; r < g->opt.readers && !g->over; r++) {

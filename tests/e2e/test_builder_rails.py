@@ -387,6 +387,36 @@ class BuilderRailsTest(E2ETestCase):
         self.assertEqual(g["reader.0.rail.1"]["frames_received"], 32)
         self.assertEqual(sorted(e["event"] for e in read_jsonl(out / "events.jsonl")), mine)
 
+    def test_builder_first_batch_short(self) -> None:
+        """A run from event 5 in batches of 8: the first batch, 5..7, is
+        short and builder 0's. Its batches in order still go to rails 0, 1,
+        0, 1, 0 (5..7, 16..23, 32..39, 48..55, 64..68): none on a wrong
+        rail, every one built."""
+        proc, ports, out = self.start_builder()
+        first, events, batch = 5, 64, 8
+        end = first + events
+        plan = [(max(k * batch, first), min((k + 1) * batch, end) - max(k * batch, first), k % 2)
+                for k in range(first // batch, (end - 1) // batch + 1)]
+        self.hub.routing(builders=2, events=events, batch=batch, first=first)
+        own = [(f, c) for f, c, b in plan if b == 0]
+        lane = {e: k % 2 for k, (f, c) in enumerate(own) for e in range(f, f + c)}
+        mine = sorted(lane)
+        reader = RailReader(ports["data"], lambda e: lane[e])
+        self.hub.wait_for("token")
+        for rec in plan:
+            self.hub.assign(*rec, retired=first)
+        reader.send_events(mine)
+        reader.end(events)
+        report = self.hub.wait_for("end")[0]
+        self.hub.send({"type": "bye", "status": 0})
+        self.assertEqual(self.h.wait(proc, 20), 0, proc.tail(40))
+        g = report["groups"]
+        self.assertEqual(g[""]["events_complete"], len(mine))
+        for k in range(2):
+            self.assertEqual(g[f"reader.0.rail.{k}"]["frames_wrong_rail"], 0)
+        self.assertEqual(g["reader.0.rail.0"]["frames_received"], 2 * (3 + 8 + 5))
+        self.assertEqual(sorted(e["event"] for e in read_jsonl(out / "events.jsonl")), mine)
+
     def test_builder_wrong_rail_fails_the_run(self) -> None:
         """Global event 32 (its batch 2, rail 0) of source 1 on rail 1:
         counted, the run fails by name, the event still built."""
