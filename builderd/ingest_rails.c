@@ -9,15 +9,15 @@
 #include <inttypes.h>
 #include <string.h>
 
-/* A HELLO's rail against the reader's earlier connections and the
- * builder's listeners: true when it may be welcomed. */
 uint32_t ing_rails_of(const struct ctl_hello *h)
 {
 	return h->rails != 0 ? h->rails : 1;
 }
 
+/* A HELLO's rail against the reader's earlier connections and the
+ * builder's listeners: true when it may be welcomed. */
 bool ing_rail_free(struct ing *g, int fd, const struct ctl_hello *h, const char *peer,
-			  uint32_t listeners)
+		   uint32_t listeners)
 {
 	const struct bd_reader *rd = &g->readers[h->id];
 	bool streaming = rd->state == BD_DATA_STREAMING;
@@ -28,8 +28,8 @@ bool ing_rail_free(struct ing *g, int fd, const struct ctl_hello *h, const char 
 				  h->id, h->rail, h->rails, listeners, listeners == 1 ? "" : "es");
 	else if (streaming && rails != rd->rails)
 		greet_reply_error(fd, peer, "bad_rail",
-				  "reader %u greeted rail %u of %u, but its earlier connections said %u rails",
-				  h->id, h->rail, h->rails, rd->rails);
+				  "reader %u greeted rail %u of %u, but its earlier connections said %u rail%s",
+				  h->id, h->rail, h->rails, rd->rails, rd->rails == 1 ? "" : "s");
 	else if (streaming && rd->rails > 1 && (rd->rails_greeted >> h->rail) & 1u)
 		greet_reply_error(fd, peer, "duplicate_id",
 				  "reader %u's rail %u of %u is already connected from %s", h->id,
@@ -68,7 +68,7 @@ void ing_end_of(struct bd_reader *rd, uint32_t rail, const struct frm_header *h)
 
 /* A fragment on another rail than its lane's: counted, and an error. */
 void ing_check_lane(struct bd_reader *rd, uint32_t rail, const struct frm_header *h,
-			   uint64_t event_id)
+		    uint64_t event_id)
 {
 	struct ing *g = rd->ing;
 	uint32_t lane = bld_lane_of(g->core, h->source_id, event_id);
