@@ -151,6 +151,12 @@ void books_account(const struct books *bk, struct acct *a)
 		readers[r].gone = p->lost && !p->reported;
 		readers[r].frames_received_by_builder = bdd_reader_frames(bk->data, r);
 		readers[r].sources = bdd_reader_sources(bk->data, r, &readers[r].source_count);
+		const struct bd_rail *rail;
+		readers[r].rails = bdd_reader_rails(bk->data, r, &rail);
+		for (uint32_t k = 0; k < readers[r].rails; k++) {
+			readers[r].rail_frames_received[k] = rail[k].frames_received;
+			readers[r].rail_frames_wrong[k] = rail[k].frames_wrong_rail;
+		}
 	}
 	struct acct_run run = {
 		.sources = S,

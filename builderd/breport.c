@@ -66,6 +66,33 @@ static bool brep_links(struct ctl_report *r, const struct bd_snapshot *s, uint32
 	return ok;
 }
 
+/* The groups added after brep_fill's own: process here, clock and chrony by
+ * the control link (io/ctlclient) as it sends the END. */
+#define BREP_LATER_GROUPS 3u
+
+/* Groups reader.R.rail.K: each connection of a link of two rails or more,
+ * while room is left for the later groups; false when some did not fit. */
+static bool brep_rails(struct ctl_report *r, const struct bd_snapshot *s, uint32_t readers)
+{
+	bool ok = true;
+	for (uint32_t i = 0; i < readers; i++) {
+		const struct bd_snapshot_link *l = &s->links[i];
+		char link[CNT_GROUP_BYTES], name[CNT_GROUP_BYTES];
+		cnt_group_peer(link, CTL_ROLE_READER, i);
+		for (uint32_t k = 0; l->rails > 1 && k < l->rails; k++) {
+			if (r->group_count + BREP_LATER_GROUPS >= CTL_MAX_GROUPS) {
+				ok = false;
+				continue;
+			}
+			struct ctl_group *g = ctl_report_group(r, cnt_group_rail(name, link, k));
+#define BREP_RAIL(field) ok = ctl_group_set(g, CNT_BUILDER_RAIL(field), l->rail[k].field) && ok;
+			CNT_LIST_BUILDER_RAIL(BREP_RAIL)
+#undef BREP_RAIL
+		}
+	}
+	return ok;
+}
+
 /* Groups unique.K: source s's unique fragments as "s<s>" in group s / 48,
  * the sources with none left out. */
 static bool brep_unique(struct ctl_report *r, const struct ing *g, uint16_t sources)
@@ -132,6 +159,7 @@ bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role
 	ok = brep_links(r, &s, opt->readers) && ok;
 	ok = brep_unique(r, g, opt->sources) && ok;
 	ok = brep_hist(r, s.latency, &u) && ok;
+	ok = brep_rails(r, &s, opt->readers) && ok;
 	procstat_report(r);
 	free(links);
 	return ok;

@@ -412,7 +412,7 @@ static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
 static int brun_announce(struct brun *b, uint16_t data_port)
 {
 	const struct bd_options *opt = &b->opt;
-	printf("listening data %s:%u\n", opt->listen_host, (unsigned)data_port);
+	printf("listening data %s:%u\n", opt->listen_hosts[0], (unsigned)data_port);
 	uint16_t metrics_port = 0;
 	if (opt->metrics_host[0] != '\0') {
 		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,

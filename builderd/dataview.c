@@ -47,6 +47,11 @@ static const struct bld_counters *ingv_counters(const void *ctx)
 	return ing_counters(ctx);
 }
 
+static uint32_t ingv_reader_rails(const void *ctx, uint32_t r, const struct bd_rail **rail)
+{
+	return ing_reader_rails(ctx, r, rail);
+}
+
 static const struct bd_data_ops ing_view_ops = {
 	.reader_state = ingv_reader_state,
 	.reader_frames = ingv_reader_frames,
@@ -57,6 +62,7 @@ static const struct bd_data_ops ing_view_ops = {
 	.unique_from = ingv_unique_from,
 	.frames_received = ingv_frames_received,
 	.counters = ingv_counters,
+	.reader_rails = ingv_reader_rails,
 };
 
 void bdd_from_ing(struct bd_data *d, struct ing *g)

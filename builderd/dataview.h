@@ -28,6 +28,10 @@ struct bd_data_ops {
 	uint64_t (*unique_from)(const void *ctx, uint16_t s);
 	uint64_t (*frames_received)(const void *ctx);
 	const struct bld_counters *(*counters)(const void *ctx);
+	/* Reader r's link of two rails or more: its connections' counters in
+	 * *rail, their count returned; 0 otherwise. NULL: this side has none
+	 * (--role hub, where the builders' END reports say it). */
+	uint32_t (*reader_rails)(const void *ctx, uint32_t r, const struct bd_rail **rail);
 };
 
 struct bd_data {
@@ -52,6 +56,12 @@ static inline const uint16_t *bdd_reader_sources(const struct bd_data *d, uint32
 						 size_t *count)
 {
 	return d->ops->reader_sources(d->ctx, r, count);
+}
+
+static inline uint32_t bdd_reader_rails(const struct bd_data *d, uint32_t r,
+					const struct bd_rail **rail)
+{
+	return d->ops->reader_rails != NULL ? d->ops->reader_rails(d->ctx, r, rail) : 0;
 }
 
 static inline int32_t bdd_reader_of_source(const struct bd_data *d, uint16_t s)

@@ -10,6 +10,7 @@
 
 #include "core/builder.h"
 #include "options.h"
+#include "snapshot.h"
 #include "wire/control.h"
 #include "wire/frame.h"
 
@@ -24,20 +25,25 @@ struct bd_link_ops;
 
 enum bd_data_state { BD_DATA_WAITING, BD_DATA_STREAMING, BD_DATA_CLOSED, BD_DATA_FAILED };
 
-/* A reader's data path: what ingest counts, and the link that carries it. */
+/* A reader's data path: what ingest counts, and the link that carries it.
+ * Over TCP it is rails connections (its HELLOs' `rails`), each its own
+ * stream of frames; over shared memory one ring, rail 0. */
 struct bd_reader {
 	struct ing *ing;
 	uint32_t id;
 	enum bd_data_state state;
 	char address[CTL_MAX_TEXT];
 	uint32_t pid;                    /* as its data HELLO says */
-	struct frm_decoder decoder;
+	struct frm_decoder decoder[CTL_MAX_RAILS];   /* one per connection: each its stream */
 	uint16_t sources[CTL_MAX_SOURCE_LIST];
 	size_t source_count;
 	uint64_t frames_received;
 	uint64_t end_frames;
 	uint64_t bytes_received;
 	uint64_t read_calls;             /* TCP reads, or ring drains */
+	uint32_t rails;                  /* its connections; 1 until a HELLO said */
+	uint32_t rails_greeted;          /* bit K: rail K was welcomed */
+	struct bd_rail rail[CTL_MAX_RAILS];
 	/* --role builder: the frame at the head of the link's buffer is of an
 	 * event not assigned yet; the link stops reading until ing_assign()
 	 * resumes it (link.h's resume). */
@@ -93,12 +99,19 @@ void ing_error(struct ing *g, const char *fmt, ...) __attribute__((format(printf
 void ing_refused(struct ing *g);
 
 /* Checks a reader's data HELLO, whatever the link: the run, the channel,
- * the reader waiting for its data path, its sources its own. NULL after
- * refusing it (answered with ERROR, fd closed). */
+ * the reader waiting for its data path, its sources its own; its rail
+ * (core/rails.h) one of the link's `rails`, as its earlier connections
+ * said, at most listeners (the builder's addresses), not connected yet
+ * (bad_rail, duplicate_id). A later rail of a reader already streaming is
+ * admitted too. NULL after refusing it (answered with ERROR, fd closed).
+ * ing_admit: a link of one address (shared memory). */
+struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *h,
+				 const char *peer, uint32_t listeners);
 struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer);
 
-/* The reader's data path is up (WELCOME sent) on link: records the sources
- * it serves and tells the hub. */
+/* A connection of the reader's data path is up (WELCOME sent) on link:
+ * the first records the sources it serves, sets their lanes in the core to
+ * the HELLO's rails and tells the hub; each marks its rail greeted. */
 void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const struct ctl_hello *h,
 		 const char *peer);
 
@@ -110,7 +123,10 @@ void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const str
 bool ing_release(struct bd_reader *rd, const char *why);
 
 /* The per-frame path of every link: decodes and verifies the frame at buf
- * (avail bytes) and feeds it to the builder core, or notes its source's END.
+ * (avail bytes), that came on connection rail (0 over shm), and feeds it
+ * to the builder core, or notes its source's END (over only once every rail
+ * delivered one). A fragment whose lane is another rail's is counted
+ * (frames_wrong_rail), an error of the run, and built all the same.
  * exact: buf is one record that must hold exactly one frame. Returns FRM_OK
  * with *frame_bytes consumed, FRM_NEED_MORE (stream only), or an error,
  * already reported, after which the caller closes the path. In --role
@@ -118,6 +134,9 @@ bool ing_release(struct bd_reader *rd, const char *why);
  * came: ing_set_plan) returns
  * FRM_NEED_MORE with rd->held set, whatever exact: the link keeps it
  * unconsumed, stops reading, and takes it again once resumed. */
+enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t *buf,
+			      size_t avail, bool exact, size_t *frame_bytes, uint64_t now);
+/* The same on a link of one connection (shared memory): rail 0. */
 enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
 			 size_t *frame_bytes, uint64_t now);
 
@@ -161,6 +180,8 @@ int ing_assign(struct ing *g, const struct ctl_assign *a, char *why, size_t why_
 /* The builder role's counters (wire/counters.h, CNT_LIST_BUILDER_ROLE),
  * those ingest keeps: frags_misrouted, frames_held_unassigned. */
 uint64_t ing_misrouted(const struct ing *g);
+/* Frames every reader sent on another rail than their lane's. */
+uint64_t ing_wrong_rail(const struct ing *g);
 uint64_t ing_held_unassigned(const struct ing *g);
 
 /* Local IDs decided: those below the lowest undecided one (the core's
@@ -172,6 +193,9 @@ uint64_t ing_decided(const struct ing *g);
 enum bd_data_state ing_reader_state(const struct ing *g, uint32_t r);
 uint64_t ing_reader_frames(const struct ing *g, uint32_t r);
 const uint16_t *ing_reader_sources(const struct ing *g, uint32_t r, size_t *count);
+/* Reader r's link of two rails or more: its connections' counters in
+ * *rail, their count returned; 0 for a link of one. */
+uint32_t ing_reader_rails(const struct ing *g, uint32_t r, const struct bd_rail **rail);
 
 /* The reader serving source s, -1 when none is known. */
 int32_t ing_reader_of_source(const struct ing *g, uint16_t s);

@@ -7,6 +7,7 @@
 #include "snapshot.h"
 
 #include "core/builder.h"
+#include "core/rails.h"
 #include "io/handshake.h"
 #include "sys/clock.h"
 #include "sys/log.h"
@@ -137,11 +138,27 @@ static bool ing_sources_free(const struct ing *g, const struct ctl_hello *h, uin
 
 struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer)
 {
+	return ing_admit_rail(g, fd, h, peer, 1);
+}
+
+struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *h,
+				 const char *peer, uint32_t listeners)
+{
 	if (!ing_check_hello(g, fd, h, peer))
 		return NULL;
+	if (!ing_rail_free(g, fd, h, peer, listeners)) {
+		g->refused++;
+		return NULL;
+	}
 	struct bd_reader *rd = &g->readers[h->id];
 	uint16_t s;
-	if (rd->state == BD_DATA_STREAMING) {
+	if (rd->state == BD_DATA_STREAMING && rd->rails > 1 && !ing_same_sources(rd, h)) {
+		greet_reply_error(fd, peer, "bad_sources",
+				  "reader %u's rail %u names other sources than its earlier connections",
+				  h->id, h->rail);
+	} else if (rd->state == BD_DATA_STREAMING && rd->rails > 1) {
+		return rd;
+	} else if (rd->state == BD_DATA_STREAMING) {
 		greet_reply_error(fd, peer, "duplicate_id", "reader %u already has a data connection from %s",
 				  h->id, rd->address);
 	} else if (rd->state != BD_DATA_WAITING) {
@@ -174,7 +191,17 @@ void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const str
 		 const char *peer)
 {
 	struct ing *g = rd->ing;
+	uint32_t rails = ing_rails_of(h);
+	rd->rails_greeted |= 1u << h->rail;
+	snprintf(rd->rail[h->rail].address, sizeof rd->rail[h->rail].address, "%s", peer);
+	if (rd->state == BD_DATA_STREAMING)
+		return;   /* a later rail of the link */
 	ing_set_sources(g, rd, h);
+	rd->rails = rails;
+	/* Each source's fragments come in ID order on each rail, not
+	 * across them: its progress is the core's per lane. */
+	for (uint32_t i = 0; i < h->source_count; i++)
+		bld_set_source_lanes(g->core, h->sources[i], rails);
 	rd->link = link;
 	rd->state = BD_DATA_STREAMING;
 	rd->pid = h->pid;
@@ -196,16 +223,24 @@ bool ing_release(struct bd_reader *rd, const char *why)
 			g->reader_of_source[s] = -1;
 	rd->source_count = 0;
 	rd->address[0] = '\0';
+	rd->rails = 1;
+	rd->rails_greeted = 0;
 	return true;
 }
 
 enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
 			 size_t *frame_bytes, uint64_t now)
 {
+	return ing_take_rail(rd, 0, buf, avail, exact, frame_bytes, now);
+}
+
+enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t *buf,
+			      size_t avail, bool exact, size_t *frame_bytes, uint64_t now)
+{
 	struct ing *g = rd->ing;
 	struct frm_header h;
 	size_t need;
-	enum frm_status st = frm_decoder_next(&rd->decoder, buf, avail, &h, frame_bytes, &need);
+	enum frm_status st = frm_decoder_next(&rd->decoder[rail], buf, avail, &h, frame_bytes, &need);
 	if (exact && (st == FRM_NEED_MORE || (st == FRM_OK && *frame_bytes != avail))) {
 		/* The reader verified this frame; a record that disagrees with
 		 * its own frame's length was damaged in the ring. */
@@ -224,20 +259,20 @@ enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail,
 		ing_error(g, "Reader %u forwarded a frame of source %u, which it does not serve",
 			  rd->id, h.source_id);
 	if (h.flags & FRM_FLAG_END) {
-		rd->end_frames++;
-		if (h.source_id < g->opt.sources) {
-			g->end_frame_seen[h.source_id] = true;
-			g->end_frame_events[h.source_id] = h.event_id;
-		}
+		ing_end_of(rd, rail, &h);
 		return FRM_OK;
 	}
 	uint64_t event_id = h.event_id;
-	if (g->opt.role == BD_ROLE_BUILDER && !ing_map(rd, &h, &event_id))
+	bool assigned = g->opt.role != BD_ROLE_BUILDER;
+	if (g->opt.role == BD_ROLE_BUILDER && !ing_map(rd, rail, &h, &event_id, &assigned))
 		return rd->held ? FRM_NEED_MORE : FRM_OK;
 	rd->frames_received++;
+	rd->rail[rail].frames_received++;
 	g->frames_received++;
 	if (g->first_fragment_ns == 0)
 		g->first_fragment_ns = now;
+	if (rd->rails > 1 && assigned)
+		ing_check_lane(rd, rail, &h, event_id);
 	struct bld_fragment f = {
 		.run_id = h.run_id,
 		.source_id = h.source_id,
@@ -416,6 +451,8 @@ void ing_snapshot(const struct ing *g, struct bd_snapshot *s)
 			.read_calls = rd->read_calls,
 			.sources = rd->sources,
 			.source_count = rd->source_count,
+			.rails = rd->rails,
+			.rail = rd->rail,
 		};
 		if (rd->link != NULL) {
 			links[r].transport = rd->link->transport;
@@ -444,7 +481,9 @@ static int ing_alloc(struct ing *g)
 	g->reader_of_source = malloc((S + 1) * sizeof *g->reader_of_source);
 	g->end_frame_events = calloc(S + 1, sizeof *g->end_frame_events);
 	g->end_frame_seen = calloc(S + 1, sizeof *g->end_frame_seen);
-	if (!g->readers || !g->reader_of_source || !g->end_frame_events || !g->end_frame_seen)
+	g->end_frame_rails = calloc(S + 1, sizeof *g->end_frame_rails);
+	if (!g->readers || !g->reader_of_source || !g->end_frame_events || !g->end_frame_seen ||
+	    !g->end_frame_rails)
 		return -ENOMEM;
 	for (uint16_t s = 0; s < S; s++)
 		g->reader_of_source[s] = -1;
@@ -452,7 +491,9 @@ static int ing_alloc(struct ing *g)
 		struct bd_reader *rd = &g->readers[r];
 		rd->ing = g;
 		rd->id = r;
-		frm_decoder_init(&rd->decoder, g->opt.run_id, g->opt.max_fragment_bytes);
+		rd->rails = 1;
+		for (uint32_t k = 0; k < CTL_MAX_RAILS; k++)
+			frm_decoder_init(&rd->decoder[k], g->opt.run_id, g->opt.max_fragment_bytes);
 	}
 	return 0;
 }
@@ -483,6 +524,11 @@ struct ing *ing_create(struct event_base *base, const struct bd_options *opt,
 		 * from 0, how many known only at the end (ownroute.h). */
 		.first_event = opt->role == BD_ROLE_BUILDER ? 0 : opt->first_event,
 		.events = opt->role == BD_ROLE_BUILDER ? 0 : opt->events,
+		/* One builder: a reader deals the run's global IDs to its rails
+		 * in spans of RAILS_SPAN_EVENTS; a builder of several learns its
+		 * batch from the hub (ing_set_plan). */
+		.lane_span = RAILS_SPAN_EVENTS,
+		.lane_offset = opt->role == BD_ROLE_BUILDER ? 0 : opt->first_event,
 	};
 	struct bld_sink sink = { .on_complete = ing_on_complete, .on_expired = ing_on_expired, .ctx = g };
 	g->core = bld_create(&bc, &sink);
@@ -516,5 +562,6 @@ void ing_destroy(struct ing *g)
 	free(g->reader_of_source);
 	free(g->end_frame_events);
 	free(g->end_frame_seen);
+	free(g->end_frame_rails);
 	free(g);
 }

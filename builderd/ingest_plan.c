@@ -9,7 +9,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-bool ing_map(struct bd_reader *rd, const struct frm_header *h, uint64_t *event_id)
+bool ing_map(struct bd_reader *rd, uint32_t rail, const struct frm_header *h, uint64_t *event_id,
+	     bool *assigned)
 {
 	struct ing *g = rd->ing;
 	uint32_t owner;
@@ -18,9 +19,11 @@ bool ing_map(struct bd_reader *rd, const struct frm_header *h, uint64_t *event_i
 	 * heard of an assign yet): held like any frame not yet assigned. */
 	enum owr_verdict v = g->plan != NULL ? owr_map(g->plan, h->event_id, &local, &owner)
 					     : OWR_HOLD;
+	*assigned = false;
 	switch (v) {
 	case OWR_BUILD:
 		*event_id = local;
+		*assigned = true;
 		return true;
 	case OWR_HOLD:
 		rd->held = true;
@@ -39,6 +42,7 @@ bool ing_map(struct bd_reader *rd, const struct frm_header *h, uint64_t *event_i
 		break;
 	}
 	rd->frames_received++;
+	rd->rail[rail].frames_received++;
 	g->frames_received++;
 	if (g->misrouted++ == 0) {
 		char whose[64] = "another builder";
@@ -61,6 +65,11 @@ void ing_set_plan(struct ing *g, struct owr *plan)
 {
 	owr_destroy(g->plan);
 	g->plan = plan;
+	/* The builder's k-th batch is on rail k mod rails: local ID L is in
+	 * its batch L / batch (core/rails.h), or (L + first % batch) / batch
+	 * when its first is the run's first, short batch (ing_assign). */
+	if (plan != NULL)
+		bld_set_lane_span(g->core, owr_batch(plan), 0);
 }
 
 struct owr *ing_plan(const struct ing *g)
@@ -71,9 +80,16 @@ struct owr *ing_plan(const struct ing *g)
 int ing_assign(struct ing *g, const struct ctl_assign *a, char *why, size_t why_size)
 {
 	bool mine;
+	uint64_t before = owr_assigned(g->plan);
 	int rc = owr_assign(g->plan, a, &mine, why, why_size);
 	if (rc < 0)
 		return rc;
+	/* Batches are aligned to the batch but for the run's first: when that
+	 * short one is this builder's first, its local IDs run that much
+	 * behind the spans of its later batches (the lanes, core/rails.h).
+	 * None of its frames reached the core yet: they were held. */
+	if (mine && before == 0)
+		bld_set_lane_span(g->core, owr_batch(g->plan), a->first % owr_batch(g->plan));
 	/* Any assign may pass a held frame: the next one's event may be
 	 * another builder's (misrouted, now known) or mine. */
 	for (uint32_t r = 0; r < g->opt.readers && !g->over; r++) {
@@ -90,6 +106,11 @@ int ing_assign(struct ing *g, const struct ctl_assign *a, char *why, size_t why_
 uint64_t ing_misrouted(const struct ing *g)
 {
 	return g->misrouted;
+}
+
+uint64_t ing_wrong_rail(const struct ing *g)
+{
+	return g->wrong_rail;
 }
 
 uint64_t ing_held_unassigned(const struct ing *g)

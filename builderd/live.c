@@ -142,6 +142,34 @@ static void live_peer_clocks(struct evbuffer *out, const struct bd_snapshot *b)
 	}
 }
 
+/* Each connection of a link of two rails or more (core/rails.h). */
+static void live_rails(struct evbuffer *out, const struct bd_snapshot *b)
+{
+	static const char *const families[][2] = {
+		{ "es_builder_rail_frames_total", "frames read from each reader's connection on each rail" },
+		{ "es_builder_rail_frames_wrong_rail_total", "frames of an event whose lane is another rail's (an error)" },
+	};
+	for (int f = 0; f < 2; f++) {
+		bool any = false;
+		for (uint32_t r = 0; r < b->opt->readers; r++) {
+			const struct bd_snapshot_link *l = &b->links[r];
+			for (uint32_t k = 0; l->rails > 1 && k < l->rails; k++) {
+				if (!any)
+					prom_family(out, families[f][0], "counter", families[f][1]);
+				any = true;
+				char labels[64] = "", id[16];
+				snprintf(id, sizeof id, "%u", r);
+				prom_label_add(labels, sizeof labels, "reader", id);
+				snprintf(id, sizeof id, "%u", k);
+				prom_label_add(labels, sizeof labels, "rail", id);
+				prom_sample_u64(out, families[f][0], labels,
+						f == 0 ? l->rail[k].frames_received
+						       : l->rail[k].frames_wrong_rail);
+			}
+		}
+	}
+}
+
 void live_fill(struct evbuffer *out, bool json, const struct bd_snapshot *b)
 {
 	if (json) {
@@ -201,6 +229,7 @@ void live_fill(struct evbuffer *out, bool json, const struct bd_snapshot *b)
 		prom_family(out, "es_builder_completeness_ratio", "gauge", "complete events over the events of the run");
 		prom_sample_f64(out, "es_builder_completeness_ratio", NULL, completeness);
 	}
+	live_rails(out, b);
 	live_peer_clocks(out, b);
 	if (b->manager != NULL)
 		live_prom_builders(out, b);

@@ -1,4 +1,5 @@
 #include "metrics.h"
+
 #include "manager.h"
 #include "metrics_json.h"
 
@@ -237,6 +238,20 @@ static json_t *json_errors(const struct bd_snapshot *b)
 	return errors;
 }
 
+/* A link of two rails or more: each connection's counters, in group
+ * "<link>.rail.K" beside the link's own (its sums). */
+static void json_rails(json_t *counters, const char *link, const struct bd_snapshot_link *rd)
+{
+	char name[CNT_GROUP_BYTES];
+	for (uint32_t k = 0; rd->rails > 1 && k < rd->rails; k++) {
+		json_t *o = json_object();
+#define RAIL_JSON(field) SET(o, CNT_BUILDER_RAIL(field), U64(rd->rail[k].field));
+		CNT_LIST_BUILDER_RAIL(RAIL_JSON)
+#undef RAIL_JSON
+		SET(counters, cnt_group_rail(name, link, k), o);
+	}
+}
+
 static json_t *json_counters(const struct bd_snapshot *b)
 {
 	const struct bld_counters *c = &b->builder;
@@ -257,6 +272,7 @@ static json_t *json_counters(const struct bd_snapshot *b)
 		CNT_LIST_BUILDER_LINK(LINK_JSON)
 #undef LINK_JSON
 		SET(counters, cnt_group_builder_link(name, r), o);
+		json_rails(counters, name, rd);
 	}
 	for (uint16_t s = 0; s < b->opt->sources; s++)
 		json_report(counters, cnt_group_peer(name, CTL_ROLE_SOURCE, s),

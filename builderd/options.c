@@ -7,6 +7,7 @@
 #include "wire/frame.h"
 
 #include <stdio.h>
+#include <string.h>
 
 const char bd_usage_synopsis[] =
 	"--run R --sources S --readers N --listen HOST:PORT\n"
@@ -43,6 +44,35 @@ static bool bd_take_shm_listen(const char *flag, const char *arg, void *opts)
 		return false;
 	}
 	snprintf(o->shm_name, sizeof o->shm_name, "%s", arg);
+	return true;
+}
+
+/* --listen, once per rail: one port for every address, no address twice. */
+static bool bd_take_listen(const char *flag, const char *arg, void *opts)
+{
+	struct bd_options *o = opts;
+	char host[sizeof o->listen_hosts[0]];
+	uint16_t port;
+	if (!opt_hostport(flag, arg, host, sizeof host, &port, true))
+		return false;
+	if (o->listen_count == CTL_MAX_RAILS) {
+		opt_error(flag, "given more than %u times; it takes one address per rail, at most %u",
+			  CTL_MAX_RAILS, CTL_MAX_RAILS);
+		return false;
+	}
+	if (o->listen_count > 0 && port != o->listen_port) {
+		opt_error(flag, "every rail's address takes the same port: the first has %u, '%s' has %u",
+			  (unsigned)o->listen_port, arg, (unsigned)port);
+		return false;
+	}
+	for (uint32_t i = 0; i < o->listen_count; i++) {
+		if (strcmp(o->listen_hosts[i], host) == 0) {
+			opt_error(flag, "address %s is given twice; each rail listens on its own", host);
+			return false;
+		}
+	}
+	snprintf(o->listen_hosts[o->listen_count++], sizeof o->listen_hosts[0], "%s", host);
+	o->listen_port = port;
 	return true;
 }
 
@@ -86,10 +116,10 @@ const struct opt_spec bd_option_specs[] = {
 		 .help = "give a builder at most what it decides in T ms at the\n"
 			 "pace its tokens show, within its slots (--role hub;\n"
 			 "default {default}; 0 = its slots alone)"),
-	OPT_HOSTPORT("listen", "HOST:PORT", O, listen_host, listen_port, 0,
-		     .group = "Connections",
-		     .help = "data port for the readers (port 0: any free port;\n"
-			     "not --role hub)"),
+	OPT_CUSTOM("listen", "HOST:PORT", bd_take_listen, .group = "Connections",
+		   .help = "data port for the readers (port 0: any free port;\n"
+			   "not --role hub); once per rail, at most 4, all on one\n"
+			   "port: a reader's link is then one connection per rail"),
 	OPT_HOSTPORT("control-listen", "HOST:PORT", O, control_host, control_port, 0,
 		     .help = "control port for every daemon (not --role builder)"),
 	OPT_STRING("port-file", "PATH", O, port_file,
@@ -155,7 +185,7 @@ static bool bd_options_check_role(const struct bd_options *o)
 	const char *missing = NULL, *unused = NULL;
 	if (hub && o->control_host[0] == '\0')
 		missing = "--control-listen";
-	else if (builds && o->listen_host[0] == '\0')
+	else if (builds && o->listen_count == 0)
 		missing = "--listen";
 	else if (o->role == BD_ROLE_BUILDER && o->hub_host[0] == '\0')
 		missing = "--hub";
@@ -163,7 +193,7 @@ static bool bd_options_check_role(const struct bd_options *o)
 		missing = "--events (the event manager assigns every ID of the run)";
 	else if (o->role != BD_ROLE_BUILDER && o->hub_host[0] != '\0')
 		unused = "--hub";
-	else if (!builds && (o->listen_host[0] != '\0' || o->shm_name[0] != '\0'))
+	else if (!builds && (o->listen_count != 0 || o->shm_name[0] != '\0'))
 		unused = o->shm_name[0] != '\0' ? "--shm-listen" : "--listen";
 	else if (!hub && o->control_host[0] != '\0')
 		unused = "--control-listen";
@@ -206,7 +236,9 @@ bool bd_options_check(void *opts, const struct daemon_options *d)
 bool bd_options_check_listen(void *opts, const struct daemon_options *d)
 {
 	const struct bd_options *o = opts;
-	return (o->listen_host[0] == '\0' || daemon_listen_allowed(d, "--listen", o->listen_host)) &&
-	       (o->control_host[0] == '\0' ||
+	for (uint32_t i = 0; i < o->listen_count; i++)
+		if (!daemon_listen_allowed(d, "--listen", o->listen_hosts[i]))
+			return false;
+	return (o->control_host[0] == '\0' ||
 		daemon_listen_allowed(d, "--control-listen", o->control_host));
 }

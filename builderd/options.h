@@ -5,6 +5,7 @@
 #define ES_BD_OPTIONS_H
 
 #include "io/daemon.h"
+#include "wire/control.h"
 #include "sys/opt.h"
 
 #include <stdbool.h>
@@ -44,8 +45,11 @@ struct bd_options {
 	uint32_t run_id;
 	uint16_t sources;
 	uint32_t readers;
-	char listen_host[256];
+	/* --listen, once per rail (core/rails.h): the data port's addresses,
+	 * all on one port (0: the first picks a free one the others take) */
+	char listen_hosts[CTL_MAX_RAILS][256];
 	uint16_t listen_port;
+	uint32_t listen_count;
 	char control_host[256];
 	uint16_t control_port;
 	char port_file[1024];

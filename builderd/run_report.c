@@ -100,7 +100,7 @@ int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port)
 	if (b->hub)
 		printf("listening control %s:%u\n", opt->control_host, (unsigned)control_port);
 	else
-		printf("listening data %s:%u control %s:%u\n", opt->listen_host, (unsigned)data_port,
+		printf("listening data %s:%u control %s:%u\n", opt->listen_hosts[0], (unsigned)data_port,
 		       opt->control_host, (unsigned)control_port);
 	fflush(stdout);
 	uint16_t metrics_port = 0;

@@ -13,6 +13,7 @@
 #include "core/hist.h"
 #include "peers.h"
 #include "options.h"
+#include "wire/counters.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,6 +23,16 @@ struct bdc;
 struct ctl_report;
 struct out_uncertainty;
 struct mgr;
+
+/* One TCP connection (rail, core/rails.h) of a reader's data path: its
+ * counters, metrics.json's "builder.from_reader.R.rail.K" (wire/counters.h,
+ * CNT_LIST_BUILDER_RAIL). */
+struct bd_rail {
+#define BD_RAIL_FIELD(name) uint64_t name;
+	CNT_LIST_BUILDER_RAIL(BD_RAIL_FIELD)
+#undef BD_RAIL_FIELD
+	char address[CTL_MAX_TEXT];      /* the connection's peer */
+};
 
 /* One reader's data path. */
 struct bd_snapshot_link {
@@ -38,6 +49,8 @@ struct bd_snapshot_link {
 	uint64_t read_calls;          /* TCP reads, or ring drains */
 	const uint16_t *sources;      /* the sources it serves */
 	size_t source_count;
+	uint32_t rails;               /* tcp: its connections (core/rails.h) */
+	const struct bd_rail *rail;   /* [rails]: each connection's counters */
 };
 
 struct bd_snapshot {

@@ -15,30 +15,43 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A reader's connection. */
+/* One connection (rail) of a reader's link. */
 struct btcp_conn {
+	struct bd_reader *rd;
+	uint32_t rail;
 	int fd;
 	struct event *ev_read;
 	uint8_t *buf;
 	size_t cap, start, end;
 	bool eof;          /* read 0 while a frame was held */
 	bool unconsumed;   /* the turn ended with whole frames left in buf */
+	bool held;         /* its head frame is of an event not yet assigned */
+	bool ended;        /* the reader closed it after whole frames */
+};
+
+struct btcp;
+
+/* The data port on one rail's address. */
+struct btcp_listener {
+	struct btcp *t;
+	int fd;
+	struct event *ev_accept;
+	struct greet_door door;
 };
 
 struct btcp {
 	struct ing *ing;
-	int listen_fd;
-	struct event *ev_accept;
-	struct greet_door door;
-	uint64_t refused;              /* the door's, handed to ingest */
+	struct btcp_listener lis[CTL_MAX_RAILS];
+	uint32_t listeners;            /* --listen addresses, one per rail */
+	uint32_t doors;                /* of lis[], initialised */
+	uint64_t refused;              /* the doors', handed to ingest */
 	size_t cap;                    /* of each buffer */
 	uint32_t readers;
-	struct btcp_conn *conns;       /* [readers] */
+	struct btcp_conn *conns;       /* [readers x CTL_MAX_RAILS], reader-major */
 };
 
-static void btcp_close(struct bd_reader *rd)
+static void btcp_conn_close(struct btcp_conn *c)
 {
-	struct btcp_conn *c = rd->link_state;
 	if (c->ev_read != NULL) {
 		event_free(c->ev_read);
 		c->ev_read = NULL;
@@ -46,6 +59,16 @@ static void btcp_close(struct bd_reader *rd)
 	if (c->fd >= 0) {
 		close(c->fd);
 		c->fd = -1;
+	}
+}
+
+/* Every connection of the link: one rail failing is the link failing. */
+static void btcp_close(struct bd_reader *rd)
+{
+	struct btcp_conn *conns = rd->link_state;
+	for (uint32_t k = 0; k < CTL_MAX_RAILS; k++) {
+		btcp_conn_close(&conns[k]);
+		conns[k].held = false;
 	}
 }
 
@@ -64,14 +87,42 @@ static const struct bd_link_ops btcp_ops = {
 	.resume = btcp_resume,
 };
 
+/* rd->held: some connection of the link holds a frame not yet assigned. */
+static void btcp_sync_held(struct bd_reader *rd)
+{
+	const struct btcp_conn *conns = rd->link_state;
+	rd->held = false;
+	for (uint32_t k = 0; k < CTL_MAX_RAILS; k++)
+		rd->held = rd->held || conns[k].held;
+}
+
+/* The reader closed connection c after whole frames: the link is over
+ * once every rail of it is. */
+static void btcp_conn_ended(struct btcp_conn *c)
+{
+	struct bd_reader *rd = c->rd;
+	const struct btcp_conn *conns = rd->link_state;
+	c->ended = true;
+	btcp_conn_close(c);
+	uint32_t every = (1u << rd->rails) - 1u;
+	if ((rd->rails_greeted & every) != every)
+		return;
+	for (uint32_t k = 0; k < rd->rails; k++)
+		if (!conns[k].ended)
+			return;
+	ing_close(rd, BD_DATA_CLOSED);
+}
+
 /* Feeds every whole frame in the buffer to ingest. eof: the reader closed
  * its end after these bytes. A frame of an event not yet assigned
- * (rd->held) stays in the buffer with everything after it, and the
+ * (c->held) stays in the buffer with everything after it, and the
  * connection is not read until ingest resumes it (btcp_resume). */
-static void btcp_consume(struct bd_reader *rd, struct btcp_conn *c, bool eof, uint64_t now)
+static void btcp_consume(struct btcp_conn *c, bool eof, uint64_t now)
 {
+	struct bd_reader *rd = c->rd;
 	struct ing *g = rd->ing;
 	c->unconsumed = false;
+	rd->held = false;   /* this connection's verdict only, below */
 	while (c->start < c->end) {
 		if (clk_monotonic_ns() - now >= ING_TURN_NS && !eof) {
 			/* The rest on the next turn, before any read. */
@@ -80,8 +131,8 @@ static void btcp_consume(struct bd_reader *rd, struct btcp_conn *c, bool eof, ui
 			break;
 		}
 		size_t frame_bytes;
-		enum frm_status st = ing_take(rd, c->buf + c->start, c->end - c->start, false,
-					      &frame_bytes, now);
+		enum frm_status st = ing_take_rail(rd, c->rail, c->buf + c->start, c->end - c->start,
+					      false, &frame_bytes, now);
 		if (st == FRM_NEED_MORE)
 			break;
 		if (st != FRM_OK) {
@@ -91,7 +142,9 @@ static void btcp_consume(struct bd_reader *rd, struct btcp_conn *c, bool eof, ui
 		}
 		c->start += frame_bytes;
 	}
-	if (rd->held) {
+	c->held = rd->held;
+	btcp_sync_held(rd);
+	if (c->held) {
 		c->eof = eof;
 		if (c->ev_read != NULL)
 			event_del(c->ev_read);
@@ -100,11 +153,12 @@ static void btcp_consume(struct bd_reader *rd, struct btcp_conn *c, bool eof, ui
 	}
 	if (eof && ing_release(rd, "closed"))
 		return;
-	if (eof) {
-		if (c->start < c->end)
-			ing_error(g, "Reader %u (%s) closed its data connection inside a frame (%zu bytes)",
-				  rd->id, rd->address, c->end - c->start);
-		ing_close(rd, c->start < c->end ? BD_DATA_FAILED : BD_DATA_CLOSED);
+	if (eof && c->start < c->end) {
+		ing_error(g, "Reader %u (%s) closed its data connection (rail %u) inside a frame (%zu bytes)",
+			  rd->id, rd->rail[c->rail].address, c->rail, c->end - c->start);
+		ing_close(rd, BD_DATA_FAILED);
+	} else if (eof) {
+		btcp_conn_ended(c);
 	}
 	ing_after_frames(g);
 }
@@ -113,12 +167,13 @@ static void btcp_consume(struct bd_reader *rd, struct btcp_conn *c, bool eof, ui
 static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	struct bd_reader *rd = arg;
-	struct btcp_conn *c = rd->link_state;
+	struct btcp_conn *c = arg;
+	struct bd_reader *rd = c->rd;
+	struct bd_rail *rail = &rd->rail[c->rail];
 	struct ing *g = rd->ing;
 	const struct bd_options *opt = ing_options(g);
 	if (c->unconsumed) {
-		btcp_consume(rd, c, false, clk_monotonic_ns());
+		btcp_consume(c, false, clk_monotonic_ns());
 		return;
 	}
 	if (c->start > 0) {
@@ -134,13 +189,14 @@ static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
 		room = opt->batch_bytes;
 	ssize_t n = read(fd, c->buf + c->end, room);
 	rd->read_calls++;
+	rail->read_calls++;
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return;
 		if (ing_release(rd, strerror(errno)))
 			return;
-		ing_error(g, "Data connection of reader %u (%s) failed: %s", rd->id, rd->address,
-			  strerror(errno));
+		ing_error(g, "Data connection of reader %u (%s, rail %u) failed: %s", rd->id,
+			  rail->address, c->rail, strerror(errno));
 		ing_close(rd, BD_DATA_FAILED);
 		ing_after_frames(g);
 		return;
@@ -149,53 +205,67 @@ static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
 	ing_progress(g, now);
 	c->end += (size_t)n;
 	rd->bytes_received += (uint64_t)n;
-	btcp_consume(rd, c, n == 0, now);
+	rail->bytes_received += (uint64_t)n;
+	btcp_consume(c, n == 0, now);
 }
 
-/* An assign passed the held frame: take what the buffer holds, then read
- * on (or end, if the reader closed meanwhile). */
+/* An assign passed the held frames: each connection holding one takes
+ * what its buffer holds, then reads on (or ends, if the reader closed it
+ * meanwhile). */
 static void btcp_resume(struct bd_reader *rd)
 {
-	struct btcp_conn *c = rd->link_state;
-	if (c->ev_read != NULL && !c->eof)
-		event_add(c->ev_read, NULL);
-	btcp_consume(rd, c, c->eof, clk_monotonic_ns());
+	struct btcp_conn *conns = rd->link_state;
+	for (uint32_t k = 0; k < CTL_MAX_RAILS && rd->state == BD_DATA_STREAMING; k++) {
+		struct btcp_conn *c = &conns[k];
+		if (!c->held)
+			continue;
+		c->held = false;
+		if (c->ev_read != NULL && !c->eof)
+			event_add(c->ev_read, NULL);
+		btcp_consume(c, c->eof, clk_monotonic_ns());
+	}
 }
 
 static void btcp_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
 {
-	struct btcp *t = arg;
+	struct btcp_listener *lis = arg;
+	struct btcp *t = lis->t;
 	struct ing *g = t->ing;
 	const struct bd_options *opt = ing_options(g);
 	if (fd < 0) {
 		ing_refused(g);
 		return;
 	}
-	struct bd_reader *rd = ing_admit(g, fd, h, peer);
+	struct bd_reader *rd = ing_admit_rail(g, fd, h, peer, t->listeners);
 	if (rd == NULL)
 		return;
 	if (greet_reply_welcome(fd, opt->run_id, CTL_ROLE_BUILDER, ing_builder_id(g)) < 0) {
 		close(fd);
 		return;
 	}
-	struct btcp_conn *c = &t->conns[rd->id];
+	struct btcp_conn *c = &t->conns[(size_t)rd->id * CTL_MAX_RAILS + h->rail];
 	c->fd = fd;
 	c->start = c->end = 0;
-	c->eof = false;
-	rd->link_state = c;
+	c->eof = c->held = c->ended = c->unconsumed = false;
+	rd->link_state = &t->conns[(size_t)rd->id * CTL_MAX_RAILS];
 	net_tune(fd, (int)opt->socket_buffer_bytes);
-	c->ev_read = event_new(ing_base(g), fd, EV_READ | EV_PERSIST, btcp_on_readable, rd);
+	rd->rail[h->rail].socket_buffer_bytes = net_receive_buffer(fd);
+	c->ev_read = event_new(ing_base(g), fd, EV_READ | EV_PERSIST, btcp_on_readable, c);
 	event_add(c->ev_read, NULL);
-	if (!opt->quiet)
-		log_info("Reader %u data connected from %s (pid %u on %s)", h->id, peer, h->pid, h->host);
+	if (!opt->quiet && h->rails > 1)
+		log_info("Reader %u data connected from %s (pid %u on %s), rail %u of %u", h->id,
+			 peer, h->pid, h->host, h->rail, h->rails);
+	else if (!opt->quiet)
+		log_info("Reader %u data connected from %s (pid %u on %s)", h->id, peer, h->pid,
+			 h->host);
 	ing_started(rd, &btcp_ops, h, peer);
 }
 
 static void btcp_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	struct btcp *t = arg;
-	greet_accept_all(&t->door, fd, btcp_on_greeted, t);
+	struct btcp_listener *lis = arg;
+	greet_accept_all(&lis->door, fd, btcp_on_greeted, lis);
 }
 
 static void btcp_stop(void *arg)
@@ -203,17 +273,17 @@ static void btcp_stop(void *arg)
 	struct btcp *t = arg;
 	if (t == NULL)
 		return;
-	if (t->ev_accept)
-		event_free(t->ev_accept);
-	if (t->listen_fd >= 0)
-		close(t->listen_fd);
-	greet_door_close(&t->door);
-	for (uint32_t r = 0; t->conns && r < t->readers; r++) {
-		if (t->conns[r].ev_read)
-			event_free(t->conns[r].ev_read);
-		if (t->conns[r].fd >= 0)
-			close(t->conns[r].fd);
-		free(t->conns[r].buf);
+	for (uint32_t k = 0; k < t->doors; k++) {
+		struct btcp_listener *lis = &t->lis[k];
+		if (lis->ev_accept)
+			event_free(lis->ev_accept);
+		if (lis->fd >= 0)
+			close(lis->fd);
+		greet_door_close(&lis->door);
+	}
+	for (size_t i = 0; t->conns && i < (size_t)t->readers * CTL_MAX_RAILS; i++) {
+		btcp_conn_close(&t->conns[i]);
+		free(t->conns[i].buf);
 	}
 	free(t->conns);
 	free(t);
@@ -222,10 +292,12 @@ static void btcp_stop(void *arg)
 static void btcp_report(const void *arg, struct bd_snapshot *s)
 {
 	const struct btcp *t = arg;
-	s->read_buffers_bytes += (uint64_t)t->readers * t->cap;
-	s->greetings_busy += t->door.busy;
-	s->greetings_evicted += t->door.evicted;
-	s->greetings_timed_out += t->door.timed_out;
+	s->read_buffers_bytes += (uint64_t)t->readers * t->listeners * t->cap;
+	for (uint32_t k = 0; k < t->listeners; k++) {
+		s->greetings_busy += t->lis[k].door.busy;
+		s->greetings_evicted += t->lis[k].door.evicted;
+		s->greetings_timed_out += t->lis[k].door.timed_out;
+	}
 	s->refused_connections += t->refused;
 }
 
@@ -233,6 +305,33 @@ static const struct bd_listener_ops btcp_listener_ops = {
 	.report = btcp_report,
 	.stop = btcp_stop,
 };
+
+/* Rail k's door on --listen's k-th address: rail 0 on the port asked, the
+ * others on the one it got. */
+static int btcp_listen_rail(struct btcp *t, uint32_t k, uint16_t *port)
+{
+	const struct bd_options *opt = ing_options(t->ing);
+	struct btcp_listener *lis = &t->lis[k];
+	char name[64];
+	snprintf(name, sizeof name, k == 0 ? "the builder's data port" : "the builder's data port (rail %u)",
+		 k);
+	greet_door_init(&lis->door, ing_base(t->ing), name, "the builder", opt->handshake_timeout_ms,
+			&t->refused);
+	t->doors++;
+	uint16_t bound = 0;
+	lis->fd = net_listen(opt->listen_hosts[k], k == 0 ? opt->listen_port : *port, &bound);
+	if (lis->fd < 0) {
+		if (k > 0)
+			log_error("Rail %u's data address %s cannot take port %u, which rail 0 (%s) listens on; every rail's --listen takes the same port: give one free on every address",
+				  k, opt->listen_hosts[k], (unsigned)*port, opt->listen_hosts[0]);
+		return lis->fd;
+	}
+	if (k == 0)
+		*port = bound;
+	lis->ev_accept = event_new(ing_base(t->ing), lis->fd, EV_READ | EV_PERSIST, btcp_on_accept, lis);
+	event_add(lis->ev_accept, NULL);
+	return 0;
+}
 
 int btcp_start(struct ing *g, uint16_t *port)
 {
@@ -242,28 +341,34 @@ int btcp_start(struct ing *g, uint16_t *port)
 		return -ENOMEM;
 	int rc = -ENOMEM;
 	t->ing = g;
-	t->listen_fd = -1;
 	t->readers = opt->readers;
+	t->listeners = opt->listen_count;
 	t->cap = (size_t)opt->batch_bytes + opt->max_fragment_bytes + FRM_HEADER_BYTES;
-	greet_door_init(&t->door, ing_base(g), "the builder's data port", "the builder",
-			opt->handshake_timeout_ms, &t->refused);
-	t->conns = calloc(opt->readers + 1, sizeof *t->conns);
+	for (uint32_t k = 0; k < CTL_MAX_RAILS; k++) {
+		t->lis[k].t = t;
+		t->lis[k].fd = -1;
+	}
+	t->conns = calloc((size_t)opt->readers * CTL_MAX_RAILS + 1, sizeof *t->conns);
 	if (t->conns == NULL)
 		goto fail;
 	for (uint32_t r = 0; r < opt->readers; r++) {
-		t->conns[r].fd = -1;
-		t->conns[r].cap = t->cap;
-		t->conns[r].buf = malloc(t->cap);
-		if (t->conns[r].buf == NULL)
+		for (uint32_t k = 0; k < CTL_MAX_RAILS; k++) {
+			struct btcp_conn *c = &t->conns[(size_t)r * CTL_MAX_RAILS + k];
+			c->rd = ing_reader(g, r);
+			c->rail = k;
+			c->fd = -1;
+			c->cap = t->cap;
+			/* A buffer for each rail the builder listens on. */
+			c->buf = k < t->listeners ? malloc(t->cap) : NULL;
+			if (k < t->listeners && c->buf == NULL)
+				goto fail;
+		}
+	}
+	for (uint32_t k = 0; k < t->listeners; k++) {
+		rc = btcp_listen_rail(t, k, port);
+		if (rc < 0)
 			goto fail;
 	}
-	t->listen_fd = net_listen(opt->listen_host, opt->listen_port, port);
-	if (t->listen_fd < 0) {
-		rc = t->listen_fd;
-		goto fail;
-	}
-	t->ev_accept = event_new(ing_base(g), t->listen_fd, EV_READ | EV_PERSIST, btcp_on_accept, t);
-	event_add(t->ev_accept, NULL);
 	rc = ing_add_link(g, &btcp_listener_ops, t);
 	if (rc < 0)
 		goto fail;

@@ -14,9 +14,16 @@
  * late drop. Memory, all allocated by bld_create(): per window slot, 8 bytes
  * per source (payload length and CRC) plus 8 bytes per 64 sources (present
  * bitmap) plus 40 bytes of event state, and 1 byte per ID for 2 x window IDs,
- * plus 18 bytes per source: window x (8 x sources + 8 x ceil(sources / 64) +
- * 42) + 18 x sources bytes in all, e.g. 2.2 MiB for 64 sources and a window
- * of 4096.
+ * plus 43 bytes per source (its progress on each of RAILS_MAX lanes among
+ * them): window x (8 x sources + 8 x ceil(sources / 64) + 42) + 43 x sources
+ * bytes in all, e.g. 2.2 MiB for 64 sources and a window of 4096.
+ *
+ * Lanes (core/rails.h): a source whose fragments come over several
+ * connections (rails) is in ID order on each, not across them. Its
+ * progress is kept per lane, and "a later ID" of the skip rule is one on
+ * the lane that carries the event: relative ID rel (event ID - first_event)
+ * is on lane rails_lane((rel + lane_offset) / lane_span, the source's
+ * lanes). With one lane (the default) the rule is the plain one.
  *
  * Callbacks run inside bld_add(), bld_expire() and bld_finish() and must not
  * call back into the same builder. */
@@ -42,6 +49,8 @@ struct bld_config {
 	uint32_t filter_modulo;  /* accept when filter CRC % modulo == 0; >= 1 */
 	uint64_t first_event;    /* lowest event ID of the run */
 	uint64_t events;         /* number of IDs of the run; 0 = not known in advance */
+	uint64_t lane_span;      /* consecutive IDs of one lane span; 0 is taken as 1 */
+	uint64_t lane_offset;    /* added to a relative ID before it is cut into spans */
 };
 
 /* One verified fragment, reduced to what building needs: the payload itself
@@ -122,6 +131,21 @@ struct bld *bld_create(const struct bld_config *config, const struct bld_sink *s
 /* Frees it; NULL is allowed. */
 void bld_destroy(struct bld *b);
 
+/* Source src's fragments come on lanes lanes (1 .. RAILS_MAX; every
+ * source starts with 1). Set it before the source's first fragment: what
+ * was received before stays on the lanes of the time. -EINVAL for a source
+ * or a count out of range. */
+int bld_set_source_lanes(struct bld *b, uint16_t src, uint32_t lanes);
+
+/* The lanes' spans when they are known only after bld_create() (a
+ * builder of several learns its batch from the hub): as the config's
+ * lane_span (0 taken as 1) and lane_offset. Before any fragment. */
+void bld_set_lane_span(struct bld *b, uint64_t span, uint64_t offset);
+
+/* The lane that carries event_id (as bld_fragment's) of source src: 0 ..
+ * its lanes - 1; 0 for an ID outside the run. */
+uint32_t bld_lane_of(const struct bld *b, uint16_t src, uint64_t event_id);
+
 /* Takes one fragment that arrived at now_ns (a monotonic clock of the
  * caller's). May call on_complete for its event and on_expired for events
  * the window pushed out. Never allocates. */
@@ -131,7 +155,7 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *fragment, uin
  * now_ns - timeout_ns, i.e. whose deadline (bld_next_deadline_ns) is at or
  * before now_ns; then, while the event at base was created at or before
  * now_ns - skip_timeout_ns and each of its missing sources has sent a later
- * ID, expires it as skipped (an ID at base that nobody sent is given up the
+ * ID on the event's lane, expires it as skipped (an ID at base that nobody sent is given up the
  * same way once every source has sent a later one). Cost is proportional to
  * the number expired, plus the sources for the check at base: pending
  * events are kept in arrival order. Call it about once a millisecond. */

@@ -1,4 +1,5 @@
-/* Unit tests of common/core/builder.c, driven with a fake clock: correlation,
+/* Unit tests of common/core/builder (builder_events.c, builder_lanes.c),
+ * driven with a fake clock: correlation,
  * dedup, timeouts, the window, the admission limit, the filter and the
  * conservation equations, plus the spec's run vector through the real core.
  * Randomised tests log their seed; ES_TEST_SEED repeats a run. */
@@ -807,6 +808,137 @@ START_TEST(test_skip_timeout_zero_waits_for_the_timeout)
 END_TEST
 
 
+/* Two lanes of two IDs each: lane 0 carries 0, 1, 4, 5, ..., lane 1 2, 3,
+ * 6, 7, ... */
+static struct bld *make_laned_builder(uint16_t sources, uint32_t lanes, uint64_t timeout_ns,
+				      uint64_t skip_ns)
+{
+	struct bld_config cfg = make_config(sources, 8, timeout_ns, 1, 0, 40);
+	cfg.skip_timeout_ns = skip_ns;
+	cfg.lane_span = 2;
+	struct bld *b = bld_create(&cfg, &rec_sink);
+	ck_assert_ptr_nonnull(b);
+	for (uint16_t src = 0; src < sources; src++)
+		ck_assert_int_eq(bld_set_source_lanes(b, src, lanes), 0);
+	return b;
+}
+
+START_TEST(test_lanes_later_id_on_the_other_lane_does_not_skip)
+{
+	enum { S = 2 };
+	const uint64_t T = 100000, K = 100;
+	rec_start(1, 0, 40, S);
+	struct bld *b = make_laned_builder(S, 2, T, K);
+	const struct bld_counters *c = bld_counters(b);
+	ck_assert_uint_eq(bld_lane_of(b, 1, 1), 0);
+	ck_assert_uint_eq(bld_lane_of(b, 1, 2), 1);
+	ck_assert_uint_eq(bld_lane_of(b, 1, 5), 0);
+	ck_assert_uint_eq(bld_lane_of(b, 1, 7), 1);
+	/* Event 0 lacks source 1, whose lane 1 ran ahead to 2 and 3: that
+	 * says nothing of lane 0, which carries 0. */
+	ck_assert_int_eq(add(b, 0, 0, 0), BLD_UNIQUE);
+	ck_assert_int_eq(add(b, 1, 2, 1), BLD_UNIQUE);
+	ck_assert_int_eq(add(b, 1, 3, 2), BLD_UNIQUE);
+	ck_assert_uint_eq(bld_next_deadline_ns(b), T);
+	bld_expire(b, 10 * K);
+	ck_assert_uint_eq(c->events_expired, 0);
+	ck_assert_uint_eq(bld_admission_limit(b), 8);
+	/* Source 1 sends 1 on lane 0: it went past 0 there, so 0 is skipped. */
+	ck_assert_int_eq(add(b, 1, 1, 10 * K), BLD_UNIQUE);
+	ck_assert_uint_eq(bld_next_deadline_ns(b), K);
+	bld_expire(b, 10 * K);
+	ck_assert_uint_eq(c->events_expired_skipped, 1);
+	ck_assert_uint_eq(rec.last_expired.event_id, 0);
+	ck_assert_uint_eq(rec.last_expired.missing[0], 1);
+	bld_finish(b, 40);
+	check_equations(b, S, 40);
+	bld_destroy(b);
+}
+END_TEST
+
+START_TEST(test_lanes_later_id_on_the_same_lane_skips)
+{
+	enum { S = 2 };
+	const uint64_t T = 100000, K = 100;
+	rec_start(1, 0, 40, S);
+	struct bld *b = make_laned_builder(S, 2, T, K);
+	const struct bld_counters *c = bld_counters(b);
+	/* 4 is on lane 0 as 0 is: source 1 sending it skipped 0. */
+	ck_assert_int_eq(add(b, 0, 0, 0), BLD_UNIQUE);
+	ck_assert_int_eq(add(b, 1, 4, 1), BLD_UNIQUE);
+	ck_assert_uint_eq(bld_next_deadline_ns(b), K);
+	bld_expire(b, K);
+	ck_assert_uint_eq(c->events_expired_skipped, 1);
+	/* Base 1, nobody sent it yet; 2 and 3 (lane 1) and 4 are seen. An ID
+	 * nobody sent is given up when every source passed it on its lane:
+	 * source 0 has not sent anything past 1 on lane 0. */
+	ck_assert_int_eq(add(b, 0, 2, 2 * K), BLD_UNIQUE);
+	bld_expire(b, 4 * K);
+	ck_assert_uint_eq(c->ids_given_up, 0);
+	ck_assert_int_eq(add(b, 0, 5, 4 * K), BLD_UNIQUE);
+	bld_expire(b, 4 * K);
+	ck_assert_uint_eq(c->ids_given_up, 1);
+	ck_assert_uint_eq(c->events_unobserved, 1);
+	bld_finish(b, 40);
+	check_equations(b, S, 40);
+	bld_destroy(b);
+}
+END_TEST
+
+START_TEST(test_lanes_one_is_the_plain_rule)
+{
+	enum { S = 2 };
+	const uint64_t T = 100000, K = 100;
+	rec_start(1, 0, 40, S);
+	struct bld *b = make_laned_builder(S, 1, T, K);
+	const struct bld_counters *c = bld_counters(b);
+	ck_assert_uint_eq(bld_lane_of(b, 1, 2), 0);
+	/* The same fragments as on two lanes: with one, 2 skips 0. */
+	ck_assert_int_eq(add(b, 0, 0, 0), BLD_UNIQUE);
+	ck_assert_int_eq(add(b, 1, 2, 1), BLD_UNIQUE);
+	ck_assert_uint_eq(bld_next_deadline_ns(b), K);
+	bld_expire(b, K);
+	ck_assert_uint_eq(c->events_expired_skipped, 1);
+	bld_finish(b, 40);
+	check_equations(b, S, 40);
+	bld_destroy(b);
+}
+END_TEST
+
+START_TEST(test_lanes_offset_and_bad_counts)
+{
+	/* One builder: lanes of RAILS_SPAN_EVENTS global IDs, the offset the
+	 * run's first ID, so a lane is (global ID / 64) mod lanes. */
+	struct bld_config cfg = make_config(3, 8, 0, 1, 100, 0);
+	cfg.lane_span = 64;
+	cfg.lane_offset = 100;
+	struct bld *b = bld_create(&cfg, &rec_sink);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(bld_set_source_lanes(b, 0, 3), 0);
+	ck_assert_uint_eq(bld_lane_of(b, 0, 100), 1);
+	ck_assert_uint_eq(bld_lane_of(b, 0, 127), 1);
+	ck_assert_uint_eq(bld_lane_of(b, 0, 128), 2);
+	ck_assert_uint_eq(bld_lane_of(b, 0, 192), 0);
+	ck_assert_uint_eq(bld_lane_of(b, 0, 99), 0);
+	ck_assert_uint_eq(bld_lane_of(b, 1, 128), 0);
+	ck_assert_uint_eq(bld_lane_of(b, 3, 128), 0);
+	ck_assert_int_eq(bld_set_source_lanes(b, 0, 0), -EINVAL);
+	ck_assert_int_eq(bld_set_source_lanes(b, 0, 5), -EINVAL);
+	ck_assert_int_eq(bld_set_source_lanes(b, 3, 2), -EINVAL);
+	ck_assert_int_eq(bld_set_source_lanes(b, 2, 4), 0);
+	/* A builder of several learns its batch later: local ID L is in its
+	 * batch L / batch, the k-th on lane k mod lanes. */
+	bld_set_lane_span(b, 8, 0);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 7), 0);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 8), 1);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 31), 3);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 32), 0);
+	bld_set_lane_span(b, 0, 0);
+	ck_assert_uint_eq(bld_lane_of(b, 2, 100 + 5), 1);
+	bld_destroy(b);
+}
+END_TEST
+
 START_TEST(test_oldest_pending_hint)
 {
 	/* Base stuck on an ID never seen while later events come and go: the
@@ -1544,6 +1676,10 @@ static Suite *builder_suite(void)
 	tcase_add_test(tc, test_skipped_by_a_source_that_went_past);
 	tcase_add_test(tc, test_id_nobody_sent_is_skipped_once_all_went_past);
 	tcase_add_test(tc, test_skip_timeout_zero_waits_for_the_timeout);
+	tcase_add_test(tc, test_lanes_later_id_on_the_other_lane_does_not_skip);
+	tcase_add_test(tc, test_lanes_later_id_on_the_same_lane_skips);
+	tcase_add_test(tc, test_lanes_one_is_the_plain_rule);
+	tcase_add_test(tc, test_lanes_offset_and_bad_counts);
 	tcase_add_test(tc, test_oldest_pending_hint);
 	tcase_add_test(tc, test_invalid);
 	tcase_add_test(tc, test_high_ids);

@@ -1,4 +1,7 @@
+/* The builder core's events: correlation, dedup, timeouts, the window, the
+ * skip rule and the end of the run (builder.h). */
 #include "core/builder.h"
+#include "core/builder_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -6,75 +9,6 @@
 
 #include "core/saturate.h"
 #include "wire/crc.h"
-
-/* What is known of one event ID. UNSEEN is 0 so calloc() starts every ID
- * there. */
-enum bld_id_state {
-	BLD_ID_UNSEEN = 0,
-	BLD_ID_PENDING,
-	BLD_ID_COMPLETE,
-	BLD_ID_EXPIRED,
-	BLD_ID_UNOBSERVED,
-};
-
-#define BLD_NIL UINT32_MAX
-
-/* One pending event. Its slot is event % window: the window holds at most
- * window undecided IDs, so two pending events never share a slot. */
-struct bld_slot {
-	uint64_t rel_id;           /* event ID - first_event */
-	uint64_t created_ns;       /* arrival of its first fragment, caller's clock */
-	uint64_t earliest_ts_ns;
-	uint32_t prev;             /* timeout FIFO, slot indices, BLD_NIL at the ends */
-	uint32_t next;
-	uint16_t present;
-	uint16_t earliest_source;
-};
-
-/* builder.h states the memory bound with this size. */
-_Static_assert(sizeof(struct bld_slot) == 40, "update the memory figure in builder.h");
-
-/* Only what the filter needs: the payload CRCs fold into the event's CRC
- * without the payloads. The earliest timestamp is kept per event, not per
- * source, since nothing else reads source timestamps. */
-struct bld_frag {
-	uint32_t payload_len;
-	uint32_t payload_crc;
-};
-
-struct bld {
-	struct bld_config cfg;
-	struct bld_sink sink;
-	struct bld_counters c;
-
-	/* IDs are kept relative to first_event so the ring arithmetic below
-	 * never wraps; relative IDs at or above rel_limit are invalid. */
-	uint64_t window;
-	uint64_t span;             /* 2 x window: IDs with a state entry */
-	uint64_t rel_limit;
-	uint64_t base;             /* lowest undecided relative ID */
-	uint64_t highest;          /* highest relative ID that created an event */
-	bool seen_any;
-	bool finished;
-	uint64_t oldest_hint;      /* at or below every pending ID */
-	bool base_waiting;         /* base is unseen while a later ID has arrived */
-	uint64_t base_waiting_since_ns;
-	uint64_t last_now_ns;      /* keeps the FIFO sorted if the clock steps back */
-
-	uint32_t pending;
-	uint32_t head;             /* oldest created */
-	uint32_t tail;
-	uint32_t present_words;    /* 64-bit words of a slot's present bitmap */
-
-	uint8_t *states;           /* span entries, ID % span */
-	struct bld_slot *slots;    /* window entries, ID % window */
-	struct bld_frag *frags;    /* window x sources */
-	uint64_t *present;         /* window x present_words */
-	struct crc_shift_cache shift;
-	uint16_t *missing;         /* sources: the list on_expired gets */
-	uint64_t *unique_from;     /* sources: unique fragments received */
-	uint64_t *next_from;       /* sources: highest relative ID received + 1; 0 = none */
-};
 
 const char *bld_expiry_reason_name(enum bld_expiry_reason reason)
 {
@@ -89,11 +23,6 @@ const char *bld_expiry_reason_name(enum bld_expiry_reason reason)
 		return "skipped";
 	}
 	return "unknown";
-}
-
-static uint8_t *bld_state(struct bld *b, uint64_t rel)
-{
-	return &b->states[rel % b->span];
 }
 
 static bool bld_is_retired(uint8_t state)
@@ -133,10 +62,13 @@ struct bld *bld_create(const struct bld_config *config, const struct bld_sink *s
 	b->present = calloc(w * b->present_words, sizeof(*b->present));
 	b->missing = calloc(s, sizeof(*b->missing));
 	b->unique_from = calloc(s, sizeof(*b->unique_from));
-	b->next_from = calloc(s, sizeof(*b->next_from));
+	b->next_from = calloc(s * RAILS_MAX, sizeof(*b->next_from));
+	b->lanes = malloc(s);
 	if (b->states == NULL || b->slots == NULL || b->frags == NULL || b->present == NULL ||
-	    b->missing == NULL || b->unique_from == NULL || b->next_from == NULL)
+	    b->missing == NULL || b->unique_from == NULL || b->next_from == NULL || b->lanes == NULL)
 		goto out_nomem;
+	memset(b->lanes, 1, s);
+	b->lane_span = config->lane_span != 0 ? config->lane_span : 1;
 	return b;
 
 out_nomem:
@@ -156,6 +88,7 @@ void bld_destroy(struct bld *b)
 	free(b->missing);
 	free(b->unique_from);
 	free(b->next_from);
+	free(b->lanes);
 	free(b);
 }
 
@@ -394,8 +327,9 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t n
 	}
 	b->c.frags_unique++;
 	b->unique_from[f->source_id]++;
-	if (rel >= b->next_from[f->source_id])
-		b->next_from[f->source_id] = rel + 1;
+	uint64_t *progress = bld_progress(b, f->source_id, rel);
+	if (rel >= *progress)
+		*progress = rel + 1;
 	if (++s->present == b->cfg.sources) {
 		bld_complete(b, si);
 		bld_settle(b);
@@ -422,19 +356,6 @@ static void bld_give_up_base(struct bld *b)
 	bld_settle(b);
 	if (!(*bld_state(b, b->base) == BLD_ID_UNSEEN && b->highest > b->base))
 		b->base_waiting = false;
-}
-
-/* Whether every source absent from present (NULL: every source) has sent
- * an ID above rel. */
-static bool bld_absent_sources_passed(const struct bld *b, uint64_t rel, const uint64_t *present)
-{
-	for (uint32_t src = 0; src < b->cfg.sources; src++) {
-		if (present != NULL && (present[src / 64u] >> (src % 64u)) & 1u)
-			continue;
-		if (b->next_from[src] <= rel + 1)
-			return false;
-	}
-	return true;
 }
 
 /* Sources send in ID order (reordering only neighbours, or delaying a
@@ -593,5 +514,6 @@ size_t bld_memory_bytes(const struct bld *b)
 	size_t w = b->window, s = b->cfg.sources;
 	return sizeof(*b) + 2 * w + w * sizeof(*b->slots) + w * s * sizeof(*b->frags) +
 	       w * b->present_words * sizeof(*b->present) +
-	       s * (sizeof(*b->missing) + sizeof(*b->unique_from) + sizeof(*b->next_from));
+	       s * (sizeof(*b->missing) + sizeof(*b->unique_from) +
+		    RAILS_MAX * sizeof(*b->next_from) + sizeof(*b->lanes));
 }
