@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import signal
 import subprocess
@@ -41,26 +40,11 @@ from daqlib.backends import HostSpec                                   # noqa: E
 from daqlib.backends.base import LaunchError, die_with_parent_fn, stop_processes   # noqa: E402
 from daqlib.backends.netns import NetnsBackend, rail_subnet            # noqa: E402
 from daqlib.schema import TopologyError, resolve_table                 # noqa: E402
+from daqlib.sockbuf import rate_bits                                   # noqa: E402, F401
 
 PORT = 5201                 # iperf3's; rail R's server listens on PORT + R
 HOSTS = ("cap0", "cap1")    # the client's host, the server's
 # tc's rate units (tc(8)): bit/s, and "bps" for bytes/s.
-RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-              "kibit": 1024, "mibit": 1024 ** 2, "gibit": 1024 ** 3, "tibit": 1024 ** 4,
-              "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9, "tbps": 8e12,
-              "kibps": 8 * 1024, "mibps": 8 * 1024 ** 2, "gibps": 8 * 1024 ** 3}
-
-
-def rate_bits(rate: str | None) -> float | None:
-    """A tc rate ("1gbit", "200mbit", "125mbps") in bit/s; None for none."""
-    if rate in (None, "", "none", "off"):
-        return None
-    m = re.fullmatch(r"([0-9.]+)\s*([a-z]*)", rate.strip().lower())
-    if not m or m.group(2) not in RATE_UNITS:
-        raise ValueError(f"{rate!r} is not a tc rate such as 1gbit or 200mbit")
-    return float(m.group(1)) * RATE_UNITS[m.group(2)]
-
-
 class Iperf:
     """iperf3 servers on one host's rails, clients from another host."""
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import sockbuf
 from .backends import Backend, LaunchError
 from .topology import Topology
 
@@ -119,10 +120,11 @@ def builder_argv(t: Topology, be: Backend, run_dir: Path, port_file: Path) -> li
     host = b["host"]
     argv = [be.binary(host, "builderd"), "--run", str(r["run"]),
             "--sources", str(len(t.source_ids)), "--readers", str(len(t.readers)),
-            "--listen", addr(be.address(host), b["data_port"]),
+            *listen_args(be, host, b["data_port"]),
             "--control-listen", addr(be.address(host), b["control_port"]),
             "--out", be.path(host, run_dir), "--port-file", be.path(host, port_file)]
     argv += building_options(t, b)
+    opt(argv, "--socket-buffer", builder_socket_buffer(t, be, 0))
     if uses_shm(t):
         argv += ["--shm-listen", shm_name()]
         opt(argv, "--shm-capacity", b["shm_capacity"])
@@ -161,31 +163,66 @@ def builder_role_argv(t: Topology, b: dict, be: Backend, run_dir: Path, port_fil
             "--builders", str(len(t.builders)), "--hub", control_addr(t, be, ports),
             "--run", str(r["run"]), "--sources", str(len(t.source_ids)),
             "--readers", str(len(t.readers)),
-            "--listen", addr(be.address(host), b["data_port"]),
+            *listen_args(be, host, b["data_port"]),
             "--out", be.path(host, builder_out(run_dir, b["id"])),
             "--port-file", be.path(host, port_file)]
     argv += building_options(t, b)
+    opt(argv, "--socket-buffer", builder_socket_buffer(t, be, b["id"]))
     if b["id"] in [x["id"] for x in t.shm_builders()]:
         argv += ["--shm-listen", builder_shm_name(b["id"])]
         opt(argv, "--shm-capacity", b["shm_capacity"])
     return argv + common_tail(t, be, host, b, run_dir)
 
 
+def listen_args(be: Backend, host: str, port: int) -> list[str]:
+    """A builder's data port on each of its host's rails, all on one port
+    (docs/BUILDERS.md, "Rails")."""
+    argv = []
+    for a in be.rail_addresses(host):
+        argv += ["--listen", addr(a, port)]
+    return argv
+
+
+def builder_host(t: Topology, b_id: int) -> str:
+    return t.builders[b_id]["host"] if t.several else t.builder["host"]
+
+
+def tcp_urls(t: Topology, reader: dict, be: Backend, b_id: int, port: int) -> list[str]:
+    """One URL per rail the reader's host and builder b_id's share, in rail order."""
+    host = builder_host(t, b_id)
+    rails = sockbuf.common_rails(be, reader["host"], host)
+    return ["tcp://" + addr(a, port) for a in be.rail_addresses(host)[:rails]]
+
+
 def reader_targets(t: Topology, reader: dict, be: Backend,
                    ports: dict[str, dict[str, int]]) -> list[str]:
-    """The reader's --builder arguments: one URL for the one builder, else
-    one B=URL per builder, shared memory where the topology says so."""
-    if not t.several:
-        link = t.links(reader)[0]
-        return ["--builder", f"shm://{shm_name()}" if link == "shm" else
-                "tcp://" + addr(be.address(t.builder["host"]), ports["builder-0"]["data"])]
+    """The reader's --builder arguments: for the one builder its URL, else
+    B=URL per builder; shared memory where the topology says so, else TCP
+    with one URL per rail the two hosts share (repeated, in rail order)."""
     argv = []
     for b_id, link in t.links(reader).items():
-        b = t.builders[b_id]
-        url = (f"shm://{builder_shm_name(b_id)}" if link == "shm" else
-               "tcp://" + addr(be.address(b["host"]), ports[f"builder-{b_id}"]["data"]))
-        argv += ["--builder", f"{b_id}={url}"]
+        prefix = f"{b_id}=" if t.several else ""
+        if link == "shm":
+            name = builder_shm_name(b_id) if t.several else shm_name()
+            argv += ["--builder", f"{prefix}shm://{name}"]
+            continue
+        for url in tcp_urls(t, reader, be, b_id, ports[f"builder-{b_id}"]["data"]):
+            argv += ["--builder", prefix + url]
     return argv
+
+
+def reader_socket_buffer(t: Topology, reader: dict, be: Backend) -> int | None:
+    """--socket-buffer of a reader: its TCP links' (deploy/daqlib/sockbuf.py)."""
+    peers = [(builder_host(t, b_id), len(reader["sources"]))
+             for b_id, link in t.links(reader).items() if link == "tcp"]
+    return sockbuf.socket_buffer(t, be, reader["host"], peers)
+
+
+def builder_socket_buffer(t: Topology, be: Backend, b_id: int) -> int | None:
+    """--socket-buffer of builder b_id: its readers' TCP links'."""
+    peers = [(r["host"], len(r["sources"])) for r in t.readers
+             if t.links(r).get(b_id) == "tcp"]
+    return sockbuf.socket_buffer(t, be, builder_host(t, b_id), peers)
 
 
 def reader_argv(t: Topology, reader: dict, be: Backend, port_file: Path,
@@ -199,6 +236,7 @@ def reader_argv(t: Topology, reader: dict, be: Backend, port_file: Path,
     argv += ["--control", control_addr(t, be, ports)]
     opt(argv, "--max-fragment", r["max_fragment"])
     opt(argv, "--connect-timeout-ms", r["connect_timeout_ms"])
+    opt(argv, "--socket-buffer", reader_socket_buffer(t, reader, be))
     argv += ["--run-key-file", be.path(host, run_key_path(t, be.run_dir))]
     return argv + reader["extra"]
 

@@ -83,6 +83,13 @@ RUN_KEYS = {
                                                      "most: the hub's `--window-batches`; only "
                                                      "with `[[builder]]` tables",
                           shown="`4096` (builderd's default)"),
+    "socket_buffer": Key("int", None, 0, 64 << 20, "kernel send and receive buffers of "
+                                                   "every TCP data connection (bytes; 0 = the "
+                                                   "kernel's autotuning): readers' and builders' "
+                                                   "`--socket-buffer`",
+                         shown="auto: twice the bandwidth-delay product or a batch's bytes "
+                               "per rail, whichever is larger, with several builders; the "
+                               "kernel's autotuning with one (deploy/daqlib/sockbuf.py)"),
     "run_key_file": Key("str", None, doc="the run's secret, the same file on every host: "
                                          "every daemon's `--run-key-file` (docs/PROTOCOL.md, "
                                          "*Authentication*)",

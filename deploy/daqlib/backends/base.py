@@ -203,8 +203,9 @@ class Backend(abc.ABC):
 
     def rail_addresses(self, host: str) -> list[str]:
         """host's address on each of its rails (network interfaces), rail 0
-        first: address(host). Daemons use rail 0 only, for now; params.json
-        `rails` records them all for a data path over several."""
+        first: address(host). A builder listens on each, and a reader's TCP
+        link to it is one connection per rail both hosts have
+        (deploy/daqlib/sockbuf.py, docs/BUILDERS.md "Rails")."""
         spec = self.hosts[host]
         return [self.address(host)] + list(spec.addresses[1:])
 

@@ -123,9 +123,10 @@ class NetnsBackend(LocalBackend):
     options = {
         "rails": Key("int", 1, 1, MAX_RAILS, "network interfaces per host, each on a bridge "
                                              "of its own: rail R is 198.18.R.0/24, a host's "
-                                             "eth<R> at 198.18.R.N (N as on rail 0); the "
-                                             "daemons use rail 0, params.json `rails` lists "
-                                             "every rail's addresses"),
+                                             "eth<R> at 198.18.R.N (N as on rail 0); a "
+                                             "reader's TCP link to a builder on another host "
+                                             "is one connection per rail (docs/BUILDERS.md, "
+                                             "Rails)"),
         "mtu": Key("int", None, MTU_MIN, MTU_MAX, "MTU of every veth end and bridge of every "
                                                   "rail, e.g. `9000` (jumbo frames)",
                    shown="the kernel's (1500)"),
