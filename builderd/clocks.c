@@ -54,6 +54,7 @@ struct bdc {
 	uint16_t sources;
 	uint32_t run_id;
 	bool quiet;
+	uint64_t probe_period_ns;
 	struct event *ev_timer;
 	uint32_t count;            /* sources, then readers */
 	struct bdc_peer *peers;
@@ -191,6 +192,7 @@ struct bdc *bdc_create(const struct bdc_config *cfg)
 	c->sources = cfg->peers->sources;
 	c->run_id = cfg->run_id;
 	c->quiet = cfg->quiet;
+	c->probe_period_ns = cfg->probe_period_ns != 0 ? cfg->probe_period_ns : BDC_PROBE_PERIOD_NS;
 	c->count = peer_count(cfg->peers);
 	c->peers = calloc(c->count, sizeof *c->peers);
 	c->ev_timer = evtimer_new(cfg->base, bdc_on_timer, c);
@@ -308,7 +310,7 @@ static void bdc_pump(struct bdc *c)
 				p->next_ping_ns = now + BDC_BURST_GAP_NS;
 			else
 				p->next_ping_ns = c->closing ? 0
-						  : now + (p->prober != NULL ? BDC_PROBE_PERIOD_NS
+						  : now + (p->prober != NULL ? c->probe_period_ns
 									     : BDC_PERIOD_NS);
 		}
 		if (p->next_ping_ns != 0 && p->next_ping_ns < next)

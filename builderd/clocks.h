@@ -36,7 +36,9 @@ struct ctl_report;
 /* The same over a peer's UDP probe socket, whose exchanges cost the peer a
  * datagram in and two out: at 100 ppm the newest sample has aged by at most
  * 1 us, which keeps drift from outgrowing a kernel-stamped bound of a few
- * microseconds, and the window of 32 holds 320 ms. */
+ * microseconds, and the window of 32 holds 320 ms. The default of
+ * --probe-period-ms: with many peers on few cores a longer period trades a
+ * few microseconds of bound for CPU. */
 #define BDC_PROBE_PERIOD_NS 10000000u
 /* After an exchange whose delay is more than twice the best in the window
  * (a busy moment on the path), up to this many more follow BDC_BURST_GAP_NS
@@ -52,6 +54,7 @@ struct bdc_config {
 	struct out *out;            /* gets each source's offset; outlives bdc_finish() */
 	uint32_t run_id;
 	bool correction;            /* false: measure offsets but apply none */
+	uint64_t probe_period_ns;   /* over a UDP probe socket; 0: BDC_PROBE_PERIOD_NS */
 	bool quiet;
 	void (*ready)(void *arg);   /* called when bdc_ready() becomes true last */
 	void *ready_arg;

@@ -171,7 +171,12 @@ const struct opt_spec bd_option_specs[] = {
 		 .help = "bytes read per call per reader (default {default})"),
 	OPT_UINT("socket-buffer", "B", O, socket_buffer_bytes, 1024, 64u << 20,
 		 .help = "kernel buffers of reader connections (default: autotuned)"),
-	OPT_FLAG("no-clock-correction", O, no_clock_correction, .group = "Clocks",
+	OPT_UINT("probe-period-ms", "T", O, probe_period_ms, 1, 1000, .def = "10", .group = "Clocks",
+		 .help = "between bursts, one clock exchange per peer over its\n"
+			 "UDP probe socket this often (default {default}): longer\n"
+			 "costs the hub and its peers less CPU, and lets the\n"
+			 "newest sample age by up to T ms x the drift bound"),
+	OPT_FLAG("no-clock-correction", O, no_clock_correction,
 		 .help = "measure peers' clock offsets but do not apply them to\n"
 			 "latencies; metrics.json shows the error left in"),
 };

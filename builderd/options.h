@@ -68,6 +68,7 @@ struct bd_options {
 	uint64_t peer_timeout_ms;
 	uint64_t handshake_timeout_ms;
 	uint64_t stall_timeout_ms;      /* a peer silent this long is given up */
+	uint64_t probe_period_ms;       /* one UDP clock exchange per peer this often */
 	uint64_t first_event;
 	uint64_t events;                /* 0: learnt from the sources */
 	bool no_admission;

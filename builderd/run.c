@@ -433,6 +433,7 @@ static int bd_create_hub(struct bd *b, uint16_t *control_port)
 		.out = b->ing != NULL ? ing_output(b->ing) : NULL,
 		.run_id = b->opt.run_id,
 		.correction = !b->opt.no_clock_correction,
+		.probe_period_ns = b->opt.probe_period_ms * 1000000u,
 		.quiet = b->opt.quiet,
 		.ready = bd_on_clocks_ready,
 		.ready_arg = b,
