@@ -12,11 +12,22 @@ figure that compares is the share of the link, not MB/s. The rail capacity
 is measured in the same run with analysis/railcap.py's functions on a
 cluster built by the same backend code with the same rails, MTU and shaping.
 
-Throughput per node = bytes all builders received from the readers per
-second of building (metrics.json: builders.B.counters.reader.N.bytes_received
-over rates.build_duration_s), divided by N; its fraction is over the
-measured rail capacity (the best of railcap's one-stream and N-stream
-figures). The CPU idle share is from /proc/stat before and after each run.
+Throughput per node is measured in the steady state, as the note's is: the
+events every builder completed (their events.jsonl, one clock: the hosts
+are namespaces of one machine) between the 15th and the 85th percentile of
+their completion times, their bytes over that time, divided by N. The
+pipeline's filling (the first batches) and draining (the last builders
+finishing alone) are outside it; the whole run's figure (bytes the builders
+received over rates.build_duration_s) is shown beside it. Its fraction is
+over the measured rail capacity (the best of railcap's one-stream and
+N-stream figures), times the rails. The CPU idle share is from /proc/stat
+before and after each run.
+
+The rate: the 2 x 2 configurations at 100mbit per rail; 8 x 8 at 40mbit,
+since 8 readers and 8 builders (and 8 sources) on two cores run out of CPU
+at 100mbit with fragments of a few kB (measured: 10-20 % idle at 4 kB).
+Socket buffers are the launcher's `auto` (deploy/daqlib/sockbuf.py: a
+batch's bytes per rail, at least twice the bandwidth-delay product).
 
 Usage: analysis/cms2003.py [--quick] [--out DIR] [--bin DIR] [--rate R]
 Writes DIR/cms2003.json, DIR/cms2003.md and DIR/cms2003.png (default
@@ -41,7 +52,15 @@ sys.path.insert(0, str(REPO / "analysis"))
 
 import railcap  # noqa: E402
 
-RATE = "100mbit"            # tbf per rail; 8x8 moves 8 x 12.5 MB/s through 2 cores
+RATE = "100mbit"            # tbf per rail of the 2 x 2 configurations
+RATE_8X8 = "40mbit"         # 8 x 8: 25 processes on 2 cores (module docstring)
+# tbf's queue stands for the switch port's buffer: at 10 ms (the backend's
+# default) a 100mbit rail queues 28 kB and drops the bursts of two readers
+# sending to one builder at once, and each drop at a batch's tail is a
+# 200 ms retransmission timeout (measured: the whole cluster at half rate
+# for 0.2 s every few seconds). 50 ms, 640 kB at 100mbit, is a modest
+# buffer for a gigabit switch port; iperf3 measures the same links.
+LATENCY = "50ms"
 SIZES = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
 QUICK_SIZES = [1024, 16384]
 BATCH = 128
@@ -49,18 +68,23 @@ BATCH = 128
 PAPER = {"8x8, 1 rail, MTU 1500": (100.0, 0.80, "fragments > 4 kB", 4096),
          "2x2, 2 rails, MTU 9000": (240.0, 0.95, "16 kB", 16384)}
 CONFIGS = [
-    {"name": "8x8, 1 rail, MTU 1500", "n": 8, "rails": 1, "mtu": 1500, "runnable": True},
-    {"name": "2x2, 1 rail, MTU 1500", "n": 2, "rails": 1, "mtu": 1500, "runnable": True},
-    {"name": "2x2, 2 rails, MTU 9000", "n": 2, "rails": 2, "mtu": 9000, "runnable": False,
-     "why": "not yet: the daemons use rail 0 only"},
+    {"name": "8x8, 1 rail, MTU 1500", "n": 8, "rails": 1, "mtu": 1500, "rate": RATE_8X8},
+    {"name": "2x2, 1 rail, MTU 1500", "n": 2, "rails": 1, "mtu": 1500, "rate": RATE},
+    {"name": "2x2, 2 rails, MTU 9000", "n": 2, "rails": 2, "mtu": 9000, "rate": RATE},
 ]
+# The steady state: events completed between these quantiles of the times.
+STEADY = (0.15, 0.85)
+# Batches per builder at least: the filling and the draining (the last
+# batch of the slowest builder, built alone) are each about one batch time,
+# outside STEADY only when every builder has many.
+MIN_BATCHES = 10
 
 
 def topology(n: int, rails: int, mtu: int, rate: str, payload: int, events: int) -> str:
     """N x N bare event builder: hosts b0..b(N-1) (the hub on b0), r0..r(N-1),
     reader i with source i on host ri."""
     text = (f'[deploy]\nbackend = "netns"\n\n[netns]\nrails = {rails}\nmtu = {mtu}\n'
-            f'shaping = "{rate}"\nchrony = false\n\n')
+            f'shaping = "{rate}"\nshaping_latency = "{LATENCY}"\nchrony = false\n\n')
     hosts = [f"b{i}" for i in range(n)] + [f"r{i}" for i in range(n)]
     text += "".join(f'[hosts.{h}]\naddress = "127.0.0.1"\n\n' for h in hosts)
     text += (f'[run]\nrun = 1\nseed = 2003\nevents = {events}\npayload = {payload}\nrate = 0\n'
@@ -110,24 +134,61 @@ def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str, payload: int, event
     received = 0
     for sec in (m.get("builders") or {}).values():
         for key, c in sec.get("counters", {}).items():
-            if key.startswith("reader."):
+            if key.startswith("reader.") and ".rail." not in key:
                 received += c.get("bytes_received", 0)
     span = m["rates"]["build_duration_s"] or float("nan")
+    steady = steady_state(out, cfg["n"])
     return {"payload": payload, "events": events, "ok": proc.returncode == 0 and m["balanced"],
+            "steady": steady, "socket_buffer": socket_buffers(out),
             "status": proc.returncode, "balanced": m["balanced"],
             "equations": m.get("equations", {}).get("summary") if isinstance(
                 m.get("equations"), dict) else None,
             "errors": m.get("errors", [])[:3], "accepted": m["counters"]["builder"].get(
                 "events_accepted"),
             "bytes_received": received, "build_s": span,
-            "per_node_Bps": received / span / cfg["n"], "cpu_idle": idle, "wall_s": wall}
+            "whole_run_Bps": received / span / cfg["n"],
+            "per_node_Bps": steady["Bps"] / cfg["n"] if steady else received / span / cfg["n"],
+            "cpu_idle": idle, "wall_s": wall}
+
+
+def steady_state(out: Path, n: int) -> dict | None:
+    """Bytes per second of the events all builders completed between the
+    STEADY quantiles of their completion times (module docstring)."""
+    done = []
+    for path in (out / "builders").glob("*/events.jsonl"):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                e = json.loads(line)
+                done.append((e["t_ns"], e["bytes"]))
+    if len(done) < 20:
+        return None
+    done.sort()
+    lo, hi = (done[int(q * (len(done) - 1))][0] for q in STEADY)
+    if hi <= lo:
+        return None
+    inside = sum(b for t, b in done if lo < t <= hi)
+    return {"Bps": inside / ((hi - lo) / 1e9), "seconds": (hi - lo) / 1e9,
+            "events": sum(1 for t, _b in done if lo < t <= hi)}
+
+
+def socket_buffers(out: Path) -> list[int]:
+    """The --socket-buffer values the launcher gave the daemons (params.json)."""
+    try:
+        params = json.loads((out / "params.json").read_text())
+    except (OSError, ValueError):
+        return []
+    got = set()
+    for p in params.get("processes", []):
+        argv = p.get("argv", [])
+        got.update(int(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a == "--socket-buffer")
+    return sorted(got)
 
 
 def capacity(rails: int, mtu: int, rate: str, seconds: float) -> dict:
     """railcap on two hosts made by the netns backend with this configuration's
     rails, MTU and shaping: bytes/s of one rail (best of 1 and 4 streams)."""
     with tempfile.TemporaryDirectory(prefix="cms2003-cap-") as tmp:
-        be = railcap.cluster(Path(tmp), rails, mtu, rate, say=lambda _l: None)
+        be = railcap.cluster(Path(tmp), rails, mtu, rate, latency=LATENCY, say=lambda _l: None)
         try:
             be.prepare(railcap.HOSTS[1])
             res = railcap.measure_rails(be, railcap.HOSTS[0], railcap.HOSTS[1], 4, seconds,
@@ -139,9 +200,11 @@ def capacity(rails: int, mtu: int, rate: str, seconds: float) -> dict:
     return res
 
 
-def events_for(payload: int, rate: str, seconds: float) -> int:
-    """Enough events per source for about `seconds` at the link rate."""
-    return int(min(200_000, max(2000, railcap.rate_bits(rate) / 8 * seconds / payload)))
+def events_for(payload: int, rate: str, seconds: float, n: int, rails: int) -> int:
+    """Enough events per source for about `seconds` at the links' rate, and
+    at least MIN_BATCHES batches per builder, so that a steady state exists."""
+    per_s = railcap.rate_bits(rate) / 8 * rails / payload
+    return int(min(200_000, max(2000, MIN_BATCHES * n * BATCH, per_s * seconds)))
 
 
 def note_cell(paper: tuple | None, payload: int) -> str:
@@ -155,11 +218,13 @@ def note_cell(paper: tuple | None, payload: int) -> str:
 
 def md_tables(doc: dict) -> str:
     lines = [f"# CMS 2003 event builder on the netns cluster ({doc['date']})", "",
-             f"tbf {doc['rate']} per rail on both ends of every host's link; manager "
-             f"routing, batch {BATCH}, one unpaced source per reader on its host, "
-             "fixed fragment sizes. MB/s = 10^6 bytes the builders received per second "
-             "per builder node; fraction = of the rail capacity measured by iperf3 "
-             "(railcap) on the same shaped links in this run.", ""]
+             "tbf per rail on both ends of every host's link (the rate is each "
+             f"configuration's, the queue {LATENCY}); manager routing, batch {BATCH}, one unpaced source per "
+             "reader on its host, fixed fragment sizes. MB/s per node = 10^6 bytes of the "
+             "events the builders completed per second in the steady state (the 15th to "
+             "the 85th percentile of their completion times), over N; the whole run's "
+             "figure beside it. Of the link = over the rail capacity iperf3 measured "
+             "(railcap) on the same shaped links in this run, times the rails.", ""]
     for cfg in doc["configs"]:
         lines.append(f"## {cfg['name']}")
         lines.append("")
@@ -172,22 +237,43 @@ def md_tables(doc: dict) -> str:
             lines += [cfg.get("why", "not run"), ""]
             continue
         cap = cfg["capacity"]["rail_Bps"]
-        lines.append(f"Rail capacity: {cap / 1e6:.2f} MB/s.")
+        bufs = sorted({b for r in cfg["runs"] for b in r.get("socket_buffer", [])})
+        lines.append(f"tbf {cfg['rate']} per rail; rail capacity {cap / 1e6:.2f} MB/s; "
+                     f"{cfg['rails']} rail(s), MTU {cfg['mtu']}; socket buffers "
+                     f"{', '.join(f'{b >> 10} KiB' for b in bufs) or 'the kernel’s'}.")
         lines.append("")
-        lines.append("| fragment B | MB/s per node | of rail | CPU idle | books | events "
-                     "| the note |")
-        lines.append("|---:|---:|---:|---:|---|---:|---|")
+        lines.append("| fragment B | MB/s per node | of the link | whole run | CPU idle | books "
+                     "| events | the note |")
+        lines.append("|---:|---:|---:|---:|---:|---|---:|---|")
         for r in cfg["runs"]:
             if "per_node_Bps" not in r:
-                lines.append(f"| {r['payload']} | failed | | {r['cpu_idle']:.0%} | "
+                lines.append(f"| {r['payload']} | failed | | | {r['cpu_idle']:.0%} | "
                              f"{r.get('error', '')[:60]!r} | | |")
                 continue
             lines.append(f"| {r['payload']} | {r['per_node_Bps'] / 1e6:.2f} | "
-                         f"{r['fraction']:.1%} | {r['cpu_idle']:.0%} | "
+                         f"{r['fraction']:.1%} | {r['whole_run_Bps'] / 1e6:.2f} | "
+                         f"{r['cpu_idle']:.0%} | "
                          f"{'balanced' if r['balanced'] else 'NOT balanced'} | "
                          f"{r['accepted']} | {note_cell(paper, r['payload'])} |")
         lines.append("")
+    lines += rails_ratio(doc)
     return "\n".join(lines) + "\n"
+
+
+def rails_ratio(doc: dict) -> list[str]:
+    """Two rails against one in the 2 x 2 builder, size by size."""
+    by = {c["name"]: {r["payload"]: r for r in c.get("runs", []) if "per_node_Bps" in r}
+          for c in doc["configs"]}
+    one, two = by.get("2x2, 1 rail, MTU 1500", {}), by.get("2x2, 2 rails, MTU 9000", {})
+    sizes = sorted(set(one) & set(two))
+    if not sizes:
+        return []
+    out = ["## Two rails against one (2x2)", "",
+           "| fragment B | 1 rail MB/s | 2 rails MB/s | ratio |", "|---:|---:|---:|---:|"]
+    for p in sizes:
+        a, b = one[p]["per_node_Bps"], two[p]["per_node_Bps"]
+        out.append(f"| {p} | {a / 1e6:.2f} | {b / 1e6:.2f} | {b / a:.2f}x |")
+    return out + [""]
 
 
 def plot(doc: dict, path: Path) -> bool:
@@ -204,7 +290,8 @@ def plot(doc: dict, path: Path) -> bool:
         pts = [(r["payload"], r["per_node_Bps"] / 1e6) for r in cfg.get("runs", [])
                if "per_node_Bps" in r]
         if pts:
-            ax.plot(*zip(*pts), marker="o", label=f"{cfg['name']} (this cluster, {doc['rate']})")
+            ax.plot(*zip(*pts), marker="o",
+                    label=f"{cfg['name']} (this cluster, tbf {cfg['rate']} per rail)")
     for name, (mbs, frac, _where, size) in PAPER.items():
         ax.plot([size], [mbs], marker="*", ms=12, ls="none",
                 label=f"note: {name}, {mbs:.0f} MB/s = {frac:.0%}")
@@ -220,22 +307,22 @@ def plot(doc: dict, path: Path) -> bool:
 
 
 def run_config(cfg: dict, args, sizes: list[int], seconds: float, cap_s: float) -> dict:
-    row = {k: v for k, v in cfg.items() if k != "runnable"}
-    if not cfg["runnable"]:
-        print(f"cms2003: {cfg['name']}: {cfg['why']}", flush=True)
-        return row
-    row["capacity"] = capacity(cfg["rails"], cfg["mtu"], args.rate, cap_s)
-    cap = row["capacity"]["rail_Bps"]
+    row = dict(cfg)
+    if args.rate:
+        row["rate"] = args.rate
+    rate = row["rate"]
+    row["capacity"] = capacity(cfg["rails"], cfg["mtu"], rate, cap_s)
+    cap = row["capacity"]["rail_Bps"] * cfg["rails"]
     row["runs"] = []
     with tempfile.TemporaryDirectory(prefix="cms2003-") as tmp:
         for size in sizes:
-            r = one_run(args.bin, Path(tmp), cfg, args.rate, size,
-                        events_for(size, args.rate, seconds))
+            r = one_run(args.bin, Path(tmp), cfg, rate, size,
+                        events_for(size, rate, seconds, cfg["n"], cfg["rails"]))
             if "per_node_Bps" in r:
                 r["fraction"] = r["per_node_Bps"] / cap
                 print(f"cms2003: {cfg['name']}: {size:>6} B  {r['per_node_Bps'] / 1e6:7.2f} MB/s"
-                      f" per node = {r['fraction']:.1%} of the rail, CPU idle "
-                      f"{r['cpu_idle']:.0%}, books "
+                      f" per node = {r['fraction']:.1%} of the link (whole run "
+                      f"{r['whole_run_Bps'] / 1e6:.2f}), CPU idle {r['cpu_idle']:.0%}, books "
                       f"{'balanced' if r['balanced'] else 'NOT balanced'}", flush=True)
             else:
                 print(f"cms2003: {cfg['name']}: {size} B FAILED: {r['error'][-400:]}",
@@ -249,9 +336,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="2x2 only, 2 sizes, short runs")
     ap.add_argument("--out", type=Path, help="output directory")
     ap.add_argument("--bin", type=Path, default=REPO / "bin")
-    ap.add_argument("--rate", default=RATE, help=f"tbf rate per rail (default {RATE})")
+    ap.add_argument("--rate", help=f"tbf rate per rail of every configuration (default "
+                                   f"{RATE}, 8x8 {RATE_8X8})")
     ap.add_argument("--sizes", help="fragment sizes to sweep, e.g. 4096,65536")
     ap.add_argument("--n", type=int, help="only the N x N configurations")
+    ap.add_argument("--rails", type=int, help="only the configurations of this many rails")
     args = ap.parse_args(argv)
     why = railcap.unavailable()
     if why:
@@ -264,9 +353,10 @@ def main(argv: list[str]) -> int:
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]
     configs = [c for c in CONFIGS if (not args.quick or c["n"] == 2)
-               and (args.n is None or c["n"] == args.n)]
-    print(f"cms2003: tbf {args.rate} per rail, sizes {sizes}", flush=True)
-    doc = {"date": today, "rate": args.rate, "batch": BATCH, "quick": args.quick,
+               and (args.n is None or c["n"] == args.n)
+               and (args.rails is None or c["rails"] == args.rails)]
+    print(f"cms2003: sizes {sizes}", flush=True)
+    doc = {"date": today, "batch": BATCH, "quick": args.quick, "steady_quantiles": STEADY,
            "paper": {k: {"MBps_per_node": v[0], "fraction": v[1], "where": v[2]}
                      for k, v in PAPER.items()},
            "configs": [run_config(c, args, sizes, seconds, cap_s) for c in configs]}
