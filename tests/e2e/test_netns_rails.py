@@ -257,12 +257,20 @@ class NetnsRailsRunTest(E2ETestCase):
                                       "readout1": ["198.18.0.3", "198.18.1.3"]})
         info = p["backend_info"]
         self.assertEqual((info["rails"], info["mtu"]), (2, 9000))
-        # The daemons still use rail 0.
         self.assertEqual({h: x["address"] for h, x in p["hosts"].items()},
                          {"builder": "198.18.0.1", "readout0": "198.18.0.2",
                           "readout1": "198.18.0.3"})
         links = {x["id"]: x for x in m["reader_links"]}
         self.assertTrue(links[0]["address"].startswith("198.18.0.2:"), links)
+        # Each reader's link is a connection per rail, each carrying its
+        # lanes (64 events each in turn): about half the frames, none astray.
+        for r in (0, 1):
+            rails = [m["counters"][f"builder.from_reader.{r}.rail.{k}"] for k in (0, 1)]
+            self.assertEqual(sum(x["frames_received"] for x in rails),
+                             m["counters"][f"builder.from_reader.{r}"]["frames_received"])
+            for x in rails:
+                self.assertGreater(x["frames_received"], 0.45 * 2 * 20000, rails)
+                self.assertEqual(x["frames_wrong_rail"], 0)
         self.assert_nothing_left(int(info["switch_namespace"][4:].split("-")[0]))
 
     def test_failed_start_tears_down_every_rail(self) -> None:
