@@ -84,6 +84,16 @@ class Iperf:
                                               logs / f"iperf3-{self.server}-rail{rail}.log",
                                               host=self.server))
 
+    def check_servers(self) -> None:
+        """Raises LaunchError with its log when a server has exited (its
+        port taken, its address on no interface of the host)."""
+        for h in self.servers:
+            status = self.be.wait(h, 0)
+            if status is not None:
+                log = (self.be.log_text(h) or "").strip().splitlines()[-3:]
+                raise LaunchError(f"iperf3 server on {self.server} ({' '.join(h.argv)}) "
+                                  f"exited with status {status}: {' / '.join(log)}")
+
     def stop(self) -> None:
         for h in self.servers:
             self.be.stop(h, grace_s=2.0)
@@ -117,6 +127,7 @@ class Iperf:
                     out[r] = doc["end"]["sum_received"]["bits_per_second"] / 8
             if not errors:
                 return out
+            self.check_servers()
             if time.monotonic() > deadline or not all("connect" in e for e in errors.values()):
                 raise LaunchError("iperf3: " + "; ".join(f"rail {r}: {e}"
                                                          for r, e in sorted(errors.items())))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import sys
 from pathlib import Path
 
@@ -252,11 +253,20 @@ class Cms2003SshTest(E2ETestCase):
                           f"{x['fraction']:.1%}" for x in cfg["runs"]), flush=True)
         self.assert_nothing_running(dirs)
 
-    def test_host_without_iperf3_is_named(self) -> None:
+    def test_host_without_iperf3_and_iperf3_port_taken(self) -> None:
         dirs = control_dirs()
         r = self.cms2003("--quick", "--iperf3", "/nonexistent/iperf3", "--out",
                          str(self.h.path("out")), timeout_s=90)
         self.assertEqual(r.returncode, 1, r.describe())
         self.assertIn("cms2003: host r0 has no /nonexistent/iperf3 (`ssh ", r.output)
         self.assertIn("install iperf3 there", r.output)
+        # A socket bound to the port (not listening: a client is refused,
+        # not held) makes b0's server exit; its log says why.
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", self.iperf_port))
+            r = self.cms2003("--quick", "--out", str(self.h.path("out")), timeout_s=90)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn(f"cms2003: iperf3 server on b0 (iperf3 -s -B 127.0.0.1 -p "
+                      f"{self.iperf_port}) exited with status 1", r.output)
+        self.assertIn("Address already in use", r.output)
         self.assert_nothing_running(dirs)
