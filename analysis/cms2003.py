@@ -456,7 +456,9 @@ def open_cluster(args, configs: list[dict]):
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=(
+        "--hosts FILE runs it on a real cluster over ssh instead (docs/DEPLOY.md, \"The CMS "
+        "2003 measurement on a real cluster\")."))
     ap.add_argument("--quick", action="store_true", help="2x2 only, 2 sizes, short runs")
     ap.add_argument("--out", type=Path, help="output directory")
     ap.add_argument("--bin", type=Path, default=REPO / "bin")
@@ -476,7 +478,8 @@ def main(argv: list[str]) -> int:
                          "rails needs 2 addresses per host and is skipped otherwise")
     ap.add_argument("--iperf-port", type=int, default=railcap.PORT,
                     help="--hosts: iperf3's port on b0 (rail R: +R; default %(default)s)")
-    ap.add_argument("--iperf3", default="iperf3", help="--hosts: iperf3 on the hosts")
+    ap.add_argument("--iperf3", default="iperf3", metavar="PATH",
+                    help="--hosts: iperf3 on the hosts (default %(default)s, on their PATH)")
     args = ap.parse_args(argv)
     configs = select(args)
     cluster = None

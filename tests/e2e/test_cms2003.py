@@ -158,6 +158,47 @@ class Cms2003HostsErrorsTest(E2ETestCase):
         self.h.assert_clean()
 
 
+class Cms2003HostsTopologyTest(E2ETestCase):
+    """The topologies --hosts makes: the file's host tables under the role
+    names, each configuration's rails of each host's addresses."""
+
+    def test_roles_rails_and_keys_of_the_generated_topologies(self) -> None:
+        sys.path.insert(0, str(REPO / "analysis"))
+        import cms2003
+        import cms2003_ssh
+        from daqlib.topology import load_topology
+        doc = {"ssh": {"user": "daq", "port": 2222}}
+        for i in range(5):
+            doc[f"hosts.node{i}"] = {"ssh": f"daq@node{i}.example.org",
+                                     "addresses": [f"10.1.0.{i + 1}", f"10.2.0.{i + 1}"],
+                                     "workdir": f"/scratch/{i}"}
+        path = self.h.write_topology(doc, "hosts.toml")
+        cluster = cms2003_ssh.Cluster(path, self.h.bin)
+        self.assertEqual(cluster.roles(2), {"b0": "node0", "b1": "node1", "r0": "node2",
+                                            "r1": "node3"})
+        self.assertEqual(cluster.rails(2), 2)
+        self.assertIsNone(cluster.missing(2))
+        self.assertIn("lists 5 host(s); the 8x8 configuration needs 16", cluster.missing(8))
+        for rails in (1, 2):
+            with self.subTest(rails=rails):
+                topo = self.h.path(f"t{rails}.toml")
+                topo.write_text(cms2003.topology(2, rails, 1500, 1e9, 4096, 3000, cluster))
+                t = load_topology(str(topo), [])
+                self.assertEqual(t.deploy["backend"], "ssh")
+                self.assertEqual(list(t.hosts), ["b0", "b1", "r0", "r1"])
+                self.assertEqual(t.hosts["r1"]["ssh"], "daq@node3.example.org")
+                self.assertEqual(t.hosts["r1"]["workdir"], "/scratch/3")
+                self.assertEqual(t.backend_options()["port"], 2222)
+                be = cluster.backend(topo, ["b0", "r1"], self.h.path(f"run{rails}"))
+                self.assertEqual(be.rail_addresses("r1"),
+                                 ["10.1.0.4", "10.2.0.4"][:rails])
+                self.assertEqual(be.host_command("b0", ["iperf3", "-s"])[-3:],
+                                 ["daq@node0.example.org", "--", "iperf3 -s"])
+                self.assertEqual(be.teardown(), [])
+                self.assertNotIn("shaping", topo.read_text())
+        self.h.assert_clean()
+
+
 class Cms2003SshTest(E2ETestCase):
     """cms2003.py --hosts over the ssh backend, against this machine's sshd
     on loopback (test_deploy_ssh's): four hosts, all 127.0.0.1."""
