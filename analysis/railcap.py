@@ -17,8 +17,10 @@ Everything lives in network namespaces esdq<pid>-* on 198.18.R.0/24 that
 this script creates and removes, also when it fails or is interrupted;
 after a SIGKILL, deploy/daqrun --cleanup removes them.
 
-measure_rails() measures an existing cluster (a NetnsBackend already
-prepared), so that a run can measure its own links.
+measure_rails() measures an existing cluster (a backend already prepared:
+netns, or ssh for real hosts, analysis/cms2003.py --hosts), so that a run
+can measure its own links; the commands on the hosts come from the backend
+(Iperf below).
 """
 
 from __future__ import annotations
