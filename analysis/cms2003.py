@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,8 @@ DAQRUN = REPO / "deploy" / "daqrun"
 sys.path.insert(0, str(REPO / "analysis"))
 
 import railcap  # noqa: E402
+from cms2003_ssh import Cluster, idle_share, mtu_line  # noqa: E402
+from daqlib.schema import TopologyError  # noqa: E402
 
 RATE = "100mbit"            # tbf per rail of the 2 x 2 configurations
 RATE_8X8 = "40mbit"         # 8 x 8: 25 processes on 2 cores (module docstring)
@@ -153,7 +156,6 @@ def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str | float, payload: in
     idle = (idle1 - idle0) / max(1, total1 - total0)
     hosts_idle = None
     if cluster is not None:
-        from cms2003_ssh import idle_share
         hosts_idle = idle_share(on_hosts, cluster.cpu_times(hosts_be))
         idle = min(hosts_idle.values())
     try:
@@ -391,7 +393,6 @@ def run_config_hosts(cfg: dict, args, sizes: list[int], seconds: float, cap_s: f
                      cluster) -> dict:
     """cfg on the hosts of --hosts over ssh: skipped when they lack its rails;
     the rails' MTU read, the capacity measured over ssh, then the sweep."""
-    from cms2003_ssh import mtu_line
     n, rails = cfg["n"], cfg["rails"]
     row = dict(cfg, rate=None, hosts=cluster.describe(n), runs=[])
     have = cluster.rails(n)
@@ -434,9 +435,6 @@ def select(args) -> list[dict]:
 
 def open_cluster(args, configs: list[dict]):
     """The Cluster of --hosts (a usage error: a string to print)."""
-    import shutil
-    from cms2003_ssh import Cluster
-    from daqlib.schema import TopologyError
     if args.rate:
         return "--rate shapes the netns cluster's links; with --hosts the rate is the wire's"
     if shutil.which("ssh") is None:
