@@ -29,10 +29,21 @@ at 100mbit with fragments of a few kB (measured: 10-20 % idle at 4 kB).
 Socket buffers are the launcher's `auto` (deploy/daqlib/sockbuf.py: a
 batch's bytes per rail, at least twice the bandwidth-delay product).
 
+On a real cluster, `--hosts FILE` runs the same configurations over the
+launcher's ssh backend on the hosts FILE lists (analysis/cms2003_ssh.py):
+the first 2N hosts in file order are b0..b(N-1), r0..r(N-1); no shaping
+(the rate is the wire's), the rails' MTU as the hosts have it (read and
+reported, never changed), the rail capacity iperf3 from r0 to b0 over ssh,
+the CPU idle share the busiest host's. A configuration whose rails the
+hosts lack is skipped (docs/DEPLOY.md, "The CMS 2003 measurement on a real
+cluster").
+
 Usage: analysis/cms2003.py [--quick] [--out DIR] [--bin DIR] [--rate R]
+       analysis/cms2003.py --hosts FILE [--quick] [--n N] [--sizes ...]
 Writes DIR/cms2003.json, DIR/cms2003.md and DIR/cms2003.png (default
 DIR = results/cms2003-<date>/); exits 1 when a run failed its books.
-Root only (network namespaces, veth pairs, tc).
+The netns cluster needs root (network namespaces, veth pairs, tc); --hosts
+needs key-based ssh to the hosts and iperf3 on them.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -51,6 +63,8 @@ DAQRUN = REPO / "deploy" / "daqrun"
 sys.path.insert(0, str(REPO / "analysis"))
 
 import railcap  # noqa: E402
+from cms2003_ssh import Cluster, idle_share, mtu_line  # noqa: E402
+from daqlib.schema import TopologyError  # noqa: E402
 
 RATE = "100mbit"            # tbf per rail of the 2 x 2 configurations
 RATE_8X8 = "40mbit"         # 8 x 8: 25 processes on 2 cores (module docstring)
@@ -84,13 +98,18 @@ STEADY = (0.15, 0.85)
 MIN_BATCHES = 10
 
 
-def topology(n: int, rails: int, mtu: int, rate: str, payload: int, events: int) -> str:
+def topology(n: int, rails: int, mtu: int, rate: str | float, payload: int, events: int,
+             cluster=None) -> str:
     """N x N bare event builder: hosts b0..b(N-1) (the hub on b0), r0..r(N-1),
-    reader i with source i on host ri."""
-    text = (f'[deploy]\nbackend = "netns"\n\n[netns]\nrails = {rails}\nmtu = {mtu}\n'
-            f'shaping = "{rate}"\nshaping_latency = "{LATENCY}"\nchrony = false\n\n')
-    hosts = [f"b{i}" for i in range(n)] + [f"r{i}" for i in range(n)]
-    text += "".join(f'[hosts.{h}]\naddress = "127.0.0.1"\n\n' for h in hosts)
+    reader i with source i on host ri; netns, or with cluster (--hosts) the
+    ssh backend on its hosts (rate: the rail capacity in bit/s)."""
+    if cluster is not None:
+        text = cluster.tables(n, rails)
+    else:
+        text = (f'[deploy]\nbackend = "netns"\n\n[netns]\nrails = {rails}\nmtu = {mtu}\n'
+                f'shaping = "{rate}"\nshaping_latency = "{LATENCY}"\nchrony = false\n\n')
+        hosts = [f"b{i}" for i in range(n)] + [f"r{i}" for i in range(n)]
+        text += "".join(f'[hosts.{h}]\naddress = "127.0.0.1"\n\n' for h in hosts)
     text += (f'[run]\nrun = 1\nseed = 2003\nevents = {events}\npayload = {payload}\nrate = 0\n'
              f'filter_modulo = 1\nrouting = "manager"\nbatch = {BATCH}\n'
              f'max_inflight = 16384\ntimeout_ms = 10000\n\n[hub]\nhost = "b0"\nquiet = true\n'
@@ -102,13 +121,18 @@ def topology(n: int, rails: int, mtu: int, rate: str, payload: int, events: int)
     return text
 
 
-def stall_ms(n: int, rate: str, payload: int) -> int:
+def stall_ms(n: int, rate: str | float, payload: int) -> int:
     """The hub's stall timeout: a builder fed a batch of BATCH events of n
     fragments through its shaped link sends no token until the batch's first
     event is complete, which at 64 KiB and 100mbit takes seconds; the
     default 2000 ms would give healthy builders up. Ten batch times."""
-    batch_s = BATCH * n * payload / (railcap.rate_bits(rate) / 8)
+    batch_s = BATCH * n * payload / (bits(rate) / 8)
     return int(min(600_000, max(2000, 10_000 * batch_s)))
+
+
+def bits(rate: str | float) -> float:
+    """bit/s of a tc rate (netns) or of a measured capacity (--hosts)."""
+    return railcap.rate_bits(rate) if isinstance(rate, str) else float(rate)
 
 
 def cpu_times() -> tuple[int, int]:
@@ -118,11 +142,15 @@ def cpu_times() -> tuple[int, int]:
     return fields[3] + fields[4], sum(fields[:8])
 
 
-def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str, payload: int, events: int) -> dict:
+def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str | float, payload: int, events: int,
+            cluster=None, hosts_be=None) -> dict:
+    """One run of cfg at payload; with cluster (--hosts) on its hosts, the
+    CPU idle share the busiest host's (hosts_be reads their /proc/stat)."""
     name = f"n{cfg['n']}-r{cfg['rails']}-m{cfg['mtu']}-p{payload}"
     topo = work / f"{name}.toml"
-    topo.write_text(topology(cfg["n"], cfg["rails"], cfg["mtu"], rate, payload, events))
+    topo.write_text(topology(cfg["n"], cfg["rails"], cfg["mtu"], rate, payload, events, cluster))
     out = work / name
+    on_hosts = cluster.cpu_times(hosts_be) if cluster is not None else None
     idle0, total0 = cpu_times()
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, str(DAQRUN), str(topo), "--out", str(out),
@@ -131,10 +159,15 @@ def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str, payload: int, event
     wall = time.monotonic() - t0
     idle1, total1 = cpu_times()
     idle = (idle1 - idle0) / max(1, total1 - total0)
+    hosts_idle = None
+    if cluster is not None:
+        hosts_idle = idle_share(on_hosts, cluster.cpu_times(hosts_be))
+        idle = min(hosts_idle.values())
     try:
         m = json.loads((out / "metrics.json").read_text())
     except (OSError, ValueError):
         return {"payload": payload, "ok": False, "balanced": False, "cpu_idle": idle,
+                "cpu_idle_hosts": hosts_idle,
                 "error": (proc.stdout[-1200:] + proc.stderr[-1200:]).strip()}
     received = 0
     for sec in (m.get("builders") or {}).values():
@@ -153,7 +186,7 @@ def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str, payload: int, event
             "bytes_received": received, "build_s": span,
             "whole_run_Bps": received / span / cfg["n"],
             "per_node_Bps": steady["Bps"] / cfg["n"] if steady else received / span / cfg["n"],
-            "cpu_idle": idle, "wall_s": wall}
+            "cpu_idle": idle, "cpu_idle_hosts": hosts_idle, "wall_s": wall}
 
 
 def steady_state(out: Path, n: int) -> dict | None:
@@ -205,10 +238,10 @@ def capacity(rails: int, mtu: int, rate: str, seconds: float) -> dict:
     return res
 
 
-def events_for(payload: int, rate: str, seconds: float, n: int, rails: int) -> int:
+def events_for(payload: int, rate: str | float, seconds: float, n: int, rails: int) -> int:
     """Enough events per source for about `seconds` at the links' rate, and
     at least MIN_BATCHES batches per builder, so that a steady state exists."""
-    per_s = railcap.rate_bits(rate) / 8 * rails / payload
+    per_s = bits(rate) / 8 * rails / payload
     return int(min(200_000, max(2000, MIN_BATCHES * n * BATCH, per_s * seconds)))
 
 
@@ -230,6 +263,17 @@ def md_tables(doc: dict) -> str:
              "the 85th percentile of their completion times), over N; the whole run's "
              "figure beside it. Of the link = over the rail capacity iperf3 measured "
              "(railcap) on the same shaped links in this run, times the rails.", ""]
+    if doc.get("hosts_file"):
+        lines[0] = (f"# CMS 2003 event builder on the hosts of {doc['hosts_file']} over ssh "
+                    f"({doc['date']})")
+        lines[2] = ("Real links, no shaping (the rate is the wire's), the rails' MTU as the "
+                    f"hosts have it; manager routing, batch {BATCH}, one unpaced source per "
+                    "reader on its host, fixed fragment sizes. MB/s per node = 10^6 bytes of "
+                    "the events the builders completed per second in the steady state (the "
+                    "15th to the 85th percentile of their completion times, on the hosts' "
+                    "synchronised clocks), over N; the whole run's figure beside it. Of the "
+                    "link = over the rail capacity iperf3 measured from r0 to b0 over ssh in "
+                    "this run, times the rails. CPU idle = the busiest host's.")
     for cfg in doc["configs"]:
         lines.append(f"## {cfg['name']}")
         lines.append("")
@@ -243,9 +287,13 @@ def md_tables(doc: dict) -> str:
             continue
         cap = cfg["capacity"]["rail_Bps"]
         bufs = sorted({b for r in cfg["runs"] for b in r.get("socket_buffer", [])})
-        lines.append(f"tbf {cfg['rate']} per rail; rail capacity {cap / 1e6:.2f} MB/s; "
-                     f"{cfg['rails']} rail(s), MTU {cfg['mtu']}; socket buffers "
-                     f"{', '.join(f'{b >> 10} KiB' for b in bufs) or 'the kernel’s'}.")
+        sizes = f"{', '.join(f'{b >> 10} KiB' for b in bufs) or 'the kernel’s'}"
+        if cfg.get("mtu_seen"):
+            lines.append(f"No shaping; rail capacity {cap / 1e6:.2f} MB/s (iperf3 r0 to b0); "
+                         f"{cfg['rails']} rail(s), {cfg['mtu_seen']}; socket buffers {sizes}.")
+        else:
+            lines.append(f"tbf {cfg['rate']} per rail; rail capacity {cap / 1e6:.2f} MB/s; "
+                         f"{cfg['rails']} rail(s), MTU {cfg['mtu']}; socket buffers {sizes}.")
         lines.append("")
         lines.append("| fragment B | MB/s per node | of the link | whole run | CPU idle | books "
                      "| events | the note |")
@@ -295,8 +343,8 @@ def plot(doc: dict, path: Path) -> bool:
         pts = [(r["payload"], r["per_node_Bps"] / 1e6) for r in cfg.get("runs", [])
                if "per_node_Bps" in r]
         if pts:
-            ax.plot(*zip(*pts), marker="o",
-                    label=f"{cfg['name']} (this cluster, tbf {cfg['rate']} per rail)")
+            how = f"tbf {cfg['rate']} per rail" if cfg.get("rate") else "real links"
+            ax.plot(*zip(*pts), marker="o", label=f"{cfg['name']} (this cluster, {how})")
     for name, (mbs, frac, _where, size) in PAPER.items():
         ax.plot([size], [mbs], marker="*", ms=12, ls="none",
                 label=f"note: {name}, {mbs:.0f} MB/s = {frac:.0%}")
@@ -311,67 +359,171 @@ def plot(doc: dict, path: Path) -> bool:
     return True
 
 
-def run_config(cfg: dict, args, sizes: list[int], seconds: float, cap_s: float) -> dict:
+def run_config(cfg: dict, args, sizes: list[int], seconds: float, cap_s: float,
+               cluster=None) -> dict:
+    if cluster is not None:
+        return run_config_hosts(cfg, args, sizes, seconds, cap_s, cluster)
     row = dict(cfg)
     if args.rate:
         row["rate"] = args.rate
     rate = row["rate"]
     row["capacity"] = capacity(cfg["rails"], cfg["mtu"], rate, cap_s)
     cap = row["capacity"]["rail_Bps"] * cfg["rails"]
-    row["runs"] = []
     with tempfile.TemporaryDirectory(prefix="cms2003-") as tmp:
-        for size in sizes:
-            r = one_run(args.bin, Path(tmp), cfg, rate, size,
-                        events_for(size, rate, seconds, cfg["n"], cfg["rails"]))
-            if "per_node_Bps" in r:
-                r["fraction"] = r["per_node_Bps"] / cap
-                print(f"cms2003: {cfg['name']}: {size:>6} B  {r['per_node_Bps'] / 1e6:7.2f} MB/s"
-                      f" per node = {r['fraction']:.1%} of the link (whole run "
-                      f"{r['whole_run_Bps'] / 1e6:.2f}), CPU idle {r['cpu_idle']:.0%}, books "
-                      f"{'balanced' if r['balanced'] else 'NOT balanced'}", flush=True)
-            else:
-                print(f"cms2003: {cfg['name']}: {size} B FAILED: {r['error'][-400:]}",
-                      flush=True)
-            row["runs"].append(r)
+        row["runs"] = sweep(cfg, args, sizes, seconds, rate, cap, Path(tmp))
     return row
 
 
+def sweep(cfg: dict, args, sizes: list[int], seconds: float, rate: str | float, cap: float,
+          work: Path, cluster=None, hosts_be=None) -> list[dict]:
+    """One run per fragment size; fraction = per node over cap (bytes/s)."""
+    runs = []
+    for size in sizes:
+        events = args.events or events_for(size, rate, seconds, cfg["n"], cfg["rails"])
+        r = one_run(args.bin, work, cfg, rate, size, events, cluster, hosts_be)
+        if "per_node_Bps" in r:
+            r["fraction"] = r["per_node_Bps"] / cap
+            print(f"cms2003: {cfg['name']}: {size:>6} B  {r['per_node_Bps'] / 1e6:7.2f} MB/s"
+                  f" per node = {r['fraction']:.1%} of the link (whole run "
+                  f"{r['whole_run_Bps'] / 1e6:.2f}), CPU idle {r['cpu_idle']:.0%}, books "
+                  f"{'balanced' if r['balanced'] else 'NOT balanced'}", flush=True)
+        else:
+            print(f"cms2003: {cfg['name']}: {size} B FAILED: {r['error'][-400:]}",
+                  flush=True)
+        runs.append(r)
+    return runs
+
+
+def run_config_hosts(cfg: dict, args, sizes: list[int], seconds: float, cap_s: float,
+                     cluster) -> dict:
+    """cfg on the hosts of --hosts over ssh: skipped when they lack its rails;
+    the rails' MTU read, the capacity measured over ssh, then the sweep."""
+    n, rails = cfg["n"], cfg["rails"]
+    row = dict(cfg, rate=None, hosts=cluster.describe(n), runs=[])
+    have = cluster.rails(n)
+    if have < rails:
+        row["why"] = (f"Skipped: it needs {rails} rails, and the hosts b0..r{n - 1} have "
+                      f"{have} address(es) each; give each host `addresses = [\"RAIL0\", "
+                      f"\"RAIL1\"]`, one per interface, on {rails} subnets.")
+        print(f"cms2003: {cfg['name']}: {row['why']}", flush=True)
+        return row
+    say = lambda line: print(f"cms2003: {line}", flush=True)     # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="cms2003-") as tmp:
+        work = Path(tmp)
+        topo = work / "hosts.toml"
+        topo.write_text(topology(n, rails, cfg["mtu"], 1e9, sizes[0], 1000, cluster))
+        hosts_be = cluster.backend(topo, list(cluster.roles(n)), work / "hosts")
+        try:
+            row["mtus"] = cluster.mtus(hosts_be)
+            row["mtu_seen"] = mtu_line(row["mtus"], rails)
+            say(f"{cfg['name']}: on the hosts {row['mtu_seen']} (not changed; the "
+                f"configuration's name is the note's)")
+            row["capacity"] = cluster.capacity(topo, work, cap_s, say)
+            row["capacity"]["rail_Bps"] = min(max(r["one_stream_Bps"], r["streams_Bps"])
+                                              for r in row["capacity"]["rails"])
+            per_rail = row["capacity"]["rail_Bps"]
+            command = row["capacity"]["command"]
+            say(f"{cfg['name']}: rail capacity {per_rail / 1e6:.2f} MB/s (iperf3 r0 to b0, "
+                f"through ssh to {command[-3]}: {command[-1]})")
+            row["runs"] = sweep(cfg, args, sizes, seconds, per_rail * 8, per_rail * rails,
+                                work, cluster, hosts_be)
+        finally:
+            hosts_be.teardown()
+    return row
+
+
+def select(args) -> list[dict]:
+    return [c for c in CONFIGS if (not args.quick or c["n"] == 2)
+            and (args.n is None or c["n"] == args.n)
+            and (args.rails is None or c["rails"] == args.rails)]
+
+
+def open_cluster(args, configs: list[dict]):
+    """The Cluster of --hosts (a usage error: a string to print)."""
+    if args.rate:
+        return "--rate shapes the netns cluster's links; with --hosts the rate is the wire's"
+    if shutil.which("ssh") is None:
+        return "--hosts needs the ssh client, which is not installed"
+    try:
+        cluster = Cluster(args.hosts, args.bin, args.iperf_port, args.iperf3)
+    except TopologyError as e:
+        return str(e)
+    for c in configs:
+        why = cluster.missing(c["n"])
+        if why:
+            return why
+    n = max((c["n"] for c in configs), default=0)
+    print("cms2003: hosts " + ", ".join(f"{role} = {name}" for role, name in
+                                        cluster.roles(n).items()), flush=True)
+    return cluster
+
+
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=(
+        "--hosts FILE runs it on a real cluster over ssh instead (docs/DEPLOY.md, \"The CMS "
+        "2003 measurement on a real cluster\")."))
     ap.add_argument("--quick", action="store_true", help="2x2 only, 2 sizes, short runs")
     ap.add_argument("--out", type=Path, help="output directory")
     ap.add_argument("--bin", type=Path, default=REPO / "bin")
     ap.add_argument("--rate", help=f"tbf rate per rail of every configuration (default "
-                                   f"{RATE}, 8x8 {RATE_8X8})")
+                                   f"{RATE}, 8x8 {RATE_8X8}); netns only")
     ap.add_argument("--sizes", help="fragment sizes to sweep, e.g. 4096,65536")
     ap.add_argument("--n", type=int, help="only the N x N configurations")
     ap.add_argument("--rails", type=int, help="only the configurations of this many rails")
+    ap.add_argument("--events", type=int, help="events per source of every run (default: "
+                                               "about the run's seconds at the rail capacity)")
+    ap.add_argument("--hosts", type=Path, metavar="FILE",
+                    help="run on a real cluster over ssh: FILE lists its hosts as a topology "
+                         "does ([hosts.NAME] with ssh, address or addresses one per rail, "
+                         "workdir, ...; optionally [ssh]); the first 2N hosts in file order "
+                         "are b0..b(N-1) (builders, the hub on b0) and r0..r(N-1) (readers "
+                         "and their sources): 8x8 needs 16, 2x2 4; a configuration of 2 "
+                         "rails needs 2 addresses per host and is skipped otherwise")
+    ap.add_argument("--iperf-port", type=int, default=railcap.PORT,
+                    help="--hosts: iperf3's port on b0 (rail R: +R; default %(default)s)")
+    ap.add_argument("--iperf3", default="iperf3", metavar="PATH",
+                    help="--hosts: iperf3 on the hosts (default %(default)s, on their PATH)")
     args = ap.parse_args(argv)
-    why = railcap.unavailable()
-    if why:
-        print(f"cms2003: {why}", file=sys.stderr)
-        return 2
+    configs = select(args)
+    cluster = None
+    if args.hosts:
+        cluster = open_cluster(args, configs)
+        if isinstance(cluster, str):
+            print(f"cms2003: {cluster}", file=sys.stderr)
+            return 2
+    else:
+        why = railcap.unavailable()
+        if why:
+            print(f"cms2003: {why}", file=sys.stderr)
+            return 2
     today = datetime.date.today().isoformat()
     out = args.out or REPO / "results" / f"cms2003-{today}"
     out.mkdir(parents=True, exist_ok=True)
     sizes, seconds, cap_s = (QUICK_SIZES, 0.8, 1.0) if args.quick else (SIZES, 3.0, 3.0)
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]
-    configs = [c for c in CONFIGS if (not args.quick or c["n"] == 2)
-               and (args.n is None or c["n"] == args.n)
-               and (args.rails is None or c["rails"] == args.rails)]
     print(f"cms2003: sizes {sizes}", flush=True)
     doc = {"date": today, "batch": BATCH, "quick": args.quick, "steady_quantiles": STEADY,
+           "backend": "ssh" if cluster else "netns",
+           "hosts_file": str(args.hosts) if cluster else None,
            "paper": {k: {"MBps_per_node": v[0], "fraction": v[1], "where": v[2]}
-                     for k, v in PAPER.items()},
-           "configs": [run_config(c, args, sizes, seconds, cap_s) for c in configs]}
+                     for k, v in PAPER.items()}}
+    try:
+        doc["configs"] = [run_config(c, args, sizes, seconds, cap_s, cluster) for c in configs]
+    except railcap.LaunchError as e:
+        print(f"cms2003: {e}", file=sys.stderr)
+        return 1
     (out / "cms2003.json").write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     text = md_tables(doc)
     (out / "cms2003.md").write_text(text, encoding="utf-8")
     plot(doc, out / "cms2003.png")
     print(text, flush=True)
     print(f"cms2003: wrote {out}/cms2003.json, cms2003.md, cms2003.png", flush=True)
-    ok = all(r["ok"] for c in doc["configs"] for r in c.get("runs", []))
+    ran = [r for c in doc["configs"] for r in c.get("runs", [])]
+    if cluster is not None and not ran:
+        print("cms2003: no configuration could run on these hosts", file=sys.stderr)
+        return 1
+    ok = all(r["ok"] for r in ran)
     return 0 if ok else 1
 
 

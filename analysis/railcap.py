@@ -17,8 +17,10 @@ Everything lives in network namespaces esdq<pid>-* on 198.18.R.0/24 that
 this script creates and removes, also when it fails or is interrupted;
 after a SIGKILL, deploy/daqrun --cleanup removes them.
 
-measure_rails() measures an existing cluster (a NetnsBackend already
-prepared), so that a run can measure its own links.
+measure_rails() measures an existing cluster (a backend already prepared:
+netns, or ssh for real hosts, analysis/cms2003.py --hosts), so that a run
+can measure its own links; the commands on the hosts come from the backend
+(Iperf below).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -36,42 +39,72 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "deploy"))
 
-from daqlib.backends import HostSpec                                   # noqa: E402
-from daqlib.backends.base import LaunchError, die_with_parent_fn, stop_processes   # noqa: E402
+from daqlib.backends import Backend, Handle, HostSpec                   # noqa: E402
+from daqlib.backends.base import LaunchError, die_with_parent_fn       # noqa: E402
 from daqlib.backends.netns import NetnsBackend, rail_subnet            # noqa: E402
 from daqlib.schema import TopologyError, resolve_table                 # noqa: E402
 from daqlib.sockbuf import rate_bits                                   # noqa: E402, F401
 
 PORT = 5201                 # iperf3's; rail R's server listens on PORT + R
 HOSTS = ("cap0", "cap1")    # the client's host, the server's
-# tc's rate units (tc(8)): bit/s, and "bps" for bytes/s.
-class Iperf:
-    """iperf3 servers on one host's rails, clients from another host."""
 
-    def __init__(self, backend: NetnsBackend, client: str, server: str):
+
+class Iperf:
+    """iperf3 servers on one host's rails, clients from another host, on
+    any backend: the servers start as the backend starts daemons (their
+    logs and lifetime its: a netns child dies with this process, an ssh
+    session's command when its session closes), each client runs through
+    the backend's host_command (`ip netns exec NS`, `ssh HOST`) with its
+    JSON report on this process's pipe."""
+
+    def __init__(self, backend: Backend, client: str, server: str, port: int = PORT,
+                 program: str = "iperf3"):
         self.be, self.client, self.server = backend, client, server
-        self.servers: list[subprocess.Popen] = []
+        self.port, self.program = port, program
+        self.servers: list[Handle] = []
+
+    def check(self) -> None:
+        """Raises LaunchError naming the host where iperf3 does not run."""
+        for host in dict.fromkeys((self.client, self.server)):
+            argv = self.be.host_command(host, [self.program, "--version"])
+            try:
+                r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                                   timeout=60)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise LaunchError(f"iperf3 on host {host}: {e}") from e
+            if r.returncode != 0 or b"iperf" not in r.stdout:
+                err = (r.stderr or r.stdout).decode(errors="replace").strip()
+                raise LaunchError(f"host {host} has no {self.program} (`{shlex.join(argv)}`: "
+                                  f"status {r.returncode}: {err}); install iperf3 there "
+                                  f"(Debian: apt-get install iperf3)")
 
     def start_servers(self) -> None:
+        logs = self.be.run_dir / "logs"
         for rail, addr in enumerate(self.be.rail_addresses(self.server)):
-            argv = ["ip", "netns", "exec", self.be.ns[self.server], "iperf3", "-s", "-B", addr,
-                    "-p", str(PORT + rail)]
-            try:
-                self.servers.append(subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                    preexec_fn=die_with_parent_fn()))
-            except OSError as e:
-                raise LaunchError(f"cannot start iperf3: {e.strerror}") from e
+            argv = [self.program, "-s", "-B", addr, "-p", str(self.port + rail)]
+            self.servers.append(self.be.start(f"iperf3-rail{rail}", argv,
+                                              logs / f"iperf3-{self.server}-rail{rail}.log",
+                                              host=self.server))
+
+    def check_servers(self) -> None:
+        """Raises LaunchError with its log when a server has exited (its
+        port taken, its address on no interface of the host)."""
+        for h in self.servers:
+            status = self.be.wait(h, 0)
+            if status is not None:
+                log = (self.be.log_text(h) or "").strip().splitlines()[-3:]
+                raise LaunchError(f"iperf3 server on {self.server} ({' '.join(h.argv)}) "
+                                  f"exited with status {status}: {' / '.join(log)}")
 
     def stop(self) -> None:
-        stop_processes(self.servers, grace_s=2.0)
+        for h in self.servers:
+            self.be.stop(h, grace_s=2.0)
 
     def client_argv(self, rail: int, streams: int, seconds: float) -> list[str]:
-        return ["ip", "netns", "exec", self.be.ns[self.client], "iperf3", "-J",
-                "-c", self.be.rail_addresses(self.server)[rail], "-p", str(PORT + rail),
-                "-B", self.be.rail_addresses(self.client)[rail], "-P", str(streams),
-                "-t", f"{seconds:g}", "-O", "0.5"]
+        return self.be.host_command(self.client, [
+            self.program, "-J", "-c", self.be.rail_addresses(self.server)[rail],
+            "-p", str(self.port + rail), "-B", self.be.rail_addresses(self.client)[rail],
+            "-P", str(streams), "-t", f"{seconds:g}", "-O", "0.5"])
 
     def run(self, rails: list[int], streams: int, seconds: float) -> dict[int, float]:
         """{rail: bytes/s received} of clients on every rail of rails at once,
@@ -96,18 +129,22 @@ class Iperf:
                     out[r] = doc["end"]["sum_received"]["bits_per_second"] / 8
             if not errors:
                 return out
+            self.check_servers()
             if time.monotonic() > deadline or not all("connect" in e for e in errors.values()):
                 raise LaunchError("iperf3: " + "; ".join(f"rail {r}: {e}"
                                                          for r, e in sorted(errors.items())))
             time.sleep(0.2)
 
 
-def measure_rails(backend: NetnsBackend, client: str, server: str, streams: int = 4,
-                  seconds: float = 3, say=print) -> dict:
+def measure_rails(backend: Backend, client: str, server: str, streams: int = 4,
+                  seconds: float = 3, say=print, port: int = PORT,
+                  program: str = "iperf3") -> dict:
     """Each rail alone with one stream and with `streams` streams, then
     (several rails) every rail at once with `streams` each, from client to
-    server of a prepared netns cluster. Returns the numbers in bytes/s."""
-    ip = Iperf(backend, client, server)
+    server of a prepared cluster (netns, ssh). Returns the numbers in
+    bytes/s, and the client's command line (`command`)."""
+    ip = Iperf(backend, client, server, port, program)
+    ip.check()
     ip.start_servers()
     try:
         rails = list(range(len(backend.rail_addresses(server))))
@@ -115,7 +152,8 @@ def measure_rails(backend: NetnsBackend, client: str, server: str, streams: int 
         for r in rails:
             one = ip.run([r], 1, seconds)[r]
             many = ip.run([r], streams, seconds)[r]
-            per_rail.append({"rail": r, "subnet": str(rail_subnet(r)),
+            per_rail.append({"rail": r, "subnet": str(rail_subnet(r))
+                             if isinstance(backend, NetnsBackend) else None,
                              "client": backend.rail_addresses(client)[r],
                              "server": backend.rail_addresses(server)[r],
                              "one_stream_Bps": one, "streams_Bps": many})
@@ -129,6 +167,8 @@ def measure_rails(backend: NetnsBackend, client: str, server: str, streams: int 
     finally:
         ip.stop()
     return {"streams": streams, "seconds": seconds, "rails": per_rail,
+            "backend": backend.name, "client": client, "server": server,
+            "command": ip.client_argv(0, 1, seconds),
             "all_rails_Bps": {str(r): b for r, b in sorted(together.items())}
             if together else None}
 

@@ -209,6 +209,14 @@ class Backend(abc.ABC):
         spec = self.hosts[host]
         return [self.address(host)] + list(spec.addresses[1:])
 
+    def host_command(self, host: str, argv: list[str]) -> list[str]:
+        """The command line that runs argv on host from this machine, its
+        output and status this process's to read: a short command (a tool's
+        measurement, a file of /proc), not a daemon (start() is for those,
+        with their logs and lifetime). Hosts that are this machine run argv
+        as it is."""
+        return list(argv)
+
     def path(self, host: str, local: Path) -> str:
         """The path a daemon on host uses for local, a path under run_dir."""
         return str(local)

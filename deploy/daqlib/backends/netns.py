@@ -238,6 +238,9 @@ class NetnsBackend(LocalBackend):
         return ["ip", "netns", "exec", self.ns[host], "unshare", "--uts", "sh", "-c",
                 'hostname "$0" && exec "$@"', host] + list(argv)
 
+    def host_command(self, host, argv):
+        return ["ip", "netns", "exec", self.ns[host]] + list(argv)
+
     def preexec(self):
         return die_with_parent_fn()
 

@@ -200,6 +200,14 @@ class SshBackend(Backend):
                               f"(status {r.returncode}): {err}")
         return r
 
+    def host_command(self, host, argv):
+        """ssh over the host's shared connection (closed at teardown), the
+        remote shell given argv quoted word by word."""
+        self.control_dir.mkdir(mode=0o700, exist_ok=True)
+        ssh = self.ssh_argv(host, mux=True)
+        self.masters.add(tuple(ssh))
+        return ssh + ["--", shlex.join(argv)]
+
     # -- set-up -------------------------------------------------------------
     def prepare(self, builder_host):
         if shutil.which("ssh") is None:
