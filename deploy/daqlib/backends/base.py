@@ -133,13 +133,14 @@ def pid_alive(pid: int) -> bool:
 
 
 # The programs that create esdq<pid>-* objects: the launcher, and
-# analysis/railcap.py, which builds a virtual cluster with the netns backend.
-OWNERS = (b"daqrun", b"railcap")
+# analysis/railcap.py and analysis/cms2003.py, which build virtual clusters
+# with the netns backend (and ssh control directories) themselves.
+OWNERS = (b"daqrun", b"railcap", b"cms2003")
 
 
 def launcher_alive(pid: int) -> bool:
-    """Whether pid is a running deploy/daqrun or analysis/railcap.py (the
-    owner of esdq<pid>-*)."""
+    """Whether pid is a running deploy/daqrun, analysis/railcap.py or
+    analysis/cms2003.py (the owner of esdq<pid>-*)."""
     if pid == os.getpid():
         return True
     try:
