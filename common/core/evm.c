@@ -132,11 +132,14 @@ static uint32_t evm_tokens_of(const struct evm_builder *b)
 }
 
 /* The most b may hold now (manager mode): its slots, or what it decides in
- * backlog_ns at its pace; before its pace is known, the least that keeps
- * it free, so that no builder takes a large backlog on trust. */
+ * backlog_ns at its pace; before its pace is known, and never less, two
+ * batches: one it builds while the next arrives, so that its link never
+ * waits for an assignment, and no more, so that a builder slower than
+ * backlog_ns per batch (large events on a slow link) is not handed a
+ * backlog whose last fragments come seconds after its first. */
 static uint64_t evm_cap_of(const struct evm *m, const struct evm_builder *b)
 {
-	uint64_t floor = (uint64_t)m->cfg.high_water + m->cfg.plan.batch;
+	uint64_t floor = (uint64_t)m->cfg.low_water + m->cfg.plan.batch;
 	if (m->cfg.backlog_ns == 0 || m->cfg.mode != EVM_MANAGER || floor >= b->slots)
 		return b->slots;
 	if (b->decided_per_s == 0)
@@ -148,6 +151,19 @@ static uint64_t evm_cap_of(const struct evm *m, const struct evm_builder *b)
 	if (cap < floor)
 		return floor;
 	return cap > b->slots ? b->slots : cap;
+}
+
+/* b is free again once it may be given this much: more than high_water,
+ * or, when its cap is too small for that, what its cap leaves beside
+ * low_water's reserve; never less than low_water, so that a free builder
+ * always has the tokens for a whole batch. */
+static uint64_t evm_free_mark(const struct evm *m, const struct evm_builder *b)
+{
+	uint64_t cap = evm_cap_of(m, b), low = m->cfg.low_water;
+	uint64_t mark = (uint64_t)m->cfg.high_water + 1u;
+	if (cap < low + mark)
+		mark = cap > 2u * low ? cap - low : low;
+	return mark;
 }
 
 /* What b may still be given before it reaches its cap. */
@@ -266,7 +282,7 @@ int evm_tokens(struct evm *m, uint32_t b, uint64_t decided, uint64_t decided_bel
 	s->decided = decided;
 	s->decided_below = decided_below;
 	s->last_token_ns = now_ns;
-	if (s->busy && evm_room_of(m, s) > m->cfg.high_water)
+	if (s->busy && evm_room_of(m, s) >= evm_free_mark(m, s))
 		s->busy = false;
 	evm_retire(m);
 	return 0;

@@ -100,7 +100,7 @@ struct evm_config {
 	uint32_t low_water;       /* busy below this many tokens: batch .. high_water - 1 */
 	uint32_t high_water;      /* free again above this many; every builder's slots exceed it */
 	/* Manager mode: a builder holds at most what it decides in this long
-	 * at the pace its tokens show (never less than high_water + batch,
+	 * at the pace its tokens show (never less than low_water + batch,
 	 * never more than its slots), so a slow builder with a large window
 	 * is not handed a backlog that keeps the run waiting for it at its
 	 * end. 0: its slots alone. */

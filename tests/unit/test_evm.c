@@ -852,8 +852,8 @@ START_TEST(test_backlog_follows_the_pace)
 	uint64_t held_paced, held_slots;
 	uint64_t paced = slow_builder_share(100000000u, &held_paced);
 	uint64_t slots = slow_builder_share(0, &held_slots);
-	/* 1 event/ms for 100 ms, or the floor of high_water + batch. */
-	ck_assert_uint_le(held_paced, 320 + 64);
+	/* 1 event/ms for 100 ms, or the floor of two batches (low_water + batch). */
+	ck_assert_uint_le(held_paced, 128 + 64);
 	ck_assert_uint_ge(held_slots, 16384 - 64);
 	/* Paced, the slow builder gets about its pace: 10,000 in 10 s plus
 	 * its backlog; by slots, its whole window at once. */
@@ -865,7 +865,7 @@ START_TEST(test_backlog_follows_the_pace)
 	struct evm *m = make(&c, 16384);
 	ck_assert(evm_builder_view(m, 0, &v));
 	ck_assert_uint_eq(v.decided_per_s, 0);
-	ck_assert_uint_eq(v.cap, 256 + 64);
+	ck_assert_uint_eq(v.cap, 64 + 64);
 	evm_destroy(m);
 }
 END_TEST
