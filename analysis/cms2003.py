@@ -27,7 +27,7 @@ The rate: the 2 x 2 configurations at 100mbit per rail; 8 x 8 at 40mbit,
 since 8 readers and 8 builders (and 8 sources) on two cores run out of CPU
 at 100mbit with fragments of a few kB (measured: 10-20 % idle at 4 kB).
 Socket buffers are the launcher's `auto` (deploy/daqlib/sockbuf.py: a
-batch's bytes per rail, at least twice the bandwidth-delay product).
+batch's bytes on each rail, at least twice the bandwidth-delay product).
 
 On a real cluster, `--hosts FILE` runs the same configurations over the
 launcher's ssh backend on the hosts FILE lists (analysis/cms2003_ssh.py):

@@ -88,7 +88,7 @@ RUN_KEYS = {
                                                    "kernel's autotuning): readers' and builders' "
                                                    "`--socket-buffer`",
                          shown="auto: twice the bandwidth-delay product or a batch's bytes "
-                               "per rail, whichever is larger, with several builders; the "
+                               "(each rail carries whole batches), whichever is larger, with several builders; the "
                                "kernel's autotuning with one (deploy/daqlib/sockbuf.py)"),
     "run_key_file": Key("str", None, doc="the run's secret, the same file on every host: "
                                          "every daemon's `--run-key-file` (docs/PROTOCOL.md, "

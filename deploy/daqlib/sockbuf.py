@@ -9,9 +9,12 @@ from what must be in flight on it:
   link busy, and as much again for the acks' delay): the link's rate is the
   netns backend's tbf rate where it shapes, else ASSUMED_RATE; the round
   trip ASSUMED_RTT_S;
-- with several builders, a batch's bytes on this connection: batch x the
-  largest payload (+ the 42-byte frame header) x the reader's sources /
-  rails. All readers send a batch to the same builder at once; a reader
+- with several builders, a batch's bytes: batch x the largest payload
+  (+ the 42-byte frame header) x the reader's sources. A batch goes whole
+  on one rail (its lane), so every connection needs room for one, whatever
+  the rails (measured: not what holds two rails at 90-92 % of the link
+  with 4-8 KiB fragments; a whole batch or half of one made no
+  difference there). All readers send a batch to the same builder at once; a reader
   that can hand a whole batch to the kernel goes on to the next batch,
   another builder's, and so every builder's link is fed at once instead of
   in turn (the CMS note's "operating system tuning").
@@ -67,8 +70,9 @@ def auto_bytes(rate_bits_s: float, batch: int | None, payload: int, sources: int
     if not batch:
         return None
     bdp2 = 2 * rate_bits_s / 8 * ASSUMED_RTT_S
-    per_rail = batch * (payload + FRAME_HEADER) * max(1, sources) / max(1, rails)
-    want = max(MIN_BYTES, bdp2, per_rail)
+    del rails   # a batch's lane is one rail: each connection carries whole batches
+    per_batch = batch * (payload + FRAME_HEADER) * max(1, sources)
+    want = max(MIN_BYTES, bdp2, per_batch)
     size = 1 << (int(want) - 1).bit_length()
     return min(MAX_BYTES, size)
 

@@ -102,9 +102,10 @@ class RailsCommandLinesTest(E2ETestCase):
 
     def test_socket_buffers_auto_zero_and_bytes(self) -> None:
         got = self.lines(two_by_two())
-        # Reader 0: one source, 128 frames of 4096 + 42 bytes over 2 rails =
-        # 265 088 bytes, above twice 10 GbE x 200 us (500 kB): 512 KiB.
-        self.assertEqual(flag_values(got["reader-0"], "--socket-buffer"), [str(512 << 10)])
+        # Reader 0: one source, 128 frames of 4096 + 42 bytes = 530 176
+        # bytes on each rail (a batch goes whole on one), above twice 10 GbE
+        # x 200 us (500 kB): 1 MiB.
+        self.assertEqual(flag_values(got["reader-0"], "--socket-buffer"), [str(1 << 20)])
         # Reader 1: two sources over one rail = 1 060 352 bytes: 2 MiB; the
         # builders take their largest link's.
         self.assertEqual(flag_values(got["reader-1"], "--socket-buffer"), [str(2 << 20)])
