@@ -12,9 +12,7 @@ from what must be in flight on it:
 - with several builders, a batch's bytes: batch x the largest payload
   (+ the 42-byte frame header) x the reader's sources. A batch goes whole
   on one rail (its lane), so every connection needs room for one, whatever
-  the rails (measured: not what holds two rails at 90-92 % of the link
-  with 4-8 KiB fragments; a whole batch or half of one made no
-  difference there). All readers send a batch to the same builder at once; a reader
+  the rails. All readers send a batch to the same builder at once; a reader
   that can hand a whole batch to the kernel goes on to the next batch,
   another builder's, and so every builder's link is fed at once instead of
   in turn (the CMS note's "operating system tuning").
@@ -64,13 +62,12 @@ def link_rate_bits(be, host: str) -> float:
     return rate_bits(rate) or ASSUMED_RATE
 
 
-def auto_bytes(rate_bits_s: float, batch: int | None, payload: int, sources: int,
-               rails: int) -> int | None:
+def auto_bytes(rate_bits_s: float, batch: int | None, payload: int,
+               sources: int) -> int | None:
     """The size for one connection (above); None: leave it to the kernel."""
     if not batch:
         return None
     bdp2 = 2 * rate_bits_s / 8 * ASSUMED_RTT_S
-    del rails   # a batch's lane is one rail: each connection carries whole batches
     per_batch = batch * (payload + FRAME_HEADER) * max(1, sources)
     want = max(MIN_BYTES, bdp2, per_batch)
     size = 1 << (int(want) - 1).bit_length()
@@ -89,6 +86,6 @@ def socket_buffer(t, be, daemon_host: str, peers: list[tuple[str, int]]) -> int 
         return None
     batch = t.run.get("batch") or 64
     sizes = [auto_bytes(min(link_rate_bits(be, daemon_host), link_rate_bits(be, h)), batch,
-                        t.run["payload"], n, common_rails(be, daemon_host, h)) for h, n in peers]
+                        t.run["payload"], n) for h, n in peers]
     sizes = [s for s in sizes if s]
     return max(sizes) if sizes else None

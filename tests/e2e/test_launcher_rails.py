@@ -135,12 +135,12 @@ class SocketBufferFormulaTest(E2ETestCase):
     def test_formula(self) -> None:
         # A 100 Mbit/s link: the batch decides; 64 KiB fragments, batch 128,
         # one rail: 8.4 MB -> 16 MiB; capped at 64 MiB.
-        self.assertEqual(sockbuf.auto_bytes(100e6, 128, 65536, 1, 1), 16 << 20)
-        self.assertEqual(sockbuf.auto_bytes(100e6, 128, 65536, 8, 1), 64 << 20)
+        self.assertEqual(sockbuf.auto_bytes(100e6, 128, 65536, 1), 16 << 20)
+        self.assertEqual(sockbuf.auto_bytes(100e6, 128, 65536, 8), 64 << 20)
         # Small fragments: at least 256 KiB; a 100 Gbit/s link: its BDP.
-        self.assertEqual(sockbuf.auto_bytes(100e6, 128, 256, 1, 2), 256 << 10)
-        self.assertEqual(sockbuf.auto_bytes(100e9, 64, 256, 1, 1), 8 << 20)
-        self.assertIsNone(sockbuf.auto_bytes(10e9, None, 4096, 1, 1))
+        self.assertEqual(sockbuf.auto_bytes(100e6, 128, 256, 1), 256 << 10)
+        self.assertEqual(sockbuf.auto_bytes(100e9, 64, 256, 1), 8 << 20)
+        self.assertIsNone(sockbuf.auto_bytes(10e9, None, 4096, 1))
         self.assertEqual(sockbuf.rate_bits("100mbit"), 100e6)
         self.assertIsNone(sockbuf.rate_bits("none"))
         with self.assertRaises(ValueError):
