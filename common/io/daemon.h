@@ -15,12 +15,15 @@
 struct event_base;
 
 #include "sys/opt.h"
+#include "wire/control.h"
 
 /* What the options every daemon takes set (--run-key-file,
  * --clock-offset-ns, --quiet; --help and --version exit). */
 struct daemon_options {
 	const char *role;                /* "builderd" */
 	const char *run_key_file;        /* NULL: none */
+	char session_host[256];          /* --session HOST:PORT: serve runs for that hub */
+	uint16_t session_port;           /* 0: serve one run and exit */
 	int64_t clock_offset_ns;
 	bool quiet;
 };
@@ -64,6 +67,19 @@ struct daemon_def {
 	void (*stop)(void *daemon, const char *why);
 	int (*exit_status)(const void *daemon);
 	void (*destroy)(void *daemon);
+	/* Serving runs (docs/RUNCONTROL.md, io/session.h); zero: one run only. */
+	size_t opts_size;                /* of *opts: a run's options are a fresh copy */
+	/* Opens once, at start, the listeners every run will use (io/net keeps
+	 * them) and writes the port file; false, with the reason logged, ends
+	 * the process with status 1. NULL: nothing to open. */
+	bool (*prepare)(void *opts);
+	enum ctl_role session_role;      /* a peer's HELLO on the session link */
+	const uint32_t *session_id;      /* in opts */
+	/* The hub (builderd): when hub_serves(opts), daemon_main() hands the
+	 * process to hub_main() instead of the one-run loop. */
+	bool (*hub_serves)(const void *opts);
+	int (*hub_main)(const struct daemon_def *def, const struct daemon_options *d,
+			struct event_base *base, int argc, char **argv);
 };
 
 int daemon_main(const struct daemon_def *def, int argc, char **argv);
