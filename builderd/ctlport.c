@@ -90,6 +90,7 @@ static void ctlport_on_greeted(int fd, const struct ctl_hello *h, const char *pe
 	}
 	p->connected = true;
 	p->pid = h->pid;
+	p->rails = h->rails;
 	snprintf(p->host, sizeof p->host, "%s", h->host);
 	snprintf(p->address, sizeof p->address, "%s", peer);
 	net_tune(fd, 0);

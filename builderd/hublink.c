@@ -95,6 +95,8 @@ struct hublink *hublink_start(struct event_base *base, const struct bd_options *
 	struct ctl_hello hello;
 	greet_hello_init(&hello, CTL_ROLE_BUILDER, opt->builder_id, CTL_CHANNEL_CONTROL,
 			 opt->run_id, NULL, 0);
+	/* The hub's event manager queues a batch per rail (core/evm). */
+	hello.rails = opt->listen_count > 1 ? opt->listen_count : 1;
 	h->ctl = ctllink_start(base, opt->hub_host, opt->hub_port, &hello, opt->peer_timeout_ms,
 			       &hublink_ctl_ops, h);
 	if (h->ctl == NULL) {

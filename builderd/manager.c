@@ -142,6 +142,9 @@ void mgr_token(struct mgr *m, struct bd_peer *p, const struct ctl_token *t, uint
 	struct mgr_builder *mb = &m->builders[p->id];
 	m->counters[CNT_MANAGER_tokens_received]++;
 	bool join = !mb->joined && !mb->dead;
+	if (join && evm_set_lanes(m->evm, p->id, p->rails > 1 ? p->rails : 1) < 0)
+		log_warn("Builder %u announced %u rails; the event manager counts it as one lane",
+			 p->id, p->rails);
 	int rc = join ? evm_join(m->evm, p->id, t->slots, now)
 		      : evm_tokens(m->evm, p->id, t->decided, t->decided_below, now);
 	if (rc == 0 && join)

@@ -36,6 +36,7 @@ struct bd_peer {
 	char host[CTL_MAX_TEXT];
 	char address[CTL_MAX_TEXT];
 	uint32_t pid;
+	uint32_t rails;          /* builder: the rails it listens on (its control HELLO) */
 	struct ctl_report *report;
 	uint64_t credit_sent;    /* last limit sent to a reader */
 	uint64_t credit_sent_ns;

@@ -8,6 +8,7 @@
 /* The control messages bound a plan by these limits (wire/control.h): a
  * routing or assign the codec lets through must be one the manager and
  * the readers' tables can take. */
+_Static_assert(CTL_MAX_RAILS == EVM_MAX_LANES, "a HELLO's rails bound is the manager's lanes bound");
 _Static_assert(CTL_MAX_BUILDERS == EVM_MAX_BUILDERS, "routing's builders bound is the manager's");
 _Static_assert(CTL_MAX_BATCH == EVM_MAX_BATCH, "routing's batch bound is the manager's");
 _Static_assert(CTL_MAX_WINDOW_BATCHES == EVM_MAX_WINDOW_BATCHES,
@@ -26,6 +27,7 @@ struct evm_builder {
 	uint64_t pace_mark_decided;
 	uint64_t decided_per_s;      /* 0: not measured yet */
 	uint32_t slots;
+	uint32_t lanes;              /* 0 read as 1 */
 	bool joined;
 	bool dead;
 	bool busy;
@@ -132,21 +134,23 @@ static uint32_t evm_tokens_of(const struct evm_builder *b)
 }
 
 /* The most b may hold now (manager mode): its slots, or what it decides in
- * backlog_ns at its pace; before its pace is known, and never less, two
- * batches: one it builds while the next arrives, so that its link never
+ * backlog_ns per lane at its pace; before its pace is known, and never
+ * less, one batch it builds and one arriving on each lane, so that no lane
  * waits for an assignment, and no more, so that a builder slower than
  * backlog_ns per batch (large events on a slow link) is not handed a
  * backlog whose last fragments come seconds after its first. */
 static uint64_t evm_cap_of(const struct evm *m, const struct evm_builder *b)
 {
-	uint64_t floor = (uint64_t)m->cfg.low_water + m->cfg.plan.batch;
+	uint64_t lanes = b->lanes > 1 ? b->lanes : 1u;
+	uint64_t floor = (uint64_t)m->cfg.low_water + lanes * m->cfg.plan.batch;
 	if (m->cfg.backlog_ns == 0 || m->cfg.mode != EVM_MANAGER || floor >= b->slots)
 		return b->slots;
 	if (b->decided_per_s == 0)
 		return floor;
 	/* decided_per_s <= 2^32 events/s and backlog_ns < 2^32 ns in use;
 	 * saturate anyway rather than wrap. */
-	uint64_t per_ms = b->decided_per_s / 1000u + 1u, ms = m->cfg.backlog_ns / 1000000u + 1u;
+	uint64_t per_ms = b->decided_per_s / 1000u + 1u;
+	uint64_t ms = lanes * (m->cfg.backlog_ns / 1000000u + 1u);
 	uint64_t cap = per_ms > UINT64_MAX / ms ? UINT64_MAX : per_ms * ms;
 	if (cap < floor)
 		return floor;
@@ -229,6 +233,16 @@ void evm_destroy(struct evm *m)
 	free(m->builders);
 	free(m->ring);
 	free(m);
+}
+
+int evm_set_lanes(struct evm *m, uint32_t b, uint32_t lanes)
+{
+	if (b >= m->cfg.plan.builders)
+		return -ENOENT;
+	if (lanes < 1 || lanes > EVM_MAX_LANES)
+		return -EINVAL;
+	m->builders[b].lanes = lanes;
+	return 0;
 }
 
 int evm_join(struct evm *m, uint32_t b, uint32_t slots, uint64_t now_ns)

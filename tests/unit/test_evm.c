@@ -870,6 +870,51 @@ START_TEST(test_backlog_follows_the_pace)
 }
 END_TEST
 
+/* The cap of one builder fed over lanes, deciding per_ms events each 1 ms
+ * step for a second. */
+static uint64_t cap_with_lanes(uint32_t lanes, uint64_t per_ms)
+{
+	struct evm_config c = config(EVM_MANAGER, 1, 0, 2000000, 64, 4096, 64, 256);
+	c.backlog_ns = 100000000u;
+	struct evm *m = make(&c, 16384);
+	ck_assert_int_eq(evm_set_lanes(m, 0, lanes), 0);
+	for (uint64_t t = 1; t <= 1000; t++) {
+		struct evm_assignment a;
+		while (evm_next(m, &a) == EVM_ASSIGNED)
+			;
+		struct evm_builder_view v = view(m, 0);
+		uint64_t can = v.assigned - v.decided;
+		ck_assert_int_eq(evm_tokens(m, 0, v.decided + (can < per_ms ? can : per_ms), 0,
+					    t * 1000000u), 0);
+	}
+	uint64_t cap = view(m, 0).cap;
+	evm_destroy(m);
+	return cap;
+}
+
+/* Over two rails a builder's batches alternate lanes: it holds a batch
+ * arriving on each lane besides the one it builds, and backlog_ns per lane. */
+START_TEST(test_backlog_per_lane)
+{
+	struct evm_config c = config(EVM_MANAGER, 2, 0, 1000, 64, 64, 64, 256);
+	c.backlog_ns = 100000000u;
+	struct evm *m = make(&c, 16384);
+	ck_assert_int_eq(evm_set_lanes(m, 1, 2), 0);
+	ck_assert_uint_eq(view(m, 0).cap, 64 + 64);
+	ck_assert_uint_eq(view(m, 1).cap, 64 + 2 * 64);
+	ck_assert_int_eq(evm_set_lanes(m, 2, 2), -ENOENT);
+	ck_assert_int_eq(evm_set_lanes(m, 0, 0), -EINVAL);
+	ck_assert_int_eq(evm_set_lanes(m, 0, EVM_MAX_LANES + 1), -EINVAL);
+	evm_destroy(m);
+	/* 10 events/ms: about 1000 in 100 ms on one lane, twice that on two. */
+	uint64_t one = cap_with_lanes(1, 10), two = cap_with_lanes(2, 10);
+	ck_assert_uint_ge(one, 900);
+	ck_assert_uint_le(one, 1200);
+	ck_assert_uint_ge(two, 2 * one - 20);
+	ck_assert_uint_le(two, 2 * one + 20);
+}
+END_TEST
+
 START_TEST(test_random_runs)
 {
 	uint64_t rng = test_seed;
@@ -925,6 +970,7 @@ static Suite *evm_suite(void)
 	tcase_add_test(tc, test_static_waits_for_its_builder);
 	tcase_add_test(tc, test_manager_equals_static_with_tokens_to_spare);
 	tcase_add_test(tc, test_backlog_follows_the_pace);
+	tcase_add_test(tc, test_backlog_per_lane);
 	tcase_add_test(tc, test_random_runs);
 	tcase_add_test(tc, test_allocates_nothing);
 	suite_add_tcase(s, tc);
