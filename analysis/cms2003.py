@@ -112,7 +112,7 @@ def topology(n: int, rails: int, mtu: int, rate: str | float, payload: int, even
         text += "".join(f'[hosts.{h}]\naddress = "127.0.0.1"\n\n' for h in hosts)
     text += (f'[run]\nrun = 1\nseed = 2003\nevents = {events}\npayload = {payload}\nrate = 0\n'
              f'filter_modulo = 1\nrouting = "manager"\nbatch = {BATCH}\n'
-             f'max_inflight = 16384\ntimeout_ms = 10000\n\n[hub]\nhost = "b0"\nquiet = true\n'
+             f'max_inflight = 16384\ntimeout_ms = {event_timeout_ms(n, rate, payload)}\n\n[hub]\nhost = "b0"\nquiet = true\n'
              f'extra = ["--stall-timeout-ms", "{stall_ms(n, rate, payload)}", '
              f'"--probe-period-ms", "{PROBE_PERIOD_MS}"]\n\n')
     text += "".join(f'[[builder]]\nid = {i}\nhost = "b{i}"\nquiet = true\n\n' for i in range(n))
@@ -128,6 +128,16 @@ def stall_ms(n: int, rate: str | float, payload: int) -> int:
     default 2000 ms would give healthy builders up. Ten batch times."""
     batch_s = BATCH * n * payload / (bits(rate) / 8)
     return int(min(600_000, max(2000, 10_000 * batch_s)))
+
+
+def event_timeout_ms(n: int, rate: str | float, payload: int) -> int:
+    """The builders' event timeout: n readers share a builder's link, so an
+    event's fragments may arrive up to about a batch time apart (8 x 8 at
+    64 KiB over 40mbit: 13 s a batch, and 3 of 10,240 events expired at
+    10 s); the note's bare builder has no timeout at all. Two batch times,
+    at least 10 s."""
+    batch_s = BATCH * n * payload / (bits(rate) / 8)
+    return int(min(600_000, max(10_000, 2_000 * batch_s)))
 
 
 def bits(rate: str | float) -> float:

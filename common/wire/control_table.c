@@ -93,7 +93,8 @@ static const struct ctl_field ctl_hello_fields[] = {
 			"0 on any other connection"),
 	CTL_FIELD_RANGE("rails", CTL_KIND_U32, hello.rails, 1, CTL_MAX_RAILS,
 			"data connections of this reader-builder link, one per rail (Rails); "
-			"1 on any other connection"),
+			"on a builder's control connection to its hub, the rails it listens on "
+			"(the event manager queues a batch per rail); 1 on any other connection"),
 	CTL_FIELD("proof", CTL_KIND_STR, hello.proof,
 		  "HMAC-SHA256 of the challenge's nonce and these fields, lowercase hex; "
 		  "`\"\"` without a run key (Authentication)"),
