@@ -186,7 +186,10 @@ def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str | float, payload: in
                 received += c.get("bytes_received", 0)
     span = m["rates"]["build_duration_s"] or float("nan")
     steady = steady_state(out, cfg["n"])
-    return {"payload": payload, "events": events, "ok": proc.returncode == 0 and m["balanced"],
+    reference = refbuild(out)
+    return {"payload": payload, "events": events,
+            "ok": proc.returncode == 0 and m["balanced"] and reference == "PASS",
+            "refbuild": reference,
             "steady": steady, "socket_buffer": socket_buffers(out),
             "status": proc.returncode, "balanced": m["balanced"],
             "equations": m.get("equations", {}).get("summary") if isinstance(
@@ -197,6 +200,14 @@ def one_run(bin_dir: Path, work: Path, cfg: dict, rate: str | float, payload: in
             "whole_run_Bps": received / span / cfg["n"],
             "per_node_Bps": steady["Bps"] / cfg["n"] if steady else received / span / cfg["n"],
             "cpu_idle": idle, "cpu_idle_hosts": hosts_idle, "wall_s": wall}
+
+
+def refbuild(out: Path) -> str:
+    """The independent reference builder's verdict on the run's accepted
+    events, run after the run so that the CPU idle share is the run's own."""
+    proc = subprocess.run([sys.executable, str(REPO / "analysis" / "refbuild.py"), str(out)],
+                          capture_output=True, text=True, timeout=900)
+    return "PASS" if proc.returncode == 0 else "FAIL"
 
 
 def steady_state(out: Path, n: int) -> dict | None:
@@ -306,7 +317,7 @@ def md_tables(doc: dict) -> str:
                          f"{cfg['rails']} rail(s), MTU {cfg['mtu']}; socket buffers {sizes}.")
         lines.append("")
         lines.append("| fragment B | MB/s per node | of the link | whole run | CPU idle | books "
-                     "| events | the note |")
+                     "| events accepted | the note |")
         lines.append("|---:|---:|---:|---:|---:|---|---:|---|")
         for r in cfg["runs"]:
             if "per_node_Bps" not in r:
@@ -316,7 +327,8 @@ def md_tables(doc: dict) -> str:
             lines.append(f"| {r['payload']} | {r['per_node_Bps'] / 1e6:.2f} | "
                          f"{r['fraction']:.1%} | {r['whole_run_Bps'] / 1e6:.2f} | "
                          f"{r['cpu_idle']:.0%} | "
-                         f"{'balanced' if r['balanced'] else 'NOT balanced'} | "
+                         f"{'balanced' if r['balanced'] else 'NOT balanced'}, refbuild "
+                         f"{r.get('refbuild', '?')} | "
                          f"{r['accepted']} | {note_cell(paper, r['payload'])} |")
         lines.append("")
     lines += rails_ratio(doc)
@@ -396,7 +408,8 @@ def sweep(cfg: dict, args, sizes: list[int], seconds: float, rate: str | float, 
             print(f"cms2003: {cfg['name']}: {size:>6} B  {r['per_node_Bps'] / 1e6:7.2f} MB/s"
                   f" per node = {r['fraction']:.1%} of the link (whole run "
                   f"{r['whole_run_Bps'] / 1e6:.2f}), CPU idle {r['cpu_idle']:.0%}, books "
-                  f"{'balanced' if r['balanced'] else 'NOT balanced'}", flush=True)
+                  f"{'balanced' if r['balanced'] else 'NOT balanced'}, refbuild "
+                  f"{r['refbuild']}", flush=True)
         else:
             print(f"cms2003: {cfg['name']}: {size} B FAILED: {r['error'][-400:]}",
                   flush=True)

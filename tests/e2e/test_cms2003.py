@@ -68,7 +68,7 @@ class Cms2003QuickTest(E2ETestCase):
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("## 2x2, 1 rail, MTU 1500", r.output)
         self.assertIn("| fragment B | MB/s per node | of the link | whole run | CPU idle "
-                      "| books | events | the note |", r.output)
+                      "| books | events accepted | the note |", r.output)
         self.assertIn("## 2x2, 2 rails, MTU 9000", r.output)
         self.assertIn("240 MB/s per node = 95% of the link (16 kB)", r.output)
         self.assertIn("## Two rails against one (2x2)", r.output)
@@ -89,6 +89,7 @@ class Cms2003QuickTest(E2ETestCase):
                     self.assertLessEqual(run["fraction"], 1.2)
                     self.assertTrue(0.0 <= run["cpu_idle"] <= 1.0, run["cpu_idle"])
                     self.assertEqual(run["accepted"], run["events"])
+                    self.assertEqual(run["refbuild"], "PASS", run)
                     self.assertGreater(run["steady"]["seconds"], 0)
                     self.assertTrue(run["socket_buffer"], "the launcher sized the buffers")
             print(f"\n  cms2003 quick, {name}: " + ", ".join(
@@ -250,7 +251,7 @@ class Cms2003SshTest(E2ETestCase):
         self.assertIn("# CMS 2003 event builder on the hosts of", r.output)
         self.assertIn("## 2x2, 1 rail, MTU 1500", r.output)
         self.assertIn("| fragment B | MB/s per node | of the link | whole run | CPU idle "
-                      "| books | events | the note |", r.output)
+                      "| books | events accepted | the note |", r.output)
         self.assertRegex(r.output, r"No shaping; rail capacity [0-9.]+ MB/s \(iperf3 r0 to "
                                    r"b0\); 1 rail\(s\), rail 0 MTU 65536 \(lo\)")
         # The two-rail configuration needs two addresses per host.
