@@ -34,8 +34,7 @@ static bool ctlport_check_hello(struct ctlport *c, int fd, const struct ctl_hell
 	} else if (h->channel != channel) {
 		greet_reply_error(fd, peer, "wrong_channel", "%s %u greeted the %s port as a %s connection",
 				  ctl_role_name(h->role), h->id,
-				  channel == CTL_CHANNEL_DATA ? "data" : "control",
-				  h->channel == CTL_CHANNEL_DATA ? "data" : "control");
+				  ctl_channel_name(channel), ctl_channel_name(h->channel));
 	} else if (!c->hooks.running(c->hooks.ctx)) {
 		greet_reply_error(fd, peer, "run_over", "run %u is over", opt->run_id);
 	} else if (h->role == CTL_ROLE_BUILDER && opt->role != BD_ROLE_HUB) {

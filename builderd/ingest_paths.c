@@ -102,8 +102,7 @@ static bool ing_check_hello(struct ing *g, int fd, const struct ctl_hello *h, co
 				  ctl_role_name(h->role), h->id, h->run_id, g->opt.run_id);
 	} else if (h->channel != CTL_CHANNEL_DATA) {
 		greet_reply_error(fd, peer, "wrong_channel", "%s %u greeted the data port as a %s connection",
-				  ctl_role_name(h->role), h->id,
-				  h->channel == CTL_CHANNEL_DATA ? "data" : "control");
+				  ctl_role_name(h->role), h->id, ctl_channel_name(h->channel));
 	} else if (g->over) {
 		greet_reply_error(fd, peer, "run_over", "run %u is over", g->opt.run_id);
 	} else if ((h->role != CTL_ROLE_SOURCE || h->id >= g->opt.sources) &&

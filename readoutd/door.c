@@ -32,7 +32,7 @@ static bool door_refuse(struct door *d, int fd, const struct ctl_hello *hello, c
 		greet_reply_error(fd, peer, "wrong_role",
 				  "reader %u takes data connections from sources, got a %s on its %s channel",
 				  opt->id, ctl_role_name(hello->role),
-				  hello->channel == CTL_CHANNEL_DATA ? "data" : "control");
+				  ctl_channel_name(hello->channel));
 	} else if (hello->run_id != opt->run_id) {
 		greet_reply_error(fd, peer, "wrong_run",
 				  "source %u is in run %u but reader %u is in run %u", hello->id,

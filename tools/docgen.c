@@ -20,7 +20,7 @@
 
 static int docgen_type(const char *name, enum ctl_type *type)
 {
-	for (int t = CTL_HELLO; t <= CTL_CLOCK; t++) {
+	for (int t = CTL_HELLO; t <= CTL_SHUTDOWN; t++) {
 		if (strcmp(ctl_type_name((enum ctl_type)t), name) == 0) {
 			*type = (enum ctl_type)t;
 			return 0;

@@ -51,6 +51,11 @@ enum ctl_type {
 	CTL_ASSIGN,   /* hub to every reader and builder: one batch's builder */
 	CTL_LOST,     /* hub to every reader and builder: a builder given up */
 	CTL_CLOCK,    /* hub to builder: a source's clock against the builder's */
+	/* Run control on the session link (docs/RUNCONTROL.md). */
+	CTL_CONFIGURE, /* hub to peer: make the run object of a run from these arguments */
+	CTL_STATE,    /* peer to hub: its session state, the answer to each transition */
+	CTL_RESET,    /* hub to peer: stop the run object, if any, and be idle */
+	CTL_SHUTDOWN, /* hub to peer: stop the run object, if any, and exit */
 };
 
 enum ctl_role { CTL_ROLE_SOURCE, CTL_ROLE_READER, CTL_ROLE_BUILDER };
@@ -65,7 +70,21 @@ bool ctl_role_parse(const char *name, enum ctl_role *role);
 /* "hello", "welcome", ... ("unknown" for a value outside the enum) */
 const char *ctl_type_name(enum ctl_type type);
 
-enum ctl_channel { CTL_CHANNEL_CONTROL, CTL_CHANNEL_DATA };
+/* session: a process's link to its hub across runs (docs/RUNCONTROL.md). */
+enum ctl_channel { CTL_CHANNEL_CONTROL, CTL_CHANNEL_DATA, CTL_CHANNEL_SESSION };
+
+/* A serving peer's state on its session link: no run object, one made for
+ * a run, or a transition that failed. */
+enum ctl_session_state { CTL_SESSION_IDLE, CTL_SESSION_CONFIGURED, CTL_SESSION_ERROR };
+
+/* "idle", "configured", "error" ("unknown" outside the enum); and back
+ * (false when unknown). */
+const char *ctl_session_state_name(enum ctl_session_state state);
+bool ctl_session_state_parse(const char *name, enum ctl_session_state *state);
+
+/* A configure's arguments: the run's command line, '\n' between
+ * arguments, at most this many bytes with the NUL. */
+#define CTL_MAX_ARGS_TEXT 4001u
 
 /* How the hub chooses a batch's builder: its event manager over the
  * builders' tokens, or the formula (event_id / batch) mod builders. */
@@ -222,6 +241,25 @@ struct ctl_clock {
 	uint32_t drift_ppb;                 /* bound_ns grows by drift_ppb × |now − at_ns| / 10^9 */
 };
 
+/* The session link's messages (docs/RUNCONTROL.md). */
+struct ctl_configure {
+	uint32_t run;                       /* 1 .. 2^32-1 */
+	char args[CTL_MAX_ARGS_TEXT];       /* printable, '\n' between arguments */
+};
+
+struct ctl_state {
+	uint32_t run;                       /* the run object's; 0 with none */
+	enum ctl_session_state state;
+	bool accepted;                      /* the last transition asked of it */
+	char reason[CTL_MAX_TEXT];
+	int32_t status;                     /* the last run's exit status; 0 before any */
+};
+
+/* RESET and SHUTDOWN share this body. */
+struct ctl_order {
+	char reason[CTL_MAX_TEXT];
+};
+
 struct ctl_msg {
 	enum ctl_type type;
 	union {
@@ -241,6 +279,9 @@ struct ctl_msg {
 		struct ctl_assign assign;
 		struct ctl_lost lost;
 		struct ctl_clock clock;
+		struct ctl_configure configure;
+		struct ctl_state state;
+		struct ctl_order order;     /* RESET and SHUTDOWN */
 	} u;
 };
 

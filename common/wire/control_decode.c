@@ -297,7 +297,7 @@ static bool ctl_get_field(struct ctl_ctx *cx, const struct ctl_field *f, const m
 	char *p = (char *)msg + f->offset;
 	char what[48];
 	uint64_t v, lo, hi;
-	unsigned e;
+	unsigned e = 0;
 
 	snprintf(what, sizeof what, "key '%s'", f->key);
 	switch (f->kind) {
@@ -324,20 +324,21 @@ static bool ctl_get_field(struct ctl_ctx *cx, const struct ctl_field *f, const m
 	case CTL_KIND_STR:
 		return ctl_copy_text(cx, o, p, f->size, f->charset, what);
 	case CTL_KIND_ROLE:
-		if (!ctl_get_enum(cx, o, ctl_role_names, CTL_ROLE_COUNT, &e, what))
-			return false;
-		*(enum ctl_role *)p = (enum ctl_role)e;
-		return true;
 	case CTL_KIND_CHANNEL:
-		if (!ctl_get_enum(cx, o, ctl_channel_names, CTL_CHANNEL_COUNT, &e,
-				  what))
-			return false;
-		*(enum ctl_channel *)p = (enum ctl_channel)e;
-		return true;
 	case CTL_KIND_ROUTING_MODE:
-		if (!ctl_get_enum(cx, o, ctl_routing_mode_names, CTL_ROUTING_MODE_COUNT, &e, what))
+	case CTL_KIND_SESSION_STATE: {
+		size_t count;
+		const char *const *names = ctl_enum_names(f->kind, &count);
+		if (!ctl_get_enum(cx, o, names, count, &e, what))
 			return false;
-		*(enum ctl_routing_mode *)p = (enum ctl_routing_mode)e;
+		*(unsigned *)p = e;
+		return true;
+	}
+	case CTL_KIND_BOOL:
+		if (o->type != MSGPACK_OBJECT_BOOLEAN)
+			return ctl_fail(cx, "%s in %s is %s, expected bool", what, cx->what,
+					ctl_object_kind(o->type));
+		*(bool *)p = o->via.boolean;
 		return true;
 	case CTL_KIND_SOURCES:
 		return ctl_get_sources(cx, o, (struct ctl_hello *)p);

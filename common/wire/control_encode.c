@@ -124,24 +124,19 @@ static bool ctl_pack_field(msgpack_packer *pk, const struct ctl_field *f, const 
 	}
 	case CTL_KIND_STR:
 		return ctl_pack_text(pk, p, f->size, f->charset);
-	case CTL_KIND_ROLE: {
-		enum ctl_role role = *(const enum ctl_role *)p;
-		if ((unsigned)role >= CTL_ROLE_COUNT)
+	case CTL_KIND_ROLE:
+	case CTL_KIND_CHANNEL:
+	case CTL_KIND_ROUTING_MODE:
+	case CTL_KIND_SESSION_STATE: {
+		size_t count;
+		const char *const *names = ctl_enum_names(f->kind, &count);
+		unsigned v = *(const unsigned *)p;
+		if (v >= count)
 			return false;
-		return ctl_pack_cstr(pk, ctl_role_names[role]);
+		return ctl_pack_cstr(pk, names[v]);
 	}
-	case CTL_KIND_CHANNEL: {
-		enum ctl_channel channel = *(const enum ctl_channel *)p;
-		if ((unsigned)channel >= CTL_CHANNEL_COUNT)
-			return false;
-		return ctl_pack_cstr(pk, ctl_channel_names[channel]);
-	}
-	case CTL_KIND_ROUTING_MODE: {
-		enum ctl_routing_mode mode = *(const enum ctl_routing_mode *)p;
-		if ((unsigned)mode >= CTL_ROUTING_MODE_COUNT)
-			return false;
-		return ctl_pack_cstr(pk, ctl_routing_mode_names[mode]);
-	}
+	case CTL_KIND_BOOL:
+		return (*(const bool *)p ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) == 0;
 	case CTL_KIND_SOURCES:
 		return ctl_pack_sources(pk, (const struct ctl_hello *)p);
 	case CTL_KIND_GROUPS:

@@ -28,6 +28,10 @@ const char *const ctl_type_names[] = {
 	[CTL_ASSIGN] = "assign",
 	[CTL_LOST] = "lost",
 	[CTL_CLOCK] = "clock",
+	[CTL_CONFIGURE] = "configure",
+	[CTL_STATE] = "state",
+	[CTL_RESET] = "reset",
+	[CTL_SHUTDOWN] = "shutdown",
 };
 
 const char *const ctl_role_names[] = {
@@ -39,6 +43,7 @@ const char *const ctl_role_names[] = {
 const char *const ctl_channel_names[] = {
 	[CTL_CHANNEL_CONTROL] = "control",
 	[CTL_CHANNEL_DATA] = "data",
+	[CTL_CHANNEL_SESSION] = "session",
 };
 
 const char *const ctl_routing_mode_names[] = {
@@ -46,11 +51,44 @@ const char *const ctl_routing_mode_names[] = {
 	[CTL_ROUTING_STATIC] = "static",
 };
 
+const char *const ctl_session_state_names[] = {
+	[CTL_SESSION_IDLE] = "idle",
+	[CTL_SESSION_CONFIGURED] = "configured",
+	[CTL_SESSION_ERROR] = "error",
+};
+
 _Static_assert(CTL_ARRAY_SIZE(ctl_type_names) == CTL_TYPE_COUNT, "a name for every message type");
 _Static_assert(CTL_ARRAY_SIZE(ctl_role_names) == CTL_ROLE_COUNT, "a name for every role");
 _Static_assert(CTL_ARRAY_SIZE(ctl_channel_names) == CTL_CHANNEL_COUNT, "a name for every channel");
 _Static_assert(CTL_ARRAY_SIZE(ctl_routing_mode_names) == CTL_ROUTING_MODE_COUNT,
 	       "a name for every routing mode");
+_Static_assert(CTL_ARRAY_SIZE(ctl_session_state_names) == CTL_SESSION_STATE_COUNT,
+	       "a name for every session state");
+_Static_assert(sizeof(enum ctl_role) == sizeof(unsigned) && sizeof(enum ctl_channel) == sizeof(unsigned) &&
+	       sizeof(enum ctl_routing_mode) == sizeof(unsigned) &&
+	       sizeof(enum ctl_session_state) == sizeof(unsigned),
+	       "the codec reads and writes an enum field as an unsigned int");
+
+const char *const *ctl_enum_names(enum ctl_kind kind, size_t *count)
+{
+	switch (kind) {
+	case CTL_KIND_ROLE:
+		*count = CTL_ROLE_COUNT;
+		return ctl_role_names;
+	case CTL_KIND_CHANNEL:
+		*count = CTL_CHANNEL_COUNT;
+		return ctl_channel_names;
+	case CTL_KIND_ROUTING_MODE:
+		*count = CTL_ROUTING_MODE_COUNT;
+		return ctl_routing_mode_names;
+	case CTL_KIND_SESSION_STATE:
+		*count = CTL_SESSION_STATE_COUNT;
+		return ctl_session_state_names;
+	default:
+		*count = 0;
+		return NULL;
+	}
+}
 
 /* Each enum ctl_charset (control_table.h says why they are so narrow). */
 const struct ctl_charset_rule ctl_charsets[] = {
@@ -59,8 +97,10 @@ const struct ctl_charset_rule ctl_charsets[] = {
 			       "a host name is ASCII letters, digits, '-', '.', '_' and ':'" },
 	[CTL_CHARSET_NAME] = { text_name_char, 0,
 			       "a name is ASCII letters, digits, '_', '.' and '-'" },
+	[CTL_CHARSET_ARGS] = { text_args_char, 0,
+			       "arguments are printable, with a newline between them" },
 };
-_Static_assert(CTL_ARRAY_SIZE(ctl_charsets) == (size_t)CTL_CHARSET_NAME + 1, "a rule for every set");
+_Static_assert(CTL_ARRAY_SIZE(ctl_charsets) == (size_t)CTL_CHARSET_ARGS + 1, "a rule for every set");
 
 #define CTL_FIELD(key, kind, member, doc) \
 	{ key, kind, offsetof(struct ctl_msg, u.member), sizeof(((struct ctl_msg *)0)->u.member), \
@@ -229,6 +269,31 @@ static const struct ctl_field ctl_clock_fields[] = {
 		  "the bound grows by `drift_ppb` ns per second between `at_ns` and the time it is used"),
 };
 
+/* Run control on the session link (docs/RUNCONTROL.md). */
+static const struct ctl_field ctl_configure_fields[] = {
+	CTL_FIELD_RANGE("run", CTL_KIND_U32, configure.run, 1, UINT32_MAX,
+			"the run number of the run object to make"),
+	CTL_FIELD_TEXT("args", configure.args, CTL_CHARSET_ARGS,
+		       "the run's command line for this daemon, a newline between arguments; "
+		       "its fixed options must be the daemon's own (RUNCONTROL.md, Options)"),
+};
+
+static const struct ctl_field ctl_state_fields[] = {
+	CTL_FIELD("run", CTL_KIND_U32, state.run, "the run of the peer's run object; 0 with none"),
+	CTL_FIELD("state", CTL_KIND_SESSION_STATE, state.state,
+		  "no run object, one made for `run`, or a transition that failed"),
+	CTL_FIELD("accepted", CTL_KIND_BOOL, state.accepted,
+		  "whether the last transition asked of it was done"),
+	CTL_FIELD("reason", CTL_KIND_STR, state.reason,
+		  "why it was refused (the option parser's sentence), or why the state changed"),
+	CTL_FIELD("status", CTL_KIND_I32, state.status,
+		  "the exit status of its last run object; 0 before any"),
+};
+
+static const struct ctl_field ctl_order_fields[] = {
+	CTL_FIELD("reason", CTL_KIND_STR, order.reason, "why, for the receiver's log"),
+};
+
 /* The report is 78 kB, too much to clear for every STATS; its decoder sets
  * the counts of what it fills instead. */
 #define CTL_SPEC(fields, member, clear) \
@@ -253,6 +318,10 @@ const struct ctl_spec ctl_specs[] = {
 	[CTL_ASSIGN] = CTL_SPEC(ctl_assign_fields, assign, true),
 	[CTL_LOST] = CTL_SPEC(ctl_lost_fields, lost, true),
 	[CTL_CLOCK] = CTL_SPEC(ctl_clock_fields, clock, true),
+	[CTL_CONFIGURE] = CTL_SPEC(ctl_configure_fields, configure, true),
+	[CTL_STATE] = CTL_SPEC(ctl_state_fields, state, true),
+	[CTL_RESET] = CTL_SPEC(ctl_order_fields, order, true),
+	[CTL_SHUTDOWN] = CTL_SPEC(ctl_order_fields, order, true),
 };
 
 _Static_assert(CTL_ARRAY_SIZE(ctl_specs) == CTL_TYPE_COUNT,
@@ -338,6 +407,24 @@ bool ctl_channel_parse(const char *name, enum ctl_channel *channel)
 	for (size_t i = 0; i < CTL_ARRAY_SIZE(ctl_channel_names); i++) {
 		if (strcmp(name, ctl_channel_names[i]) == 0) {
 			*channel = (enum ctl_channel)i;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *ctl_session_state_name(enum ctl_session_state state)
+{
+	if ((unsigned)state >= CTL_ARRAY_SIZE(ctl_session_state_names))
+		return "unknown";
+	return ctl_session_state_names[state];
+}
+
+bool ctl_session_state_parse(const char *name, enum ctl_session_state *state)
+{
+	for (size_t i = 0; i < CTL_ARRAY_SIZE(ctl_session_state_names); i++) {
+		if (strcmp(name, ctl_session_state_names[i]) == 0) {
+			*state = (enum ctl_session_state)i;
 			return true;
 		}
 	}
@@ -453,19 +540,18 @@ bool ctl_field_describe(enum ctl_type type, size_t i, struct ctl_field_doc *d)
 		break;
 	}
 	case CTL_KIND_ROLE:
-		d->type = "str";
-		ctl_describe_enum(d->range, sizeof d->range, ctl_role_names,
-				  CTL_ARRAY_SIZE(ctl_role_names));
-		break;
 	case CTL_KIND_CHANNEL:
-		d->type = "str";
-		ctl_describe_enum(d->range, sizeof d->range, ctl_channel_names,
-				  CTL_ARRAY_SIZE(ctl_channel_names));
-		break;
 	case CTL_KIND_ROUTING_MODE:
+	case CTL_KIND_SESSION_STATE: {
+		size_t count;
+		const char *const *names = ctl_enum_names(f->kind, &count);
 		d->type = "str";
-		ctl_describe_enum(d->range, sizeof d->range, ctl_routing_mode_names,
-				  CTL_ARRAY_SIZE(ctl_routing_mode_names));
+		ctl_describe_enum(d->range, sizeof d->range, names, count);
+		break;
+	}
+	case CTL_KIND_BOOL:
+		d->type = "bool";
+		snprintf(d->range, sizeof d->range, "true, false");
 		break;
 	case CTL_KIND_SOURCES:
 		d->type = "array of uint";

@@ -15,16 +15,18 @@
 
 /* Entries of each name table; control_table.c checks that every table has
  * exactly this many. */
-#define CTL_TYPE_COUNT ((size_t)CTL_CLOCK + 1)
+#define CTL_TYPE_COUNT ((size_t)CTL_SHUTDOWN + 1)
 #define CTL_ROLE_COUNT ((size_t)CTL_ROLE_BUILDER + 1)
-#define CTL_CHANNEL_COUNT ((size_t)CTL_CHANNEL_DATA + 1)
+#define CTL_CHANNEL_COUNT ((size_t)CTL_CHANNEL_SESSION + 1)
 #define CTL_ROUTING_MODE_COUNT ((size_t)CTL_ROUTING_STATIC + 1)
+#define CTL_SESSION_STATE_COUNT ((size_t)CTL_SESSION_ERROR + 1)
 
 /* The wire names of the enums, indexed by value. */
 extern const char *const ctl_type_names[];
 extern const char *const ctl_role_names[];
 extern const char *const ctl_channel_names[];
 extern const char *const ctl_routing_mode_names[];
+extern const char *const ctl_session_state_names[];
 
 enum ctl_kind {
 	CTL_KIND_U64,
@@ -35,6 +37,8 @@ enum ctl_kind {
 	CTL_KIND_ROLE,
 	CTL_KIND_CHANNEL,
 	CTL_KIND_ROUTING_MODE,
+	CTL_KIND_SESSION_STATE,
+	CTL_KIND_BOOL,          /* bool field, a msgpack bool */
 	CTL_KIND_SOURCES,       /* struct ctl_hello: source_count, sources */
 	CTL_KIND_GROUPS,        /* struct ctl_report: group_count, groups */
 };
@@ -48,6 +52,7 @@ enum ctl_charset {
 	CTL_CHARSET_ANY,        /* any byte but NUL */
 	CTL_CHARSET_HOST,       /* text_host_char(), at most TEXT_HOST_MAX bytes */
 	CTL_CHARSET_NAME,       /* text_name_char(): group and counter names */
+	CTL_CHARSET_ARGS,       /* text_args_char(): a command line, '\n' between arguments */
 };
 
 struct ctl_charset_rule {
@@ -77,6 +82,11 @@ struct ctl_spec {
 /* Indexed by enum ctl_type, CTL_TYPE_COUNT entries. */
 extern const struct ctl_spec ctl_specs[];
 extern const struct ctl_charset_rule ctl_charsets[];
+
+/* The wire names of an enum kind (ROLE, CHANNEL, ROUTING_MODE,
+ * SESSION_STATE) and their count; NULL for any other kind. Every such field
+ * is an enum, stored as an unsigned int. */
+const char *const *ctl_enum_names(enum ctl_kind kind, size_t *count);
 
 /* Whether the n bytes at s belong to the set; else *bad is the offset of
  * the first byte outside it, or n when the string is too long for it. */

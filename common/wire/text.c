@@ -24,6 +24,11 @@ bool text_name_char(unsigned char c)
 	return text_alnum(c) || c == '_' || c == '.' || c == '-';
 }
 
+bool text_args_char(unsigned char c)
+{
+	return c == '\n' || (c >= 0x20 && c != 0x7f);
+}
+
 /* RFC 3629, table 3-7 of the Unicode standard: the second byte's range
  * depends on the first, which rules out overlong forms and surrogates. */
 size_t text_utf8_seq(const char *s, size_t n)

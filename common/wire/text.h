@@ -22,6 +22,11 @@ bool text_host_char(unsigned char c);
 /* A group or counter name byte: letters, digits, '_', '.', '-'. */
 bool text_name_char(unsigned char c);
 
+/* A byte of a command line sent as text: '\n' between arguments, no
+ * other control byte (a tab or an escape would reach a log unseen); any
+ * byte of 0x20 and above but DEL, so UTF-8 passes. */
+bool text_args_char(unsigned char c);
+
 /* Whether the n bytes at s are well-formed UTF-8 (no overlong forms, no
  * surrogates, nothing above U+10FFFF). */
 bool text_utf8_valid(const char *s, size_t n);

@@ -25,8 +25,8 @@ BATCH = 64
 SLOTS = 1024   # above the manager's high water mark, 4 batches
 
 
-def hello(role: str, id: int, sources=()) -> bytes:
-    return message({"type": "hello", "role": role, "id": id, "channel": "control", "run_id": RUN,
+def hello(role: str, id: int, sources=(), channel: str = "control", run: int = RUN) -> bytes:
+    return message({"type": "hello", "role": role, "id": id, "channel": channel, "run_id": run,
                     "protocol": 3, "pid": os.getpid(), "host": socket.gethostname(),
                     "sources": list(sources), "rail": 0, "rails": 1, "proof": ""})
 
@@ -193,6 +193,14 @@ class HubTest(E2ETestCase):
         dup = refusal(port, hello("builder", 0))
         self.assertEqual(dup["code"], "duplicate_id")
         self.assertIn("builder 0 is already connected from 127.0.0.1:", dup["reason"])
+        # A session link (a daemon serving many runs, docs/RUNCONTROL.md)
+        # does not belong on a run's control port.
+        session = refusal(port, hello("reader", 0, channel="session", run=0))
+        self.assertEqual(session["code"], "wrong_run")
+        session = refusal(port, hello("reader", 0, channel="session"))
+        self.assertEqual(session["code"], "wrong_channel")
+        self.assertEqual(session["reason"],
+                         "reader 0 greeted the control port as a session connection")
         far = refusal(port, hello("builder", 2))
         self.assertEqual(far["code"], "unknown_peer")
         self.assertEqual(far["reason"],
@@ -202,6 +210,9 @@ class HubTest(E2ETestCase):
         self.assertIn("Builder 0", hub.log())
 
         both, ports = self.h.start_builder(run=RUN, sources=1, readers=1, events=10)
+        data = refusal(ports["data"], hello("reader", 0, sources=(0,), channel="session"))
+        self.assertEqual(data["code"], "wrong_channel")
+        self.assertEqual(data["reason"], "reader 0 greeted the data port as a session connection")
         wrong = refusal(ports["control"], hello("builder", 0))
         self.assertEqual(wrong["code"], "unknown_peer")
         self.assertEqual(wrong["reason"],

@@ -151,6 +151,17 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 		       x->bound_ns == y->bound_ns && x->at_ns == y->at_ns &&
 		       x->drift_ppb == y->drift_ppb;
 	}
+	case CTL_CONFIGURE:
+		return a->u.configure.run == b->u.configure.run &&
+		       strcmp(a->u.configure.args, b->u.configure.args) == 0;
+	case CTL_STATE: {
+		const struct ctl_state *x = &a->u.state, *y = &b->u.state;
+		return x->run == y->run && x->state == y->state && x->accepted == y->accepted &&
+		       strcmp(x->reason, y->reason) == 0 && x->status == y->status;
+	}
+	case CTL_RESET:
+	case CTL_SHUTDOWN:
+		return strcmp(a->u.order.reason, b->u.order.reason) == 0;
 	}
 	return false;
 }
@@ -354,15 +365,15 @@ static void expect_error_at(int line, const uint8_t *buf, size_t n, const char *
 /* Spelled out here rather than taken from ctl_type_name(), to check it. */
 static const char *const type_names[] = {
 	"hello", "welcome", "error", "credit", "ping", "pong", "stats", "end", "bye", "start", "challenge", "stop",
-	"routing", "token", "assign", "lost", "clock",
+	"routing", "token", "assign", "lost", "clock", "configure", "state", "reset", "shutdown",
 };
 
 START_TEST(test_names)
 {
-	ck_assert_uint_eq(sizeof type_names / sizeof type_names[0], CTL_CLOCK + 1);
-	for (unsigned t = CTL_HELLO; t <= CTL_CLOCK; t++)
+	ck_assert_uint_eq(sizeof type_names / sizeof type_names[0], CTL_SHUTDOWN + 1);
+	for (unsigned t = CTL_HELLO; t <= CTL_SHUTDOWN; t++)
 		ck_assert_str_eq(ctl_type_name((enum ctl_type)t), type_names[t]);
-	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_CLOCK + 1)), "unknown");
+	ck_assert_str_eq(ctl_type_name((enum ctl_type)(CTL_SHUTDOWN + 1)), "unknown");
 
 	enum ctl_routing_mode mode = CTL_ROUTING_STATIC;
 	ck_assert_str_eq(ctl_routing_mode_name(CTL_ROUTING_MANAGER), "manager");
@@ -393,7 +404,8 @@ START_TEST(test_names)
 	enum ctl_channel channel = CTL_CHANNEL_CONTROL;
 	ck_assert_str_eq(ctl_channel_name(CTL_CHANNEL_CONTROL), "control");
 	ck_assert_str_eq(ctl_channel_name(CTL_CHANNEL_DATA), "data");
-	ck_assert_str_eq(ctl_channel_name((enum ctl_channel)2), "unknown");
+	ck_assert_str_eq(ctl_channel_name(CTL_CHANNEL_SESSION), "session");
+	ck_assert_str_eq(ctl_channel_name((enum ctl_channel)3), "unknown");
 	ck_assert(ctl_channel_parse("data", &channel));
 	ck_assert_int_eq(channel, CTL_CHANNEL_DATA);
 	ck_assert(!ctl_channel_parse("ctrl", &channel));
@@ -611,7 +623,7 @@ START_TEST(test_encode_refuses)
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
-	m.type = (enum ctl_type)(CTL_CLOCK + 1);
+	m.type = (enum ctl_type)(CTL_SHUTDOWN + 1);
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
@@ -619,7 +631,7 @@ START_TEST(test_encode_refuses)
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
-	m.u.hello.channel = (enum ctl_channel)2;
+	m.u.hello.channel = (enum ctl_channel)3;
 	ck_assert_uint_eq(ctl_encode(&m, enc_buf, sizeof enc_buf), 0);
 
 	make_hello(&m);
@@ -1953,7 +1965,7 @@ static void random_of(uint64_t *s, char *dst, size_t cap, size_t max, const char
 static void random_msg(uint64_t *s, struct ctl_msg *m)
 {
 	memset(m, 0, sizeof *m);
-	m->type = (enum ctl_type)rng_below(s, CTL_CLOCK + 1);
+	m->type = (enum ctl_type)rng_below(s, CTL_SHUTDOWN + 1);
 	switch (m->type) {
 	case CTL_HELLO:
 		m->u.hello.role = (enum ctl_role)rng_below(s, 3);
@@ -2058,6 +2070,22 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		m->u.clock.bound_ns = (int64_t)rng_below(s, (uint64_t)INT64_MAX + 1) - 1;
 		m->u.clock.at_ns = rng_u64(s);
 		m->u.clock.drift_ppb = (uint32_t)rng_u64(s);
+		break;
+	case CTL_CONFIGURE:
+		m->u.configure.run = 1 + (uint32_t)rng_below(s, UINT32_MAX);
+		random_of(s, m->u.configure.args, sizeof m->u.configure.args, CTL_MAX_ARGS_TEXT - 1,
+			  "--run=7\nabcxyz 0123456789:./");
+		break;
+	case CTL_STATE:
+		m->u.state.run = (uint32_t)rng_u64(s);
+		m->u.state.state = (enum ctl_session_state)rng_below(s, 3);
+		m->u.state.accepted = rng_below(s, 2) == 1;
+		random_text(s, m->u.state.reason, sizeof m->u.state.reason);
+		m->u.state.status = (int32_t)rng_u64(s);
+		break;
+	case CTL_RESET:
+	case CTL_SHUTDOWN:
+		random_text(s, m->u.order.reason, sizeof m->u.order.reason);
 		break;
 	}
 }
