@@ -1,4 +1,5 @@
 #include "io/net.h"
+#include "io/net_internal.h"
 
 #include "sys/clock.h"
 #include "sys/log.h"
@@ -38,7 +39,7 @@ static int net_resolve(const char *host, uint16_t port, struct sockaddr_storage 
 	return 0;
 }
 
-int net_listen(const char *host, uint16_t port, uint16_t *bound_port)
+int net_listen_fresh(const char *host, uint16_t port, uint16_t *bound_port)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;

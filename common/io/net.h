@@ -10,8 +10,28 @@
 struct event_base;
 
 /* Listens on host:port (port 0 picks a free one, reported in *bound_port).
- * Returns the fd or -errno; the error is logged with the address. */
+ * Returns the fd or -errno; the error is logged with the address. In a
+ * process that keeps its listeners (net_keep_listeners), a host:port asked
+ * for before returns that same listening socket again (a new descriptor of
+ * it, which the caller closes as usual) and the port it got then: a daemon
+ * serving many runs binds each port once and every run object listens on
+ * it (docs/RUNCONTROL.md). A caller must remove its events from the loop
+ * before it closes the descriptor, since epoll watches the socket and not
+ * the descriptor. */
 int net_listen(const char *host, uint16_t port, uint16_t *bound_port);
+
+/* From now on net_listen() keeps what it opens, at most NET_KEPT_MAX
+ * listeners (past that it opens and does not keep, with a warning). Each
+ * kept listener goes to one caller per run: two listeners asked for on
+ * host:0 in one run are two sockets, and the next run (after
+ * net_kept_rewind) gets them again in the order it asks. */
+#define NET_KEPT_MAX 16u
+void net_keep_listeners(void);
+void net_kept_rewind(void);
+
+/* The listeners kept: how many, and closes them all (at exit; tests). */
+unsigned net_kept_count(void);
+void net_close_kept(void);
 
 /* Accepts one connection as a non-blocking fd, or -errno (-EAGAIN when none
  * waits). peer receives "host:port" of the other side. */

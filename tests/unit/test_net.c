@@ -5,12 +5,14 @@
  * test_handshake), common/io/msgstream.c (control messages, a malformed one
  * closes) and common/io/ctlclient.c (a peer's link answering PING,
  * delivering CREDIT, START and BYE). */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -115,6 +117,78 @@ static uint64_t sysctl_u64(const char *path)
 	}
 	return v;
 }
+
+/* A blocking connection to 127.0.0.1:port. */
+static int connect_loopback(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	return fd;
+}
+
+/* A serving daemon's listeners (docs/RUNCONTROL.md): each run asks for the
+ * same host:port list and gets the same sockets, in order; two asked for on
+ * host:0 in one run are two; a peer that connects between runs waits in
+ * the backlog for the next one; closing them frees the ports. */
+START_TEST(test_kept_listeners)
+{
+	net_keep_listeners();
+	uint16_t a1, b1, a2, b2, c;
+	int a = net_listen("127.0.0.1", 0, &a1), b = net_listen("127.0.0.1", 0, &b1);
+	ck_assert_int_ge(a, 0);
+	ck_assert_int_ge(b, 0);
+	ck_assert_uint_ne(a1, b1);
+	/* A rail's second address asks for the first one's port by number. */
+	int rail = net_listen("127.0.0.2", a1, &c);
+	ck_assert_int_ge(rail, 0);
+	ck_assert_uint_eq(c, a1);
+	ck_assert_uint_eq(net_kept_count(), 3);
+	close(a);
+	close(b);
+	close(rail);
+
+	int early = connect_loopback(b1);      /* between runs */
+	net_kept_rewind();
+	a = net_listen("127.0.0.1", 0, &a2);
+	b = net_listen("127.0.0.1", 0, &b2);
+	rail = net_listen("127.0.0.2", a2, &c);
+	ck_assert_uint_eq(a2, a1);
+	ck_assert_uint_eq(b2, b1);
+	ck_assert_uint_eq(c, a1);
+	ck_assert_uint_eq(net_kept_count(), 3);
+	char peer[64];
+	int got = -1;
+	for (int i = 0; i < 200 && got < 0; i++) {
+		got = net_accept(b, peer, sizeof peer);
+		if (got < 0)
+			usleep(5000);
+	}
+	ck_assert_int_ge(got, 0);
+	close(got);
+	close(early);
+	/* A third listener in this run is a new one. */
+	uint16_t d;
+	int extra = net_listen("127.0.0.1", 0, &d);
+	ck_assert_uint_ne(d, a1);
+	ck_assert_uint_ne(d, b1);
+	ck_assert_uint_eq(net_kept_count(), 4);
+	close(extra);
+	close(a);
+	close(b);
+	close(rail);
+
+	net_close_kept();
+	ck_assert_uint_eq(net_kept_count(), 0);
+	uint16_t again;
+	int fresh = net_listen("127.0.0.1", a1, &again);
+	ck_assert_int_ge(fresh, 0);
+	ck_assert_uint_eq(again, a1);
+	ck_assert_uint_eq(net_kept_count(), 0);   /* no longer keeping */
+	close(fresh);
+}
+END_TEST
 
 START_TEST(test_tune_reads_back_the_granted_buffers)
 {
@@ -508,6 +582,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_listen_and_port_file);
+	tcase_add_test(tc, test_kept_listeners);
 	tcase_add_test(tc, test_tune_reads_back_the_granted_buffers);
 	tcase_add_test(tc, test_dial_retries_until_listener_appears);
 	tcase_add_test(tc, test_dial_gives_up);
