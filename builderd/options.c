@@ -84,24 +84,24 @@ static const char *const bd_routing_names[] = { "manager", "static", NULL };
 const struct opt_spec bd_option_specs[] = {
 	OPT_UINT("run", "R", O, run_id, 0, UINT32_MAX, .required = true, .group = "Run",
 		 .help = "run number"),
-	OPT_UINT("sources", "S", O, sources, 1, BLD_MAX_SOURCES, .required = true,
+	OPT_UINT("sources", "S", O, sources, 1, BLD_MAX_SOURCES, .fixed = true, .required = true,
 		 .help = "number of sources (IDs 0 .. S-1)"),
-	OPT_UINT("readers", "N", O, readers, 1, 1024, .required = true,
+	OPT_UINT("readers", "N", O, readers, 1, 1024, .fixed = true, .required = true,
 		 .help = "number of readers (IDs 0 .. N-1)"),
 	OPT_UINT("first-event", "N", O, first_event, 0, UINT64_MAX / 2, .def = "0",
 		 .help = "lowest event ID of the run (default {default})"),
 	OPT_UINT("events", "N", O, events, 0, UINT64_MAX / 2,
 		 .help = "number of event IDs, when known (default: from the sources)"),
-	OPT_CHOICE("role", "ROLE", O, role, bd_role_names, .def = "both", .group = "Builders",
+	OPT_CHOICE("role", "ROLE", O, role, bd_role_names, .fixed = true, .def = "both", .group = "Builders",
 		   .help = "both: the hub and the run's one builder (default);\n"
 			   "hub: the hub of --builders M builders, building nothing;\n"
 			   "builder: builder --id of M, reporting to --hub"),
-	OPT_UINT("builders", "M", O, builders, 1, CTL_MAX_BUILDERS, .def = "1",
+	OPT_UINT("builders", "M", O, builders, 1, CTL_MAX_BUILDERS, .fixed = true, .def = "1",
 		 .help = "number of builders (IDs 0 .. M-1; default {default})"),
-	OPT_UINT("id", "B", O, builder_id, 0, CTL_MAX_BUILDERS - 1, .def = "0",
+	OPT_UINT("id", "B", O, builder_id, 0, CTL_MAX_BUILDERS - 1, .fixed = true, .def = "0",
 		 .help = "this builder's ID (--role builder)"),
 	OPT_HOSTPORT("hub", "HOST:PORT", O, hub_host, hub_port, 1,
-		     .help = "the hub's control port (--role builder)"),
+		     .fixed = true, .help = "the hub's control port (--role builder)"),
 	OPT_CHOICE("routing", "MODE", O, routing, bd_routing_names, .def = "manager",
 		   .help = "manager: batches go round-robin to builders holding\n"
 			   "tokens; static: batch k to builder k mod M (--role hub;\n"
@@ -116,15 +116,15 @@ const struct opt_spec bd_option_specs[] = {
 		 .help = "give a builder at most what it decides in T ms at the\n"
 			 "pace its tokens show, within its slots (--role hub;\n"
 			 "default {default}; 0 = its slots alone)"),
-	OPT_CUSTOM("listen", "HOST:PORT", bd_take_listen, .group = "Connections",
+	OPT_CUSTOM("listen", "HOST:PORT", bd_take_listen, .fixed = true, .group = "Connections",
 		   .help = "data port for the readers (port 0: any free port;\n"
 			   "not --role hub); once per rail, at most 4, all on one\n"
 			   "port: a reader's link is then one connection per rail"),
 	OPT_HOSTPORT("control-listen", "HOST:PORT", O, control_host, control_port, 0,
-		     .help = "control port for every daemon (not --role builder)"),
+		     .fixed = true, .help = "control port for every daemon (not --role builder)"),
 	OPT_STRING("port-file", "PATH", O, port_file,
-		   .help = "write 'data PORT' and 'control PORT' there once listening"),
-	DAEMON_OPT_METRICS_LISTEN(O),
+		   .fixed = true, .help = "write 'data PORT' and 'control PORT' there once listening"),
+	DAEMON_OPT_METRICS_LISTEN(O, .fixed = true),
 	OPT_UINT("peer-timeout-ms", "T", O, peer_timeout_ms, 1, 86400000, .def = "10000",
 		 .help = "a peer not connected after T ms ends the run with an\n"
 			 "error; no progress for T ms gives up by name the sources\n"
@@ -137,7 +137,7 @@ const struct opt_spec bd_option_specs[] = {
 		 .help = "a peer silent this long (it answers clock probes every\n"
 			 "200 ms) is given up as stalled (default {default})"),
 	OPT_CUSTOM("shm-listen", "NAME", bd_take_shm_listen,
-		   .help = "readers on this host may forward through shared-memory\n"
+		   .fixed = true, .help = "readers on this host may forward through shared-memory\n"
 			   "rings (readoutd --builder shm://NAME); one ring per\n"
 			   "reader, /dev/shm/es-NAME-r<id>, removed once attached"),
 	OPT_UINT("shm-capacity", "BYTES", O, shm_capacity_bytes, SHR_MIN_CAPACITY_BYTES,

@@ -137,19 +137,19 @@ static bool rdr_take_shm_inject(const char *flag, const char *arg, void *opts)
 #define O struct rdr_options
 
 const struct opt_spec rdr_option_specs[] = {
-	OPT_UINT("id", "N", O, id, 0, 65535, .required = true, .group = "Run",
+	OPT_UINT("id", "N", O, id, 0, 65535, .fixed = true, .required = true, .group = "Run",
 		 .help = "reader ID (0 .. readers-1)"),
 	OPT_UINT("run", "R", O, run_id, 0, UINT32_MAX, .required = true,
 		 .help = "run number; frames of another run are refused"),
-	OPT_HOSTPORT("listen", "HOST:PORT", O, listen_host, listen_port, 0, .required = true,
+	OPT_HOSTPORT("listen", "HOST:PORT", O, listen_host, listen_port, 0, .fixed = true, .required = true,
 		     .group = "Connections",
 		     .help = "data port for the sources (port 0: any free port)"),
-	OPT_CUSTOM("sources", "LIST", rdr_take_sources, .required = true,
+	OPT_CUSTOM("sources", "LIST", rdr_take_sources, .fixed = true, .required = true,
 		   .help = "source IDs served, e.g. 0,1 or 0-3"),
 	OPT_STRING("port-file", "PATH", O, port_file,
-		   .help = "write 'data PORT' there once listening"),
-	DAEMON_OPT_METRICS_LISTEN(O),
-	OPT_CUSTOM("builder", "tcp://HOST:PORT", rdr_take_builder, .required = true,
+		   .fixed = true, .help = "write 'data PORT' there once listening"),
+	DAEMON_OPT_METRICS_LISTEN(O, .fixed = true),
+	OPT_CUSTOM("builder", "tcp://HOST:PORT", rdr_take_builder, .fixed = true, .required = true,
 		   .help = "the builder's data port; given again (up to 4\n"
 			   "times), its port on the next rail, in rail order:\n"
 			   "one TCP connection per rail"),
@@ -161,7 +161,7 @@ const struct opt_spec rdr_option_specs[] = {
 			 "builders: one for each B of 0 .. M-1, routed by the\n"
 			 "hub's assignments instead of CREDIT; B=tcp://... given\n"
 			 "again (up to 4 times) is B's next rail"),
-	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .required = true,
+	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .fixed = true, .required = true,
 		     .help = "the builder's control port (the hub's with B=URL links)"),
 	DAEMON_OPT_CONNECT_TIMEOUT(O),
 	OPT_UINT("handshake-timeout-ms", "T", O, handshake_timeout_ms, 1, 86400000, .def = "5000",

@@ -60,7 +60,7 @@ static bool src_take_stall(const char *flag, const char *arg, void *opts)
 #define O struct src_options
 
 const struct opt_spec src_option_specs[] = {
-	OPT_UINT("id", "N", O, id, 0, 65535, .required = true, .group = "Run",
+	OPT_UINT("id", "N", O, id, 0, 65535, .fixed = true, .required = true, .group = "Run",
 		 .help = "source ID (0 .. S-1)"),
 	OPT_UINT("run", "R", O, run_id, 0, UINT32_MAX, .required = true, .help = "run number"),
 	OPT_UINT("seed", "S", O, seed, 0, UINT64_MAX,
@@ -83,12 +83,12 @@ const struct opt_spec src_option_specs[] = {
 	OPT_UINT("delay-ms", "D", O, faults.delay_ms, 0, 3600000,
 		 .help = "... for D ms while later ones go on"),
 	OPT_FLAG("reorder", O, faults.reorder, .help = "send event IDs in swapped pairs"),
-	OPT_HOSTPORT("connect", "HOST:PORT", O, data_host, data_port, 1, .required = true,
+	OPT_HOSTPORT("connect", "HOST:PORT", O, data_host, data_port, 1, .fixed = true, .required = true,
 		     .group = "Connections", .help = "the reader's data port"),
-	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .required = true,
+	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .fixed = true, .required = true,
 		     .help = "the builder's control port"),
 	DAEMON_OPT_CONNECT_TIMEOUT(O),
-	DAEMON_OPT_METRICS_LISTEN(O),
+	DAEMON_OPT_METRICS_LISTEN(O, .fixed = true),
 	OPT_CUSTOM("inject", "KIND@N", src_take_inject, .group = "Testing",
 		   .help = "after N good frames send a bad one and stop; KIND is\n"
 			   "crc, magic, version, flags, length, run, truncate or noend"),

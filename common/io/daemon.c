@@ -62,7 +62,7 @@ void daemon_run(struct event_base *base, void (*stop)(void *arg, const char *why
 
 const struct opt_spec daemon_option_specs[] = {
 	OPT_STRING_REF("run-key-file", "PATH", struct daemon_options, run_key_file,
-		.group = "Security",
+		.fixed = true, .group = "Security",
 		.help = "secret shared by every daemon of the run (16+ bytes);\n"
 			"without it only peers on this host are accepted"),
 	OPT_INT("clock-offset-ns", "N", struct daemon_options, clock_offset_ns, .group = "Other",

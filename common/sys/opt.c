@@ -321,7 +321,26 @@ static void opt_flag_name(const struct opt_spec *s, char *flag, size_t len)
 	snprintf(flag, len, "--%s", s->name);
 }
 
+static bool opt_record_add(const struct opt_program *p, struct opt_record *rec, size_t spec,
+			   const char *arg)
+{
+	if (rec->count == OPT_RECORD_MAX) {
+		fprintf(stderr, "%s: more than %u options given\n", p->name, OPT_RECORD_MAX);
+		return false;
+	}
+	rec->given[rec->count].spec = (uint16_t)spec;
+	rec->given[rec->count].arg = arg != NULL ? arg : "";
+	rec->count++;
+	return true;
+}
+
 enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv)
+{
+	return opt_parse_recorded(p, argc, argv, NULL);
+}
+
+enum opt_result opt_parse_recorded(const struct opt_program *p, int argc, char **argv,
+				   struct opt_record *rec)
 {
 	struct option longopts[OPT_MAX_SPECS + 1];
 	bool given[OPT_MAX_SPECS] = { false };
@@ -369,6 +388,8 @@ enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv)
 		if (!opt_take(s, flag, optarg, opts))
 			goto out;
 		given[c - 256] = true;
+		if (rec != NULL && !opt_record_add(p, rec, (size_t)(c - 256), optarg))
+			goto out;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", p->name, argv[optind]);
@@ -384,6 +405,80 @@ enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv)
 	result = OPT_RESULT_OK;
 out:
 	return result;
+}
+
+/* Whether args give option name, as "--name" or "--name=...". */
+static bool opt_args_give(int argc, char **args, const char *name)
+{
+	size_t n = strlen(name);
+	for (int i = 0; i < argc; i++) {
+		const char *a = args[i];
+		if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, name, n) == 0 &&
+		    (a[2 + n] == '\0' || a[2 + n] == '='))
+			return true;
+	}
+	return false;
+}
+
+int opt_run_argv(const struct opt_program *p, const struct opt_record *base, int argc,
+		 char **args, char **out, int cap, char *text, size_t textcap)
+{
+	int n = 0;
+	size_t used = 0;
+	void *opts;
+	if (cap < 1)
+		return -1;
+	out[n++] = (char *)p->name;
+	for (size_t i = 0; i < base->count; i++) {
+		const struct opt_spec *s = opt_nth(p, base->given[i].spec, &opts);
+		if (!s->fixed || opt_args_give(argc, args, s->name))
+			continue;
+		int w = snprintf(text + used, textcap - used, "--%s%s%s", s->name,
+				 s->arg != NULL ? "=" : "", s->arg != NULL ? base->given[i].arg : "");
+		if (w < 0 || (size_t)w >= textcap - used || n == cap)
+			return -1;
+		out[n++] = text + used;
+		used += (size_t)w + 1;
+	}
+	for (int i = 0; i < argc; i++) {
+		if (n == cap)
+			return -1;
+		out[n++] = args[i];
+	}
+	return n;
+}
+
+/* The arguments rec gave entry spec, joined with ", " into buf. */
+static void opt_record_join(const struct opt_record *rec, size_t spec, char *buf, size_t cap)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < rec->count && used < cap; i++) {
+		if (rec->given[i].spec == spec)
+			used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
+						 rec->given[i].arg);
+	}
+}
+
+bool opt_fixed_unchanged(const struct opt_program *p, const struct opt_record *base,
+			 const struct opt_record *run, char *err, size_t errlen)
+{
+	char was[512], now[512];
+	void *opts;
+	for (size_t i = 0; i < run->count; i++) {
+		size_t spec = run->given[i].spec;
+		const struct opt_spec *s = opt_nth(p, spec, &opts);
+		if (!s->fixed)
+			continue;
+		opt_record_join(base, spec, was, sizeof was);
+		opt_record_join(run, spec, now, sizeof now);
+		if (strcmp(was, now) != 0) {
+			snprintf(err, errlen, "--%s is fixed for this daemon's life (%s); restart it to "
+				 "change it", s->name, was[0] != '\0' ? was : "not given");
+			return false;
+		}
+	}
+	return true;
 }
 
 bool opt_kind_at(const char *arg, const char *const *names, size_t count, size_t *kind,

@@ -71,6 +71,9 @@ struct opt_spec {
 	const char *def;        /* default, parsed like an argument before the command line;
 				   "{default}" in help shows it. NULL: the field's zero */
 	bool required;
+	/* Fixed for the process's life: a daemon serving many runs refuses a
+	 * run's command line that changes it (docs/RUNCONTROL.md). */
+	bool fixed;
 	const char *group;      /* a heading ("Run") printed before this entry */
 	const char *label;      /* the usage's left column when not "--name ARG" */
 	const char *help;       /* '\n' starts a continuation line; NULL: not in the usage */
@@ -143,5 +146,37 @@ enum opt_result {
  * usage), a bad value (naming the flag), an argument left over, or a
  * required option not given. */
 enum opt_result opt_parse(const struct opt_program *p, int argc, char **argv);
+
+/* What a parse was given: each option's arguments in command-line order
+ * (a flag's is ""), pointing into its argv. */
+#define OPT_RECORD_MAX 256u
+struct opt_record {
+	size_t count;
+	struct {
+		uint16_t spec;          /* the entry's index in all the tables together */
+		const char *arg;
+	} given[OPT_RECORD_MAX];
+};
+
+/* opt_parse(), recording what it was given in *rec (BAD when more than
+ * OPT_RECORD_MAX options are given). */
+enum opt_result opt_parse_recorded(const struct opt_program *p, int argc, char **argv,
+				   struct opt_record *rec);
+
+/* ---- A run's command line (docs/RUNCONTROL.md) ---------------------------
+ * A daemon serving many runs parses each run's command line on fresh
+ * options: its own name, every fixed option of the base (the process's
+ * command line, recorded in base) that the run's args do not give, as
+ * "--name=value" written into text (capacity textcap), then args. The
+ * count of out's entries (at most cap), or -1 when they do not fit. */
+int opt_run_argv(const struct opt_program *p, const struct opt_record *base, int argc,
+		 char **args, char **out, int cap, char *text, size_t textcap);
+
+/* After the run's command line is parsed (recorded in run): true when
+ * every fixed option it was given has the base's arguments; else false
+ * with "--listen is fixed for this daemon's life (127.0.0.1:7100); restart
+ * it to change it" in err. */
+bool opt_fixed_unchanged(const struct opt_program *p, const struct opt_record *base,
+			 const struct opt_record *run, char *err, size_t errlen);
 
 #endif

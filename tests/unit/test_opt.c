@@ -183,7 +183,7 @@ static bool take_kind(const char *flag, const char *arg, void *opts)
 
 #define T struct t_opts
 static const struct opt_spec t_specs[] = {
-	OPT_UINT("id", "N", T, id, 0, 65535, .required = true, .group = "Run",
+	OPT_UINT("id", "N", T, id, 0, 65535, .required = true, .fixed = true, .group = "Run",
 		 .help = "the ID"),
 	OPT_UINT("count", "N", T, count, 1, 10, .def = "3", .help = "how many (default {default})"),
 	OPT_UINT("bytes", "B", T, bytes, 64, UINT64_MAX, .def = "4Ki",
@@ -192,10 +192,10 @@ static const struct opt_spec t_specs[] = {
 	OPT_DOUBLE("ratio", "R", T, ratio, 0.0, 1.0, .def = "0.5", .help = "a fraction"),
 	OPT_STRING("name", "NAME", T, name, .group = "Names", .help = "up to 7 bytes"),
 	OPT_STRING_REF("path", "PATH", T, path, .help = "kept as given"),
-	OPT_HOSTPORT("connect-to-somewhere", "HOST:PORT", T, host, port, 1,
+	OPT_HOSTPORT("connect-to-somewhere", "HOST:PORT", T, host, port, 1, .fixed = true,
 		     .help = "the left column is wider than its room"),
 	OPT_NOTE("--connect-to-somewhere none", .help = "a line of the usage only"),
-	OPT_FLAG("verbose", T, verbose, .help = "say more"),
+	OPT_FLAG("verbose", T, verbose, .fixed = true, .help = "say more"),
 	OPT_CHOICE("colour", "C", T, colour, colours, .def = "green", .help = "red, green or blue"),
 	OPT_CUSTOM("kind", "k@N", take_kind, .help = "custom"),
 	OPT_FLAG("hidden", T, quiet),
@@ -213,6 +213,7 @@ static const struct opt_spec t_common_specs[] = {
 
 static struct t_opts topt;
 static struct t_common tcommon;
+static struct opt_record *parse_record;     /* set: parse() records into it */
 static char out_text[4096], err_text[4096];
 
 static void read_back(FILE *tmp, char *buf, size_t len)
@@ -252,7 +253,7 @@ static enum opt_result parse(const char *first, ...)
 	FILE *tout = tmpfile(), *terr = tmpfile();
 	dup2(fileno(tout), 1);
 	dup2(fileno(terr), 2);
-	enum opt_result r = opt_parse(&prog, argc, argv);
+	enum opt_result r = opt_parse_recorded(&prog, argc, argv, parse_record);
 	fflush(stdout);
 	fflush(stderr);
 	dup2(saved_out, 1);
@@ -419,6 +420,67 @@ START_TEST(test_table_bad_default)
 END_TEST
 
 /* The fault options' KIND@N (sourced --stall/--inject, readoutd --shm-inject). */
+/* A run's command line (docs/RUNCONTROL.md): the base's fixed options
+ * that the run leaves out are put in front; one it changes is refused
+ * naming it and the base's value; what is not fixed may change. */
+START_TEST(test_run_command_line)
+{
+	static struct opt_record base, run;
+	static char *base_argv[] = { "prog", "--id", "7", "--connect-to-somewhere", "h:80",
+				     "--verbose", "--count", "2", NULL };
+	const struct opt_table tables[] = {
+		{ t_specs, sizeof t_specs / sizeof t_specs[0], &topt },
+		{ t_common_specs, sizeof t_common_specs / sizeof t_common_specs[0], &tcommon },
+	};
+	const struct opt_program prog = { .name = "prog", .tables = tables, .n_tables = 2 };
+	ck_assert_int_eq(opt_parse_recorded(&prog, 8, base_argv, &base), OPT_RESULT_OK);
+	ck_assert_uint_eq(base.count, 4);
+
+	char *args[] = { "--count=5", "--path", "/run-8" };
+	char *argv[16], text[256];
+	int n = opt_run_argv(&prog, &base, 3, args, argv, 16, text, sizeof text);
+	ck_assert_int_eq(n, 7);
+	ck_assert_str_eq(argv[0], "prog");
+	ck_assert_str_eq(argv[1], "--id=7");
+	ck_assert_str_eq(argv[2], "--connect-to-somewhere=h:80");
+	ck_assert_str_eq(argv[3], "--verbose");
+	ck_assert_str_eq(argv[4], "--count=5");
+	argv[n] = NULL;
+	char err[256] = "";
+	parse_record = &run;
+	memset(&run, 0, sizeof run);
+	ck_assert_int_eq(parse(argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], NULL),
+			 OPT_RESULT_OK);
+	ck_assert(opt_fixed_unchanged(&prog, &base, &run, err, sizeof err));
+	ck_assert_uint_eq(topt.id, 7);
+	ck_assert_uint_eq(topt.count, 5);
+	ck_assert_str_eq(topt.path, "/run-8");
+
+	/* The whole command line again, fixed options unchanged: accepted. */
+	char *same[] = { "--id", "7", "--connect-to-somewhere", "h:80", "--count", "9" };
+	n = opt_run_argv(&prog, &base, 6, same, argv, 16, text, sizeof text);
+	ck_assert_int_eq(n, 8);                 /* prog, --verbose, then the six */
+	memset(&run, 0, sizeof run);
+	ck_assert_int_eq(parse(argv[1], argv[2], argv[3], argv[4], argv[5], argv[6], argv[7],
+			       NULL), OPT_RESULT_OK);
+	ck_assert(opt_fixed_unchanged(&prog, &base, &run, err, sizeof err));
+
+	/* A fixed option changed. */
+	char *moved[] = { "--connect-to-somewhere=other:81" };
+	n = opt_run_argv(&prog, &base, 1, moved, argv, 16, text, sizeof text);
+	memset(&run, 0, sizeof run);
+	ck_assert_int_eq(parse(argv[1], argv[2], argv[3], NULL), OPT_RESULT_OK);
+	ck_assert(!opt_fixed_unchanged(&prog, &base, &run, err, sizeof err));
+	ck_assert_str_eq(err, "--connect-to-somewhere is fixed for this daemon's life (h:80); "
+			      "restart it to change it");
+	parse_record = NULL;
+
+	/* Too little room is said, not overrun. */
+	ck_assert_int_eq(opt_run_argv(&prog, &base, 3, args, argv, 3, text, sizeof text), -1);
+	ck_assert_int_eq(opt_run_argv(&prog, &base, 3, args, argv, 16, text, 10), -1);
+}
+END_TEST
+
 START_TEST(test_kind_at)
 {
 	static const char *const names[] = { "crc", "crcx", "head" };
@@ -457,6 +519,7 @@ int main(void)
 	tcase_add_test(tt, test_table_getopt_errors);
 	tcase_add_test(tt, test_table_help);
 	tcase_add_test(tt, test_table_bad_default);
+	tcase_add_test(tt, test_run_command_line);
 	suite_add_tcase(s, tt);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
