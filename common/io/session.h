@@ -1,10 +1,8 @@
 /* A daemon that serves runs (docs/RUNCONTROL.md): the process lives across
  * runs, and each run is a fresh run object made from the run's options on
  * the same event base and destroyed when the run is over. This module holds
- * what lives across runs on the peer side (the session link to the hub) and
- * the run slot both sides share (the base options, the current run object,
- * the arguments of the run it was made from). The hub's side of the session
- * links is builderd's (builderd/session_hub.c). */
+ * the run slot both sides of a session share: the base command line, the
+ * current run object and the arguments of the run it was made from. */
 #ifndef ES_IO_SESSION_H
 #define ES_IO_SESSION_H
 
@@ -51,15 +49,5 @@ int run_slot_finish(struct run_slot *s);
 /* Splits a configure's args text ('\n' between arguments) in place into
  * argv (capacity cap); the count, or -1 when there are more than cap. */
 int session_split_args(char *text, char **argv, int cap);
-
-/* ---- The peer's session ---------------------------------------------------
- * The whole of a serving peer's main() after its options are parsed: opens
- * its listeners once (def->prepare), dials the hub's session port (greets
- * as role/id with channel "session" and run 0), then makes and ends a run
- * object at each configure until shutdown. Returns the process's exit
- * status: 0 after a shutdown, 1 when the hub is unreachable or its link is
- * lost, 2 on a usage error. */
-int session_peer_main(const struct daemon_def *def, const struct daemon_options *d,
-		      struct event_base *base, int argc, char **argv);
 
 #endif
