@@ -22,6 +22,7 @@ int main(int argc, char **argv)
 		.quiet = &o.quiet, .log_id = &o.id, .title = "Source", .title_id = &o.id,
 		.check = src_options_check,
 		.create = create, .stop = stop, .exit_status = exit_status, .destroy = destroy,
+		.opts_size = sizeof o, .session_role = CTL_ROLE_SOURCE, .session_id = &o.id,
 	};
 	/* Paced sources sleep tens of microseconds: the default 50 us of timer
 	 * slack would be most of the tick. */

@@ -4,6 +4,7 @@
 #include "sys/clock.h"
 #include "sys/log.h"
 #include "io/net.h"
+#include "io/session.h"
 #include "sys/opt.h"
 
 #include <event2/event.h>
@@ -65,6 +66,10 @@ const struct opt_spec daemon_option_specs[] = {
 		.fixed = true, .group = "Security",
 		.help = "secret shared by every daemon of the run (16+ bytes);\n"
 			"without it only peers on this host are accepted"),
+	OPT_HOSTPORT("session", "HOST:PORT", struct daemon_options, session_host, session_port, 1,
+		     .fixed = true, .group = "Run control",
+		     .help = "serve many runs: join the hub's session there and make a run\n"
+			     "at each configure (docs/RUNCONTROL.md)"),
 	OPT_INT("clock-offset-ns", "N", struct daemon_options, clock_offset_ns, .group = "Other",
 		.help = "add N ns to every clock reading (an unsynchronised host)"),
 	OPT_FLAG("quiet", struct daemon_options, quiet, .help = "log warnings and errors only"),
@@ -126,7 +131,16 @@ int daemon_main(const struct daemon_def *def, int argc, char **argv)
 	if (def->check_listen != NULL && !def->check_listen(def->opts, &d))
 		return 2;
 	daemon_start_log(def->role, def->log_id ? (int)*def->log_id : -1, d.quiet);
+	if (d.session_port != 0 && def->opts_size == 0) {
+		fprintf(stderr, "%s: --session: this daemon does not serve many runs yet\n", def->role);
+		return 2;
+	}
 	struct event_base *base = daemon_base_new();
+	if (base != NULL && d.session_port != 0) {
+		int status = session_peer_main(def, &d, base, argc, argv);
+		event_base_free(base);
+		return status;
+	}
 	void *daemon = base ? def->create(base, def->opts) : NULL;
 	if (daemon == NULL) {
 		log_error("%s %u could not start", def->title, *def->title_id);

@@ -27,7 +27,8 @@ struct run_slot *run_slot_new(const struct daemon_def *def, struct event_base *b
 void run_slot_free(struct run_slot *s);   /* stops and destroys a run object left */
 
 /* Parses, on fresh options (every default), the base's fixed options then
- * args (count of them), checks them as the command line would be, and
+ * args (count of them) then "--run=RUN" (the configure's run number is the
+ * run's whatever args say), checks them as the command line would be, and
  * makes the run object. false, with the reason in err (what the command
  * line would have printed, one line), when an option is unknown or bad, a
  * fixed option differs from the base's, the checks refuse, a run object
@@ -49,5 +50,15 @@ int run_slot_finish(struct run_slot *s);
 /* Splits a configure's args text ('\n' between arguments) in place into
  * argv (capacity cap); the count, or -1 when there are more than cap. */
 int session_split_args(char *text, char **argv, int cap);
+
+/* ---- The peer's session ---------------------------------------------------
+ * The whole of a serving peer's main() after its options are parsed (a
+ * daemon started with --session HOST:PORT): opens its listeners once
+ * (def->prepare), joins the hub's session port (greets as role/id with
+ * channel "session" and run 0), then makes and ends a run object at each
+ * configure until shutdown. The process's exit status: 0 after a shutdown
+ * or a signal, 1 when the hub is unreachable or its link is lost. */
+int session_peer_main(const struct daemon_def *def, const struct daemon_options *d,
+		      struct event_base *base, int argc, char **argv);
 
 #endif
