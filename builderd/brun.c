@@ -33,6 +33,7 @@ struct brun {
 	struct ing *ing;
 	struct hublink *hub;
 	struct event *ev_tick;
+	struct event *ev_leave;         /* the loop's end, after a wait */
 	struct prom_server *prom;       /* --metrics-listen */
 	struct ctl_msg *end;            /* the END report, kept for /metrics */
 	struct brep_role role;
@@ -62,11 +63,30 @@ static void brun_error(struct brun *b, const char *fmt, ...)
 	b->status = 1;
 }
 
+static void brun_on_leave(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct brun *b = arg;
+	event_base_loopexit(b->base, NULL);
+}
+
+/* Ends the loop after_s from now: a timer of the run's own, not a timed
+ * loopexit, which would outlive the run and end the next one of a builder
+ * serving runs. */
+static void brun_exit_after(struct brun *b, int after_s)
+{
+	struct timeval tv = { after_s, 0 };
+	if (after_s > 0 && b->ev_leave == NULL)
+		b->ev_leave = evtimer_new(b->base, brun_on_leave, b);
+	if (after_s == 0 || b->ev_leave == NULL || evtimer_add(b->ev_leave, &tv) < 0)
+		event_base_loopexit(b->base, NULL);
+}
+
 static void brun_leave(struct brun *b, int after_s)
 {
 	b->done = true;
-	struct timeval tv = { after_s, 0 };
-	event_base_loopexit(b->base, after_s > 0 ? &tv : NULL);
+	brun_exit_after(b, after_s);
 }
 
 /* ---- tokens --------------------------------------------------------------- */
@@ -167,8 +187,7 @@ static void brun_finish(struct brun *b)
 		return;
 	}
 	/* The hub answers with BYE; do not wait for ever for one that won't. */
-	struct timeval tv = { BRUN_BYE_WAIT_S, 0 };
-	event_base_loopexit(b->base, &tv);
+	brun_exit_after(b, BRUN_BYE_WAIT_S);
 }
 
 static void brun_maybe_finish(struct brun *b)
@@ -496,6 +515,8 @@ void brun_destroy(struct brun *b)
 	ing_destroy(b->ing);
 	if (b->ev_tick)
 		event_free(b->ev_tick);
+	if (b->ev_leave != NULL)
+		event_free(b->ev_leave);
 	if (b->ev_stats)
 		event_free(b->ev_stats);
 	free(b->end);

@@ -1,14 +1,22 @@
 /* builderd: the event builder and the run's control hub. Declares its
  * options (options.c) and wires the run to the event loop: --role both and
- * hub run the hub (run.c), --role builder one builder of several (brun.c). */
+ * hub run the hub (run.c), --role builder one builder of several (brun.c);
+ * with --session-listen the hub serves many runs (hubsession.c). */
 #include "brun.h"
+#include "hubserve.h"
 #include "io/daemon.h"
+#include "io/session.h"
 #include "options.h"
 #include "run.h"
 
 static struct bd_options o;
 
 static bool builder_role(void) { return o.role == BD_ROLE_BUILDER; }
+
+static bool hub_serves(const void *opts)
+{
+	return ((const struct bd_options *)opts)->session_listen_host[0] != '\0';
+}
 
 static void *create(struct event_base *base, const void *opts)
 {
@@ -46,6 +54,9 @@ int main(int argc, char **argv)
 		.quiet = &o.quiet, .title = "Run", .title_id = &o.run_id,
 		.check = bd_options_check, .check_listen = bd_options_check_listen,
 		.create = create, .stop = stop, .exit_status = exit_status, .destroy = destroy,
+		.opts_size = sizeof o, .serve_runs = session_peer_main, .prepare = bd_prepare_builder,
+		.session_role = CTL_ROLE_BUILDER, .session_id = &o.builder_id,
+		.hub_serves = hub_serves, .hub_main = hub_serve_main,
 	};
 	return daemon_main(&def, argc, argv);
 }

@@ -179,6 +179,15 @@ const struct opt_spec bd_option_specs[] = {
 	OPT_FLAG("no-clock-correction", O, no_clock_correction,
 		 .help = "measure peers' clock offsets but do not apply them to\n"
 			 "latencies; metrics.json shows the error left in"),
+	OPT_HOSTPORT("session-listen", "HOST:PORT", O, session_listen_host, session_listen_port, 0,
+		     .fixed = true, .group = "Serving many runs (the hub)",
+		     .help = "serve many runs: peers started with --session join\n"
+			     "here, and runs are configured, started and stopped\n"
+			     "through --control-http (docs/RUNCONTROL.md)"),
+	OPT_HOSTPORT("control-http", "HOST:PORT", O, control_http_host, control_http_port, 0,
+		     .fixed = true,
+		     .help = "the operator's HTTP endpoint (deploy/daqctl) with\n"
+			     "--session-listen; requests signed with the run key"),
 };
 const size_t bd_option_count = sizeof bd_option_specs / sizeof bd_option_specs[0];
 
@@ -222,13 +231,24 @@ static bool bd_options_check_role(const struct bd_options *o)
 
 bool bd_options_check(void *opts, const struct daemon_options *d)
 {
-	(void)d;
 	const struct bd_options *o = opts;
 	if (!bd_options_check_role(o))
 		return false;
 	if (o->readers > o->sources) {
 		fprintf(stderr, "builderd: --readers %u exceeds --sources %u: every reader serves at least one source\n",
 			o->readers, o->sources);
+		return false;
+	}
+	if ((o->session_listen_host[0] != '\0') != (o->control_http_host[0] != '\0')) {
+		fprintf(stderr, "builderd: --session-listen and --control-http go together: the hub serves runs an operator drives\n");
+		return false;
+	}
+	if (o->session_listen_host[0] != '\0' && o->role == BD_ROLE_BUILDER) {
+		fprintf(stderr, "builderd: --session-listen is the hub's (--role both or hub); a --role builder serves runs with --session HUB:PORT\n");
+		return false;
+	}
+	if (d->session_port != 0 && o->role != BD_ROLE_BUILDER) {
+		fprintf(stderr, "builderd: --session is for a --role builder; the hub serves runs with --session-listen\n");
 		return false;
 	}
 	if (o->shm_capacity_bytes != 0 && o->shm_name[0] == '\0') {
@@ -245,5 +265,9 @@ bool bd_options_check_listen(void *opts, const struct daemon_options *d)
 		if (!daemon_listen_allowed(d, "--listen", o->listen_hosts[i]))
 			return false;
 	return (o->control_host[0] == '\0' ||
-		daemon_listen_allowed(d, "--control-listen", o->control_host));
+		daemon_listen_allowed(d, "--control-listen", o->control_host)) &&
+	       (o->session_listen_host[0] == '\0' ||
+		daemon_listen_allowed(d, "--session-listen", o->session_listen_host)) &&
+	       (o->control_http_host[0] == '\0' ||
+		daemon_listen_allowed(d, "--control-http", o->control_http_host));
 }

@@ -75,6 +75,10 @@ struct bd_options {
 	char shm_name[64];              /* --shm-listen NAME; "" = no shared memory */
 	uint64_t shm_capacity_bytes;    /* ring per co-located reader; 0 = default */
 	bool no_clock_correction;       /* measure offsets but apply none */
+	char session_listen_host[256];  /* --session-listen: "" = one run */
+	uint16_t session_listen_port;
+	char control_http_host[256];    /* --control-http */
+	uint16_t control_http_port;
 	bool quiet;
 };
 

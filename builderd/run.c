@@ -98,6 +98,13 @@ static void bd_maybe_start(struct bd *b)
 {
 	if (b->started || b->phase != BD_RUNNING || !bd_all_connected(b) || !bdc_ready(b->clocks))
 		return;
+	if (b->on_ready != NULL && !b->start_released) {
+		if (!b->ready_told) {
+			b->ready_told = true;
+			b->on_ready(b->on_ready_arg);
+		}
+		return;
+	}
 	b->started = true;
 	struct ctl_msg m = { .type = CTL_START };
 	m.u.start.delay_ns = BD_START_DELAY_NS;
@@ -143,6 +150,14 @@ static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_
 }
 
 /* ---- the tick and the end of the run ----------------------------------- */
+
+static void bd_on_linger_over(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct bd *b = arg;
+	event_base_loopexit(b->base, NULL);
+}
 
 /* Every source, reader and (role hub) builder has reported or is lost. */
 static bool bd_reports_done(const struct bd *b)
@@ -208,6 +223,8 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t now = clk_monotonic_ns();
+	if (b->ready_told && !b->started)
+		b->last_progress_ns = now;      /* an operator's wait for start is not a stall */
 	if (b->hub)
 		bd_manage(b, now);
 	else
@@ -278,7 +295,8 @@ static void bd_finish(struct bd *b, const char *why)
 	bdc_finish(b->clocks);
 	struct acct a = { 0 };
 	books_account(&bk, &a);
-	if (!acct_balanced(&a))
+	b->books_balanced = acct_balanced(&a);
+	if (!b->books_balanced)
 		b->status = 1;
 	bd_report(b, &a);
 	acct_free(&a);
@@ -288,9 +306,13 @@ static void bd_finish(struct bd *b, const char *why)
 	if (b->open_conns == 0) {
 		event_base_loopexit(b->base, NULL);
 	} else {
-		/* Peers close after BYE; do not wait forever for one that won't. */
+		/* Peers close after BYE; do not wait forever for one that won't.
+		 * A timer of the run's own, not a timed loopexit, which would
+		 * outlive the run and end the next one of a serving hub. */
 		struct timeval tv = { 2, 0 };
-		event_base_loopexit(b->base, &tv);
+		b->ev_linger = evtimer_new(b->base, bd_on_linger_over, b);
+		if (b->ev_linger == NULL || evtimer_add(b->ev_linger, &tv) < 0)
+			event_base_loopexit(b->base, NULL);
 	}
 }
 
@@ -506,6 +528,28 @@ void bd_stop(struct bd *b, const char *why)
 	}
 }
 
+void bd_hold_start(struct bd *b, void (*on_ready)(void *arg), void *arg)
+{
+	b->on_ready = on_ready;
+	b->on_ready_arg = arg;
+}
+
+void bd_release_start(struct bd *b)
+{
+	b->start_released = true;
+	bd_maybe_start(b);
+}
+
+bool bd_books_balanced(const struct bd *b)
+{
+	return b->books_balanced;
+}
+
+uint64_t bd_events_decided(const struct bd *b)
+{
+	return bd_events_done(b);
+}
+
 int bd_exit_status(const struct bd *b)
 {
 	return b->status;
@@ -515,6 +559,8 @@ void bd_destroy(struct bd *b)
 {
 	if (b == NULL)
 		return;
+	if (b->ev_linger != NULL)
+		event_free(b->ev_linger);
 	plink_destroy(b->plink);
 	ing_destroy(b->ing);
 	mgr_destroy(b->mgr);

@@ -20,6 +20,29 @@ void bd_destroy(struct bd *b);
  * arrived and tells every peer. */
 void bd_stop(struct bd *b, const char *why);
 
+/* A hub serving many runs (hubsession.c) holds START: once every peer has
+ * joined and its clock is measured, on_ready(arg) is called once instead,
+ * and START goes when bd_release_start() is called (at once if it is
+ * already due). Call bd_hold_start before the loop runs. */
+void bd_hold_start(struct bd *b, void (*on_ready)(void *arg), void *arg);
+void bd_release_start(struct bd *b);
+
+/* A serving hub's listeners, opened once at its start in the order
+ * bd_create() asks for them (io/net keeps them for every run), and the port
+ * file written with them and the session and HTTP ports. */
+bool bd_prepare_listeners(const struct bd_options *opt, uint16_t session_port,
+			  uint16_t http_port);
+
+/* The same for a --role builder serving runs (daemon_def.prepare): its
+ * data and metrics listeners and its port file. */
+bool bd_prepare_builder(void *opts);
+
+/* The run's books closed and every equation balanced (false before). */
+bool bd_books_balanced(const struct bd *b);
+
+/* Events decided so far (built, or in role hub decided by the builders). */
+uint64_t bd_events_decided(const struct bd *b);
+
 /* 0 when every equation balanced and nothing went wrong; 1 otherwise. */
 int bd_exit_status(const struct bd *b);
 

@@ -30,6 +30,7 @@ struct bd {
 	enum bd_phase phase;
 	int status;
 	struct event *ev_tick;
+	struct event *ev_linger;          /* after BYE: the loop ends then at the latest */
 	struct ctlport *ctlport;          /* ctlport.c: the control port and its greetings */
 	struct ing *ing;                  /* ingest.c: readers' data, core, records; NULL in role hub */
 	struct fleet *fleet;              /* fleet.c, role hub: the builders' reports */
@@ -52,6 +53,13 @@ struct bd {
 	uint32_t errors_dropped;
 	uint64_t end_ns;
 	bool started;                     /* START sent to the sources */
+	/* A serving hub holds START (bd_hold_start): when every peer is in,
+	 * on_ready is called once and START waits for bd_release_start. */
+	void (*on_ready)(void *arg);
+	void *on_ready_arg;
+	bool ready_told;
+	bool start_released;
+	bool books_balanced;              /* the run's books closed and balanced */
 	struct prom_server *prom;         /* --metrics-listen */
 	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
 	char host[256];                   /* the builder's host name */

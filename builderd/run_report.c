@@ -111,7 +111,8 @@ int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port)
 			return -EADDRNOTAVAIL;
 		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
 	}
-	if (opt->port_file[0] != '\0') {
+	/* A serving hub wrote its port file once, at start (bd_prepare_listeners). */
+	if (opt->port_file[0] != '\0' && opt->session_listen_host[0] == '\0') {
 		const struct net_port ports[] = { { "data", data_port },
 						  { "control", control_port },
 						  { "metrics", metrics_port } };
@@ -123,6 +124,66 @@ int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port)
 	return 0;
 }
 
+/* One kept listener opened and its descriptor closed: the socket stays. */
+static bool bd_keep_one(const char *host, uint16_t port, uint16_t *bound)
+{
+	int fd = net_listen(host, port, bound);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* The data port's listeners, one per rail, all on rail 0's port. */
+static bool bd_keep_data(const struct bd_options *opt, uint16_t *data_port)
+{
+	uint16_t rail_port = 0;
+	*data_port = 0;
+	for (uint32_t k = 0; k < opt->listen_count; k++) {
+		if (!bd_keep_one(opt->listen_hosts[k], k == 0 ? opt->listen_port : *data_port,
+				 &rail_port))
+			return false;
+		if (k == 0)
+			*data_port = rail_port;
+	}
+	return true;
+}
+
+static bool bd_keep_metrics(const struct bd_options *opt, uint16_t *metrics_port)
+{
+	*metrics_port = 0;
+	return opt->metrics_host[0] == '\0' ||
+	       bd_keep_one(opt->metrics_host, opt->metrics_port, metrics_port);
+}
+
+bool bd_prepare_listeners(const struct bd_options *opt, uint16_t session_port, uint16_t http_port)
+{
+	uint16_t data_port = 0, control_port = 0, metrics_port = 0;
+	bool hub = opt->role == BD_ROLE_HUB;
+	if ((!hub && !bd_keep_data(opt, &data_port)) ||
+	    !bd_keep_one(opt->control_host, opt->control_port, &control_port) ||
+	    !bd_keep_metrics(opt, &metrics_port))
+		return false;
+	if (opt->port_file[0] == '\0')
+		return true;
+	const struct net_port ports[] = { { "data", data_port }, { "control", control_port },
+					  { "metrics", metrics_port }, { "session", session_port },
+					  { "http", http_port } };
+	return (hub ? net_write_ports(opt->port_file, ports + 1, 4)
+		    : net_write_ports(opt->port_file, ports, 5)) >= 0;
+}
+
+bool bd_prepare_builder(void *opts)
+{
+	const struct bd_options *opt = opts;
+	uint16_t data_port, metrics_port;
+	if (!bd_keep_data(opt, &data_port) || !bd_keep_metrics(opt, &metrics_port))
+		return false;
+	printf("listening data %s:%u\n", opt->listen_hosts[0], (unsigned)data_port);
+	fflush(stdout);
+	const struct net_port ports[] = { { "data", data_port }, { "metrics", metrics_port } };
+	return opt->port_file[0] == '\0' || net_write_ports(opt->port_file, ports, 2) >= 0;
+}
 
 void bd_log_waiting(const struct bd *b)
 {

@@ -432,6 +432,25 @@ static int rdr_announce(struct rdr *r, uint16_t data_port)
 	return 0;
 }
 
+bool rdr_prepare(void *opts)
+{
+	const struct rdr_options *opt = opts;
+	uint16_t data_port = 0, metrics_port = 0;
+	int fd = net_listen(opt->listen_host, opt->listen_port, &data_port);
+	if (fd < 0)
+		return false;
+	close(fd);
+	if (opt->metrics_host[0] != '\0') {
+		if ((fd = net_listen(opt->metrics_host, opt->metrics_port, &metrics_port)) < 0)
+			return false;
+		close(fd);
+	}
+	printf("listening data %s:%u\n", opt->listen_host, (unsigned)data_port);
+	fflush(stdout);
+	const struct net_port ports[] = { { "data", data_port }, { "metrics", metrics_port } };
+	return opt->port_file[0] == '\0' || net_write_ports(opt->port_file, ports, 2) >= 0;
+}
+
 static struct ctllink *rdr_control_start(struct rdr *r)
 {
 	const struct rdr_options *opt = &r->opt;

@@ -21,7 +21,7 @@ int main(int argc, char **argv)
 		.quiet = &o.quiet, .log_id = &o.id, .title = "Reader", .title_id = &o.id,
 		.check = rdr_options_check, .check_listen = rdr_options_check_listen,
 		.create = create, .stop = stop, .exit_status = exit_status, .destroy = destroy,
-		.opts_size = sizeof o, .serve_runs = session_peer_main,
+		.opts_size = sizeof o, .serve_runs = session_peer_main, .prepare = rdr_prepare,
 		.session_role = CTL_ROLE_READER, .session_id = &o.id,
 	};
 	return daemon_main(&def, argc, argv);

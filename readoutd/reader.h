@@ -86,6 +86,11 @@ struct rdr_options {
 struct rdr;
 
 struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt);
+
+/* A reader serving many runs opens its listeners once, at start, in the
+ * order rdr_create() asks for them (io/net keeps them for every run), and
+ * writes its port file (daemon_def.prepare). false, logged, on failure. */
+bool rdr_prepare(void *opts);
 void rdr_destroy(struct rdr *r);
 
 /* Stops accepting and ends the run as if every source had ended. */

@@ -135,6 +135,11 @@ int daemon_main(const struct daemon_def *def, int argc, char **argv)
 		return 2;
 	}
 	struct event_base *base = daemon_base_new();
+	if (base != NULL && def->hub_serves != NULL && def->hub_serves(def->opts)) {
+		int status = def->hub_main(def, &d, base, argc, argv);
+		event_base_free(base);
+		return status;
+	}
 	if (base != NULL && d.session_port != 0) {
 		int status = def->serve_runs(def, &d, base, argc, argv);
 		event_base_free(base);

@@ -1,5 +1,7 @@
 #include "io/prom.h"
 
+#include "io/net.h"
+
 #include "sys/log.h"
 #include "wire/text.h"
 
@@ -11,8 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
+#include <unistd.h>
 
 void prom_family(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
@@ -135,10 +136,14 @@ struct prom_server *prom_server_start(struct event_base *base, const char *host,
 	s->fill = fill;
 	s->arg = arg;
 	s->http = evhttp_new(base);
-	struct evhttp_bound_socket *bound =
-		s->http ? evhttp_bind_socket_with_handle(s->http, host, port) : NULL;
+	/* Through io/net, so that a daemon serving many runs keeps the port. */
+	int fd = s->http ? net_listen(host, port, bound_port) : -1;
+	struct evhttp_bound_socket *bound = fd >= 0 ? evhttp_accept_socket_with_handle(s->http, fd)
+						    : NULL;
 	if (bound == NULL) {
 		log_error("Cannot serve metrics on %s:%u", host, (unsigned)port);
+		if (fd >= 0)
+			close(fd);
 		prom_server_stop(s);
 		return NULL;
 	}
@@ -147,11 +152,6 @@ struct prom_server *prom_server_start(struct event_base *base, const char *host,
 	evhttp_set_max_body_size(s->http, 0);
 	evhttp_set_timeout(s->http, 5);
 	evhttp_set_gencb(s->http, prom_on_request, s);
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof ss;
-	getsockname(evhttp_bound_socket_get_fd(bound), (struct sockaddr *)&ss, &len);
-	*bound_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-						   : ((struct sockaddr_in *)&ss)->sin_port);
 	return s;
 }
 

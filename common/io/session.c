@@ -8,6 +8,7 @@
 #include "sys/opt.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #define SLOT_MAX_ARGS 256
+#define SLOT_MMAP_THRESHOLD (128 * 1024)
 
 struct run_slot {
 	const struct daemon_def *def;
@@ -55,6 +57,12 @@ struct run_slot *run_slot_new(const struct daemon_def *def, struct event_base *b
 	}
 	s->def = def;
 	s->base = base;
+	/* A run's large buffers (rings, windows, batches) go back to the kernel
+	 * when its run object is destroyed: glibc would otherwise raise its
+	 * mmap threshold at the first such free and keep every later run's on
+	 * the heap, so the process would grow over its first runs. */
+	mallopt(M_MMAP_THRESHOLD, SLOT_MMAP_THRESHOLD);
+	mallopt(M_TRIM_THRESHOLD, SLOT_MMAP_THRESHOLD);
 	/* The base was parsed once already (daemon_main); again here only to
 	 * record which fixed options it gave and with what. */
 	struct opt_table tables[2];
@@ -231,5 +239,7 @@ int run_slot_finish(struct run_slot *s)
 	s->def->destroy(s->run);
 	s->run = NULL;
 	s->run_id = 0;
+	/* What the run freed in the middle of the heap goes back too. */
+	malloc_trim(0);
 	return status;
 }

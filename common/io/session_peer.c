@@ -161,6 +161,9 @@ int session_peer_main(const struct daemon_def *def, const struct daemon_options 
 		if (run_slot_object(ps.slot) != NULL) {
 			uint32_t run = run_slot_run(ps.slot);
 			ps.last_status = run_slot_finish(ps.slot);
+			/* A second loopexit the run asked for would end the next
+			 * run at once: let it fire now, with nothing to end. */
+			event_base_loop(base, EVLOOP_NONBLOCK);
 			log_info("Run %u over (status %d)", run, ps.last_status);
 			session_send_state(&ps, true, "run over");
 			if (ps.quit) {

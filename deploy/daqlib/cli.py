@@ -23,6 +23,7 @@ from .launcher import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, EXIT_
                        write_json)
 from .schema import TopologyError
 from .topology import Topology, load_topology
+from .serving import ServingLauncher, finish_serving, run_plan
 
 DESCRIPTION = ("Start one run of the distributed event builder from a topology file, on this "
                "machine, on a virtual cluster of network namespaces or on real hosts over ssh; "
@@ -59,6 +60,8 @@ class Option:
             kw["dest"] = self.dest
         if self.kind == "float":
             kw["type"] = float
+        elif self.kind == "int":
+            kw["type"] = int
         elif self.kind == "choice":
             kw.update(choices=self.choices, default=self.default, metavar=None)
         elif self.kind == "list":
@@ -90,6 +93,12 @@ OPTIONS = (
            "reader:0:KILL@2 (a crash), source:1:STOP@1.5 (a stall) or builder:1:KILL@2 (ROLE "
            "source, reader, builder or hub); repeatable",
            metavar="ROLE:ID:SIGNAL@SECONDS"),
+    Option("--runs", "int", "serve N runs back to back on the same processes, each in "
+           "DIR/run-<number>/ (run numbers run, run+1, ...; docs/RUNCONTROL.md)", metavar="N"),
+    Option("--run-plan", "str", "with --runs: a TOML file of [runs.K] tables of [run] keys "
+           "for run K (or --set runs.K.KEY=VALUE)", metavar="FILE"),
+    Option("--run-seconds", "float", "with --runs: stop each run (a drained stop) this long "
+           "after its start if it has not ended", metavar="S"),
     Option("--quiet", "flag", "no progress line while the run goes"),
     Option("--cleanup", "flag", "instead of a run: remove what launchers that are no longer "
            "running left behind (network namespaces esdq<pid>-*, /tmp/esdq<pid>-*, "
@@ -181,8 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         from .cleanup import cleanup
         _, problems = cleanup(say=say)
         return EXIT_FAIL if problems else EXIT_OK
+    if args.runs is None and (args.run_plan or args.run_seconds is not None
+                              or any(x.startswith("runs.") for x in args.sets)):
+        return fail_usage("--run-plan, --run-seconds and --set runs.K.KEY=VALUE need --runs N")
+    if args.runs is not None and args.runs < 1:
+        return fail_usage("--runs must be at least 1")
     try:
-        t = load_topology(args.topology, args.sets)
+        t = load_topology(args.topology, [x for x in args.sets if not x.startswith("runs.")])
+        plan = run_plan(args.run_plan, args.sets, args.runs) if args.runs else {}
     except TopologyError as e:
         return fail_usage(str(e))
     if args.timeout is not None and args.timeout <= 0:
@@ -202,7 +217,17 @@ def main(argv: list[str] | None = None) -> int:
 
     backend = cls(specs, run_dir, bin_dir, t.backend_options(), say)
     timeout_s = args.timeout if args.timeout is not None else default_timeout(t)
-    launcher = Launcher(t, backend, bin_dir, run_dir, timeout_s, args.check, args.sets)
+    if args.runs:
+        launcher = ServingLauncher(t, backend, bin_dir, run_dir, timeout_s, args.check,
+                                   [x for x in args.sets if not x.startswith("runs.")],
+                                   runs=args.runs, plan=plan, run_seconds=args.run_seconds,
+                                   topology_path=args.topology)
+        try:
+            launcher.check_plan()
+        except TopologyError as e:
+            return fail_usage(str(e))
+    else:
+        launcher = Launcher(t, backend, bin_dir, run_dir, timeout_s, args.check, args.sets)
     launcher.progress = not args.quiet
     try:
         launcher.faults = [parse_fault(f) for f in args.fault]
@@ -213,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         f"timeout {timeout_s:g} s")
     outcome = run(launcher, backend, t, run_dir)
     try:
+        if args.runs:
+            return finish_serving(launcher, outcome)
         return finish(launcher, outcome)
     except KeyboardInterrupt:
         say("interrupted")

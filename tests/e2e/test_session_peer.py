@@ -135,11 +135,12 @@ class SessionPeerTest(E2ETestCase):
             "--control", f"127.0.0.1:{self.dead_port}", "--session", f"127.0.0.1:{self.dead_port}"])
         self.assertEqual(self.h.wait(lone, 30), 1, lone.tail())
         self.assertIn("Cannot join the hub's session", lone.log())
-        # builderd does not serve many runs yet, and says so.
+        # The hub (--role both) serves runs with --session-listen, and says so.
         r = self.h.run("builderd", [str(self.h.bin / "builderd"), "--run", "1", "--sources", "1",
                                     "--readers", "1", "--listen", "127.0.0.1:0",
                                     "--control-listen", "127.0.0.1:0", "--out",
                                     str(self.h.path("b")), "--session",
                                     f"127.0.0.1:{self.hub.port}"], 30)
         self.assertEqual(r.returncode, 2, r.describe())
-        self.assertIn("--session: this daemon does not serve many runs yet", r.output)
+        self.assertIn("--session is for a --role builder; the hub serves runs with "
+                      "--session-listen", r.output)

@@ -1,0 +1,166 @@
+/* The operator's requests to the serving hub (hubhttp.h). */
+#include "hubhttp.h"
+
+#include "hubsession.h"
+
+#include "io/ctlhttp.h"
+#include "sys/log.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hubhttp {
+	struct ctlhttp *http;
+	struct hub_session *hs;
+};
+
+static json_t *ms_or_null(double ms)
+{
+	return ms < 0 ? json_null() : json_real(ms);
+}
+
+static json_t *hubhttp_state(const struct hub_session *hs)
+{
+	json_t *peers = json_array(), *missing = json_array(), *runs = json_array();
+	for (size_t i = 0; i < hub_peer_count(hs); i++) {
+		struct hub_peer_view v = hub_peer_at(hs, i);
+		char name[48];
+		snprintf(name, sizeof name, "%s %u", ctl_role_name(v.role), v.id);
+		if (!v.linked) {
+			json_array_append_new(missing, json_string(name));
+			continue;
+		}
+		json_array_append_new(peers, json_pack("{s:s, s:I, s:s, s:I, s:s, s:I}",
+			"role", ctl_role_name(v.role), "id", (json_int_t)v.id, "host", v.host,
+			"pid", (json_int_t)v.pid, "state", ctl_session_state_name(v.state),
+			"run", (json_int_t)v.run));
+	}
+	for (size_t i = 0; i < hub_summary_count(hs) && i < HUB_SUMMARIES_KEPT; i++) {
+		const struct hub_run_summary *s = hub_summary_at(hs, i);
+		json_array_append_new(runs, json_pack("{s:I, s:i, s:b, s:b, s:I, s:o, s:o, s:s, s:s}",
+			"run", (json_int_t)s->run, "status", s->status, "balanced", s->balanced,
+			"started", s->started, "events_decided", (json_int_t)s->events_decided,
+			"start_to_first_event_ms", ms_or_null(s->start_to_first_event_ms),
+			"stop_to_books_ms", ms_or_null(s->stop_to_books_ms), "out", s->out,
+			"ended_by", s->ended_by));
+	}
+	return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o}", "state",
+			 hub_state_name(hub_state_now(hs)), "run", (json_int_t)hub_run_now(hs),
+			 "error", hub_error(hs), "peers", peers, "missing", missing, "runs", runs);
+}
+
+/* body's "run": 1 .. 2^32-1; 0 when absent or out of range. */
+static uint32_t body_run(const json_t *body)
+{
+	json_t *run = body ? json_object_get(body, "run") : NULL;
+	json_int_t n = json_is_integer(run) ? json_integer_value(run) : 0;
+	return n >= 1 && n <= (json_int_t)UINT32_MAX ? (uint32_t)n : 0;
+}
+
+/* "args": {"hub": ["--x", ...], "source.0": [...]} into the hub session. */
+static bool hubhttp_args(struct hub_session *hs, const json_t *body, char *reason, size_t len)
+{
+	json_t *args = json_object_get(body, "args");
+	if (!json_is_object(args)) {
+		snprintf(reason, len, "args: an object of every daemon's arguments is needed");
+		return false;
+	}
+	hub_configure_begin(hs);
+	const char *key;
+	json_t *list;
+	json_object_foreach(args, key, list) {
+		char text[CTL_MAX_ARGS_TEXT];
+		size_t used = 0, i;
+		json_t *a;
+		if (!json_is_array(list)) {
+			snprintf(reason, len, "args: %s: a list of strings is needed", key);
+			return false;
+		}
+		text[0] = '\0';
+		json_array_foreach(list, i, a) {
+			const char *s = json_string_value(a);
+			if (s == NULL || strchr(s, '\n') != NULL) {
+				snprintf(reason, len, "args: %s[%zu]: a string without a newline is needed",
+					 key, i);
+				return false;
+			}
+			int n = snprintf(text + used, sizeof text - used, "%s%s", i ? "\n" : "", s);
+			if (n < 0 || (size_t)n >= sizeof text - used) {
+				snprintf(reason, len, "args: %s's arguments are more than %u bytes", key,
+					 CTL_MAX_ARGS_TEXT - 1);
+				return false;
+			}
+			used += (size_t)n;
+		}
+		if (!hub_configure_arg(hs, key, text, reason, len))
+			return false;
+	}
+	return true;
+}
+
+static int hubhttp_handle(void *arg, const char *method, const char *path, const json_t *body,
+			  json_t **answer)
+{
+	struct hubhttp *h = arg;
+	struct hub_session *hs = h->hs;
+	char reason[512] = "";
+	bool ok;
+	(void)method;     /* ctlhttp answers a wrong method itself */
+	if (strcmp(path, "/state") == 0) {
+		*answer = hubhttp_state(hs);
+		return 200;
+	}
+	if (strcmp(path, "/configure") == 0)
+		ok = body_run(body) != 0 ? hubhttp_args(hs, body, reason, sizeof reason) &&
+					   hub_configure(hs, body_run(body), reason, sizeof reason)
+					 : (snprintf(reason, sizeof reason, "run: 1 .. 4294967295 is needed"), false);
+	else if (strcmp(path, "/start") == 0)
+		ok = hub_start(hs, body_run(body), reason, sizeof reason);
+	else if (strcmp(path, "/stop") == 0)
+		ok = hub_stop(hs, body_run(body), reason, sizeof reason);
+	else if (strcmp(path, "/reset") == 0)
+		ok = hub_reset(hs, reason, sizeof reason);
+	else if (strcmp(path, "/shutdown") == 0) {
+		hub_shutdown(hs, "the operator's shutdown");
+		ok = true;
+	} else {
+		*answer = json_pack("{s:s}", "error", "no such request");
+		return 404;
+	}
+	if (!ok) {
+		log_warn("%s refused: %s", path + 1, reason);
+		*answer = json_pack("{s:b, s:s, s:s}", "accepted", 0, "reason", reason, "state",
+				    hub_state_name(hub_state_now(hs)));
+		return 409;
+	}
+	*answer = json_pack("{s:b, s:s, s:I}", "accepted", 1, "state",
+			    hub_state_name(hub_state_now(hs)), "run", (json_int_t)hub_run_now(hs));
+	return 200;
+}
+
+struct hubhttp *hubhttp_new(struct event_base *base, const char *host, uint16_t port,
+			    struct hub_session *hs, uint16_t *bound_port)
+{
+	struct hubhttp *h = calloc(1, sizeof *h);
+	char err[256];
+	if (h == NULL)
+		return NULL;
+	h->hs = hs;
+	h->http = ctlhttp_new(base, host, port, hubhttp_handle, h, err, sizeof err);
+	if (h->http == NULL) {
+		log_error("%s", err);
+		free(h);
+		return NULL;
+	}
+	*bound_port = ctlhttp_port(h->http);
+	return h;
+}
+
+void hubhttp_free(struct hubhttp *h)
+{
+	if (h == NULL)
+		return;
+	ctlhttp_free(h->http);
+	free(h);
+}

@@ -1,0 +1,244 @@
+"""Daemons that live across runs (docs/RUNCONTROL.md): the real builderd
+serving runs (--session-listen, --control-http), readoutd and sourced with
+--session, driven over the hub's real HTTP endpoint, by deploy/daqrun
+--runs and by this test itself: several runs on the same processes, a peer
+killed between runs, fifty runs without growth, stale peers of an earlier
+run refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+from harness import E2ETestCase, read_json, read_port_file, unbalanced
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "deploy"))
+from daqlib.hubclient import Hub  # noqa: E402
+
+
+def proc_figures(pid: int) -> dict:
+    """Resident memory (kB), open descriptors and threads of a process."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+    fds = sorted(os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
+    return {"rss_kb": rss, "fds": len(fds), "fd_targets": fds,
+            "threads": len(os.listdir(f"/proc/{pid}/task"))}
+
+
+class Cluster:
+    """One hub, one reader, two sources on loopback, started once, serving."""
+
+    def __init__(self, test: E2ETestCase, sources=(0, 1)):
+        self.h, self.sources = test.h, tuple(sources)
+        h = self.h
+        # The reader's port stays the same when it is restarted, as a
+        # deployment's would: --connect is fixed for a serving source.
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.reader_listen = f"127.0.0.1:{probe.getsockname()[1]}"
+        probe.close()
+        self.hub_args = ["--sources", str(len(self.sources)), "--readers", "1",
+                         "--listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0"]
+        pf = h.path("ports", "hub.port")
+        self.hub_proc = h.daemon("builderd", "hub", ["--run", "1", *self.hub_args,
+                                                     "--out", h.path("base"), "--port-file", pf,
+                                                     "--session-listen", "127.0.0.1:0",
+                                                     "--control-http", "127.0.0.1:0"])
+        self.ports = h.wait_port_file(pf, ("data", "control", "session", "http"),
+                                      proc=self.hub_proc)
+        self.hub = Hub(f"http://127.0.0.1:{self.ports['http']}", None)
+        self.reader_port_file = h.path("ports", "reader-0.port")
+        self.reader = self.start_reader()
+        self.reader_port = h.wait_port_file(self.reader_port_file, ("data",),
+                                            proc=self.reader)["data"]
+        self.source_procs = [h.daemon("sourced", f"source-{s}", ["--run", "1", *self.source_args(
+            s, events=10, payload=16, rate=0), "--session", self.session]) for s in self.sources]
+        self.wait_joined()
+
+    @property
+    def session(self) -> str:
+        return f"127.0.0.1:{self.ports['session']}"
+
+    def start_reader(self):
+        return self.h.daemon("readoutd", "reader-0", ["--run", "1", *self.reader_args(),
+                                                      "--port-file", self.reader_port_file,
+                                                      "--session", self.session])
+
+    def reader_args(self) -> list[str]:
+        return ["--id", "0", "--listen", self.reader_listen, "--sources",
+                ",".join(map(str, self.sources)),
+                "--builder", f"tcp://127.0.0.1:{self.ports['data']}",
+                "--control", f"127.0.0.1:{self.ports['control']}"]
+
+    def source_args(self, s: int, *, events: int, payload: int, rate: float,
+                    extra=()) -> list[str]:
+        port = getattr(self, "reader_port", 0)
+        return ["--id", str(s), "--seed", "1", "--events", str(events), "--payload",
+                str(payload), "--rate", str(rate), "--connect", f"127.0.0.1:{port}",
+                "--control", f"127.0.0.1:{self.ports['control']}", *extra]
+
+    def wait_joined(self, timeout_s: float = 15) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            st = self.hub.state()
+            if not st["missing"]:
+                return st
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not joined: {st['missing']}")
+            time.sleep(0.02)
+
+    def body(self, run: int, out: Path, *, events=2000, payload=64, rate=0,
+             extra=()) -> dict:
+        args = {"hub": [*self.hub_args, "--out", str(out)],
+                "reader.0": self.reader_args()}
+        for s in self.sources:
+            args[f"source.{s}"] = self.source_args(s, events=events, payload=payload,
+                                                   rate=rate, extra=extra)
+        return {"run": run, "args": args}
+
+    def wait_state(self, want: tuple[str, ...], timeout_s: float = 30) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            st = self.hub.state()
+            if st["state"] in want:
+                return st
+            if time.monotonic() > deadline:
+                raise AssertionError(f"hub still {st['state']}, not {want}: {st}")
+            time.sleep(0.02)
+
+    def run(self, run: int, out: Path, **kw) -> dict:
+        """One whole run: configure, start, its end; its /state summary."""
+        out.mkdir(parents=True, exist_ok=True)
+        ok, reason = self.hub.post("/configure", self.body(run, out, **kw))
+        assert ok, reason
+        self.wait_state(("configured",))
+        ok, reason = self.hub.post("/start", {"run": run})
+        assert ok, reason
+        while True:
+            st = self.wait_state(("idle", "error"), 60)
+            done = [r for r in st["runs"] if r["run"] == run]
+            if done:
+                return done[-1]
+            time.sleep(0.02)
+
+    def refbuild(self, test: E2ETestCase, run: int, out: Path, *, events=2000, payload=64):
+        r = test.h.refbuild(out, "--events-file", out / "events.jsonl", "--params", self._empty_params(test),
+                            "--seed", 1, "--run", run, "--sources", len(self.sources),
+                            "--events", events, "--payload", payload)
+        test.assertEqual(r.returncode, 0, r.output[-2000:])
+
+    @staticmethod
+    def _empty_params(test: E2ETestCase) -> Path:
+        p = test.h.path("no-params.json")
+        p.write_text("{}")
+        return p
+
+    def pids(self) -> list[int]:
+        return [self.hub_proc.pid, self.reader.pid] + [p.pid for p in self.source_procs]
+
+    def shutdown(self) -> None:
+        self.hub.post("/shutdown", {})
+        for p in [self.hub_proc, self.reader, *self.source_procs]:
+            self.h.wait(p, 15)
+
+
+class ServingRunsTest(E2ETestCase):
+    def test_three_runs_on_the_same_processes_with_daqrun(self):
+        topo = {"run": {"run": 7, "seed": 3, "events": 5000, "payload": 64, "rate": 0},
+                "builder": {"host": "127.0.0.1"},
+                "reader": [{"id": 0, "sources": [0, 1], "host": "127.0.0.1", "transport": "tcp"},
+                           {"id": 1, "sources": [2], "host": "127.0.0.1", "transport": "tcp"}]}
+        r = self.h.daqrun(topo, args=["--runs", "3", "--quiet",
+                                      "--set", "runs.2.payload=700", "--set", "runs.2.rate=4000",
+                                      "--set", "runs.3.missing_every=7",
+                                      "--set", "runs.3.duplicate_every=5",
+                                      "--set", "runs.3.seed=9"], timeout_s=240)
+        self.assertEqual(r.returncode, 0, r.output[-3000:])
+        self.assertIn("3 of 3 runs on the same 6 processes", r.output)
+        pids, payloads = None, []
+        for number in (7, 8, 9):
+            d = r.run_dir / f"run-{number}"
+            m = read_json(d / "metrics.json")
+            self.assertTrue(m["balanced"], unbalanced(m))
+            self.assertEqual(m["run"]["run"], number)
+            self.assertRefbuildPasses(d)
+            params = read_json(d / "params.json")
+            payloads.append(params["run"]["payload"])
+            run_pids = sorted(p["pid"] for p in params["processes"])
+            pids = pids or run_pids
+            self.assertEqual(run_pids, pids, "the same processes in every run")
+            self.assertTrue((d / "configure.json").exists())
+        self.assertEqual(payloads, [64, 700, 64])
+        m9 = read_json(r.run_dir / "run-9" / "metrics.json")
+        self.assertGreater(m9["counters"]["builder"]["events_expired"]
+                           + m9["counters"]["builder"].get("events_incomplete", 0), 0)
+        self.h.assert_clean()
+
+    def test_reader_killed_between_runs_is_named_and_rejoins(self):
+        c = Cluster(self)
+        first = c.run(1, self.h.path("run-1"))
+        self.assertTrue(first["balanced"], first)
+        os.kill(c.reader.pid, signal.SIGKILL)
+        self.h.wait(c.reader, 10)
+        deadline = time.monotonic() + 10
+        while "reader 0" not in c.hub.state()["missing"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ok, reason = c.hub.post("/configure", c.body(2, self.h.path("run-2")))
+        self.assertFalse(ok)
+        self.assertIn("reader 0", reason)
+        self.assertEqual(c.hub.state()["state"], "idle")
+        c.reader = c.start_reader()
+        c.wait_joined()
+        second = c.run(2, self.h.path("run-2"), events=3000)
+        self.assertTrue(second["balanced"], second)
+        self.assertEqual(second["events_decided"], 3000)
+        c.refbuild(self, 2, self.h.path("run-2"), events=3000)
+        c.shutdown()
+        self.h.assert_clean()
+
+    def test_fifty_runs_without_growth(self):
+        c = Cluster(self)
+        figures = {}
+        for run in range(1, 51):
+            s = c.run(run, self.h.path(f"runs/run-{run}"), events=300, payload=32)
+            self.assertTrue(s["balanced"], s)
+            if run in (1, 50):
+                time.sleep(0.5)     # the test's own HTTP connection closed
+                figures[run] = {pid: proc_figures(pid) for pid in c.pids()}
+        for pid in c.pids():
+            one, fifty = figures[1][pid], figures[50][pid]
+            self.assertEqual(fifty["fds"], one["fds"], f"pid {pid}: {one} -> {fifty}")
+            self.assertEqual(fifty["threads"], one["threads"], f"pid {pid}: {one} -> {fifty}")
+            self.assertLessEqual(fifty["rss_kb"], one["rss_kb"] * 1.05,
+                                 f"pid {pid}: {one} -> {fifty}")
+        (self.h.dir / "fifty-runs.json").write_text(json.dumps(figures, indent=1))
+        c.shutdown()
+        self.h.assert_clean()
+
+    def test_a_source_of_the_last_run_is_refused_in_the_next(self):
+        c = Cluster(self)
+        c.run(1, self.h.path("run-1"))
+        out = self.h.path("run-2")
+        out.mkdir(parents=True, exist_ok=True)
+        ok, reason = c.hub.post("/configure", c.body(2, out, events=8000, rate=4000))
+        self.assertTrue(ok, reason)
+        c.wait_state(("configured",))
+        self.assertTrue(c.hub.post("/start", {"run": 2})[0])
+        stale = self.h.daemon("sourced", "stale-source", ["--run", "1", *c.source_args(
+            0, events=100, payload=64, rate=0), "--connect-timeout-ms", "2000"])
+        self.assertEqual(self.h.wait(stale, 20), 1)
+        self.assertIn("run 1", stale.log())
+        st = c.wait_state(("idle",), 60)
+        s = [r for r in st["runs"] if r["run"] == 2][-1]
+        self.assertTrue(s["balanced"], s)
+        self.assertEqual(s["events_decided"], 8000)
+        m = read_json(out / "metrics.json")
+        self.assertGreaterEqual(m["counters"]["builder"]["refused_connections"], 1)
+        c.refbuild(self, 2, out, events=8000)
+        c.shutdown()
+        self.h.assert_clean()
