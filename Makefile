@@ -40,7 +40,11 @@ DAEMONS := sourced readoutd builderd
 BINS := $(DAEMONS:%=$(BIN)/%)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
-HELPER_SRC := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
+# Test programs of their own (a main each, driven by tests/e2e), not linked
+# into the unit tests.
+TEST_PROGRAM_SRC := tests/unit/ctlhttp_serve.c
+TEST_PROGRAMS := $(TEST_PROGRAM_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+HELPER_SRC := $(filter-out $(UNIT_SRC) $(TEST_PROGRAM_SRC),$(wildcard tests/unit/*.c))
 HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)
 # Programs that are one file each over libcommon.a: the document generator
 # and the examples of how a peer uses common/ (examples/README).
@@ -50,7 +54,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 GENERATED_DOCS := docs/PROTOCOL.md docs/METRICS.md README.md
 
 .PHONY: all deps run test check-layers check-counters check-sizes check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
-all: $(BINS) $(DOCGEN) $(EXAMPLES)
+all: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS)
 examples: $(EXAMPLES)
 .SECONDARY: $(DOCGEN:%=%.o) $(EXAMPLES:%=%.o)
 
@@ -59,6 +63,10 @@ $(BUILD)/tools/%: $(BUILD)/tools/%.o $(BUILD)/libcommon.a
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/examples/%.o $(BUILD)/libcommon.a
+	@$(if $(Q),echo "  LD $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TEST_PROGRAMS): $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(BUILD)/libcommon.a
 	@$(if $(Q),echo "  LD $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -136,8 +144,9 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(HELPER_OBJ) $(BUILD)/libbu
 unit: $(UNIT_BIN)
 	$(Q)fail=0; for t in $(UNIT_BIN); do CK_DEFAULT_TIMEOUT=120 $(TEST_WRAP) $$t || fail=1; done; exit $$fail
 
-e2e: $(BINS) $(DOCGEN) $(EXAMPLES)
+e2e: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS)
 	$(Q)ES_BIN=$(abspath $(BIN)) ES_DOCGEN=$(abspath $(DOCGEN)) ES_EXAMPLES=$(abspath $(BUILD)/examples) \
+		ES_TEST_PROGRAMS=$(abspath $(BUILD)/tests) \
 		$(PYTHON) tests/e2e/run.py $(E2E_ARGS)
 
 # iperf3: the rail capacity tests (analysis/railcap.py) run, not skip.
