@@ -1,6 +1,7 @@
 /* readoutd: a reader of the event builder. Declares its options
  * (options.c) and wires the reader to the event loop; see lifecycle.c. */
 #include "io/daemon.h"
+#include "io/session.h"
 #include "options.h"
 #include "reader.h"
 
@@ -20,7 +21,8 @@ int main(int argc, char **argv)
 		.quiet = &o.quiet, .log_id = &o.id, .title = "Reader", .title_id = &o.id,
 		.check = rdr_options_check, .check_listen = rdr_options_check_listen,
 		.create = create, .stop = stop, .exit_status = exit_status, .destroy = destroy,
-		.opts_size = sizeof o, .session_role = CTL_ROLE_READER, .session_id = &o.id,
+		.opts_size = sizeof o, .serve_runs = session_peer_main,
+		.session_role = CTL_ROLE_READER, .session_id = &o.id,
 	};
 	return daemon_main(&def, argc, argv);
 }

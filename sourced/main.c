@@ -1,6 +1,7 @@
 /* sourced: one readout sector of the event builder. Declares its options
  * (options.c) and wires the source to the event loop; see source.c. */
 #include "io/daemon.h"
+#include "io/session.h"
 #include "options.h"
 #include "source.h"
 
@@ -22,7 +23,8 @@ int main(int argc, char **argv)
 		.quiet = &o.quiet, .log_id = &o.id, .title = "Source", .title_id = &o.id,
 		.check = src_options_check,
 		.create = create, .stop = stop, .exit_status = exit_status, .destroy = destroy,
-		.opts_size = sizeof o, .session_role = CTL_ROLE_SOURCE, .session_id = &o.id,
+		.opts_size = sizeof o, .serve_runs = session_peer_main,
+		.session_role = CTL_ROLE_SOURCE, .session_id = &o.id,
 	};
 	/* Paced sources sleep tens of microseconds: the default 50 us of timer
 	 * slack would be most of the tick. */

@@ -4,7 +4,6 @@
 #include "sys/clock.h"
 #include "sys/log.h"
 #include "io/net.h"
-#include "io/session.h"
 #include "sys/opt.h"
 
 #include <event2/event.h>
@@ -131,13 +130,13 @@ int daemon_main(const struct daemon_def *def, int argc, char **argv)
 	if (def->check_listen != NULL && !def->check_listen(def->opts, &d))
 		return 2;
 	daemon_start_log(def->role, def->log_id ? (int)*def->log_id : -1, d.quiet);
-	if (d.session_port != 0 && def->opts_size == 0) {
+	if (d.session_port != 0 && def->serve_runs == NULL) {
 		fprintf(stderr, "%s: --session: this daemon does not serve many runs yet\n", def->role);
 		return 2;
 	}
 	struct event_base *base = daemon_base_new();
 	if (base != NULL && d.session_port != 0) {
-		int status = session_peer_main(def, &d, base, argc, argv);
+		int status = def->serve_runs(def, &d, base, argc, argv);
 		event_base_free(base);
 		return status;
 	}

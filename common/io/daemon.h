@@ -69,6 +69,10 @@ struct daemon_def {
 	void (*destroy)(void *daemon);
 	/* Serving runs (docs/RUNCONTROL.md, io/session.h); zero: one run only. */
 	size_t opts_size;                /* of *opts: a run's options are a fresh copy */
+	/* The whole process after parsing when started with --session (main.c
+	 * sets session_peer_main); NULL: --session is refused. */
+	int (*serve_runs)(const struct daemon_def *def, const struct daemon_options *d,
+			  struct event_base *base, int argc, char **argv);
 	/* Opens once, at start, the listeners every run will use (io/net keeps
 	 * them) and writes the port file; false, with the reason logged, ends
 	 * the process with status 1. NULL: nothing to open. */

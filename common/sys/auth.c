@@ -111,3 +111,18 @@ bool auth_check_hello(const char *nonce, const struct ctl_hello *hello)
 		return false;
 	return sodium_memcmp(want, got, sizeof want) == 0;
 }
+
+bool auth_hmac_hex(const void *msg, size_t len, char hex[AUTH_HMAC_HEX])
+{
+	hex[0] = '\0';
+	if (!auth_have_key())
+		return false;
+	unsigned char mac[crypto_auth_hmacsha256_BYTES];
+	crypto_auth_hmacsha256_state st;
+	crypto_auth_hmacsha256_init(&st, auth_key, auth_key_len);
+	crypto_auth_hmacsha256_update(&st, msg, len);
+	crypto_auth_hmacsha256_final(&st, mac);
+	sodium_memzero(&st, sizeof st);
+	sodium_bin2hex(hex, AUTH_HMAC_HEX, mac, sizeof mac);
+	return true;
+}

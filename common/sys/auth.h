@@ -9,6 +9,7 @@
 #include "wire/control.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #define AUTH_MIN_KEY_BYTES 16u
 #define AUTH_MAX_KEY_BYTES 4096u
@@ -30,6 +31,12 @@ void auth_sign_hello(const char *nonce, struct ctl_hello *hello);
 
 /* True when hello->proof is the proof for nonce under our key. */
 bool auth_check_hello(const char *nonce, const struct ctl_hello *hello);
+
+/* HMAC-SHA256 of msg under the run key as 64 lowercase hex digits and a
+ * NUL: the proof an operator's HTTP request carries (io/ctlhttp). False,
+ * hex "", without a key. */
+#define AUTH_HMAC_HEX 65u
+bool auth_hmac_hex(const void *msg, size_t len, char hex[AUTH_HMAC_HEX]);
 
 /* Drops the key (tests). */
 void auth_forget_key(void);

@@ -1,0 +1,345 @@
+#include "io/ctlhttp.h"
+
+#include "io/net.h"
+#include "sys/auth.h"
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "wire/text.h"
+
+#include <ctype.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* evhttp buffers a body up to this before the handler runs; past it, it
+ * answers 413 itself (its own HTML page). Between CTLHTTP_MAX_BODY and
+ * this the refusal is ours, in JSON, naming the limit. */
+#define CTLHTTP_READ_MAX (1024 * 1024)
+#define CTLHTTP_HEX_DIGITS 64u
+#define CTLHTTP_MS_DIGITS_MAX 15u
+
+struct ctlhttp {
+	struct evhttp *http;
+	ctlhttp_handler handler;
+	void *arg;
+	uint16_t port;
+};
+
+/* Each path served and the one method it takes. */
+static const struct {
+	const char *path;
+	enum evhttp_cmd_type method;
+} ctlhttp_routes[] = {
+	{ "/state", EVHTTP_REQ_GET },	  { "/configure", EVHTTP_REQ_POST },
+	{ "/start", EVHTTP_REQ_POST },	  { "/stop", EVHTTP_REQ_POST },
+	{ "/reset", EVHTTP_REQ_POST },	  { "/shutdown", EVHTTP_REQ_POST },
+};
+#define CTLHTTP_ROUTES (sizeof ctlhttp_routes / sizeof ctlhttp_routes[0])
+
+static const char *ctlhttp_method_name(enum evhttp_cmd_type m)
+{
+	switch (m) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_POST: return "POST";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	case EVHTTP_REQ_PUT: return "PUT";
+	case EVHTTP_REQ_DELETE: return "DELETE";
+	case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+	case EVHTTP_REQ_TRACE: return "TRACE";
+	case EVHTTP_REQ_CONNECT: return "CONNECT";
+	case EVHTTP_REQ_PATCH: return "PATCH";
+	}
+	return "?";
+}
+
+static const char *ctlhttp_phrase(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 500: return "Internal Server Error";
+	case 503: return "Service Unavailable";
+	}
+	return status < 300 ? "OK" : status < 500 ? "Refused" : "Error";
+}
+
+/* Sends answer (released here; NULL sends {}) as one line of JSON. */
+static void ctlhttp_send(struct evhttp_request *req, int status, json_t *answer)
+{
+	if (answer == NULL)
+		answer = json_object();
+	char *text = answer != NULL ? json_dumps(answer, JSON_COMPACT) : NULL;
+	json_decref(answer);
+	if (text == NULL) {
+		status = 500;
+		text = strdup("{\"error\":\"the answer could not be written as JSON\"}");
+	}
+	struct evbuffer *out = evbuffer_new();
+	if (text != NULL && out != NULL)
+		evbuffer_add_printf(out, "%s\n", text);
+	struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
+	evhttp_add_header(headers, "Content-Type", "application/json");
+	if (status == 401)
+		evhttp_add_header(headers, "WWW-Authenticate", "es-hmac");
+	evhttp_send_reply(req, status, ctlhttp_phrase(status), out);
+	if (out != NULL)
+		evbuffer_free(out);
+	free(text);
+}
+
+/* Answers {"error": reason}, the reason made valid UTF-8 (it may quote the
+ * client's bytes), and logs it with the client's address. */
+static void ctlhttp_refuse(struct evhttp_request *req, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void ctlhttp_refuse(struct evhttp_request *req, int status, const char *fmt, ...)
+{
+	char raw[512], reason[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(raw, sizeof raw, fmt, ap);
+	va_end(ap);
+	text_to_utf8(reason, sizeof reason, raw);
+	char *host = NULL;
+	ev_uint16_t port = 0;
+	struct evhttp_connection *conn = evhttp_request_get_connection(req);
+	if (conn != NULL)
+		evhttp_connection_get_peer(conn, &host, &port);
+	log_warn("Control request from %s:%u refused (%d): %s", host != NULL ? host : "?",
+		 (unsigned)port, status, reason);
+	ctlhttp_send(req, status, json_pack("{s:s}", "error", reason));
+}
+
+/* The route of the request, or NULL after answering 404 or 405. */
+static const char *ctlhttp_route(struct evhttp_request *req)
+{
+	const char *uri = evhttp_request_get_uri(req);
+	enum evhttp_cmd_type method = evhttp_request_get_command(req);
+	for (size_t i = 0; i < CTLHTTP_ROUTES; i++) {
+		if (strcmp(uri, ctlhttp_routes[i].path) != 0)
+			continue;
+		if (method == ctlhttp_routes[i].method)
+			return ctlhttp_routes[i].path;
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+				  ctlhttp_method_name(ctlhttp_routes[i].method));
+		ctlhttp_refuse(req, 405, "%s %s: the method is %s", ctlhttp_method_name(method), uri,
+			       ctlhttp_method_name(ctlhttp_routes[i].method));
+		return NULL;
+	}
+	char shown[160];
+	text_log_escape(shown, sizeof shown, uri, strlen(uri));
+	ctlhttp_refuse(req, 404,
+		       "no such path %s; served: GET /state, POST /configure, /start, /stop, "
+		       "/reset, /shutdown", shown);
+	return NULL;
+}
+
+/* Parses "es-hmac <unix-ms> <hex>": the time and the lowercased hex. */
+static bool ctlhttp_parse_authorization(const char *value, uint64_t *ms,
+					char hex[CTLHTTP_HEX_DIGITS + 1])
+{
+	static const char scheme[] = "es-hmac ";
+	if (strncmp(value, scheme, sizeof scheme - 1) != 0)
+		return false;
+	const char *p = value + sizeof scheme - 1;
+	size_t digits = 0;
+	*ms = 0;
+	while (isdigit((unsigned char)p[digits]) && digits < CTLHTTP_MS_DIGITS_MAX) {
+		*ms = *ms * 10 + (uint64_t)(p[digits] - '0');
+		digits++;
+	}
+	if (digits == 0 || p[digits] != ' ')
+		return false;
+	p += digits + 1;
+	for (size_t i = 0; i < CTLHTTP_HEX_DIGITS; i++) {
+		if (!isxdigit((unsigned char)p[i]))
+			return false;
+		hex[i] = (char)tolower((unsigned char)p[i]);
+	}
+	hex[CTLHTTP_HEX_DIGITS] = '\0';
+	return p[CTLHTTP_HEX_DIGITS] == '\0';
+}
+
+/* The proof over "METHOD\nPATH\nUNIX-MS\nBODY" under the run key. */
+static bool ctlhttp_expected(const char *method, const char *path, uint64_t ms,
+			     const unsigned char *body, size_t len, char want[AUTH_HMAC_HEX])
+{
+	char head[64];
+	int n = snprintf(head, sizeof head, "%s\n%s\n%" PRIu64 "\n", method, path, ms);
+	unsigned char *msg = malloc((size_t)n + len + 1);
+	if (msg == NULL)
+		return false;
+	memcpy(msg, head, (size_t)n);
+	if (len > 0)
+		memcpy(msg + n, body, len);
+	bool ok = auth_hmac_hex(msg, (size_t)n + len, want);
+	free(msg);
+	return ok;
+}
+
+/* Whether the request may go to the handler; after a 401 it may not. */
+static bool ctlhttp_authorized(struct evhttp_request *req, const char *method, const char *path,
+			       const unsigned char *body, size_t len)
+{
+	const char *value =
+		evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+	if (!auth_have_key())
+		return true;
+	if (value == NULL) {
+		ctlhttp_refuse(req, 401, "no Authorization header: every request carries "
+					 "\"es-hmac UNIX-MS HEX\" signed with the run key");
+		return false;
+	}
+	uint64_t ms;
+	char given[CTLHTTP_HEX_DIGITS + 1], want[AUTH_HMAC_HEX];
+	if (!ctlhttp_parse_authorization(value, &ms, given)) {
+		ctlhttp_refuse(req, 401, "malformed Authorization header: it is \"es-hmac UNIX-MS "
+					 "HEX\" (the time in ms, 64 hex digits)");
+		return false;
+	}
+	int64_t now_ms = (int64_t)(clk_realtime_true_ns() / 1000000u);
+	int64_t skew = now_ms - (int64_t)ms;
+	if (skew > (int64_t)CTLHTTP_MAX_SKEW_MS || skew < -(int64_t)CTLHTTP_MAX_SKEW_MS) {
+		ctlhttp_refuse(req, 401, "the request's time is %.1f s %s the hub's clock (at most "
+					 "%u s either way): check the clocks, then sign it again",
+			       (double)(skew < 0 ? -skew : skew) / 1000.0,
+			       skew > 0 ? "behind" : "ahead of", CTLHTTP_MAX_SKEW_MS / 1000u);
+		return false;
+	}
+	if (!ctlhttp_expected(method, path, ms, body, len, want)) {
+		ctlhttp_refuse(req, 500, "cannot compute the request's proof");
+		return false;
+	}
+	if (sodium_memcmp(want, given, CTLHTTP_HEX_DIGITS) != 0) {
+		ctlhttp_refuse(req, 401, "wrong proof: the request was not signed with this hub's "
+					 "run key (or was changed on the way)");
+		return false;
+	}
+	return true;
+}
+
+/* The body as a JSON object in *body (NULL when empty), or false after a
+ * 400. */
+static bool ctlhttp_parse_body(struct evhttp_request *req, const unsigned char *bytes,
+			       size_t len, json_t **body)
+{
+	*body = NULL;
+	if (len == 0)
+		return true;
+	json_error_t error;
+	json_t *j = json_loadb((const char *)bytes, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
+			       &error);
+	if (j == NULL) {
+		ctlhttp_refuse(req, 400, "the body is not JSON: %s (line %d, column %d)",
+			       error.text, error.line, error.column);
+		return false;
+	}
+	if (!json_is_object(j)) {
+		ctlhttp_refuse(req, 400, "the body must be a JSON object ({...}), not %s",
+			       json_is_array(j) ? "an array" : "a single value");
+		json_decref(j);
+		return false;
+	}
+	*body = j;
+	return true;
+}
+
+static void ctlhttp_on_request(struct evhttp_request *req, void *arg)
+{
+	struct ctlhttp *h = arg;
+	const char *path = ctlhttp_route(req);
+	if (path == NULL)
+		return;
+	const char *method = ctlhttp_method_name(evhttp_request_get_command(req));
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+	if (len > CTLHTTP_MAX_BODY) {
+		ctlhttp_refuse(req, 413, "the body is %zu bytes; at most %u are taken", len,
+			       CTLHTTP_MAX_BODY);
+		return;
+	}
+	const unsigned char *bytes = len > 0 ? evbuffer_pullup(in, -1) : NULL;
+	if (!ctlhttp_authorized(req, method, path, bytes, len))
+		return;
+	json_t *body = NULL;
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_POST &&
+	    !ctlhttp_parse_body(req, bytes, len, &body))
+		return;
+	json_t *answer = NULL;
+	int status = h->handler(h->arg, method, path, body, &answer);
+	json_decref(body);
+	ctlhttp_send(req, status, answer);
+}
+
+struct ctlhttp *ctlhttp_new(struct event_base *base, const char *host, uint16_t port,
+			    ctlhttp_handler handler, void *arg, char *err, size_t errlen)
+{
+	if (!auth_have_key() && !net_host_is_loopback(host)) {
+		snprintf(err, errlen, "--control-http: without a run key the control endpoint "
+				      "listens on loopback only (%s is not; give --run-key-file)",
+			 host);
+		return NULL;
+	}
+	struct ctlhttp *h = calloc(1, sizeof *h);
+	if (h == NULL) {
+		snprintf(err, errlen, "--control-http: out of memory");
+		return NULL;
+	}
+	h->handler = handler;
+	h->arg = arg;
+	int fd = net_listen(host, port, &h->port);
+	if (fd < 0) {
+		snprintf(err, errlen, "--control-http: cannot listen on %s:%u: %s", host,
+			 (unsigned)port, strerror(-fd));
+		free(h);
+		return NULL;
+	}
+	h->http = evhttp_new(base);
+	if (h->http == NULL || evhttp_accept_socket_with_handle(h->http, fd) == NULL) {
+		snprintf(err, errlen, "--control-http: cannot serve HTTP on %s:%u", host,
+			 (unsigned)h->port);
+		close(fd);
+		ctlhttp_free(h);
+		return NULL;
+	}
+	/* Every method reaches ctlhttp_route, so a wrong one gets our 405 in
+	 * JSON; a slow client is dropped, and evhttp reads a body it refuses to
+	 * the end first (lingering close) so the client sees the 413. */
+	evhttp_set_allowed_methods(h->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+						    EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+						    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+						    EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+	evhttp_set_max_headers_size(h->http, 16384);
+	evhttp_set_max_body_size(h->http, CTLHTTP_READ_MAX);
+	evhttp_set_flags(h->http, EVHTTP_SERVER_LINGERING_CLOSE);
+	evhttp_set_timeout(h->http, 10);
+	evhttp_set_gencb(h->http, ctlhttp_on_request, h);
+	return h;
+}
+
+uint16_t ctlhttp_port(const struct ctlhttp *h)
+{
+	return h->port;
+}
+
+void ctlhttp_free(struct ctlhttp *h)
+{
+	if (h == NULL)
+		return;
+	if (h->http != NULL)
+		evhttp_free(h->http);
+	free(h);
+}
