@@ -15,8 +15,10 @@ BIN ?= bin
 OPT ?= -O2
 
 MSGPACK_PC := $(shell $(PKG_CONFIG) --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
-DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson 2>/dev/null)
-DEP_LIBS := $(shell $(PKG_CONFIG) --libs libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson 2>/dev/null)
+DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson \
+	libsystemd 2>/dev/null)
+DEP_LIBS := $(shell $(PKG_CONFIG) --libs libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson \
+	libsystemd 2>/dev/null)
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 

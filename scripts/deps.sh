@@ -3,11 +3,12 @@
 # prints the one command that would. Quiet when everything is present.
 set -eu
 packages="build-essential pkg-config libevent-dev libmsgpack-dev check zlib1g-dev libdeflate-dev
-libsodium-dev libjansson-dev python3 python3-numpy python3-matplotlib chrony iproute2 iputils-ping procps
-openssh-client openssh-server tar chromium systemd prometheus"
+libsodium-dev libjansson-dev libsystemd-dev python3 python3-numpy python3-matplotlib chrony iproute2
+iputils-ping procps openssh-client openssh-server tar chromium systemd prometheus"
 # openssh-server: the ssh backend's test starts its own sshd on a loopback
 # port (tests/e2e/test_deploy_ssh.py); deploy/daqrun never needs a running one.
 # chromium: the run report's test renders report.html headless.
+# libsystemd-dev: sd_notify, the daemons' readiness as Type=notify units.
 # systemd: systemd-analyze checks the installed units (verify, security).
 # prometheus: its promtool checks every daemon's /metrics scrape (Debian
 # ships promtool in no smaller package; the server itself is never started).

@@ -8,6 +8,7 @@
 #include "io/msgstream.h"
 #include "io/net.h"
 #include "sys/log.h"
+#include "sys/notify.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -47,6 +48,8 @@ static void session_send_state(struct peer_session *ps, bool accepted, const cha
 /* Ends the process once what runs has ended. */
 static void session_quit(struct peer_session *ps, int status, const char *why)
 {
+	if (!ps->quit)
+		notify_stopping();
 	ps->quit = true;
 	ps->exit_status = status;
 	if (run_slot_object(ps->slot) != NULL) {
@@ -73,6 +76,7 @@ static void session_configure(struct peer_session *ps, const struct ctl_configur
 		return;
 	}
 	log_info("Configured for run %u", c->run);
+	notify_status("configured for run %u", c->run);
 	session_send_state(ps, true, "");
 }
 
@@ -89,6 +93,8 @@ static void session_on_message(struct msgconn *c, const struct ctl_msg *msg, uin
 	case CTL_RESET:
 		log_info("Reset by the hub: %s", msg->u.order.reason);
 		run_slot_stop(ps->slot, msg->u.order.reason);
+		if (run_slot_object(ps->slot) == NULL)
+			notify_status("idle");  /* else once the run object has ended */
 		session_send_state(ps, true, "");
 		break;
 	case CTL_SHUTDOWN:
@@ -132,6 +138,7 @@ static void session_on_dialed(int fd, const struct ctl_msg *reply, void *arg)
 		return;
 	}
 	log_info("Joined the hub's session; waiting for a configure");
+	notify_ready("joined the hub's session; idle");
 	session_send_state(ps, true, "");
 }
 
@@ -165,6 +172,7 @@ int session_peer_main(const struct daemon_def *def, const struct daemon_options 
 			 * run at once: let it fire now, with nothing to end. */
 			event_base_loop(base, EVLOOP_NONBLOCK);
 			log_info("Run %u over (status %d)", run, ps.last_status);
+			notify_status("run %u over (status %d)", run, ps.last_status);
 			session_send_state(&ps, true, "run over");
 			if (ps.quit) {
 				const struct timeval linger = { 0, SESSION_LINGER_US };

@@ -289,25 +289,62 @@ class NetnsDeployTest(E2ETestCase):
 
 
 UNITS = ("builderd", "readoutd", "sourced")
+# The instance each unit is shown with: the hub, and peers by id.
+INSTANCES = {"builderd": "hub", "readoutd": "0", "sourced": "0"}
+# What makes each a service of many runs (docs/RUNCONTROL.md): the words
+# ExecStart puts before the env file's $ARGS, from the env file's variables.
+SERVING_FLAGS = {"builderd": ["--session-listen", "${SESSION_LISTEN}",
+                              "--control-http", "${CONTROL_HTTP}"],
+                 "readoutd": ["--session", "${HUB}"], "sourced": ["--session", "${HUB}"]}
 # Units the templates name (DefaultDependencies, After=, Wants=, WantedBy=)
 # that systemd-analyze verify --root must find in the staged root.
 SYSTEM_TARGETS = ("sysinit.target", "basic.target", "shutdown.target", "multi-user.target",
                   "network-online.target", "time-sync.target")
 MAX_EXPOSURE = 3.0
 EXPOSURE_RE = re.compile(r"Overall exposure level for (\S+): (\d+\.\d) (\w+)")
+ENV_EXAMPLES = ["builderd-hub", "readoutd-0", "readoutd-1",
+                "sourced-0", "sourced-1", "sourced-2", "sourced-3"]
 
 
-def env_args(path: Path) -> list[str]:
-    """The ARGS= of an env file, split into words as systemd splits $ARGS."""
+def unit_file(text: str):
+    """A unit file's sections and keys (a key set twice keeps its last value)."""
+    import configparser
+    c = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",),
+                                  comment_prefixes=("#", ";"))
+    c.optionxform = str     # keys are case-sensitive
+    c.read_string(text)
+    return c
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """An EnvironmentFile's KEY=VALUE assignments."""
+    env = {}
     for line in path.read_text().splitlines():
-        if line.startswith("ARGS="):
-            return line[len("ARGS="):].split()
-    raise AssertionError(f"{path}: no ARGS= line")
+        if line and not line.startswith("#"):
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise AssertionError(f"{path}: not KEY=VALUE: {line!r}")
+            env[key] = value
+    return env
 
 
 def exec_start(unit_text: str) -> list[str]:
     line = next(l for l in unit_text.splitlines() if l.startswith("ExecStart="))
     return line[len("ExecStart="):].split()
+
+
+def expand(words: list[str], env: dict[str, str]) -> list[str]:
+    """ExecStart's words as systemd expands them from the environment:
+    ${VAR} one word, $VAR (unbraced) split on whitespace."""
+    out = []
+    for w in words:
+        if m := re.fullmatch(r"\$\{(\w+)\}", w):
+            out.append(env[m.group(1)])
+        elif m := re.fullmatch(r"\$(\w+)", w):
+            out += env[m.group(1)].split()
+        else:
+            out.append(w)
+    return out
 
 
 def free_port(host: str) -> int:
@@ -338,7 +375,8 @@ class InstallTest(E2ETestCase):
             self.assertIn(f".TH {d.upper()} 1", page)
             self.assertIn("--run-key-file".replace("-", "\\-"), page)
             unit = (root / "lib" / "systemd" / "system" / f"{d}@.service").read_text()
-            self.assertIn(f"ExecStart=/usr/bin/{d} --run-key-file %d/run.key $ARGS", unit)
+            self.assertIn(f"ExecStart=/usr/bin/{d} --run-key-file %d/run.key "
+                          f"{' '.join(SERVING_FLAGS[d])} $ARGS", unit)
             self.assertIn("LoadCredential=run.key:/etc/eventbuilder/run.key", unit)
             self.assertIn(f"EnvironmentFile=/etc/eventbuilder/{d}-%i.env", unit)
             for placeholder in ("@BINDIR@", "@DOCDIR@", "@DATADIR@"):
@@ -349,8 +387,45 @@ class InstallTest(E2ETestCase):
                   "share/eventbuilder/chrony/builder-host.conf",
                   "share/eventbuilder/chrony/cluster-host.conf",
                   "share/eventbuilder/env/sourced-0.env.example",
+                  "share/eventbuilder/env/builderd-hub.env.example",
                   "lib/sysusers.d/eventbuilder.conf"):
             self.assertTrue((root / f).is_file(), f)
+
+    def test_units_are_notify_services(self) -> None:
+        """Each template is a long-lived service (docs/RUNCONTROL.md,
+        "systemd"): Type=notify from the daemon alone, restarted on a failure
+        but not on a refused command line, started at boot, serving runs
+        with the flags its env file's variables fill; every shipped env file
+        sets them."""
+        envs = {p.name.split(".")[0]: env_file(p)
+                for p in sorted((REPO / "deploy" / "systemd" / "env").glob("*.env.example"))}
+        self.assertEqual(sorted(envs), ENV_EXAMPLES)
+        for d in UNITS:
+            with self.subTest(unit=d):
+                text = (REPO / "deploy" / "systemd" / f"{d}@.service").read_text()
+                u = unit_file(text)
+                s = u["Service"]
+                self.assertEqual((s["Type"], s["NotifyAccess"], s["Restart"],
+                                  s["RestartPreventExitStatus"], s["KillSignal"]),
+                                 ("notify", "main", "on-failure", "2", "SIGTERM"))
+                restart_s = float(re.fullmatch(r"(\d+(?:\.\d+)?)s", s["RestartSec"]).group(1))
+                self.assertTrue(1 <= restart_s <= 60, s["RestartSec"])
+                self.assertEqual(u["Install"]["WantedBy"], "multi-user.target")
+                # Type=notify: the datagram goes over AF_UNIX, which the sandbox keeps.
+                self.assertIn("AF_UNIX", s["RestrictAddressFamilies"].split())
+                cmd = exec_start(text)
+                self.assertEqual(cmd[:3], [f"@BINDIR@/{d}", "--run-key-file", "%d/run.key"])
+                self.assertEqual(cmd[3:], SERVING_FLAGS[d] + ["$ARGS"])
+                needed = {"ARGS"} | {w[2:-1] for w in cmd if w.startswith("${")}
+                for name, env in envs.items():
+                    if name.startswith(d + "-"):
+                        self.assertEqual(needed - set(env), set(), f"{name}.env.example")
+                        self.assertFalse(set(env) - needed, f"{name}: unused {set(env) - needed}")
+        # Every peer joins the hub the example sets up.
+        hub = envs["builderd-hub"]["SESSION_LISTEN"]
+        for name, env in envs.items():
+            if not name.startswith("builderd-"):
+                self.assertEqual(env["HUB"], hub, name)
 
     def test_installed_units_verify_and_security(self) -> None:
         """The installed units as systemd reads them: verify finds nothing
@@ -367,7 +442,7 @@ class InstallTest(E2ETestCase):
                 self.skipTest(f"{target} not found on this host")
             shutil.copy(src, unitdir / target)
         for d in UNITS:
-            unit = f"{d}@1.service"
+            unit = f"{d}@{INSTANCES[d]}.service"
             with self.subTest(unit=unit):
                 # --root: ExecStart's /usr/bin/<daemon> and the drop-in are
                 # looked up in the staged tree.
@@ -394,41 +469,44 @@ class InstallTest(E2ETestCase):
         # The threshold flag agrees: above 3.0 fails.
         s = self.h.run("security-threshold", ["systemd-analyze", "security", "--offline=yes",
                                               f"--root={stage}", "--threshold=30", "--no-pager",
-                                              *(f"{d}@1.service" for d in UNITS)], 60)
+                                              *(f"{d}@{INSTANCES[d]}.service" for d in UNITS)],
+                       60)
         self.assertEqual(s.returncode, 0, s.describe())
 
-    def test_example_env_files_make_a_run(self) -> None:
-        """The shipped env examples with the unit's ExecStart: refused
+    def test_example_env_files_peers_serve(self) -> None:
+        """The shipped env examples with the units' ExecStart: refused
         without the key the unit passes, and with it (the DAQ addresses
-        10.0.0.N moved to loopback 127.0.0.N, free ports, a short run, the
-        output in the test's directory) a run that balances."""
+        10.0.0.N moved to loopback 127.0.0.N, free ports) every peer joins
+        the hub's session port, played by this test, and tells the service
+        manager's socket (one for all, as systemd's, also this test's)
+        READY=1 from its own pid; at shutdown STOPPING=1, and exit 0."""
         import ipaddress
+        import socket
+        import tempfile
+        from fakesource import message, read_message
         envdir = REPO / "deploy" / "systemd" / "env"
         examples = {p.name.split(".")[0]: p for p in sorted(envdir.glob("*.env.example"))}
-        self.assertEqual(sorted(examples), ["builderd-1", "readoutd-0", "readoutd-1",
-                                            "sourced-0", "sourced-1", "sourced-2", "sourced-3"])
+        self.assertEqual(sorted(examples), ENV_EXAMPLES)
         argv: dict[str, list[str]] = {}
         for name, path in examples.items():
             daemon = name.split("-")[0]
-            unit = (REPO / "deploy" / "systemd" / f"{daemon}@.service").read_text()
-            cmd = exec_start(unit)
-            self.assertEqual(cmd[0], f"@BINDIR@/{daemon}")
-            self.assertEqual(cmd[-1], "$ARGS")
-            argv[name] = [str(self.h.bin / daemon)] + cmd[1:-1] + env_args(path)
-        # Every address the examples use is one the units let them reach.
+            cmd = exec_start((REPO / "deploy" / "systemd" / f"{daemon}@.service").read_text())
+            argv[name] = [str(self.h.bin / daemon)] + expand(cmd[1:], env_file(path))
+        # Every DAQ address the examples use is one the units let them reach.
         dropin = (REPO / "deploy" / "systemd" / "daq-network.conf").read_text()
         allowed = [ipaddress.ip_network(n) for line in dropin.splitlines()
                    if line.startswith("IPAddressAllow=") for n in line.split("=", 1)[1].split()]
         hostports = sorted({m for a in argv.values() for m in
                             re.findall(r"\b(10\.0\.0\.\d+):(\d+)\b", " ".join(a))})
-        self.assertTrue(hostports)
+        self.assertIn(("10.0.0.3", "7191"), hostports)     # the session port
         for host, _ in hostports:
             self.assertTrue(any(ipaddress.ip_address(host) in n for n in allowed),
                             f"{host} is outside the drop-in's IPAddressAllow {allowed}")
 
-        # Without the key the unit adds, the examples are what issue 13 found.
-        bare = self.h.run("builder-no-key", [a for a in argv["builderd-1"]
-                                             if a not in ("--run-key-file", "%d/run.key")], 30)
+        # Without the key the unit adds, the examples are what issue 13
+        # found (refused at the command line, before any socket).
+        bare = self.h.run("reader-no-key", [a for a in argv["readoutd-0"]
+                                            if a not in ("--run-key-file", "%d/run.key")], 30)
         self.assertEqual(bare.returncode, 2, bare.describe())
         self.assertIn("is not a loopback address", bare.output)
 
@@ -445,43 +523,62 @@ class InstallTest(E2ETestCase):
         self.assertRegex(key.read_text(), r"^[0-9a-f]{64}\n$")
         mapping = {f"{h}:{p}": f"127.0.0.{h.split('.')[-1]}:{free_port('127.0.0.' + h.split('.')[-1])}"
                    for h, p in hostports}
-        out = self.h.dir / "builderd-1"
-        out.mkdir()
-        events = 3000
 
         def concrete(words: list[str]) -> list[str]:
             text = " ".join(words).replace("%d", str(creds))
-            text = re.sub(r"\b10\.0\.0\.\d+:\d+\b", lambda m: mapping[m.group(0)], text)
-            text = text.replace("/var/lib/eventbuilder/builderd-1", str(out))
-            text = re.sub(r"--events \d+", f"--events {events}", text)
-            return text.split()
+            return re.sub(r"\b10\.0\.0\.\d+:\d+\b", lambda m: mapping[m.group(0)], text).split()
 
-        procs = {}
-        for name in ("builderd-1", "readoutd-0", "readoutd-1",
-                     "sourced-0", "sourced-1", "sourced-2", "sourced-3"):
-            procs[name] = self.h.start(name, concrete(argv[name]))
-            if name == "builderd-1":
-                time.sleep(0.3)     # the others retry; this only saves retries
-        rc = self.h.wait(procs["builderd-1"], 120)
-        for name, p in procs.items():
-            if name != "builderd-1":
-                self.assertEqual(self.h.wait(p, 30), 0, f"{name}:\n{p.tail()}")
-        self.assertEqual(rc, 0, procs["builderd-1"].tail())
-        log = procs["builderd-1"].log()
-        self.assertNotIn("can be read by other users", log)
-        m = read_json(out / "metrics.json")
-        self.assertTrue(m["balanced"], m.get("errors"))
-        b = m["counters"]["builder"]
-        self.assertEqual(b["events_accepted"], events, b)
-        self.assertEqual(b["refused_connections"], 0, b)
-        # The reference builder from the sources' own parameters.
-        src = concrete(argv["sourced-0"])
-        flag = lambda f: src[src.index(f) + 1]
-        r = self.h.refbuild(out, "--seed", flag("--seed"), "--run", flag("--run"),
-                            "--sources", len([n for n in argv if n.startswith("sourced-")]),
-                            "--events", events, "--payload", flag("--payload"))
-        self.assertEqual(r.returncode, 0, r.describe())
-        self.assertIn("PASS", r.output)
+        hub_host, hub_port = mapping["10.0.0.3:7191"].split(":")
+        hub = socket.socket()
+        self.addCleanup(hub.close)
+        hub.bind((hub_host, int(hub_port)))
+        hub.listen(8)
+        hub.settimeout(15)
+        notify_dir = tempfile.mkdtemp(prefix="es-notify-")     # sun_path is short
+        notify_path = os.path.join(notify_dir, "notify")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(notify_path)
+        notify.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        notify.settimeout(15)
+        self.addCleanup(shutil.rmtree, notify_dir, True)
+        self.addCleanup(notify.close)
+
+        def notification() -> tuple[str, int]:
+            data, anc, _, _ = notify.recvmsg(4096, socket.CMSG_SPACE(12))
+            pid = next(int.from_bytes(d[:4], sys.byteorder, signed=True)
+                       for level, kind, d in anc
+                       if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS)
+            return data.decode(), pid
+
+        peers = {name: self.h.start(name, concrete(a), env={"NOTIFY_SOCKET": notify_path})
+                 for name, a in argv.items() if not name.startswith("builderd-")}
+        links = {}
+        for _ in peers:
+            conn, _ = hub.accept()
+            conn.settimeout(15)
+            self.addCleanup(conn.close)
+            conn.sendall(message({"type": "challenge", "nonce": "ab" * 32}))
+            hello = read_message(conn)
+            self.assertEqual((hello["channel"], hello["run_id"]), ("session", 0), hello)
+            conn.sendall(message({"type": "welcome", "run_id": 0, "role": "builder", "id": 0}))
+            state = read_message(conn)
+            self.assertEqual((state["type"], state["state"]), ("state", "idle"), state)
+            daemon = {"source": "sourced", "reader": "readoutd"}[hello["role"]]
+            links[f"{daemon}-{hello['id']}"] = conn
+        self.assertEqual(sorted(links), sorted(peers))
+        ready = [notification() for _ in peers]
+        self.assertEqual(sorted(pid for _, pid in ready), sorted(p.pid for p in peers.values()))
+        self.assertEqual({text for text, _ in ready},
+                         {"READY=1\nSTATUS=joined the hub's session; idle"})
+        for conn in links.values():
+            conn.sendall(message({"type": "shutdown", "reason": "end of the test"}))
+        stopping = [notification() for _ in peers]
+        self.assertEqual(sorted(pid for _, pid in stopping), sorted(p.pid for p in peers.values()))
+        self.assertEqual({text for text, _ in stopping}, {"STOPPING=1"})
+        for name, p in peers.items():
+            self.assertEqual(self.h.wait(p, 15), 0, f"{name}:\n{p.tail()}")
+            self.assertNotIn("can be read by other users", p.log())
+            self.assertNotIn("Cannot notify", p.log())
 
 
 class CompareVerdictTest(E2ETestCase):
