@@ -10,6 +10,7 @@
 
 #include "io/net.h"
 #include "sys/log.h"
+#include "sys/notify.h"
 
 #include <stdio.h>
 
@@ -29,8 +30,10 @@ int hub_serve_main(const struct daemon_def *def, const struct daemon_options *d,
 		printf("listening session %s:%u http %s:%u\n", o->session_listen_host,
 		       (unsigned)session_port, o->control_http_host, (unsigned)http_port);
 		fflush(stdout);
-		if (bd_prepare_listeners(o, session_port, http_port))
+		if (bd_prepare_listeners(o, session_port, http_port)) {
+			notify_ready("session port open; idle");
 			status = hub_session_run(hs);
+		}
 		else
 			log_error("The hub cannot open its run listeners");
 	} else {

@@ -12,6 +12,7 @@
 #include "io/session.h"
 #include "sys/clock.h"
 #include "sys/log.h"
+#include "sys/notify.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -115,8 +116,12 @@ static void hub_settle(struct hub_session *hs)
 {
 	if (hs->state == HUB_STOPPING && run_slot_object(hs->slot) == NULL && hub_peers_idle(hs)) {
 		hs->state = hs->after_stop;
-		if (hs->state == HUB_IDLE)
+		if (hs->state == HUB_IDLE) {
 			log_info("Idle: ready for the next configure");
+			notify_status("idle");
+		} else {
+			notify_status("error: %s", hs->error);
+		}
 	}
 }
 
@@ -141,6 +146,7 @@ static void hub_check_configured(struct hub_session *hs)
 			return;
 	hs->state = HUB_CONFIGURED;
 	log_info("Run %u configured: every peer in, START held for the operator", hs->run);
+	notify_status("configured for run %u", hs->run);
 }
 
 /* ---- the session links -------------------------------------------------- */
@@ -414,6 +420,7 @@ bool hub_start(struct hub_session *hs, uint32_t run, char *reason, size_t len)
 	hs->run_started = true;
 	hs->start_ns = clk_monotonic_ns();
 	log_info("Starting run %u", run);
+	notify_status("running run %u", run);
 	bd_release_start(run_slot_object(hs->slot));
 	return true;
 }
@@ -449,6 +456,7 @@ bool hub_reset(struct hub_session *hs, char *reason, size_t len)
 void hub_shutdown(struct hub_session *hs, const char *why)
 {
 	log_info("Shutting down: %s", why);
+	notify_stopping();
 	hub_order_all(hs, CTL_SHUTDOWN, why);
 	hs->quit = true;
 	if (run_slot_object(hs->slot) != NULL) {
@@ -461,23 +469,6 @@ void hub_shutdown(struct hub_session *hs, const char *why)
 }
 
 /* ---- the run's end, the tick, the main loop ----------------------------- */
-
-/* The run's --out, from the hub's arguments. */
-static void hub_out_dir(const char *args, char *out, size_t len)
-{
-	out[0] = '\0';
-	for (const char *a = args; a != NULL && *a != '\0';) {
-		const char *end = strchr(a, '\n');
-		size_t n = end ? (size_t)(end - a) : strlen(a);
-		if (n > 6 && strncmp(a, "--out=", 6) == 0)
-			snprintf(out, len, "%.*s", (int)(n - 6), a + 6);
-		else if (n == 5 && strncmp(a, "--out", 5) == 0 && end != NULL) {
-			const char *v = end + 1, *vend = strchr(v, '\n');
-			snprintf(out, len, "%.*s", (int)(vend ? (size_t)(vend - v) : strlen(v)), v);
-		}
-		a = end ? end + 1 : NULL;
-	}
-}
 
 static double ms_between(uint64_t from, uint64_t to)
 { return from != 0 && to >= from ? (double)(to - from) / 1e6 : -1.0; }
@@ -496,10 +487,11 @@ static void hub_run_over(struct hub_session *hs)
 	s->start_to_first_event_ms = ms_between(hs->start_ns, hs->first_event_ns);
 	s->stop_to_books_ms = ms_between(hs->stop_ns, now);
 	snprintf(s->ended_by, sizeof s->ended_by, "%s", hs->ended_by[0] ? hs->ended_by : "its end");
-	hub_out_dir(hs->hub_args, s->out, sizeof s->out);
+	session_find_arg(hs->hub_args, "--out", s->out, sizeof s->out);
 	hs->n_summaries++;
 	log_info("Run %u over (status %d, %llu events decided, ended by %s)", s->run, s->status,
 		 (unsigned long long)s->events_decided, s->ended_by);
+	notify_status("run %u over (status %d)", s->run, s->status);
 	if (hs->state != HUB_STOPPING) {
 		/* It ended by itself: before START only when something failed. */
 		hs->after_stop = hs->run_started ? HUB_IDLE : HUB_ERROR;

@@ -243,3 +243,20 @@ int run_slot_finish(struct run_slot *s)
 	malloc_trim(0);
 	return status;
 }
+
+void session_find_arg(const char *text, const char *name, char *out, size_t len)
+{
+	size_t name_len = strlen(name);
+	out[0] = '\0';
+	for (const char *a = text; a != NULL && *a != '\0';) {
+		const char *end = strchr(a, '\n');
+		size_t n = end ? (size_t)(end - a) : strlen(a);
+		if (n > name_len && strncmp(a, name, name_len) == 0 && a[name_len] == '=') {
+			snprintf(out, len, "%.*s", (int)(n - name_len - 1), a + name_len + 1);
+		} else if (n == name_len && strncmp(a, name, n) == 0 && end != NULL) {
+			const char *v = end + 1, *v_end = strchr(v, '\n');
+			snprintf(out, len, "%.*s", (int)(v_end ? (size_t)(v_end - v) : strlen(v)), v);
+		}
+		a = end ? end + 1 : NULL;
+	}
+}

@@ -51,6 +51,10 @@ int run_slot_finish(struct run_slot *s);
  * argv (capacity cap); the count, or -1 when there are more than cap. */
 int session_split_args(char *text, char **argv, int cap);
 
+/* The value of option name ("--out") in a configure's args text, as
+ * "--out=V" or "--out" "V" (the last one given); "" without it. */
+void session_find_arg(const char *text, const char *name, char *out, size_t len);
+
 /* ---- The peer's session ---------------------------------------------------
  * The whole of a serving peer's main() after its options are parsed (a
  * daemon started with --session HOST:PORT): opens its listeners once

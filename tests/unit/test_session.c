@@ -88,6 +88,20 @@ static const struct daemon_def toy = {
 
 static char *base_argv[] = { "toyd", "--id", "3", "--run", "1", "--payload", "100", NULL };
 
+START_TEST(test_find_arg)
+{
+	char out[64];
+	session_find_arg("--payload=200\n--out\n/data/run-7", "--out", out, sizeof out);
+	ck_assert_str_eq(out, "/data/run-7");
+	session_find_arg("--out=/a\n--outer=/b\n--out=/c", "--out", out, sizeof out);
+	ck_assert_str_eq(out, "/c");            /* the last one, --outer is not it */
+	session_find_arg("--payload=200\n--out", "--out", out, sizeof out);
+	ck_assert_str_eq(out, "");              /* no value follows */
+	session_find_arg("", "--out", out, sizeof out);
+	ck_assert_str_eq(out, "");
+}
+END_TEST
+
 START_TEST(test_runs_in_turn)
 {
 	log_init("test", -1, LOG_LEVEL_ERROR);
@@ -181,6 +195,7 @@ int main(void)
 	tcase_add_test(tc, test_runs_in_turn);
 	tcase_add_test(tc, test_refusals);
 	tcase_add_test(tc, test_split_args);
+	tcase_add_test(tc, test_find_arg);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
