@@ -191,6 +191,11 @@ bench-builders: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(PYTHON) analysis/bench_builders.py $(if $(QUICK),--quick) --bin $(BIN)
 
+# Runs on processes that live across them against processes per run.
+bench-runs: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)ES_BIN=$(abspath $(BIN)) $(PYTHON) analysis/bench_runs.py
+
 # The CMS 2003 bare event builder on the netns cluster, beside the note's
 # figures (root; results/cms2003-<date>/). cms2003-quick: 2x2, 2 sizes.
 .PHONY: cms2003 cms2003-quick
@@ -304,7 +309,7 @@ INSTALL_DOCDIR ?= $(PREFIX)/share/doc/eventbuilder
 INSTALL_MANDIR ?= $(PREFIX)/share/man/man1
 UNIT_TEMPLATES := $(wildcard deploy/systemd/*@.service)
 
-.PHONY: install compare man launcher-docs bench-builders
+.PHONY: install compare man launcher-docs bench-builders bench-runs
 # man/*.1 are written from each daemon's --help, so the two agree;
 # test_cli.CliTest.test_man_pages_match_help fails when they do not.
 man: all

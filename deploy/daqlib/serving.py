@@ -182,6 +182,7 @@ class ServingLauncher(Launcher):
         body = self.configure_body(t, run_dir)
         write_json(run_dir / "configure.json", body)
         row = {"k": k, "run": number, "dir": run_dir, "t": t}
+        t_configure = time.monotonic()
         ok, reason = self.hub.post("/configure", body)
         if not ok:
             raise LaunchError(f"run {number}: configure refused: {reason}")
@@ -191,6 +192,7 @@ class ServingLauncher(Launcher):
             self.hub.post("/reset", {})
             raise LaunchError(f"run {number}: configure failed: {st['error']}")
         t0 = time.monotonic()
+        row["configure_ms"] = (t0 - t_configure) * 1000
         ok, reason = self.hub.post("/start", {"run": number})
         if not ok:
             raise LaunchError(f"run {number}: start refused: {reason}")
@@ -267,6 +269,7 @@ def summary_line(row: dict) -> str:
     return (f"run {row['run']}: status {row['status']}, books "
             f"{'balanced' if row.get('balanced') else 'NOT balanced'}, "
             f"{row.get('events_decided', 0)} events decided in {row['seconds']:.2f} s, "
+            f"configure {row.get('configure_ms', 0):.0f} ms, "
             f"start to first event {first:.1f} ms" if first is not None else
             f"run {row['run']}: status {row['status']}, no event built") + \
         (f", stop to books {stop:.1f} ms" if stop is not None else "") + \
@@ -279,6 +282,11 @@ def finish_serving(launcher: ServingLauncher, outcome: str) -> int:
     print("---- runs " + "-" * 62)
     for row in launcher.rows:
         print(summary_line(row))
+    write_json(launcher.base_dir / "runs.json", {
+        "format": "daqrun-runs/1", "runs": [
+            {k: (str(v) if isinstance(v, Path) else v) for k, v in row.items() if k != "t"}
+            for row in launcher.rows],
+        "pids": {h.name: h.pid for h in launcher.handles}})
     print("-" * 72, flush=True)
     bad_rows = [r for r in launcher.rows if r["status"] != 0 or not r.get("balanced")
                 or (r.get("refbuild") not in (None, 0))]
