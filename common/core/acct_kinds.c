@@ -11,9 +11,9 @@
  * table, written from this one (tools/docgen.c), names exactly what
  * metrics.json does. */
 static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
-	[ACCT_SOURCE_GENERATED] = { "1 source %u: generated = omitted + sent + abandoned",
+	[ACCT_SOURCE_GENERATED] = { "1 source %u: generated = omitted + sent + abandoned + cut by stop",
 				    "source", "`source.N.events`",
-				    "`frags_omitted + frags_sent + frags_abandoned`" },
+				    "`frags_omitted + frags_sent + frags_abandoned + frags_cut_by_stop`" },
 	[ACCT_SOURCE_WIRE] = { "2 source %u: frames on wire = received by reader %u",
 			       "source, reader", "`source.N.frames_wire`",
 			       "`reader.R.source.N.frames_received`" },
