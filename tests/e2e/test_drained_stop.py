@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import threading
 import time
 
+from fakesource import message, read_message
 from harness import E2ETestCase, read_metrics, unbalanced
 
 SOURCES = 2
@@ -105,3 +108,136 @@ class DrainedStopTest(E2ETestCase):
         self.assertIsNone(m["stop_last_event"])
         self.assertEqual(m["losses"]["fragments_cut_by_stop"], 0)
         self.assertEqual(m["counters"]["source.0"]["frags_cut_by_stop"], 0)
+
+
+FRAME_HEADER = 42
+
+
+class PlayedHub:
+    """One sourced's builder control port and reader data port, played by
+    the test over real sockets: START once both are greeted, then the STOP
+    the test sends, the END report read, BYE. The data port counts the
+    fragments that arrive, END aside."""
+
+    def __init__(self, payload: int) -> None:
+        self.payload = payload
+        self.ctl_srv = socket.create_server(("127.0.0.1", 0))
+        self.data_srv = socket.create_server(("127.0.0.1", 0))
+        self.ctl_port = self.ctl_srv.getsockname()[1]
+        self.data_port = self.data_srv.getsockname()[1]
+        self.started = threading.Event()
+        self.ended = threading.Event()
+        self.data_done = threading.Event()
+        self.ctl: socket.socket | None = None
+        self.end: dict | None = None
+        self.data_bytes = 0
+        self.error: BaseException | None = None
+        self._greeted = 0
+        self._lock = threading.Lock()
+        for target in (self._control, self._data):
+            threading.Thread(target=target, daemon=True).start()
+
+    def _greet(self, srv: socket.socket, control: bool) -> socket.socket:
+        """The greeting of one connection; START once both are greeted."""
+        conn, _ = srv.accept()
+        conn.sendall(message({"type": "challenge", "nonce": "00" * 16}))
+        read_message(conn)
+        if control:
+            self.ctl = conn
+        conn.sendall(message({"type": "welcome", "run_id": RUN, "role": "builder", "id": 0}))
+        with self._lock:
+            self._greeted += 1
+            if self._greeted == 2:
+                self.ctl.sendall(message({"type": "start", "delay_ns": 20_000_000,
+                                          "at_realtime_ns": 0}))
+                self.started.set()
+        return conn
+
+    def _control(self) -> None:
+        try:
+            conn = self._greet(self.ctl_srv, control=True)
+            while True:
+                m = read_message(conn)
+                if m is None:
+                    return
+                if m.get("type") == "end":
+                    self.end = m
+                    self.ended.set()
+                    conn.sendall(message({"type": "bye", "status": 0}))
+        except BaseException as e:  # surfaced by the test
+            self.error = e
+
+    def _data(self) -> None:
+        try:
+            conn = self._greet(self.data_srv, control=False)
+            while True:
+                chunk = conn.recv(1 << 20)
+                if not chunk:
+                    break
+                self.data_bytes += len(chunk)
+            self.data_done.set()
+        except BaseException as e:
+            self.error = e
+
+    def stop_at(self, last_event: int) -> None:
+        self.ctl.sendall(message({"type": "stop", "source": 2**32 - 1, "last_event": last_event,
+                                  "reason": "operator stop (test)"}))
+
+    def fragments(self) -> int:
+        """Fragments on the data stream: whole frames, the END frame aside."""
+        body = self.data_bytes - FRAME_HEADER
+        assert body % (FRAME_HEADER + self.payload) == 0, self.data_bytes
+        return body // (FRAME_HEADER + self.payload)
+
+    def close(self) -> None:
+        for s in (self.ctl_srv, self.data_srv):
+            s.close()
+
+
+class SourceDrainTest(E2ETestCase):
+    """sourced's side of the drained stop against a hub played by hand."""
+
+    needs_daemons = True
+    events, rate, payload = 20000, 2000, 256
+
+    def run_source(self, when_s: float, last_event) -> tuple[dict, PlayedHub]:
+        hub = PlayedHub(self.payload)
+        self.addCleanup(hub.close)
+        src = self.h.start_source(id=0, run=RUN, seed=SEED, events=self.events,
+                                  payload=self.payload, reader_port=hub.data_port,
+                                  builder={"control": hub.ctl_port}, rate=self.rate)
+        self.assertTrue(hub.started.wait(15), src.tail())
+        time.sleep(when_s)
+        hub.stop_at(last_event(hub) if callable(last_event) else last_event)
+        self.assertTrue(hub.ended.wait(30), src.tail())
+        self.assertEqual(self.h.wait(src, 15), 0, src.tail())
+        self.assertTrue(hub.data_done.wait(5))
+        self.assertIsNone(hub.error)
+        c = hub.end["groups"][""]
+        self.assertEqual(c["frags_abandoned"], 0, c)
+        self.assertEqual(c["frags_omitted"] + c["frags_sent"] + c["frags_cut_by_stop"],
+                         self.events, c)
+        self.assertEqual(hub.fragments(), c["frags_sent"], c)
+        return c, src
+
+    def test_generates_up_to_the_boundary(self) -> None:
+        """A boundary ahead of the source: it generates exactly up to it."""
+        c, src = self.run_source(0.2, 1499)
+        self.assertEqual(c["frags_sent"], 1500, c)
+        self.assertEqual(c["frags_cut_by_stop"], self.events - 1500, c)
+        self.assertIn("drained stop after event 1499 (operator stop (test))", src.log())
+
+    def test_boundary_already_passed(self) -> None:
+        """A boundary the source has passed: it stops at once, the events
+        beyond it already sent stay sent, the rest is cut by the stop."""
+        c, _ = self.run_source(1.0, 10)
+        self.assertGreater(c["frags_sent"], 11, c)
+        self.assertLess(c["frags_sent"], self.events // 2, c)
+        self.assertEqual(c["frags_cut_by_stop"], self.events - c["frags_sent"], c)
+
+    def test_boundary_past_the_run(self) -> None:
+        """A boundary beyond the last event, up to 2^64 - 2: nothing is cut."""
+        self.events = 1000
+        c, _ = self.run_source(0.0, 2**64 - 2)
+        self.assertEqual(c["frags_sent"], 1000, c)
+        self.assertEqual(c["frags_cut_by_stop"], 0, c)
