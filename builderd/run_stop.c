@@ -6,6 +6,7 @@
 #include "run_internal.h"
 
 #include "clocks.h"
+#include "manager.h"
 #include "peerclock.h"
 #include "progress.h"
 
@@ -90,4 +91,6 @@ void bd_stop_drained(struct bd *b, const char *why)
 			msgconn_send(peer_source(&b->peers, s)->conn, &m);
 	log_info("Run %u: operator stop at event %" PRIu64 " (%s)", b->opt.run_id,
 		 b->drain_last_event, why);
+	if (b->mgr != NULL)
+		mgr_drain(b->mgr, b->drain_last_event);
 }

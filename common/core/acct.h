@@ -134,6 +134,9 @@ struct acct_run {
 	 * NULL with one builder (--role both). */
 	size_t builder_count;
 	const struct acct_builder *builders;
+	/* Several builders and the operator's drained stop: the event IDs past
+	 * the stop the manager never assigned (0 otherwise). */
+	uint64_t ids_cut_unassigned;
 };
 
 /* Computes every equation of the run into a (allocated here; free with

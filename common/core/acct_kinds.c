@@ -54,7 +54,7 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 	[ACCT_BUILDER_MISROUTED] = { "builder %u: misrouted = 0",
 				     "builder", "B's `frags_misrouted`", "0" },
 	[ACCT_RUN_ASSIGNED] = { "run: event IDs assigned = event IDs generated",
-				"manager, sources", "the manager's `assigned`, summed over builders",
+				"manager, sources", "the manager's `assigned`, summed over builders (+ `ids_cut_unassigned`, the IDs a drained stop left unassigned)",
 				"the sources' `events`" },
 	[ACCT_HOP_RAIL] = { "hop reader %u to builder %u, rail %u: forwarded = received by builder",
 			    "reader, builder", "`reader.R.builder.B.rail.K.frames_forwarded`",

@@ -13,7 +13,8 @@ import threading
 import time
 
 from fakesource import message, read_message
-from harness import E2ETestCase, read_metrics, unbalanced
+from harness import (TAG_VAR, E2ETestCase, _cmdline, _has_tag, _proc_pids, read_metrics,
+                     topology, unbalanced)
 
 SOURCES = 2
 EVENTS = 40000
@@ -241,3 +242,56 @@ class SourceDrainTest(E2ETestCase):
         c, _ = self.run_source(0.0, 2**64 - 2)
         self.assertEqual(c["frags_sent"], 1000, c)
         self.assertEqual(c["frags_cut_by_stop"], 0, c)
+
+
+class SeveralBuildersDrainTest(E2ETestCase):
+    """The drained stop of a hub of two builders (--role hub), launched by
+    daqrun: SIGUSR2 to the hub mid-run, the books balance over every
+    daemon and the union of the builders' records is the reference's up to
+    the stop."""
+
+    needs_daemons = True
+
+    def hub_pid(self, timeout_s: float = 30.0) -> int:
+        marker = f"{TAG_VAR}={self.h.tag}".encode()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for pid in _proc_pids():
+                cmd = _cmdline(pid)
+                if "builderd" in cmd and "--role hub" in cmd and _has_tag(pid, marker):
+                    return pid
+            time.sleep(0.05)
+        self.fail("no hub started")
+
+    def test_two_builders(self) -> None:
+        events, rate = 40000, 4000
+        topo = topology(events=events, payload=1024, rate=rate)
+        topo["run"]["batch"] = 64
+        topo["hub"] = {"host": "127.0.0.1"}
+        topo["builder"] = [{"id": b, "host": "127.0.0.1"} for b in range(2)]
+        result: dict = {}
+        t = threading.Thread(target=lambda: result.update(
+            run=self.h.daqrun(topo, timeout_s=120, args=["--check", "never"])), daemon=True)
+        t.start()
+        pid = self.hub_pid()
+        time.sleep(2.5)   # the daemons' start, then about a second of the run
+        os.kill(pid, signal.SIGUSR2)
+        t.join(120)
+        r = result["run"]
+        self.assertRunOk(r)
+        m = self.assertBalanced(r)
+        last = m["stop_last_event"]
+        self.assertIsInstance(last, int)
+        generated = last + 1
+        self.assertLess(generated, events)
+        for s in range(4):
+            c = m["counters"][f"source.{s}"]
+            self.assertEqual(c["frags_cut_by_stop"], events - generated, c)
+            self.assertEqual(c["frags_abandoned"], 0, c)
+        b = m["counters"]["builder"]
+        self.assertEqual(b["events_complete"], generated, b)
+        self.assertEqual(b["events_expired"], 0, b)
+        self.assertIsNotNone(m["stop_to_books_ms"])
+        ref = self.h.refbuild(r.run_dir, "--events", generated)
+        self.assertEqual(ref.returncode, 0, ref.describe())
+        self.h.assert_clean()
