@@ -169,6 +169,7 @@ void books_account(const struct books *bk, struct acct *a)
 		.builder_frames_received = bdd_frames_received(bk->data),
 		.builder_count = M,
 		.builders = builders,
+		.ids_cut_unassigned = M > 0 ? mgr_ids_cut_unassigned(bk->manager) : 0,
 	};
 	if (M > 0)
 		books_builders(bk, builders);

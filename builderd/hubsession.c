@@ -434,7 +434,7 @@ bool hub_stop(struct hub_session *hs, uint32_t run, char *reason, size_t len)
 	hs->stop_ns = clk_monotonic_ns();
 	snprintf(hs->ended_by, sizeof hs->ended_by, "operator stop");
 	log_info("Stopping run %u: a drained stop", run);
-	bd_stop(run_slot_object(hs->slot), "operator stop");
+	bd_stop_drained(run_slot_object(hs->slot), "operator stop");
 	return true;
 }
 

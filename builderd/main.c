@@ -31,6 +31,14 @@ static void stop(void *run, const char *why)
 		bd_stop(run, why);
 }
 
+/* SIGUSR2: the operator's drained stop; a builder of several has none of
+ * its own (its hub stops the sources). */
+static void drain(void *run, const char *why)
+{
+	if (!builder_role())
+		bd_stop_drained(run, why);
+}
+
 static int exit_status(const void *run)
 {
 	return builder_role() ? brun_exit_status(run) : bd_exit_status(run);
@@ -53,7 +61,8 @@ int main(int argc, char **argv)
 		.specs = bd_option_specs, .n_specs = bd_option_count, .opts = &o,
 		.quiet = &o.quiet, .title = "Run", .title_id = &o.run_id,
 		.check = bd_options_check, .check_listen = bd_options_check_listen,
-		.create = create, .stop = stop, .exit_status = exit_status, .destroy = destroy,
+		.create = create, .stop = stop, .drain = drain, .exit_status = exit_status,
+		.destroy = destroy,
 		.opts_size = sizeof o, .serve_runs = session_peer_main, .prepare = bd_prepare_builder,
 		.session_role = CTL_ROLE_BUILDER, .session_id = &o.builder_id,
 		.hub_serves = hub_serves, .hub_main = hub_serve_main,

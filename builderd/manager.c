@@ -41,6 +41,8 @@ struct mgr {
 	enum evm_next last;                /* how the last pump ended */
 	uint64_t counters[CNT_MANAGER_COUNT];
 	uint64_t assign_sequence;
+	bool drained;                      /* mgr_drain: no batch past drain_end */
+	uint64_t drain_end;                /* last_event + 1 */
 };
 
 static void mgr_error(struct mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -206,6 +208,8 @@ void mgr_pump(struct mgr *m)
 	if (!m->started)
 		return;
 	for (;;) {
+		if (m->drained && evm_totals(m->evm).assigned_end >= m->drain_end)
+			return;
 		struct evm_assignment a;
 		enum evm_next what = evm_next(m->evm, &a);
 		if (what != EVM_ASSIGNED) {
@@ -229,6 +233,22 @@ void mgr_pump(struct mgr *m)
 		};
 		mgr_broadcast(m, &msg);
 	}
+}
+
+void mgr_drain(struct mgr *m, uint64_t last_event)
+{
+	if (m->drained)
+		return;
+	m->drained = true;
+	m->drain_end = last_event < UINT64_MAX ? last_event + 1 : UINT64_MAX;
+	mgr_pump(m);
+}
+
+uint64_t mgr_ids_cut_unassigned(const struct mgr *m)
+{
+	uint64_t end = m->config.plan.first_event + m->config.plan.events;
+	uint64_t assigned_end = evm_totals(m->evm).assigned_end;
+	return m->drained && assigned_end < end ? end - assigned_end : 0;
 }
 
 void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why)
@@ -324,6 +344,7 @@ json_t *mgr_json_manager(const struct mgr *m)
 		    U64(i == CNT_MANAGER_busy_spells ? busy : m->counters[i]));
 	struct evm_totals t = evm_totals(m->evm);
 	SET(o, "assigned_end", U64(t.assigned_end));
+	SET(o, "ids_cut_unassigned", U64(mgr_ids_cut_unassigned(m)));
 	SET(o, "retired_below", U64(t.retired_below));
 	SET(o, "live_batches", U64(t.live_batches));
 	SET(o, "memory_bytes", U64(evm_memory_bytes(m->evm)));

@@ -58,6 +58,15 @@ void mgr_span(const struct mgr *m, uint64_t *start_ns, uint64_t *last_token_ns);
 /* Makes and sends every assignment that can be made now (after START). */
 void mgr_pump(struct mgr *m);
 
+/* The operator's drained stop after last_event: the batches up to the one
+ * holding it are still assigned (its frames wait at the readers for them),
+ * none past it, so that every ASSIGN leaves before the sources' END. */
+void mgr_drain(struct mgr *m, uint64_t last_event);
+
+/* The event IDs a drained stop left unassigned (the run's end past the
+ * assignments), 0 without one: the books' bucket beside the assigned. */
+uint64_t mgr_ids_cut_unassigned(const struct mgr *m);
+
 /* Builder b is given up (why follows "Builder N (...)"): dead to the
  * manager, its loss logged by name, `lost` to every reader and builder.
  * Nothing for one already dead. */

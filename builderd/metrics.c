@@ -176,6 +176,23 @@ static json_t *json_run(const struct bd_snapshot *b)
 	return o;
 }
 
+/* A span in ms between two monotonic times, null when either is unknown. */
+static json_t *json_span_ms(uint64_t from_ns, uint64_t to_ns)
+{
+	if (from_ns == 0 || to_ns < from_ns)
+		return json_null();
+	return metrics_json_real((double)(to_ns - from_ns) / 1e6, 3);
+}
+
+/* The operator's view of the run (docs/RUNCONTROL.md): START to the first
+ * decided event, the drained stop (null without one) to the books closed. */
+static void json_run_control(json_t *root, const struct bd_snapshot *b)
+{
+	SET(root, "start_to_first_event_ms", json_span_ms(b->started_ns, b->first_built_ns));
+	SET(root, "stop_to_books_ms", json_span_ms(b->drain_ns, b->books_ns));
+	SET(root, "stop_last_event", b->drain_ns != 0 ? U64(b->drain_last_event) : json_null());
+}
+
 static json_t *json_equations(const struct acct *a)
 {
 	json_t *eqs = json_array();
@@ -205,6 +222,7 @@ static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
 {
 	json_t *o = json_object(), *gone = json_array();
 	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
+	SET(o, "fragments_cut_by_stop", U64(a->cut_by_stop));
 	SET(o, "frames_lost_with_readers", U64(a->lost_with_readers));
 	if (b->manager != NULL)
 		SET(o, CNT_MANAGER(events_lost_with_builders), U64(a->lost_with_builders));
@@ -390,6 +408,7 @@ json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
 	SET(root, "equations", json_equations(a));
 	SET(root, "impossible_counters", json_impossible_counters(a));
 	SET(root, "losses", json_losses(b, a));
+	json_run_control(root, b);
 	SET(root, "errors", json_errors(b));
 	SET(root, "counters", json_counters(b));
 	SET(root, "latency", json_latency(b));

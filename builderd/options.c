@@ -27,6 +27,14 @@ const char bd_usage_description[] =
 	"the events the hub assigns it (docs/BUILDERS.md).";
 
 const char bd_usage_epilogue[] =
+	"Signals:\n"
+	"  SIGTERM, SIGINT         end the run now, as a failed run (status 1)\n"
+	"  SIGUSR2                 --role both or hub: the operator's drained stop: every\n"
+	"                          source generates up to an event boundary (the last\n"
+	"                          event decided plus a margin), then ends; the run\n"
+	"                          ends the normal way, the cut-off counted as\n"
+	"                          frags_cut_by_stop (docs/RUNCONTROL.md)\n"
+	"\n"
 	"Environment:\n"
 	"  ES_CHRONY_SOCKET=PATH   chronyd command socket for this host's chrony reads\n"
 	"                          (chronyc -h PATH; every daemon honours it)\n";

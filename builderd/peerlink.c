@@ -162,7 +162,7 @@ static const struct msgconn_ops plink_ops = {
  * where it would not end by itself. */
 static void plink_tell_dependents(struct plink *l, struct bd_peer *p)
 {
-	struct ctl_msg stop = { .type = CTL_STOP };
+	struct ctl_msg stop = { .type = CTL_STOP, .u.stop.last_event = CTL_STOP_NOW };
 	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
 		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" : "is gone");
 	if (p->role == CTL_ROLE_READER) {

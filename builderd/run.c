@@ -106,6 +106,7 @@ static void bd_maybe_start(struct bd *b)
 		return;
 	}
 	b->started = true;
+	b->started_ns = clk_monotonic_ns();
 	struct ctl_msg m = { .type = CTL_START };
 	m.u.start.delay_ns = BD_START_DELAY_NS;
 	m.u.start.at_realtime_ns = clk_realtime_true_ns() + BD_START_DELAY_NS;
@@ -231,7 +232,10 @@ static void bd_on_tick(evutil_socket_t fd, short what, void *arg)
 		ing_tick(b->ing, now);
 	bd_publish_credits(b, true);
 	wd_check_stalls(&b->wd, now);
-	prog_sample(b->prog, now, bd_events_done(b));
+	uint64_t done = bd_events_done(b);
+	prog_sample(b->prog, now, done);
+	if (b->first_built_ns == 0 && b->started && done > 0)
+		b->first_built_ns = now;
 	if (b->phase != BD_RUNNING)
 		return;
 	uint64_t limit_ns = b->opt.peer_timeout_ms * 1000000u;
@@ -298,6 +302,7 @@ static void bd_finish(struct bd *b, const char *why)
 	b->books_balanced = acct_balanced(&a);
 	if (!b->books_balanced)
 		b->status = 1;
+	b->books_ns = clk_monotonic_ns();
 	bd_report(b, &a);
 	acct_free(&a);
 	if (!b->hub && !ing_close_output(b->ing))

@@ -42,6 +42,12 @@ bool bd_books_balanced(const struct bd *b);
 
 /* Events decided so far (built, or in role hub decided by the builders). */
 uint64_t bd_events_decided(const struct bd *b);
+/* The operator's drained stop (docs/RUNCONTROL.md, "stop"): a STOP with
+ * last_event to every source, each generating up to that event and then
+ * ending as at the run's natural end; the run then ends the normal way,
+ * its books balanced with the cut-off as its own bucket. A second call, or
+ * one once the run has ended, does nothing. */
+void bd_stop_drained(struct bd *b, const char *why);
 
 /* 0 when every equation balanced and nothing went wrong; 1 otherwise. */
 int bd_exit_status(const struct bd *b);

@@ -60,6 +60,11 @@ struct bd {
 	bool ready_told;
 	bool start_released;
 	bool books_balanced;              /* the run's books closed and balanced */
+	uint64_t started_ns;              /* when START was sent; 0 before */
+	uint64_t first_built_ns;          /* the tick that saw the first decided event; 0 before */
+	uint64_t drain_ns;                /* the operator's drained stop asked; 0: none */
+	uint64_t drain_last_event;        /* its last_event */
+	uint64_t books_ns;                /* the books closed (bd_finish) */
 	struct prom_server *prom;         /* --metrics-listen */
 	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
 	char host[256];                   /* the builder's host name */

@@ -83,6 +83,15 @@ struct bd_snapshot {
 	uint64_t read_buffers_bytes;
 	uint64_t shm_capacity_bytes;  /* 0 without shared memory */
 
+	/* run control, on the monotonic clock, 0 when it has not happened:
+	 * START sent, the first event decided, the operator's drained stop
+	 * asked (with its last_event), the books closed */
+	uint64_t started_ns;
+	uint64_t first_built_ns;
+	uint64_t drain_ns;
+	uint64_t drain_last_event;
+	uint64_t books_ns;
+
 	/* the record files; latency NULL once they are closed */
 	const struct hist *latency;
 	uint64_t events_written;

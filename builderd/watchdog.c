@@ -64,6 +64,7 @@ void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns)
 	}
 	struct ctl_msg stop = { .type = CTL_STOP };
 	stop.u.stop.source = CTL_STOP_ALL;
+	stop.u.stop.last_event = CTL_STOP_NOW;
 	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason,
 		 "the run made no progress for %" PRIu64 " ms; send your final counters",
 		 w->opt->peer_timeout_ms);

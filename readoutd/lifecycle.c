@@ -195,6 +195,7 @@ static void rdr_on_given_up(void *arg, uint16_t source, uint64_t idle_ms)
 		return;
 	struct ctl_msg m = { .type = CTL_STOP };
 	m.u.stop.source = source;
+	m.u.stop.last_event = CTL_STOP_NOW;
 	snprintf(m.u.stop.reason, sizeof m.u.stop.reason,
 		 "reader %u: source %u sent no complete frame for %" PRIu64 " ms", r->opt.id,
 		 source, idle_ms);

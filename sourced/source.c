@@ -177,7 +177,7 @@ static void src_pump(struct src *s)
 		uint64_t due_positions = pace_due(&s->pace, now);
 		bool blocked = src_fill(s, now, due_positions);
 		bool all_out = s->stop_requested ||
-			       (s->next_index >= s->opt.events && s->delayed_count == 0);
+			       (s->next_index >= s->pace.events && s->delayed_count == 0);
 		if (all_out && !stream_end_queued(s->stream) && s->opt.inject != SRC_INJECT_NOEND &&
 		    s->c.frames_bad_injected == 0)
 			stream_append_end(s->stream);
@@ -243,14 +243,19 @@ static void src_finish_data(struct src *s)
 	s->end_ns = clk_monotonic_ns();
 	stream_close(s->stream);
 	uint64_t start_ns = s->pace.start_ns;
-	s->c.frags_abandoned = s->c.events - s->c.frags_omitted - s->c.frags_sent;
+	/* Positions at or past the drained stop's limit were never generated:
+	 * cut by the stop, not abandoned. */
+	s->c.frags_cut_by_stop = s->opt.events - s->pace.events;
+	s->c.frags_abandoned = s->c.events - s->c.frags_omitted - s->c.frags_sent -
+			       s->c.frags_cut_by_stop;
 	s->c.sending_ns = start_ns ? s->end_ns - start_ns : 0;
 	double secs = (double)(s->end_ns - start_ns) / 1e9;
 	if (!s->opt.quiet)
 		log_info("Source %u sent %" PRIu64 " fragments (%" PRIu64 " omitted, %" PRIu64
-			 " duplicated, %" PRIu64 " abandoned) in %.3f s, %" PRIu64 " writes",
-			 s->opt.id, s->c.frags_sent, s->c.frags_omitted, s->c.frags_duplicated,
-			 s->c.frags_abandoned, secs, s->c.write_calls);
+			 " duplicated, %" PRIu64 " abandoned, %" PRIu64 " cut by the stop) in %.3f s, %"
+			 PRIu64 " writes", s->opt.id, s->c.frags_sent, s->c.frags_omitted,
+			 s->c.frags_duplicated, s->c.frags_abandoned, s->c.frags_cut_by_stop, secs,
+			 s->c.write_calls);
 	s->state = SRC_REPORTING;
 	if (s->ctl_ready)
 		src_send_report(s);
@@ -367,11 +372,41 @@ static void src_on_stop(uint32_t source, const char *reason, void *arg)
 	src_finish_data(s);
 }
 
+/* The operator's drained stop: the positions to generate end after the
+ * event last_event (or where we are, if past it), then END goes as at the
+ * run's natural end; the rest is cut by the stop. With the reorder fault a
+ * pair of positions swaps its two IDs, so the limit is rounded up to a
+ * whole pair: the partner past last_event is sent too rather than the one
+ * before it left out. */
+static void src_on_drain(uint64_t last_event, const char *reason, void *arg)
+{
+	struct src *s = arg;
+	const struct src_options *o = &s->opt;
+	if (s->state >= SRC_REPORTING || s->stop_requested)
+		return;
+	uint64_t limit = 0;
+	if (last_event >= o->first_event)
+		limit = last_event - o->first_event >= o->events ? o->events
+			: last_event - o->first_event + 1;
+	if (o->faults.reorder && (limit & 1u) && limit < o->events)
+		limit++;
+	if (limit < s->next_index)
+		limit = s->next_index;
+	if (limit < s->pace.events)
+		s->pace.events = limit;
+	log_info("Source %u: drained stop after event %" PRIu64 " (%s): %" PRIu64
+		 " of %" PRIu64 " events to generate", o->id, last_event, reason, s->pace.events,
+		 o->events);
+	if (s->state == SRC_SENDING)
+		src_pump(s);
+}
+
 static const struct ctllink_ops src_ctl_ops = {
 	.on_ready = src_on_ctl_ready,
 	.on_start = src_on_start,
 	.on_bye = src_on_bye,
 	.on_stop = src_on_stop,
+	.on_drain = src_on_drain,
 	.on_lost = src_on_ctl_lost,
 };
 

@@ -83,6 +83,7 @@ struct acct {
 	/* Named buckets for peers that died or stalled before reporting: what
 	 * they held, so the books still close. */
 	uint64_t lost_with_sources;
+	uint64_t cut_by_stop;                 /* the sources' frags_cut_by_stop: not lost, never generated */
 	uint64_t lost_with_readers;
 	uint64_t lost_with_builders;          /* event IDs in flight at a dead builder */
 	uint64_t frames_lost_with_builders;   /* forwarded to a builder gone without a report */
@@ -133,6 +134,9 @@ struct acct_run {
 	 * NULL with one builder (--role both). */
 	size_t builder_count;
 	const struct acct_builder *builders;
+	/* Several builders and the operator's drained stop: the event IDs past
+	 * the stop the manager never assigned (0 otherwise). */
+	uint64_t ids_cut_unassigned;
 };
 
 /* Computes every equation of the run into a (allocated here; free with

@@ -104,6 +104,10 @@ int acct_builders(struct acct *a, const struct acct_run *run, uint64_t ids, bool
 		acct_add(a, misrouted, 0, found || (b->gone && b->report == NULL), note,
 			 ACCT_BUILDER_MISROUTED, b->id);
 	}
+	/* IDs a drained stop cut before they were assigned are in no
+	 * builder's books but are accounted for. */
+	fits = acct_sum(&assigned, run->ids_cut_unassigned) &&
+	       acct_sum(outside, run->ids_cut_unassigned) && fits;
 	acct_add(a, assigned, ids, fits && ids_known,
 		 fits ? "sources' event counts missing or disagreeing" : ACCT_OVERFLOW_NOTE,
 		 ACCT_RUN_ASSIGNED);

@@ -236,6 +236,7 @@ static int acct_check_source(struct acct *a, uint16_t s, const struct acct_src *
 	} le[] = {
 		{ SRC(frags_omitted), SRC(events) },     { SRC(frags_sent), SRC(events) },
 		{ SRC(frags_abandoned), SRC(events) },   { SRC(frags_delayed), SRC(events) },
+		{ SRC(frags_cut_by_stop), SRC(events) },
 		{ SRC(frags_duplicated), SRC(frags_sent) }, { SRC(frames_bad_injected), SRC(frames_wire) },
 	};
 	const char *const *n = cnt_source_names;
@@ -264,13 +265,17 @@ static int acct_check_source(struct acct *a, uint16_t s, const struct acct_src *
 }
 
 /* Equation 1 of a source that reported: generated = omitted + sent +
- * abandoned, after its counters' own relations. */
+ * abandoned + cut off by the operator's stop, after its counters' own
+ * relations. */
 static int acct_source_generated(struct acct *a, uint16_t s, const struct acct_src *c)
 {
 	int rc = acct_check_source(a, s, c);
 	uint64_t parts;
 	bool fits = acct_sum3(&parts, c->v[SRC(frags_omitted)], c->v[SRC(frags_sent)],
-			      c->v[SRC(frags_abandoned)]);
+			      c->v[SRC(frags_abandoned)]) &&
+		    acct_sum(&parts, c->v[SRC(frags_cut_by_stop)]);
+	/* The cut-off is 0, and may be absent, when no drained stop came (a
+	 * peer like examples/minimal_source never reports it). */
 	bool found = c->f[SRC(events)] && c->f[SRC(frags_omitted)] && c->f[SRC(frags_sent)] &&
 		     c->f[SRC(frags_abandoned)];
 	char note[128];
@@ -279,10 +284,12 @@ static int acct_source_generated(struct acct *a, uint16_t s, const struct acct_s
 	else
 		snprintf(note, sizeof note, "no final counters from source %u", s);
 	acct_add(a, c->v[SRC(events)], parts, found && fits, note, ACCT_SOURCE_GENERATED, s);
+	if (!acct_sum(&a->cut_by_stop, c->v[SRC(frags_cut_by_stop)]) && rc == 0)
+		rc = acct_violation(a, "Impossible counters: the fragments cut by the stop overflow 2^64");
 	if (rc == 0 && found && !fits)
-		rc = acct_violation(a, "Impossible counters: source %u's %s + %s + %s overflows 2^64", s,
-				    CNT_SOURCE(frags_omitted), CNT_SOURCE(frags_sent),
-				    CNT_SOURCE(frags_abandoned));
+		rc = acct_violation(a, "Impossible counters: source %u's %s + %s + %s + %s overflows 2^64",
+				    s, CNT_SOURCE(frags_omitted), CNT_SOURCE(frags_sent),
+				    CNT_SOURCE(frags_abandoned), CNT_SOURCE(frags_cut_by_stop));
 	return rc;
 }
 
@@ -536,7 +543,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 		 (run->reader_count + 2u) * run->builder_count +
 		 run->reader_count * acct_rails_cap(run);
 	a->count = 0;
-	a->lost_with_sources = a->lost_with_readers = 0;
+	a->lost_with_sources = a->lost_with_readers = a->cut_by_stop = 0;
 	a->lost_with_builders = a->frames_lost_with_builders = 0;
 	a->violations = NULL;
 	a->violation_count = a->violation_cap = 0;

@@ -11,9 +11,9 @@
  * table, written from this one (tools/docgen.c), names exactly what
  * metrics.json does. */
 static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
-	[ACCT_SOURCE_GENERATED] = { "1 source %u: generated = omitted + sent + abandoned",
+	[ACCT_SOURCE_GENERATED] = { "1 source %u: generated = omitted + sent + abandoned + cut by stop",
 				    "source", "`source.N.events`",
-				    "`frags_omitted + frags_sent + frags_abandoned`" },
+				    "`frags_omitted + frags_sent + frags_abandoned + frags_cut_by_stop`" },
 	[ACCT_SOURCE_WIRE] = { "2 source %u: frames on wire = received by reader %u",
 			       "source, reader", "`source.N.frames_wire`",
 			       "`reader.R.source.N.frames_received`" },
@@ -54,7 +54,7 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 	[ACCT_BUILDER_MISROUTED] = { "builder %u: misrouted = 0",
 				     "builder", "B's `frags_misrouted`", "0" },
 	[ACCT_RUN_ASSIGNED] = { "run: event IDs assigned = event IDs generated",
-				"manager, sources", "the manager's `assigned`, summed over builders",
+				"manager, sources", "the manager's `assigned`, summed over builders (+ `ids_cut_unassigned`, the IDs a drained stop left unassigned)",
 				"the sources' `events`" },
 	[ACCT_HOP_RAIL] = { "hop reader %u to builder %u, rail %u: forwarded = received by builder",
 			    "reader, builder", "`reader.R.builder.B.rail.K.frames_forwarded`",

@@ -94,7 +94,9 @@ static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uin
 		l->ops->on_bye(msg->u.bye.status, l->arg);
 		break;
 	case CTL_STOP:
-		if (l->ops->on_stop != NULL)
+		if (msg->u.stop.last_event != CTL_STOP_NOW && l->ops->on_drain != NULL)
+			l->ops->on_drain(msg->u.stop.last_event, msg->u.stop.reason, l->arg);
+		else if (l->ops->on_stop != NULL)
 			l->ops->on_stop(msg->u.stop.source, msg->u.stop.reason, l->arg);
 		break;
 	case CTL_START:

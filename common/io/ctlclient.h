@@ -25,6 +25,10 @@ struct ctllink_ops {
 	void (*on_bye)(int32_t status, void *arg);
 	/* The builder says stop (source == CTL_STOP_ALL) or drop a source. */
 	void (*on_stop)(uint32_t source, const char *reason, void *arg);
+	/* The operator's drained stop (a STOP with last_event, not
+	 * CTL_STOP_NOW): generate up to last_event, then end. NULL: such a
+	 * STOP goes to on_stop. */
+	void (*on_drain)(uint64_t last_event, const char *reason, void *arg);
 	/* Refused, unreachable, or lost before BYE: the daemon cannot finish
 	 * its run properly. */
 	void (*on_lost)(const char *reason, void *arg);

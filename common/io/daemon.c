@@ -13,6 +13,7 @@
 struct daemon_stop {
 	struct event_base *base;
 	void (*stop)(void *arg, const char *why);
+	void (*drain)(void *arg, const char *why);
 	void *arg;
 	int signals;
 };
@@ -22,6 +23,10 @@ static void daemon_on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
 	struct daemon_stop *d = arg;
+	if (sig == SIGUSR2) {
+		d->drain(d->arg, "SIGUSR2");
+		return;
+	}
 	if (++d->signals > 1 && sig == SIGINT) {
 		log_warn("Second interrupt: exiting now");
 		event_base_loopbreak(d->base);
@@ -50,14 +55,25 @@ struct event_base *daemon_base_new(void)
 
 void daemon_run(struct event_base *base, void (*stop)(void *arg, const char *why), void *arg)
 {
-	struct daemon_stop d = { .base = base, .stop = stop, .arg = arg };
+	daemon_run_drain(base, stop, NULL, arg);
+}
+
+void daemon_run_drain(struct event_base *base, void (*stop)(void *arg, const char *why),
+		      void (*drain)(void *arg, const char *why), void *arg)
+{
+	struct daemon_stop d = { .base = base, .stop = stop, .drain = drain, .arg = arg };
 	struct event *sigterm = evsignal_new(base, SIGTERM, daemon_on_signal, &d);
 	struct event *sigint = evsignal_new(base, SIGINT, daemon_on_signal, &d);
+	struct event *sigusr2 = drain != NULL ? evsignal_new(base, SIGUSR2, daemon_on_signal, &d) : NULL;
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
+	if (sigusr2 != NULL)
+		evsignal_add(sigusr2, NULL);
 	event_base_dispatch(base);
 	event_free(sigterm);
 	event_free(sigint);
+	if (sigusr2 != NULL)
+		event_free(sigusr2);
 }
 
 const struct opt_spec daemon_option_specs[] = {
@@ -152,7 +168,7 @@ int daemon_main(const struct daemon_def *def, int argc, char **argv)
 			event_base_free(base);
 		return 1;
 	}
-	daemon_run(base, def->stop, daemon);
+	daemon_run_drain(base, def->stop, def->drain, daemon);
 	int status = def->exit_status(daemon);
 	def->destroy(daemon);
 	event_base_free(base);

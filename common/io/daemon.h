@@ -65,6 +65,9 @@ struct daemon_def {
 	bool (*check_listen)(void *opts, const struct daemon_options *d);
 	void *(*create)(struct event_base *base, const void *opts);
 	void (*stop)(void *daemon, const char *why);
+	/* The operator's drained stop of a one-run hub (docs/RUNCONTROL.md,
+	 * "stop"): asked by SIGUSR2, registered only when this is set. */
+	void (*drain)(void *daemon, const char *why);
 	int (*exit_status)(const void *daemon);
 	void (*destroy)(void *daemon);
 	/* Serving runs (docs/RUNCONTROL.md, io/session.h); zero: one run only. */
@@ -101,5 +104,10 @@ struct event_base *daemon_base_new(void);
 /* Runs the loop until it is exited; SIGTERM and the first SIGINT call
  * stop(arg, signal name) from the loop. */
 void daemon_run(struct event_base *base, void (*stop)(void *arg, const char *why), void *arg);
+
+/* The same, and when drain is not NULL SIGUSR2 calls drain(arg, "SIGUSR2")
+ * from the loop. */
+void daemon_run_drain(struct event_base *base, void (*stop)(void *arg, const char *why),
+		      void (*drain)(void *arg, const char *why), void *arg);
 
 #endif

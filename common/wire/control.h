@@ -181,10 +181,16 @@ struct ctl_start {
 };
 
 /* Sent when a peer died or stalled: a source whose reader is gone stops and
- * reports; a reader drops the connection of a source that is gone. */
+ * reports; a reader drops the connection of a source that is gone. The
+ * operator's drained stop (docs/RUNCONTROL.md) is a STOP to a source with a
+ * last_event: the source generates every event up to and including it, then
+ * sends END and its END report, the events it will not generate counted as
+ * cut off by the stop. CTL_STOP_NOW, every other STOP: stop at once. */
 #define CTL_STOP_ALL UINT32_MAX
+#define CTL_STOP_NOW UINT64_MAX
 struct ctl_stop {
 	uint32_t source;                    /* reader: the source to drop; CTL_STOP_ALL: stop */
+	uint64_t last_event;                /* a source: the last event to generate; CTL_STOP_NOW */
 	char reason[CTL_MAX_TEXT];
 };
 

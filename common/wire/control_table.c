@@ -201,6 +201,10 @@ static const struct ctl_field ctl_challenge_fields[] = {
 static const struct ctl_field ctl_stop_fields[] = {
 	CTL_FIELD("source", CTL_KIND_U32, stop.source,
 		  "a source id, or 4294967295 (`CTL_STOP_ALL`)"),
+	CTL_FIELD("last_event", CTL_KIND_U64, stop.last_event,
+		  "to a source, the operator's drained stop: generate every event up to and "
+		  "including this ID, then END (the rest counted `frags_cut_by_stop`); "
+		  "18446744073709551615 (`CTL_STOP_NOW`): stop at once"),
 	CTL_FIELD("reason", CTL_KIND_STR, stop.reason, "why, for the receiver's log"),
 };
 

@@ -33,10 +33,12 @@
 /* A group name, with its NUL. */
 #define CNT_GROUP_BYTES CTL_MAX_NAME
 
-/* A source's END report, group "": what it generated and sent. */
+/* A source's END report, group "": what it generated and sent;
+ * frags_cut_by_stop the event IDs past the operator's drained stop's
+ * last_event, never generated. */
 #define CNT_LIST_SOURCE(X) \
 	X(events) X(frags_omitted) X(frags_sent) X(frags_duplicated) X(frags_delayed) \
-	X(frags_abandoned) X(frames_wire) X(frames_bad_injected) X(frames_unsent) \
+	X(frags_abandoned) X(frags_cut_by_stop) X(frames_wire) X(frames_bad_injected) X(frames_unsent) \
 	X(bytes_wire) X(write_calls) X(write_blocked) X(sending_ns)
 
 /* A reader's counters of one source, in group "source.N" of its END report

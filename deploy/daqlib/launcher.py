@@ -242,6 +242,13 @@ class Launcher:
     def params(self) -> dict:
         run = dict(self.t.run)
         run["sources"] = len(self.t.source_ids)
+        stopped_at = self.stopped_at_event()
+        if stopped_at is not None:
+            # A drained stop ended the run at an event boundary: the run's
+            # events are those up to it, and refbuild expects just those.
+            run["events_planned"] = run["events"]
+            run["stopped_at_event"] = stopped_at
+            run["events"] = max(0, stopped_at + 1 - run["first_event"])
         deterministic, reason = refbuild_policy(self.t)
         return {
             "format": "daqrun-params/1",
@@ -269,6 +276,15 @@ class Launcher:
                            "elapsed_s": round((h.ended or time.monotonic()) - h.started, 3)}
                           for h in self.handles],
         }
+
+    def stopped_at_event(self) -> int | None:
+        """The last event of a drained stop, from metrics.json; None without one."""
+        try:
+            m = json.loads((self.run_dir / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        last = m.get("stop_last_event") if isinstance(m, dict) else None
+        return last if isinstance(last, int) and not isinstance(last, bool) else None
 
     def start(self, name: str, argv: list[str], host: str, stdout: bool = False) -> Handle:
         logs = self.run_dir / "logs"

@@ -58,7 +58,7 @@ class MinimalSourceTest(E2ETestCase):
         self.assertIn(f"Source 1: {EVENTS} fragments sent; END reported", log)
         self.assertIn("the builder ended the run with status 0", log)
         names = [e["name"] for e in m["equations"]]
-        self.assertIn("1 source 1: generated = omitted + sent + abandoned", names)
+        self.assertIn("1 source 1: generated = omitted + sent + abandoned + cut by stop", names)
         self.assertIn("2 source 1: frames on wire = received by reader 0", names)
 
     def test_alone(self) -> None:

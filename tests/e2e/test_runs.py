@@ -179,6 +179,34 @@ class ServingRunsTest(E2ETestCase):
                            + m9["counters"]["builder"].get("events_incomplete", 0), 0)
         self.h.assert_clean()
 
+    def test_stop_mid_run_drains_and_the_next_run_starts_cleanly(self):
+        topo = {"run": {"run": 3, "seed": 2, "events": 50_000_000, "payload": 128,
+                        "rate": 3000},
+                "builder": {"host": "127.0.0.1"},
+                "reader": [{"id": 0, "sources": [0, 1], "host": "127.0.0.1", "transport": "tcp"}]}
+        r = self.h.daqrun(topo, args=["--runs", "2", "--quiet", "--run-seconds", "1.5",
+                                      "--set", "runs.2.events=4000", "--set", "runs.2.rate=0"],
+                          timeout_s=180)
+        self.assertEqual(r.returncode, 0, r.output[-3000:])
+        stopped = read_json(r.run_dir / "run-3" / "metrics.json")
+        self.assertTrue(stopped["balanced"], unbalanced(stopped))
+        last = stopped["stop_last_event"]
+        self.assertIsNotNone(last)
+        for s in (0, 1):
+            counters = stopped["counters"][f"source.{s}"]
+            self.assertEqual(counters["frags_cut_by_stop"], 50_000_000 - last - 1)
+        self.assertEqual(stopped["counters"]["builder"]["events_accepted"], last + 1)
+        self.assertEqual(read_json(r.run_dir / "run-3" / "params.json")["run"]["events"], last + 1)
+        self.assertRefbuildPasses(r.run_dir / "run-3")
+        runs = read_json(r.run_dir / "runs.json")["runs"]
+        self.assertEqual([x["ended_by"] for x in runs], ["operator stop", "its end"])
+        self.assertGreater(runs[0]["stop_to_books_ms"], 0)
+        after = read_json(r.run_dir / "run-4" / "metrics.json")
+        self.assertTrue(after["balanced"], unbalanced(after))
+        self.assertEqual(after["counters"]["builder"]["events_accepted"], 4000)
+        self.assertRefbuildPasses(r.run_dir / "run-4")
+        self.h.assert_clean()
+
     def test_reader_killed_between_runs_is_named_and_rejoins(self):
         c = Cluster(self)
         first = c.run(1, self.h.path("run-1"))

@@ -108,6 +108,61 @@ static size_t failing(const struct acct *a)
 	return n;
 }
 
+/* The operator's drained stop after event 39: the sources generated 40
+ * events and cut the rest; the manager assigned batch 0 alone (builder 0:
+ * 40 complete, 24 never observed) and left 64 IDs unassigned. The run's
+ * assigned and event equations count those, and the books balance. */
+START_TEST(test_drained_stop_unassigned)
+{
+	enum { GENERATED = 40 };
+	for (int s = 0; s < S; s++) {
+		set(&source_reports[s], "", "frags_sent", GENERATED);
+		set(&source_reports[s], "", "frags_cut_by_stop", EVENTS - GENERATED);
+		set(&source_reports[s], "", "frames_wire", GENERATED);
+		char g[CNT_GROUP_BYTES];
+		snprintf(g, sizeof g, "source.%d", s);
+		set(&reader_report, g, "frames_received", GENERATED);
+		set(&reader_report, g, "frames_forwarded", GENERATED);
+	}
+	set(&reader_report, "", "frames_forwarded", S * GENERATED);
+	set(&reader_report, "builder.0", "frames_forwarded", S * GENERATED);
+	set(&reader_report, "builder.1", "frames_forwarded", 0);
+	reader.frames_received_by_builder = S * GENERATED;
+	struct ctl_report *r = &builder_reports[0];
+	set(r, "", "events_complete", GENERATED);
+	set(r, "", "events_accepted", GENERATED);
+	set(r, "", "events_unobserved", BATCH - GENERATED);
+	set(r, "", "frags_received", S * GENERATED);
+	set(r, "", "frags_unique", S * GENERATED);
+	set(r, "reader.0", "frames_received", S * GENERATED);
+	builders[0].decided = BATCH;
+	r = &builder_reports[1];
+	set(r, "", "events_complete", 0);
+	set(r, "", "events_accepted", 0);
+	set(r, "", "frags_received", 0);
+	set(r, "", "frags_unique", 0);
+	set(r, "", "events_assigned", 0);
+	set(r, "reader.0", "frames_received", 0);
+	builders[1].assigned = builders[1].decided = 0;
+	core.frags_received = core.frags_unique = S * GENERATED;
+	core.events_complete = core.events_accepted = GENERATED;
+	core.events_unobserved = BATCH - GENERATED;
+	run.builder_frames_received = S * GENERATED;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!acct_balanced(&a));   /* without the unassigned IDs */
+	ck_assert(!find(&a, "run: event IDs assigned = event IDs generated")->ok);
+	acct_free(&a);
+	run.ids_cut_unassigned = EVENTS - BATCH;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert_msg(acct_balanced(&a), "%zu failing", failing(&a));
+	const struct acct_equation *e = find(&a, "run: event IDs assigned = event IDs generated");
+	ck_assert_uint_eq(e->lhs, EVENTS);
+	ck_assert_uint_eq(a.cut_by_stop, S * (EVENTS - GENERATED));
+	acct_free(&a);
+}
+END_TEST
+
 START_TEST(test_two_builders_balance)
 {
 	struct acct a;
@@ -274,6 +329,7 @@ static Suite *acct_builders_suite(void)
 	TCase *tc = tcase_create("equations");
 	tcase_add_checked_fixture(tc, clean_setup, NULL);
 	tcase_add_test(tc, test_two_builders_balance);
+	tcase_add_test(tc, test_drained_stop_unassigned);
 	tcase_add_test(tc, test_one_builder_has_no_builder_equations);
 	tcase_add_test(tc, test_misrouted_fails_naming_the_builder);
 	tcase_add_test(tc, test_frame_lost_between_reader_and_one_builder);

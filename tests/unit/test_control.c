@@ -125,6 +125,7 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 		return strcmp(a->u.challenge.nonce, b->u.challenge.nonce) == 0;
 	case CTL_STOP:
 		return a->u.stop.source == b->u.stop.source &&
+		       a->u.stop.last_event == b->u.stop.last_event &&
 		       strcmp(a->u.stop.reason, b->u.stop.reason) == 0;
 	case CTL_ROUTING: {
 		const struct ctl_routing *x = &a->u.routing, *y = &b->u.routing;
@@ -2037,6 +2038,7 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		break;
 	case CTL_STOP:
 		m->u.stop.source = (uint32_t)rng_u64(s);
+		m->u.stop.last_event = rng_below(s, 2) ? CTL_STOP_NOW : rng_u64(s);
 		random_text(s, m->u.stop.reason, sizeof m->u.stop.reason);
 		break;
 	case CTL_ROUTING:

@@ -77,6 +77,24 @@ START_TEST(test_roundtrip)
 }
 END_TEST
 
+/* The drained stop: a STOP's last_event, any ID or CTL_STOP_NOW. */
+START_TEST(test_stop_last_event)
+{
+	static const uint64_t ids[] = { 0, 1, 41999, UINT64_MAX - 1, CTL_STOP_NOW };
+	for (unsigned i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+		memset(&in, 0, sizeof in);
+		in.type = CTL_STOP;
+		in.u.stop.source = CTL_STOP_ALL;
+		in.u.stop.last_event = ids[i];
+		strcpy(in.u.stop.reason, "operator stop (SIGUSR2)");
+		roundtrip(&in);
+		ck_assert_uint_eq(out.u.stop.source, CTL_STOP_ALL);
+		ck_assert_uint_eq(out.u.stop.last_event, ids[i]);
+		ck_assert_str_eq(out.u.stop.reason, in.u.stop.reason);
+	}
+}
+END_TEST
+
 START_TEST(test_names)
 {
 	ck_assert_str_eq(ctl_type_name(CTL_CONFIGURE), "configure");
@@ -198,6 +216,39 @@ static void pack_state(int kind)
 	msgpack_pack_int32(&pk, 0);
 }
 
+/* A STOP whose last_event is kind 0 negative, 1 a string, 2 a real, 3
+ * missing (a STOP of before the drained stop). */
+static void pack_stop(int kind)
+{
+	body_start(kind == 3 ? 2 : 3, "stop");
+	key("source");
+	msgpack_pack_uint32(&pk, CTL_STOP_ALL);
+	if (kind != 3) {
+		key("last_event");
+		if (kind == 0)
+			msgpack_pack_int64(&pk, -1);
+		else if (kind == 1)
+			msgpack_pack_str_with_body(&pk, "500", 3);
+		else
+			msgpack_pack_double(&pk, 500.0);
+	}
+	key("reason");
+	msgpack_pack_str_with_body(&pk, "operator stop", 13);
+}
+
+START_TEST(test_bad_stop)
+{
+	pack_stop(0);
+	EXPECT_ERROR("key 'last_event' in stop");
+	pack_stop(1);
+	EXPECT_ERROR("key 'last_event' in stop is a str, expected uint");
+	pack_stop(2);
+	EXPECT_ERROR("key 'last_event' in stop");
+	pack_stop(3);
+	EXPECT_ERROR("missing key 'last_event' in stop");
+}
+END_TEST
+
 START_TEST(test_bad_fields)
 {
 	pack_state(0);
@@ -261,6 +312,8 @@ int main(void)
 	tcase_add_test(tc, test_names);
 	tcase_add_test(tc, test_encode_refuses);
 	tcase_add_test(tc, test_bad_fields);
+	tcase_add_test(tc, test_stop_last_event);
+	tcase_add_test(tc, test_bad_stop);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -98,7 +98,8 @@ START_TEST(test_symbols_are_the_wire_names)
 	ck_assert_str_eq(CNT_BUILDER_CORE(ids_given_up), "ids_given_up");
 	ck_assert_str_eq(CNT_BUILDER(negative_latencies), "negative_latencies");
 	ck_assert_str_eq(CNT_BUILDER_LINK(read_calls), "read_calls");
-	ck_assert_uint_eq(CNT_SOURCE_COUNT, 13);
+	ck_assert_uint_eq(CNT_SOURCE_COUNT, 14);
+	ck_assert_str_eq(CNT_SOURCE(frags_cut_by_stop), "frags_cut_by_stop");
 	ck_assert_uint_eq(CNT_READER_SOURCE_COUNT, 24);
 	ck_assert_str_eq(CNT_READER_SOURCE(frames_lost_builder), "frames_lost_builder");
 	ck_assert_str_eq(CNT_READER_LINK(pending_full), "pending_full");

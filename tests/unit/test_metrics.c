@@ -157,12 +157,19 @@ START_TEST(test_top_level_fields)
 {
 	json_t *root = tree();
 	static const char *const keys[] = { "run", "status", "exit_status", "balanced", "equations",
-					    "impossible_counters", "losses", "errors", "counters",
+					    "impossible_counters", "losses", "start_to_first_event_ms",
+					    "stop_to_books_ms", "stop_last_event", "errors", "counters",
 					    "latency", "clocks", "rates", "processes", "cpu",
 					    "reader_links", "memory_bounds" };
 	ck_assert_uint_eq(json_object_size(root), sizeof keys / sizeof keys[0]);
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 		ck_assert_msg(json_object_get(root, keys[i]) != NULL, "no %s", keys[i]);
+	/* No START and no drained stop in the fixture: the spans are null. */
+	ck_assert(json_is_null(json_object_get(root, "start_to_first_event_ms")));
+	ck_assert(json_is_null(json_object_get(root, "stop_to_books_ms")));
+	ck_assert(json_is_null(json_object_get(root, "stop_last_event")));
+	ck_assert(json_is_integer(json_object_get(json_object_get(root, "losses"),
+						  "fragments_cut_by_stop")));
 	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(root, "run"), "run")), 7);
 	/* One equation not balanced: failed, though nothing else went wrong. */
 	ck_assert_str_eq(json_string_value(json_object_get(root, "status")), "failed");
