@@ -109,7 +109,9 @@ class ServingLauncher(Launcher):
         host = self.backend.address(self.t.hub_host)
         self.session_addr = addr(host, ports["session"])
         key = run_key_path(self.t, self.base_dir)
-        self.hub = Hub(f"http://{addr(host, ports['http'])}", read_key(key))
+        netns = getattr(self.backend, "ns", {}).get(self.t.hub_host)
+        self.hub = Hub(f"http://{addr(host, ports['http'])}", read_key(key),
+                       netns=f"/run/netns/{netns}" if netns else None)
         say(f"serving: session {self.session_addr}, control {self.hub.url}")
 
     def start_builder(self) -> None:
@@ -233,9 +235,9 @@ class ServingLauncher(Launcher):
     def wait_all(self) -> str:
         """Every run in turn, then shutdown; "done" or "failed"."""
         self.started_at = time.monotonic()
-        self.wait_joined()
         outcome = "done"
         try:
+            self.wait_joined()
             for k in range(1, self.runs + 1):
                 row = self.one_run(k)
                 row["refbuild"] = self.per_run_outputs(row)

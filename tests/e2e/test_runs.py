@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -205,6 +206,19 @@ class ServingRunsTest(E2ETestCase):
         self.assertTrue(after["balanced"], unbalanced(after))
         self.assertEqual(after["counters"]["builder"]["events_accepted"], 4000)
         self.assertRefbuildPasses(r.run_dir / "run-4")
+        self.h.assert_clean()
+
+    def test_runs_on_the_three_host_virtual_cluster(self):
+        if os.geteuid() != 0 or shutil.which("ip") is None:
+            self.skipTest("needs root and ip (network namespaces)")
+        three = Path(__file__).resolve().parents[2] / "deploy" / "topologies" / "three-hosts.toml"
+        r = self.h.daqrun(three, args=["--runs", "2", "--quiet", "--set", "events=5000",
+                                       "--set", "runs.2.payload=300"], timeout_s=240)
+        self.assertEqual(r.returncode, 0, r.output[-3000:])
+        self.assertIn("2 of 2 runs on the same", r.output)
+        runs = read_json(r.run_dir / "runs.json")["runs"]
+        self.assertEqual([x["balanced"] for x in runs], [True, True])
+        self.assertEqual([x["refbuild"] for x in runs], [0, 0])
         self.h.assert_clean()
 
     def test_reader_killed_between_runs_is_named_and_rejoins(self):
