@@ -66,7 +66,7 @@ class HostileSourceTest(E2ETestCase):
                 f"Impossible counters: source 1's frags_sent = {events + 1} "
                 f"exceeds source 1's events = {events}",
                 "Impossible counters: source 1's frags_omitted + frags_sent + frags_abandoned "
-                "overflows 2^64"]
+                "+ frags_cut_by_stop overflows 2^64"]
         for text in want:
             self.assertIn(text, m["errors"])
             self.assertIn(text, m["impossible_counters"])
