@@ -34,7 +34,8 @@ size_t fault_encode_bad(const struct src_options *o, uint64_t sequence, uint64_t
 	size_t n;
 	switch (o->inject) {
 	case SRC_INJECT_RUN:
-		h.run_id = o->run_id + 1;
+	case SRC_INJECT_OLD_RUN:
+		h.run_id = o->inject == SRC_INJECT_RUN ? o->run_id + 1 : o->run_id - 1;
 		n = frm_encode_in_place(frame, &h);
 		break;
 	case SRC_INJECT_LENGTH:

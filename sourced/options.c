@@ -27,10 +27,10 @@ bool src_parse_stall(const char *arg, enum src_stall *kind, uint64_t *after)
 bool src_parse_inject(const char *arg, enum src_inject *kind, uint64_t *after)
 {
 	static const char *const names[] = { "crc", "magic", "version", "flags",
-					     "length", "run", "truncate", "noend" };
+					     "length", "run", "oldrun", "truncate", "noend" };
 	static const enum src_inject kinds[] = { SRC_INJECT_CRC, SRC_INJECT_MAGIC,
 						 SRC_INJECT_VERSION, SRC_INJECT_FLAGS,
-						 SRC_INJECT_LENGTH, SRC_INJECT_RUN,
+						 SRC_INJECT_LENGTH, SRC_INJECT_RUN, SRC_INJECT_OLD_RUN,
 						 SRC_INJECT_TRUNCATE, SRC_INJECT_NOEND };
 	size_t k;
 	if (!opt_kind_at(arg, names, sizeof names / sizeof names[0], &k, after))
@@ -91,7 +91,8 @@ const struct opt_spec src_option_specs[] = {
 	DAEMON_OPT_METRICS_LISTEN(O, .fixed = true),
 	OPT_CUSTOM("inject", "KIND@N", src_take_inject, .group = "Testing",
 		   .help = "after N good frames send a bad one and stop; KIND is\n"
-			   "crc, magic, version, flags, length, run, truncate or noend"),
+			   "crc, magic, version, flags, length, run, oldrun (a\n"
+			   "frame of the run before, as a stale one), truncate or noend"),
 	OPT_FLAG("dribble", O, dribble, .help = "write one byte per system call"),
 	OPT_CUSTOM("stall", "KIND@N", src_take_stall,
 		   .help = "after N frames the data stream stops delivering while\n"

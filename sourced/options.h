@@ -20,6 +20,7 @@ enum src_inject {
 	SRC_INJECT_FLAGS,
 	SRC_INJECT_LENGTH,    /* payload_len over 1 MiB, header only */
 	SRC_INJECT_RUN,       /* a valid frame of run + 1 */
+	SRC_INJECT_OLD_RUN,   /* a valid frame of run - 1: a stale one, after the run before */
 	SRC_INJECT_TRUNCATE,  /* half a frame, then close */
 	SRC_INJECT_NOEND,     /* close without an END frame */
 };

@@ -262,6 +262,26 @@ class ServingRunsTest(E2ETestCase):
         c.shutdown()
         self.h.assert_clean()
 
+    def test_a_frame_of_the_last_run_is_refused_and_counted(self):
+        c = Cluster(self)
+        c.run(1, self.h.path("run-1"))
+        out = self.h.path("run-2")
+        s = c.run(2, out, events=3000, extra=["--inject", "oldrun@200"])
+        self.assertTrue(s["balanced"], s)
+        self.assertNotEqual(s["status"], 0, "a run with a stale frame is not a clean run")
+        m = read_json(out / "metrics.json")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertGreaterEqual(m["counters"]["reader.0"]["err_run"], 1, m["counters"]["reader.0"])
+        self.assertTrue(any("frames of another run (err_run)" in e for e in m["errors"]),
+                        m["errors"])
+        self.assertIn("frame of run 1, expected run 2", c.reader.log())
+        # Never built: no event has more than the fragments sent in run 2.
+        self.assertLess(m["counters"]["builder"]["events_accepted"], 3000)
+        third = c.run(3, self.h.path("run-3"), events=1000)
+        self.assertTrue(third["balanced"] and third["status"] == 0, third)
+        c.shutdown()
+        self.h.assert_clean()
+
     def test_a_source_of_the_last_run_is_refused_in_the_next(self):
         c = Cluster(self)
         c.run(1, self.h.path("run-1"))
