@@ -39,7 +39,6 @@ struct hub_peer {
 
 struct hub_session {
 	struct event_base *base;
-	const struct daemon_def *def;
 	const struct bd_options *opt;   /* the base's */
 	struct run_slot *slot;
 	struct hub_peer *peers;
@@ -63,7 +62,6 @@ struct hub_session {
 	struct hub_run_summary summaries[HUB_SUMMARIES_KEPT];
 	size_t n_summaries;
 	bool quit;
-	int exit_status;
 };
 
 const char *hub_state_name(enum hub_state s)
@@ -525,7 +523,6 @@ struct hub_session *hub_session_new(const struct daemon_def *def, struct event_b
 		return NULL;
 	}
 	hs->base = base;
-	hs->def = def;
 	hs->opt = o;
 	hs->session_fd = -1;
 	for (uint32_t i = 0; i < o->sources; i++)
@@ -587,5 +584,5 @@ int hub_session_run(struct hub_session *hs)
 		if (hs->quit)
 			break;
 	}
-	return hs->exit_status;
+	return 0;          /* a shutdown or a signal: the hub's own failures end before */
 }

@@ -221,6 +221,52 @@ class ServingRunsTest(E2ETestCase):
         self.assertEqual([x["refbuild"] for x in runs], [0, 0])
         self.h.assert_clean()
 
+    def test_bad_requests_are_refused_with_the_reason(self):
+        c = Cluster(self)
+        out = self.h.path("run-1")
+        good = c.body(1, out)
+        cases = [
+            ({"args": good["args"]}, "run: 1 .. 4294967295"),
+            ({"run": 1, "args": {**good["args"], "source.9": []}}, '"source.9" is neither'),
+            ({"run": 1, "args": {k: v for k, v in good["args"].items() if k != "reader.0"}},
+             "none for reader 0"),
+            ({"run": 1, "args": {**good["args"], "hub": "--out x"}}, "hub: a list of strings"),
+            ({"run": 1, "args": {**good["args"], "hub": ["a\nb"]}}, "without a newline"),
+            ({"run": 1, "args": {**good["args"], "hub": ["x" * 5000]}}, "more than 4000 bytes"),
+            ({"run": 1, "args": {**good["args"], "hub": ["--no-such-option"]}}, "hub: "),
+        ]
+        for body, words in cases:
+            ok, reason = c.hub.post("/configure", body)
+            self.assertFalse(ok, body)
+            self.assertIn(words, reason)
+            self.assertEqual(c.hub.state()["state"], "idle", reason)
+        for path, doc, words in (("/start", {"run": 1}, "not configured"),
+                                 ("/stop", {"run": 1}, "not running"),
+                                 ("/reset", {}, "nothing to reset")):
+            ok, reason = c.hub.post(path, doc)
+            self.assertFalse(ok)
+            self.assertIn(words, reason)
+        # A peer's refusal (its option parser's words) is the hub's error,
+        # and reset leaves it.
+        bad = c.body(1, out)
+        bad["args"]["source.1"] = bad["args"]["source.1"] + ["--rate", "fast"]
+        self.assertTrue(c.hub.post("/configure", bad)[0])
+        st = c.wait_state(("error",))
+        self.assertIn("source 1 refused run 1: --rate", st["error"])
+        self.assertIn("reset", c.hub.post("/configure", good)[1])
+        self.assertTrue(c.hub.post("/reset", {})[0])
+        c.wait_state(("idle",))
+        self.assertTrue(c.hub.post("/configure", c.body(2, self.h.path("run-2")))[0])
+        c.wait_state(("configured",))
+        ok, reason = c.hub.post("/start", {"run": 3})
+        self.assertFalse(ok)
+        self.assertIn("cannot start run 3: the hub is configured run 2", reason)
+        self.assertTrue(c.hub.post("/start", {"run": 2})[0])
+        st = c.wait_state(("idle",))
+        self.assertTrue([r for r in st["runs"] if r["run"] == 2][-1]["balanced"])
+        c.shutdown()
+        self.h.assert_clean()
+
     def test_reader_killed_between_runs_is_named_and_rejoins(self):
         c = Cluster(self)
         first = c.run(1, self.h.path("run-1"))
