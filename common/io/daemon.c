@@ -114,11 +114,25 @@ static bool daemon_apply_common(const char *run_key_file, int64_t clock_offset_n
 	return true;
 }
 
+/* An environment variable's value for the log ("-" when unset); the log
+ * escapes whatever it holds. */
+static const char *daemon_env(const char *name)
+{
+	const char *value = getenv(name);
+	return value != NULL ? value : "-";
+}
+
 /* Starts logging as role[id] (id < 0: none) and says when there is no run
- * key, so a person knows only local peers can connect. */
+ * key, so a person knows only local peers can connect. Started as a Slurm
+ * job step, it names the job, step and node first: the log then shows
+ * where the batch system placed it. */
 static void daemon_start_log(const char *role, int id, bool quiet)
 {
-	log_init(role, id, quiet ? LOG_LEVEL_WARN : LOG_LEVEL_INFO);
+	log_init(role, id, quiet ? LOG_LEVEL_NOTE : LOG_LEVEL_INFO);
+	if (getenv("SLURM_JOB_ID") != NULL)
+		log_note("Slurm job step: SLURM_JOB_ID=%s SLURM_STEP_ID=%s SLURMD_NODENAME=%s",
+			 daemon_env("SLURM_JOB_ID"), daemon_env("SLURM_STEP_ID"),
+			 daemon_env("SLURMD_NODENAME"));
 	if (!auth_have_key())
 		log_info("No run key: accepting peers on this host only");
 }

@@ -24,7 +24,7 @@ int log_enabled(enum log_level level)
 
 void log_write(enum log_level level, const char *fmt, ...)
 {
-	static const char *const names[] = { "DEBUG", "INFO", "WARN", "ERROR" };
+	static const char *const names[] = { "DEBUG", "INFO", "NOTE", "WARN", "ERROR" };
 	if (level < log_min)
 		return;
 	struct timespec ts;

@@ -6,7 +6,9 @@
 
 #include <stdarg.h>
 
-enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
+/* NOTE: what a quiet daemon (--quiet) still says that is not a problem:
+ * where it runs (a batch system's job step). */
+enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_NOTE, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
 
 /* Sets the prefix of every line and the lowest level printed. */
 void log_init(const char *role, int id, enum log_level min_level);
@@ -23,6 +25,7 @@ void log_write(enum log_level level, const char *fmt, ...)
 
 #define log_debug(...) do { if (log_enabled(LOG_LEVEL_DEBUG)) log_write(LOG_LEVEL_DEBUG, __VA_ARGS__); } while (0)
 #define log_info(...)  log_write(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_note(...)  log_write(LOG_LEVEL_NOTE, __VA_ARGS__)
 #define log_warn(...)  log_write(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_error(...) log_write(LOG_LEVEL_ERROR, __VA_ARGS__)
 

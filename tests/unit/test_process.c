@@ -92,8 +92,14 @@ START_TEST(test_log_levels)
 	log_init("test", 1, LOG_LEVEL_WARN);
 	ck_assert(!log_enabled(LOG_LEVEL_DEBUG));
 	ck_assert(!log_enabled(LOG_LEVEL_INFO));
+	ck_assert(!log_enabled(LOG_LEVEL_NOTE));
 	ck_assert(log_enabled(LOG_LEVEL_WARN));
 	ck_assert(log_enabled(LOG_LEVEL_ERROR));
+	/* A quiet daemon's level: notes (where it runs) but no chatter. */
+	log_init("test", 1, LOG_LEVEL_NOTE);
+	ck_assert(!log_enabled(LOG_LEVEL_INFO));
+	ck_assert(log_enabled(LOG_LEVEL_NOTE));
+	ck_assert(log_enabled(LOG_LEVEL_WARN));
 	log_init("test", -1, LOG_LEVEL_DEBUG);
 	ck_assert(log_enabled(LOG_LEVEL_DEBUG));
 }
