@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -262,6 +263,8 @@ def run(launcher: Launcher, backend: Backend, t: Topology, run_dir: Path) -> str
         write_json(params_path, launcher.params())
         key = make_run_key(t, run_dir)
         backend.prepare(t.hub_host)
+        if backend.waits_in_queue:
+            launcher.t0 = time.monotonic()     # the time in the queue is not the run's
         if not t.run.get("run_key_file"):
             backend.put_file(key)   # a key of the user's is already on every host
         launcher.start_all()
@@ -332,7 +335,8 @@ def finish(launcher: Launcher, outcome: str) -> int:
               and (h.returncode != 0 or h.killed)]
     for h in others:
         how = "had to be stopped" if h.killed else f"exited with status {h.returncode}"
-        say(f"{h.name} {how} (log: {h.log_path})")
+        note = launcher.backend.exit_note(h)
+        say(f"{h.name} {how}" + (f": {note}" if note else "") + f" (log: {h.log_path})")
     ref = launcher.refbuild()
     truth = launcher.truthcheck()
     write_report(launcher.run_dir)

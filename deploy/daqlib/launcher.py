@@ -509,8 +509,10 @@ class Launcher:
                     continue
                 pending.remove(h)
                 if rc != 0 or h is self.builder:
+                    note = self.backend.exit_note(h)
                     say(f"{h.name} exited with status {rc} after "
-                        f"{h.ended - h.started:.1f} s" + ("" if rc == 0 else f"\n{log_tail(h, self.backend)}"))
+                        f"{h.ended - h.started:.1f} s" + (f": {note}" if note else "")
+                        + ("" if rc == 0 else f"\n{log_tail(h, self.backend)}"))
                 if h is self.builder:
                     builder_done_at = time.monotonic()
                     if self.progress_shown:

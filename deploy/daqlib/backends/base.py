@@ -165,6 +165,9 @@ class Backend(abc.ABC):
     # Whether the builder's metrics listener on 127.0.0.1 is the launcher's
     # 127.0.0.1 (the progress line reads the builder's /status there).
     status_on_loopback = False
+    # Whether prepare() may wait in a batch system's queue: the run's
+    # --timeout then starts once it returns.
+    waits_in_queue = False
 
     @classmethod
     def validate(cls, where: str, hosts: dict[str, dict], options: dict) -> None:
@@ -276,6 +279,11 @@ class Backend(abc.ABC):
     def read_file(self, host: str, path: Path) -> str | None:
         """Text of a file on host (port files, the builder's summary), or None
         if it does not exist. path is the local path under run_dir."""
+
+    def exit_note(self, handle: Handle) -> str:
+        """What the backend knows of why an ended daemon ended, when that was
+        not the launcher's doing (a batch system cancelled its step), else ""."""
+        return ""
 
     def log_text(self, handle: Handle) -> str | None:
         """The daemon's log as it is now (for error messages mid-run)."""
