@@ -8,7 +8,9 @@ behind on this machine, found by name:
   ssh master connection);
 - shared-memory segments /dev/shm/es-daq<pid>-r* and, of a run of several
   builders, /dev/shm/es-daq<pid>-b<id>-r* (rings of a builder that was
-  killed before its reader attached).
+  killed before its reader attached);
+- Slurm allocations esdq<pid>-daqrun-<this machine> of the user's (scancel),
+  should one outlive its launcher.
 
 <pid> is the launcher's (or analysis/railcap.py's, which builds its
 cluster with the netns backend): objects of one that still runs are left
@@ -97,6 +99,10 @@ def cleanup(say=print, include_live: bool = False) -> tuple[list[str], list[str]
                     removed.append(f"shared-memory segment /dev/shm/{seg.name}")
                 except OSError as e:
                     problems.append(f"cannot remove /dev/shm/{seg.name}: {e.strerror}")
+    from .backends.slurm import cancel_jobs, stale_jobs
+    jobs = stale_jobs(stale)
+    problems += cancel_jobs(jobs)
+    removed += [f"Slurm job {job} ({name})" for job, name in jobs]
     for line in removed:
         say(f"removed {line}")
     for line in problems:

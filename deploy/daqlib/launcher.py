@@ -508,8 +508,8 @@ class Launcher:
                 if rc is None:
                     continue
                 pending.remove(h)
-                if rc != 0 or h is self.builder:
-                    note = self.backend.exit_note(h)
+                note = self.backend.exit_note(h)
+                if rc != 0 or h is self.builder or note:
                     say(f"{h.name} exited with status {rc} after "
                         f"{h.ended - h.started:.1f} s" + (f": {note}" if note else "")
                         + ("" if rc == 0 else f"\n{log_tail(h, self.backend)}"))

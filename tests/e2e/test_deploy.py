@@ -104,7 +104,12 @@ class TopologyHostsTest(E2ETestCase):
             ((three, "reader.1.transport=shm"), "\"shm\" needs the builder's host"),
             ((local, "deploy.backend=netns"), "[deploy] backend 'netns' needs the hosts"),
             ((local, "deploy.backend=ssh"), "[deploy] backend 'ssh' needs the hosts"),
-            ((local, "deploy.backend=slurm"), "'slurm' is not implemented"),
+            ((local, "deploy.backend=slurm"), "[deploy] backend 'slurm' needs the hosts"),
+            ((local, "deploy.backend=kubernetes"), "'kubernetes' is not implemented"),
+            ((three, "deploy.backend=slurm", "hosts.builder.slurm_node=a b"),
+             "slurm_node: 'a b' is not a Slurm node name"),
+            ((three, "deploy.backend=slurm", "slurm.partition=a b"),
+             "[slurm] partition: 'a b' has white space"),
         ]
         for (path, *sets), message in cases:
             with self.subTest(sets=sets):

@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 
 from ..schema import Key, TopologyError
-from .base import DAEMONS, Backend, Handle, LaunchError, die_with_parent_fn, register, run_cmd, text
+from .base import DAEMONS, PREFIX, Backend, Handle, LaunchError, die_with_parent_fn, register, run_cmd, text
 
 TOOLS = ("salloc", "srun", "scancel", "squeue", "scontrol", "sinfo")
 # Where deploy/slurm-vcluster keeps its configuration unless told otherwise.
@@ -66,6 +66,10 @@ STEP_LINE = re.compile(r"^daqrun-step (\d+)\.(\d+) (\d+) (\S+)$", re.M)
 CANCELLED = re.compile(r"\*\*\* STEP (\d+\.\d+) ON (\S+) CANCELLED")
 ALLOC_LINE = re.compile(r"^daqrun-allocation (\d+) (\S+)$", re.M)
 JOB_ID_LINE = re.compile(r"(?:Pending|Granted) job allocation (\d+)")
+# squeue's reasons for a pending job that waiting will not cure.
+NEVER_REASONS = {"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit",
+                 "BadConstraints", "InvalidAccount", "InvalidQOS", "AccountNotAllowed",
+                 "QOSMaxNodePerJobLimit", "QOSMaxWallDurationPerJobLimit"}
 # The step's first words: its job, step, pid and node, where the launcher
 # reads them (the log), then the daemon in the same process.
 STEP_WRAPPER = ('echo "daqrun-step $SLURM_JOB_ID.$SLURM_STEP_ID $$ $SLURMD_NODENAME" >&2; '
@@ -94,6 +98,71 @@ def slurm_env() -> dict[str, str]:
     may itself run in (they would steer our srun), SLURM_CONF kept."""
     return {k: v for k, v in os.environ.items()
             if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+
+
+def find_conf(given: str | None) -> str | None:
+    """The SLURM_CONF for the Slurm commands: given ([slurm] conf), else
+    $SLURM_CONF, else None when Slurm's own default exists, else the virtual
+    cluster's."""
+    given = given or os.environ.get("SLURM_CONF")
+    if given:
+        if not Path(given).is_file():
+            raise LaunchError(f"Slurm's configuration {given} does not exist "
+                              f"([slurm] conf or SLURM_CONF)")
+        return given
+    if SYSTEM_CONF.is_file():
+        return None                       # Slurm's own default: nothing to set
+    if VCLUSTER_CONF.is_file():
+        return str(VCLUSTER_CONF)
+    raise LaunchError("no Slurm configuration: set SLURM_CONF or [slurm] conf, or bring "
+                      "up the virtual cluster first (deploy/slurm-vcluster up)")
+
+
+def job_name(pid: int) -> str:
+    """The allocation's name: the launcher's tag and this machine's name, so
+    --cleanup on this machine can tell a dead launcher's job (JOB_RE)."""
+    return f"{PREFIX}{pid}-daqrun-{socket.gethostname().split('.')[0]}"
+
+
+JOB_RE = re.compile(rf"^{PREFIX}(\d+)-daqrun-(\S+)$")
+
+
+def stale_jobs(stale) -> list[tuple[str, str]]:
+    """(job id, name) of this user's daqrun allocations made on this machine
+    by launchers stale(pid) says are gone; [] without Slurm."""
+    if shutil.which("squeue") is None:
+        return []
+    try:
+        conf = find_conf(None)
+    except LaunchError:
+        return []
+    env = dict(slurm_env(), **({"SLURM_CONF": conf} if conf else {}))
+    r = subprocess.run(["squeue", "-h", "--me", "-o", "%i %j"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=30, env=env)
+    here = socket.gethostname().split(".")[0]
+    jobs = []
+    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+        words = line.split()
+        m = JOB_RE.match(words[1]) if len(words) == 2 else None
+        if m and m.group(2) == here and stale(int(m.group(1))):
+            jobs.append((words[0], words[1]))
+    return jobs
+
+
+def cancel_jobs(jobs: list[tuple[str, str]]) -> list[str]:
+    """scancel of each; the problems."""
+    try:
+        conf = find_conf(None)
+    except LaunchError as e:
+        return [str(e)]
+    env = dict(slurm_env(), **({"SLURM_CONF": conf} if conf else {}))
+    problems = []
+    for job, name in jobs:
+        r = subprocess.run(["scancel", job], stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=30, env=env)
+        if r.returncode != 0:
+            problems.append(f"scancel {job} ({name}): {r.stderr.strip()}")
+    return problems
 
 
 @register("slurm")
@@ -146,9 +215,9 @@ class SlurmBackend(Backend):
                                     f"Slurm node name (letters, digits, '.', '_', '-')")
         for key in ("partition", "account", "qos", "constraint", "time"):
             value = options.get(key)
-            if value is not None and (not value or any(c.isspace() for c in value)):
-                raise TopologyError(f"{where} [slurm] {key}: {value!r} is empty or has "
-                                    f"white space")
+            if value is not None and any(c.isspace() for c in value):
+                raise TopologyError(f"{where} [slurm] {key}: {value!r} has white space "
+                                    f"(Slurm takes one word)")
 
     @classmethod
     def needs_local_binaries(cls, hosts):
@@ -156,10 +225,11 @@ class SlurmBackend(Backend):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.job_name = f"{self.tag}-daqrun"
+        self.job_name = job_name(os.getpid())
         self.job_id: str | None = None
         self.conf: str | None = None
         self.salloc: subprocess.Popen | None = None
+        self.granted = False
         self.node: dict[str, str] = {}          # topology host -> Slurm node
         self.addr: dict[str, str] = {}
         self.steps: list[Handle] = []
@@ -186,26 +256,12 @@ class SlurmBackend(Backend):
                           for h in self.steps}}
 
     # -- set-up -------------------------------------------------------------
-    def find_conf(self) -> str | None:
-        given = self.options.get("conf") or os.environ.get("SLURM_CONF")
-        if given:
-            if not Path(given).is_file():
-                raise LaunchError(f"Slurm's configuration {given} does not exist "
-                                  f"([slurm] conf or SLURM_CONF)")
-            return given
-        if SYSTEM_CONF.is_file():
-            return None                       # Slurm's own default: nothing to set
-        if VCLUSTER_CONF.is_file():
-            return str(VCLUSTER_CONF)
-        raise LaunchError("no Slurm configuration: set SLURM_CONF or [slurm] conf, or bring "
-                          "up the virtual cluster first (deploy/slurm-vcluster up)")
-
     def prepare(self, builder_host):
         missing = [t for t in TOOLS if shutil.which(t) is None]
         if missing:
             raise LaunchError(f"the slurm backend needs Slurm's commands ({', '.join(missing)} "
                               f"not found; Debian: apt-get install slurm-client)")
-        self.conf = self.find_conf()
+        self.conf = find_conf(self.options.get("conf"))
         if self.conf:
             # Every Slurm command of this launcher, also those of host_command().
             os.environ["SLURM_CONF"] = self.conf
@@ -270,9 +326,20 @@ class SlurmBackend(Backend):
                                                close_fds=True, env=slurm_env())
             except OSError as e:
                 raise LaunchError(f"cannot start salloc: {e.strerror}") from e
+        nodes = self.wait_for_allocation(log_path, argv)
+        free = [n for n in nodes if n not in set(named.values())]
+        for h in self.hosts:
+            self.node[h] = named.get(h) or free.pop(0)
+            self.addr[h] = self.hosts[h].slurm_address or self.node_address(self.node[h])
+
+    def wait_for_allocation(self, log_path: Path, argv: list[str]) -> list[str]:
+        """The allocated nodes, once salloc's command says it runs; the job
+        id as soon as salloc names it (teardown cancels it). Fails when salloc
+        gives up, when squeue says the job can never start, or after
+        allocate_timeout_s."""
         limit = float(self.options.get("allocate_timeout_s") or 300)
-        t0 = time.monotonic()
-        told = t0
+        asked = shlex.join(argv[:-3])
+        t0 = looked = told = time.monotonic()
         while True:
             got = log_path.read_text(encoding="utf-8", errors="replace")
             m = JOB_ID_LINE.search(got)
@@ -281,13 +348,19 @@ class SlurmBackend(Backend):
             m = ALLOC_LINE.search(got)
             if m:
                 self.job_id = m.group(1)
-                nodes = text(run_cmd(["scontrol", "show", "hostnames", m.group(2)])).split()
-                break
+                self.granted = True
+                return text(run_cmd(["scontrol", "show", "hostnames", m.group(2)])).split()
             if self.salloc.poll() is not None:
                 raise LaunchError(f"salloc exited with status {self.salloc.returncode} without "
                                   f"an allocation: {got.strip()[-400:] or '(no output)'} "
-                                  f"({shlex.join(argv[:-3])})")
+                                  f"({asked})")
             now = time.monotonic()
+            if self.job_id and now - looked > 1:
+                looked = now
+                reason = self.pending_reason()
+                if reason.split()[-1:] and reason.split()[-1] in NEVER_REASONS:
+                    raise LaunchError(f"job {self.job_id} can never start as asked: squeue "
+                                      f"says {reason} ({asked})")
             if now - t0 > limit:
                 raise LaunchError(f"no allocation after {limit:g} s ([slurm] "
                                   f"allocate_timeout_s): job {self.job_id or '?'} still "
@@ -297,10 +370,6 @@ class SlurmBackend(Backend):
                 self.say(f"slurm: waiting for job {self.job_id or '?'} to be allocated "
                          f"({self.pending_reason()}, {now - t0:.0f} s)")
             time.sleep(0.05)
-        free = [n for n in nodes if n not in set(named.values())]
-        for h in self.hosts:
-            self.node[h] = named.get(h) or free.pop(0)
-            self.addr[h] = self.hosts[h].slurm_address or self.node_address(self.node[h])
 
     def pending_reason(self) -> str:
         if not self.job_id:
@@ -482,6 +551,16 @@ class SlurmBackend(Backend):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
+        if self.salloc is not None and self.salloc.poll() is None and not self.granted:
+            # Still pending: salloc withdraws its request on SIGTERM.
+            self.salloc.send_signal(signal.SIGTERM)
+            if self.job_id is not None:
+                run_cmd(["scancel", "--quiet", str(self.job_id)], check=False)
+            try:
+                self.salloc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.salloc.kill()
+                self.salloc.wait(timeout=5)
         if self.salloc is not None and self.salloc.poll() is None:
             try:
                 self.salloc.stdin.close()      # `read` ends: the allocation is relinquished

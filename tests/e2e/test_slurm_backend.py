@@ -1,0 +1,267 @@
+"""deploy/daqrun --backend slurm (docs/DEPLOY.md, "slurm") on a three-node
+virtual Slurm cluster (deploy/slurm-vcluster up deploy/topologies/three-hosts.toml):
+
+- the three-host topology balanced and matching refbuild, every daemon a job
+  step of the run's one allocation on its node (its log names SLURM_JOB_ID,
+  SLURM_STEP_ID and the node), reached at the node's namespace address, and
+  nothing left in squeue afterwards;
+- three runs in one allocation (--runs 3), on the same steps;
+- a reader's step cancelled with scancel mid-run: named, counted, balanced;
+- Ctrl-C during a run, and the launcher killed with SIGKILL: no step, job,
+  process or segment left;
+- bad inputs named before any daemon starts: a node the cluster does not
+  have, daemons a node cannot find, a partition Slurm refuses, an allocation
+  that stays pending (cancelled, not left in the queue);
+- daqrun --cleanup cancels an allocation whose launcher is gone.
+
+Root, and Debian's Slurm packages (installed when missing; skipped with the
+reason when that cannot be done); 198.18.0.0/24 inside the cluster's
+namespaces only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from harness import REPO, TAG_VAR, E2ETestCase
+
+from test_slurm_vcluster import VCLUSTER, free_port, unavailable
+
+THREE = REPO / "deploy" / "topologies" / "three-hosts.toml"
+ADDRESS = {"builder": "198.18.0.1", "readout0": "198.18.0.2", "readout1": "198.18.0.3"}
+SMALL = ["run.events=20000", "run.payload=256"]
+
+
+class SlurmBackendTest(E2ETestCase):
+    """Each test its own virtual cluster (about 2 s to bring up), whose nodes
+    are those of three-hosts.toml: only one can be up at a time, and the
+    runner gives no hook after a module's last test."""
+
+    def setUp(self) -> None:
+        why = unavailable()
+        if why:
+            self.skipTest(why)
+        super().setUp()
+        self.vdir = self.h.dir / "vc"
+        self.addCleanup(lambda: subprocess.run([str(VCLUSTER), "down", "--dir", str(self.vdir)],
+                                               stdin=subprocess.DEVNULL, capture_output=True,
+                                               timeout=120))
+        # Without the test's tag: the cluster's daemons are not the run's
+        # leftovers (the steps, started by the run's srun, carry it).
+        env = {k: v for k, v in os.environ.items() if k != TAG_VAR}
+        r = subprocess.run([str(VCLUSTER), "up", str(THREE), "--dir", str(self.vdir), "--port",
+                            str(free_port())], stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=300, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.env = {"SLURM_CONF": str(self.vdir / "slurm.conf")}
+
+    # -- helpers ------------------------------------------------------------
+    def slurm(self, *argv: str) -> str:
+        r = subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=30, env=self.h.env(self.env))
+        self.assertEqual(r.returncode, 0, f"{' '.join(argv)}: {r.stderr}")
+        return r.stdout
+
+    def queue(self) -> list[str]:
+        """Every job and step in the cluster's queue."""
+        return (self.slurm("squeue", "-h", "-o", "%i %j %T").splitlines()
+                + self.slurm("squeue", "-h", "-s", "-o", "%i %j").splitlines())
+
+    def assertQueueEmpty(self, settle_s: float = 15) -> None:
+        deadline = time.monotonic() + settle_s
+        while self.queue() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(self.queue(), [], "left in squeue")
+
+    def daqrun(self, *sets: str, args=(), timeout_s: float = 180):
+        return self.h.daqrun(THREE, sets=["deploy.backend=slurm", *SMALL, *sets],
+                             args=list(args), timeout_s=timeout_s, env=self.env)
+
+    def start_daqrun(self, *sets: str):
+        out = self.h.dir / f"bg-{self.h._next()}"
+        argv = [str(REPO / "deploy" / "daqrun"), str(THREE), "--out", str(out), "--bin",
+                str(self.h.bin), "--quiet", "--set", "deploy.backend=slurm"]
+        for s in sets:
+            argv += ["--set", s]
+        return self.h.start(f"daqrun-bg-{self.h._next()}", argv, env=self.env), out
+
+    def wait_for_steps(self, proc, names: set[str], timeout_s: float = 60) -> dict[str, str]:
+        """{step name: J.S} once every one of names runs as a step."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            steps = {}
+            for line in self.slurm("squeue", "-h", "-s", "-o", "%i %j").splitlines():
+                step, name = line.split()
+                steps[name] = step
+            if names <= set(steps):
+                return steps
+            if proc.returncode is not None or time.monotonic() > deadline:
+                self.fail(f"steps {sorted(names - set(steps))} never ran:\n{proc.tail(40)}")
+            time.sleep(0.1)
+
+    def assertNothingOfTheRunLeft(self, out: Path) -> None:
+        self.assertQueueEmpty()
+        self.h.assert_clean(settle_s=10)
+        params = json.loads((out / "params.json").read_text(encoding="utf-8"))
+        launcher = re.match(r"esdq(\d+)-", params["backend_info"]["job_name"]).group(1)
+        segments = [p.name for p in Path("/dev/shm").glob(f"es-daq{launcher}-*")]
+        self.assertEqual(segments, [], "shared-memory segments left")
+
+    def assertRanAsSteps(self, r) -> dict:
+        """Every daemon's log names the run's job, a step of its own and its
+        node; params.json says the same; returns backend_info."""
+        info = r.params()["backend_info"]
+        job = info["job_id"]
+        self.assertTrue(job and job.isdigit(), info)
+        seen_steps = set()
+        for p in r.params()["processes"]:
+            host = p["host"]
+            log = Path(p["log"]).read_text(encoding="utf-8", errors="replace")
+            m = re.search(r"NOTE Slurm job step: SLURM_JOB_ID=(\d+) SLURM_STEP_ID=(\d+) "
+                          r"SLURMD_NODENAME=(\S+)", log)
+            self.assertIsNotNone(m, f"{p['name']}: no Slurm line in its log:\n{log[:800]}")
+            self.assertEqual((m.group(1), m.group(3)), (job, host), p["name"])
+            seen_steps.add(m.group(2))
+            self.assertEqual(info["steps"][p["name"]], {"step": f"{job}.{m.group(2)}",
+                                                         "node": host})
+            self.assertGreater(p["pid"], 0, p)
+        self.assertEqual(len(seen_steps), len(r.params()["processes"]), "one step per daemon")
+        for host, addr in ADDRESS.items():
+            self.assertEqual(info["hosts"][host], {"node": host, "address": addr})
+        return info
+
+    # -- tests --------------------------------------------------------------
+    def test_three_hosts_as_job_steps(self) -> None:
+        r = self.daqrun()
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertIn("PASS refbuild", r.output)
+        self.assertRegex(r.output, r"slurm: job \d+ \(esdq\d+-daqrun-\S+\), builder on node "
+                                   r"builder 198\.18\.0\.1, readout0 on node readout0 "
+                                   r"198\.18\.0\.2, readout1 on node readout1 198\.18\.0\.3")
+        self.assertRanAsSteps(r)
+        m = r.metrics()
+        self.assertTrue(m["balanced"])
+        self.assertEqual(m["counters"]["builder"]["events_accepted"], 20000)
+        # Each reader's HELLO came from its node's namespace address, and
+        # every peer named its node as its host.
+        links = {link["id"]: link["address"].rsplit(":", 1)[0] for link in m["reader_links"]}
+        self.assertEqual(links, {0: ADDRESS["readout0"], 1: ADDRESS["readout1"]})
+        hosts = {(p["role"], p["id"]): p["host"] for p in m["processes"]}
+        self.assertEqual(hosts, {("builder", 0): "builder", ("reader", 0): "readout0",
+                                 ("reader", 1): "readout1", ("source", 0): "readout0",
+                                 ("source", 1): "readout0", ("source", 2): "readout1",
+                                 ("source", 3): "readout1"})
+        salloc = (r.run_dir / "logs" / "salloc.log").read_text(encoding="utf-8")
+        self.assertIn("Relinquishing job allocation", salloc)
+        self.assertNothingOfTheRunLeft(r.run_dir)
+
+    def test_several_runs_in_one_allocation(self) -> None:
+        r = self.daqrun(args=["--runs", "3"])
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertIn("3 of 3 runs on the same 7 processes", r.output)
+        info = self.assertRanAsSteps(r)
+        self.assertEqual(len(re.findall(r"slurm: job \d+", r.output)), 1, "one allocation")
+        for n in (1, 2, 3):
+            self.assertIn(f"PASS refbuild {r.run_dir / f'run-{n}' / 'events.jsonl'}", r.output)
+            run_params = json.loads((r.run_dir / f"run-{n}" / "params.json").read_text())
+            self.assertEqual(run_params["backend_info"]["job_id"], info["job_id"])
+        self.assertNothingOfTheRunLeft(r.run_dir)
+
+    def test_step_cancelled_mid_run(self) -> None:
+        proc, out = self.start_daqrun(*SMALL, "run.events=100000", "run.rate=10000")
+        steps = self.wait_for_steps(proc, {"builder-0", "reader-0", "reader-1", "source-0",
+                                           "source-1", "source-2", "source-3"})
+        time.sleep(2)                    # mid-run: 10 s of events at 10 kHz
+        self.slurm("scancel", steps["reader-0"])
+        rc = self.h.wait(proc, 120)
+        self.assertEqual(rc, 1, proc.tail(60))
+        log = proc.log()
+        self.assertRegex(log, rf"reader-0 exited with status -?\d+: its job step "
+                              rf"{re.escape(steps['reader-0'])} on readout0 was cancelled "
+                              rf"outside daqrun \(scancel\)")
+        m = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        self.assertTrue(m["balanced"], m.get("errors"))
+        gone = [(g["role"], g["id"]) for g in m["losses"]["peers_gone"]]
+        self.assertIn(("reader", 0), gone)
+        self.assertIn("Reader 0", " | ".join(m["errors"]))
+        link = next(x for x in m["reader_links"] if x["id"] == 0)
+        self.assertTrue(link["died"], link)
+        self.assertGreater(link["frames_received"], 0)
+        self.assertNothingOfTheRunLeft(out)
+
+    def test_ctrl_c_leaves_nothing(self) -> None:
+        proc, out = self.start_daqrun(*SMALL, "run.events=100000", "run.rate=10000")
+        self.wait_for_steps(proc, {"source-0", "source-3"})
+        time.sleep(1)
+        proc.popen.send_signal(signal.SIGINT)
+        self.assertEqual(self.h.wait(proc, 60), 130, proc.tail(40))
+        self.assertIn("interrupted (SIGINT); stopping every daemon", proc.log())
+        self.assertNothingOfTheRunLeft(out)
+
+    def test_launcher_killed_leaves_nothing(self) -> None:
+        proc, out = self.start_daqrun(*SMALL, "run.events=100000", "run.rate=10000")
+        self.wait_for_steps(proc, {"source-0", "source-3"})
+        proc.popen.kill()
+        proc.popen.wait(timeout=10)
+        # The pipe that held the allocation closed with the launcher: salloc
+        # relinquishes it and Slurm ends every step.
+        self.assertQueueEmpty(settle_s=20)
+        self.h.assert_clean(settle_s=15)
+        salloc = (out / "logs" / "salloc.log").read_text(encoding="utf-8")
+        self.assertIn("Relinquishing job allocation", salloc)
+
+    def test_bad_inputs_are_named_before_any_daemon(self) -> None:
+        cases = [
+            (["hosts.readout1.slurm_node=nosuchnode"],
+             "[hosts.readout1] slurm_node nosuchnode: no such node in the cluster"),
+            (["hosts.readout1.bin=/nonexistent"],
+             "node readout1: /nonexistent/builderd, /nonexistent/readoutd, "
+             "/nonexistent/sourced not found or not executable there"),
+            (["slurm.partition=nosuch"], "salloc exited with status 1 without an allocation"),
+            (["slurm.salloc_options=[\"--nodes=9\"]"],
+             "can never start as asked: squeue says PENDING PartitionConfig"),
+        ]
+        for sets, message in cases:
+            with self.subTest(sets=sets):
+                r = self.daqrun(*sets, timeout_s=120)
+                self.assertEqual(r.returncode, 1, r.describe())
+                self.assertIn(message, r.output)
+                self.assertNotIn("builder-0 pid", r.output)
+                self.assertQueueEmpty()
+        self.h.assert_clean()
+
+    def test_pending_allocation_gives_up_and_leaves_no_job(self) -> None:
+        # Another job holds the builder node: ours stays pending.
+        self.slurm("salloc", "--no-shell", "--exclusive", "-J", "holder", "-w", "builder")
+        try:
+            r = self.daqrun("slurm.allocate_timeout_s=3", timeout_s=120)
+            self.assertEqual(r.returncode, 1, r.describe())
+            self.assertRegex(r.output, r"no allocation after 3 s \(\[slurm\] allocate_timeout_s\):"
+                                       r" job \d+ still pending \(PENDING")
+            names = [line.split()[1] for line in self.queue()]
+            self.assertEqual(names, ["holder"])
+        finally:
+            self.slurm("scancel", "-n", "holder")
+        self.assertQueueEmpty()
+
+    def test_cleanup_cancels_an_orphaned_allocation(self) -> None:
+        here = socket.gethostname().split(".")[0]
+        self.slurm("salloc", "--no-shell", "-N1", "-J", f"esdq999999-daqrun-{here}")
+        self.slurm("salloc", "--no-shell", "-N1", "-J", "someone-else")
+        try:
+            r = self.h.run("cleanup", [str(REPO / "deploy" / "daqrun"), "--cleanup"], 60,
+                           env=self.env)
+            self.assertEqual(r.returncode, 0, r.describe())
+            self.assertRegex(r.output, rf"removed Slurm job \d+ \(esdq999999-daqrun-{here}\)")
+            names = [line.split()[1] for line in self.queue()]
+            self.assertEqual(names, ["someone-else"])
+        finally:
+            self.slurm("scancel", "-n", "someone-else")
+        self.assertQueueEmpty()
