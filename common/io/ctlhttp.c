@@ -1,5 +1,6 @@
 #include "io/ctlhttp.h"
 
+#include "io/httplisten.h"
 #include "io/net.h"
 #include "sys/auth.h"
 #include "sys/clock.h"
@@ -18,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* evhttp buffers a body up to this before the handler runs; past it, it
  * answers 413 itself (its own HTML page). Between CTLHTTP_MAX_BODY and
@@ -300,19 +300,11 @@ struct ctlhttp *ctlhttp_new(struct event_base *base, const char *host, uint16_t 
 	}
 	h->handler = handler;
 	h->arg = arg;
-	int fd = net_listen(host, port, &h->port);
-	if (fd < 0) {
+	int rc = httplisten_open(base, host, port, &h->http, &h->port);
+	if (rc < 0) {
 		snprintf(err, errlen, "--control-http: cannot listen on %s:%u: %s", host,
-			 (unsigned)port, strerror(-fd));
+			 (unsigned)port, strerror(-rc));
 		free(h);
-		return NULL;
-	}
-	h->http = evhttp_new(base);
-	if (h->http == NULL || evhttp_accept_socket_with_handle(h->http, fd) == NULL) {
-		snprintf(err, errlen, "--control-http: cannot serve HTTP on %s:%u", host,
-			 (unsigned)h->port);
-		close(fd);
-		ctlhttp_free(h);
 		return NULL;
 	}
 	/* Every method reaches ctlhttp_route, so a wrong one gets our 405 in

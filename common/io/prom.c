@@ -1,6 +1,6 @@
 #include "io/prom.h"
 
-#include "io/net.h"
+#include "io/httplisten.h"
 
 #include "sys/log.h"
 #include "wire/text.h"
@@ -13,7 +13,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 void prom_family(struct evbuffer *out, const char *name, const char *type, const char *help)
 {
@@ -135,16 +134,9 @@ struct prom_server *prom_server_start(struct event_base *base, const char *host,
 		return NULL;
 	s->fill = fill;
 	s->arg = arg;
-	s->http = evhttp_new(base);
-	/* Through io/net, so that a daemon serving many runs keeps the port. */
-	int fd = s->http ? net_listen(host, port, bound_port) : -1;
-	struct evhttp_bound_socket *bound = fd >= 0 ? evhttp_accept_socket_with_handle(s->http, fd)
-						    : NULL;
-	if (bound == NULL) {
+	if (httplisten_open(base, host, port, &s->http, bound_port) < 0) {
 		log_error("Cannot serve metrics on %s:%u", host, (unsigned)port);
-		if (fd >= 0)
-			close(fd);
-		prom_server_stop(s);
+		free(s);
 		return NULL;
 	}
 	/* Scrapes are small and rare: a slow client must not hold memory. */

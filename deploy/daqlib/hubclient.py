@@ -1,6 +1,7 @@
 """The hub's HTTP control endpoint as a client sees it (builderd
 --control-http, docs/RUNCONTROL.md "HTTP"): requests signed
-`Authorization: es-hmac <unix-ms> <hex>` with the run key."""
+`Authorization: es-hmac <unix-ms> <hex>` with the run key. Standard
+library only: deploy/daqctl imports it as well as the launcher."""
 
 from __future__ import annotations
 
@@ -17,17 +18,30 @@ import urllib.parse
 from pathlib import Path
 
 CLONE_NEWNET = 0x40000000
+# The sizes of a key the daemons take (common/sys/auth.h).
+KEY_MIN, KEY_MAX = 16, 4096
 
 
 class HubError(Exception):
     """The hub could not be reached, or answered something that is not JSON."""
 
 
+class RunKeyError(ValueError):
+    """A run key file of a size no daemon takes."""
+
+
 def read_key(path: Path) -> bytes:
     """The run key's bytes as the daemons read them (common/sys/auth.c): the
-    file's raw bytes without one trailing newline."""
+    file's raw bytes without one trailing newline. OSError when it cannot be
+    read; RunKeyError when no daemon would take it, so a client finds out
+    before a hub refuses every request."""
     key = Path(path).read_bytes()
-    return key[:-1] if key.endswith(b"\n") else key
+    if key.endswith(b"\n"):
+        key = key[:-1]
+    if not KEY_MIN <= len(key) <= KEY_MAX:
+        raise RunKeyError(f"{path} holds {len(key)} bytes; a key is {KEY_MIN} to {KEY_MAX} "
+                          f"bytes")
+    return key
 
 
 def authorization(key: bytes, method: str, path: str, body: bytes) -> str:
@@ -90,10 +104,14 @@ class Hub:
         u = urllib.parse.urlsplit(self.url)
         self.host, self.port = u.hostname or "127.0.0.1", u.port or 80
 
-    def request(self, method: str, path: str, doc: dict | None = None) -> tuple[int, dict]:
-        """(HTTP status, the answer's JSON)."""
-        body = b"" if doc is None else json.dumps(doc).encode()
-        headers = {"Content-Type": "application/json"}
+    def exchange(self, method: str, path: str, body: bytes = b"") -> tuple[int, str, bytes]:
+        """(HTTP status, reason phrase, the answer's raw bytes) of one signed
+        request, whatever the status; body is posted with POST and ignored
+        otherwise (the signature covers it, b"" for a GET). OSError or
+        http.client.HTTPException when the hub cannot be reached."""
+        headers = {}
+        if method == "POST":
+            headers["Content-Type"] = "application/json"
         if self.key is not None:
             headers["Authorization"] = authorization(self.key, method, path, body)
         conn = _Connection(self.host, self.port, self.timeout_s, self.netns)
@@ -101,11 +119,17 @@ class Hub:
             conn.request(method, path, body=body if method == "POST" else None,
                          headers=headers)
             r = conn.getresponse()
-            status, raw = r.status, r.read()
-        except (OSError, http.client.HTTPException) as e:
-            raise HubError(f"the hub at {self.url} is unreachable: {e}") from None
+            return r.status, r.reason, r.read()
         finally:
             conn.close()
+
+    def request(self, method: str, path: str, doc: dict | None = None) -> tuple[int, dict]:
+        """(HTTP status, the answer's JSON)."""
+        body = b"" if doc is None else json.dumps(doc).encode()
+        try:
+            status, _, raw = self.exchange(method, path, body)
+        except (OSError, http.client.HTTPException) as e:
+            raise HubError(f"the hub at {self.url} is unreachable: {e}") from None
         try:
             answer = json.loads(raw)
         except ValueError:
