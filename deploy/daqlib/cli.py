@@ -75,7 +75,8 @@ class Option:
 OPTIONS = (
     Option("topology", "str", "topology file", metavar="TOPOLOGY.toml"),
     Option("--out", "str", "run directory: outputs, params.json, logs/, ports/ (a previous "
-           "run's outputs there are removed); required with a topology", metavar="DIR"),
+           "run's outputs there are removed); default runs/TOPOLOGY-BACKEND, e.g. "
+           "runs/three-hosts-slurm", metavar="DIR"),
     Option("--set", "list", "override a topology key: run.events=1000 (or just events=1000), "
            "builder.host=... (builder.ID.host=... of [[builder]] tables), hub.host=..., "
            "reader.ID.host=..., source.ID.extra=[...], deploy.backend=netns, "
@@ -118,8 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = build_parser()
     args = ap.parse_args(argv)
-    if not args.cleanup and (args.topology is None or args.out is None):
-        ap.error("a topology and --out DIR are required (or --cleanup)")
+    if not args.cleanup and args.topology is None:
+        ap.error("a topology is required (or --cleanup)")
     if args.backend:
         args.sets = [f"deploy.backend={args.backend}"] + args.sets
     return args
@@ -212,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     if absent and cls.needs_local_binaries(specs):
         return fail_usage(f"{', '.join(absent)} not found (or not executable) in {bin_dir}; "
                           f"build with make, or point --bin / ES_BIN at the binaries")
-    run_dir = Path(args.out).resolve()
+    backend_name = t.deploy["backend"]
+    run_dir = Path(args.out or f"runs/{Path(args.topology).stem}-{backend_name}").resolve()
     try:
         prepare_run_dir(run_dir)
     except OSError as e:

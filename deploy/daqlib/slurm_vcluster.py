@@ -435,6 +435,8 @@ The virtual Slurm cluster {tag} is up ({len(nodes)} node(s), partition vc). Use 
     srun -N{len(nodes)} hostname
     srun -w {first} ip -4 addr show eth0
     sbatch --wrap 'hostname; sleep 5'
+run the event builder on it with
+    {Path(__file__).resolve().parents[1] / 'daqrun'} {topology or 'deploy/topologies/three-hosts.toml'} --backend slurm
 and remove it with
     {Path(__file__).resolve().parents[1] / 'slurm-vcluster'} down --dir {directory}
 Logs: {directory / 'logs'}""", flush=True)

@@ -1,14 +1,15 @@
 """deploy/daqrun --backend slurm (docs/DEPLOY.md, "slurm") on a three-node
 virtual Slurm cluster (deploy/slurm-vcluster up deploy/topologies/three-hosts.toml):
 
-- the three-host topology balanced and matching refbuild, every daemon a job
-  step of the run's one allocation on its node (its log names SLURM_JOB_ID,
-  SLURM_STEP_ID and the node), reached at the node's namespace address, and
-  nothing left in squeue afterwards;
+- the README's command as it is; the three-host topology balanced and
+  matching refbuild, every daemon a job step of the run's one allocation on
+  its node (its log names SLURM_JOB_ID, SLURM_STEP_ID and the node), reached
+  at the node's namespace address, and nothing left in squeue afterwards;
 - three runs in one allocation (--runs 3), on the same steps;
 - a reader's step cancelled with scancel mid-run: named, counted, balanced;
-- Ctrl-C during a run, and the launcher killed with SIGKILL: no step, job,
-  process or segment left;
+- Ctrl-C during a run, the run's timeout, a builder that fails at start,
+  and the launcher killed with SIGKILL: no step, job, process or segment
+  left;
 - bad inputs named before any daemon starts: a node the cluster does not
   have, daemons a node cannot find, a partition Slurm refuses, an allocation
   that stays pending (cancelled, not left in the queue);
@@ -162,6 +163,18 @@ class SlurmBackendTest(E2ETestCase):
         self.assertIn("Relinquishing job allocation", salloc)
         self.assertNothingOfTheRunLeft(r.run_dir)
 
+    def test_the_readme_command(self) -> None:
+        """`deploy/daqrun deploy/topologies/three-hosts.toml --backend slurm`,
+        nothing more (its 100,000 events: 10 s), into runs/three-hosts-slurm."""
+        r = self.h.run("readme", [REPO / "deploy" / "daqrun", THREE, "--backend", "slurm"], 240,
+                       env=self.env)
+        self.assertEqual(r.returncode, 0, r.describe())
+        out = self.h.dir / "runs" / "three-hosts-slurm"
+        self.assertIn(f"run directory {out}", r.output)
+        self.assertIn(f"PASS refbuild {out / 'events.jsonl'}", r.output)
+        self.assertIn("equations: 21 of 21 balanced", r.output)
+        self.assertNothingOfTheRunLeft(out)
+
     def test_several_runs_in_one_allocation(self) -> None:
         r = self.daqrun(args=["--runs", "3"])
         self.assertEqual(r.returncode, 0, r.describe())
@@ -204,6 +217,17 @@ class SlurmBackendTest(E2ETestCase):
         self.assertEqual(self.h.wait(proc, 60), 130, proc.tail(40))
         self.assertIn("interrupted (SIGINT); stopping every daemon", proc.log())
         self.assertNothingOfTheRunLeft(out)
+
+    def test_timeout_and_a_failed_start_leave_nothing(self) -> None:
+        r = self.daqrun("run.events=100000", "run.rate=10000", args=["--timeout", "4"])
+        self.assertEqual(r.returncode, 124, r.describe())
+        self.assertIn("timeout after 4 s; stopping", r.output)
+        self.assertNothingOfTheRunLeft(r.run_dir)
+        r = self.daqrun('builder.extra=["--no-such-option"]')
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn("builder-0 exited with status 2 before writing its port file", r.output)
+        self.assertNotIn("reader-0 pid", r.output)
+        self.assertNothingOfTheRunLeft(r.run_dir)
 
     def test_launcher_killed_leaves_nothing(self) -> None:
         proc, out = self.start_daqrun(*SMALL, "run.events=100000", "run.rate=10000")

@@ -151,6 +151,8 @@ def stale_jobs(stale) -> list[tuple[str, str]]:
 
 def cancel_jobs(jobs: list[tuple[str, str]]) -> list[str]:
     """scancel of each; the problems."""
+    if not jobs:
+        return []
     try:
         conf = find_conf(None)
     except LaunchError as e:

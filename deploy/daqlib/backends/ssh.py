@@ -4,8 +4,8 @@ For every host of the topology the backend, before any daemon starts,
 makes the host's run directory WORKDIR/<host>/<run name> (logs/, ports/,
 a previous run's outputs removed) and either copies the three daemons to
 WORKDIR/<host>/bin (tar over ssh; the host needs the same shared libraries:
-libevent, msgpack-c, zlib, libdeflate) or checks that they are where
-[hosts.NAME] bin says.
+libevent, msgpack-c, zlib, libdeflate, libsodium, jansson, libsystemd) or
+checks that they are where [hosts.NAME] bin says.
 
 Each daemon then runs in an ssh session of its own,
 
