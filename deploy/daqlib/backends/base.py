@@ -318,6 +318,21 @@ class Backend(abc.ABC):
             self.wait(handle, 5.0)
 
 
+class SharedRunDir:
+    """collect() and read_file() of a backend whose hosts write straight
+    into the launcher's run directory: the same file system (local, netns)
+    or one shared by every node (a batch system's)."""
+
+    def collect(self, handle: Handle, run_dir: Path) -> list[Path]:
+        return [p for p in (handle.log_path, handle.stdout_path) if p is not None]
+
+    def read_file(self, host: str, path: Path) -> str | None:
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+
 BACKENDS: dict[str, type[Backend]] = {}
 
 

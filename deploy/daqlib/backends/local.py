@@ -11,11 +11,11 @@ import subprocess
 import time
 from typing import Callable
 
-from .base import Backend, Handle, LaunchError, register
+from .base import Backend, Handle, LaunchError, SharedRunDir, register
 
 
 @register("local")
-class LocalBackend(Backend):
+class LocalBackend(SharedRunDir, Backend):
     """Every daemon is a child process on this machine. A host's address is
     where its daemons listen (127.0.0.1 unless [hosts.NAME] address says
     otherwise); several hosts may share one address."""
@@ -73,11 +73,3 @@ class LocalBackend(Backend):
         except PermissionError:
             handle.impl.send_signal(sig)
 
-    def collect(self, handle, run_dir):
-        return [p for p in (handle.log_path, handle.stdout_path) if p is not None]
-
-    def read_file(self, host, path):
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None

@@ -55,7 +55,8 @@ import time
 from pathlib import Path
 
 from ..schema import Key, TopologyError
-from .base import DAEMONS, PREFIX, Backend, Handle, LaunchError, die_with_parent_fn, register, run_cmd, text
+from .base import (DAEMONS, PREFIX, Backend, Handle, LaunchError, SharedRunDir, die_with_parent_fn,
+                   register, run_cmd, text)
 
 TOOLS = ("salloc", "srun", "scancel", "squeue", "scontrol", "sinfo")
 # Where deploy/slurm-vcluster keeps its configuration unless told otherwise.
@@ -168,7 +169,7 @@ def cancel_jobs(jobs: list[tuple[str, str]]) -> list[str]:
 
 
 @register("slurm")
-class SlurmBackend(Backend):
+class SlurmBackend(SharedRunDir, Backend):
     """One Slurm allocation for the run (salloc); every daemon a job step on
     its node (srun --overlap); the run directory on a shared file system."""
 
@@ -511,15 +512,6 @@ class SlurmBackend(Backend):
             handle.impl.popen.send_signal(sig)
         except ProcessLookupError:
             pass
-
-    def collect(self, handle, run_dir):
-        return [p for p in (handle.log_path, handle.stdout_path) if p is not None]
-
-    def read_file(self, host, path):
-        try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
 
     def remove_shm(self, host, name):
         if self.job_id is None or host not in self.node or not self.job_alive():
