@@ -5,14 +5,16 @@ and that nothing is ever left running or listening."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import signal
 import socket
 import sys
 import time
 from pathlib import Path
 
-from harness import DAQRUN, E2ETestCase, HarnessError, read_json, topology
+from harness import DAQRUN, REPO, E2ETestCase, HarnessError, read_json, topology
 
 from daqlib import cli, doctables
 from daqlib.backends import BACKENDS, register
@@ -238,6 +240,19 @@ class DeclarationsTest(E2ETestCase):
                 r, _ = self.demo(*sets)
                 self.assertEqual(r.returncode, 2, r.describe())
                 self.assertIn(message, r.output)
+
+    def test_deploy_md_names_every_backend_method(self) -> None:
+        """The table of DEPLOY.md's "The backend interface" lists exactly the
+        methods of base.Backend a backend writes or overrides."""
+        from daqlib.backends.base import Backend
+        doc = (REPO / "docs" / "DEPLOY.md").read_text()
+        section = doc.split("## The backend interface", 1)[1].split("\n## ", 1)[0]
+        rows = [ln.split("|")[1] for ln in section.splitlines()
+                if ln.startswith("| `")]
+        documented = {m for cell in rows for m in re.findall(r"`(\w+)\(", cell)}
+        methods = {n for n, f in inspect.getmembers(Backend, callable)
+                   if not inspect.isclass(f) and (not n.startswith("_") or n == "__init__")}
+        self.assertEqual(documented, methods)
 
     def test_a_registered_backend_gets_its_docs_table(self) -> None:
         @register("demo")
