@@ -1,7 +1,7 @@
 #include "door.h"
 
 #include "intake.h"
-#include "reader.h"
+#include "config.h"
 
 #include "sys/log.h"
 #include "wire/control.h"

@@ -1,6 +1,6 @@
 #include "forward.h"
 
-#include "reader.h"
+#include "config.h"
 #include "sys/log.h"
 #include "wire/control.h"
 #include "io/handshake.h"
@@ -34,22 +34,6 @@ struct fwd *fwd_wrap(const struct fwd_impl *impl, void *self, const struct rdr_o
 	f->reader_id = opt->id;
 	f->stall_bytes = opt->forward_stall_bytes;
 	return f;
-}
-
-struct fwd *fwd_create(struct event_base *base, const struct rdr_options *opt,
-		       struct fwd_conn c, const struct fwd_feed *feed,
-		       const struct fwd_events *ev, void *arg)
-{
-	if (opt->links[c.link].shm[0] != '\0')
-		return fwd_wrap(&fwd_shm_impl, fwd_shm_dial(base, opt, c, feed, ev, arg), opt);
-	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_dial(base, opt, c, feed, ev, arg), opt);
-}
-
-struct fwd *fwd_tcp_open(struct event_base *base, const struct rdr_options *opt, uint32_t dest,
-			 int fd, const struct fwd_feed *feed, const struct fwd_events *ev, void *arg)
-{
-	struct fwd_conn c = { .link = dest, .rail = 0, .dest = dest };
-	return fwd_wrap(&fwd_tcp_impl, fwd_tcp_adopt(base, opt, c, fd, feed, ev, arg), opt);
 }
 
 const char *fwd_builder_name(const struct rdr_options *opt, struct fwd_conn c, char *buf,

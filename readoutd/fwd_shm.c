@@ -3,9 +3,8 @@
  * the greeting and the eventfds, then stays open as the liveness signal. */
 #include "forward.h"
 
-#include "reader.h"
+#include "config.h"
 #include "sys/log.h"
-#include "sys/opt.h"
 #include "wire/control.h"
 #include "wire/frame.h"
 #include "io/handshake.h"
@@ -43,18 +42,6 @@ struct fwd_shm {
 	uint64_t ring_full_waits;
 	uint64_t bytes_forwarded;
 };
-
-bool rdr_parse_shm_inject(const char *arg, enum rdr_shm_inject *kind, uint64_t *after)
-{
-	static const char *const names[] = { "record", "crc", "length", "head" };
-	static const enum rdr_shm_inject kinds[] = { RDR_SHM_INJECT_RECORD, RDR_SHM_INJECT_CRC,
-						     RDR_SHM_INJECT_LENGTH, RDR_SHM_INJECT_HEAD };
-	size_t k;
-	if (!opt_kind_at(arg, names, sizeof names / sizeof names[0], &k, after))
-		return false;
-	*kind = kinds[k];
-	return true;
-}
 
 /* Nothing more can reach the builder through the ring: rather than let the
  * sources fill our buffers and wait for a watchdog, the reader stops them

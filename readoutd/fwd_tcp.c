@@ -5,7 +5,7 @@
  * where it stopped). */
 #include "forward.h"
 
-#include "reader.h"
+#include "config.h"
 #include "sys/log.h"
 #include "wire/control.h"
 #include "io/handshake.h"

@@ -9,7 +9,7 @@
 #define ES_READOUTD_INTAKE_H
 
 #include "forward.h"
-#include "reader.h"
+#include "config.h"
 
 #include "core/route.h"
 #include "wire/control.h"

@@ -1,7 +1,7 @@
 #include "options.h"
 
 #include "io/shmlink.h"
-#include "reader.h"
+#include "config.h"
 #include "wire/control.h"
 #include "wire/frame.h"
 
