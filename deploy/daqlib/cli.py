@@ -27,7 +27,8 @@ from .topology import Topology, load_topology
 from .serving import ServingLauncher, finish_serving, run_plan
 
 DESCRIPTION = ("Start one run of the distributed event builder from a topology file, on this "
-               "machine, on a virtual cluster of network namespaces or on real hosts over ssh; "
+               "machine, on a virtual cluster of network namespaces, on real hosts over ssh or as "
+               "job steps of one Slurm allocation; "
                "wait for it, print builderd's summary and check the accepted events with "
                "analysis/refbuild.py. Topology format: docs/TOPOLOGY.md; backends: "
                "docs/DEPLOY.md.")
@@ -105,7 +106,7 @@ OPTIONS = (
     Option("--quiet", "flag", "no progress line while the run goes"),
     Option("--cleanup", "flag", "instead of a run: remove what launchers that are no longer "
            "running left behind (network namespaces esdq<pid>-*, /tmp/esdq<pid>-*, "
-           "/dev/shm/es-daq<pid>-*) and exit"),
+           "/dev/shm/es-daq<pid>-*, Slurm allocations esdq<pid>-daqrun-<this host>) and exit"),
 )
 
 
