@@ -6,6 +6,9 @@ virtual Slurm cluster (deploy/slurm-vcluster up deploy/topologies/three-hosts.to
   its node (its log names SLURM_JOB_ID, SLURM_STEP_ID and the node), reached
   at the node's namespace address, and nothing left in squeue afterwards;
 - three runs in one allocation (--runs 3), on the same steps;
+- daqrun inside `salloc -N3`: steps of that job, which daqrun leaves to
+  salloc; a job given by ID ([slurm] allocation) left running after two
+  runs; a job of too few nodes, a job that is not there, a bad value;
 - a reader's step cancelled with scancel mid-run: named, counted, balanced;
 - Ctrl-C during a run, the run's timeout, a builder that fails at start,
   and the launcher killed with SIGKILL: no step, job, process or segment
@@ -28,10 +31,11 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from harness import REPO, TAG_VAR, E2ETestCase
+from harness import REPO, TAG_VAR, E2ETestCase, Run
 
 from test_slurm_vcluster import VCLUSTER, free_port, unavailable
 
@@ -240,6 +244,73 @@ class SlurmBackendTest(E2ETestCase):
         self.h.assert_clean(settle_s=15)
         salloc = (out / "logs" / "salloc.log").read_text(encoding="utf-8")
         self.assertIn("Relinquishing job allocation", salloc)
+
+    def in_a_job(self, name: str, nodes: int, *sets: str):
+        """daqrun started by `salloc -N nodes` in the job it grants, as a
+        physicist runs it (or an sbatch script does)."""
+        out = self.h.dir / f"in-{name}"
+        argv = ["salloc", f"-N{nodes}", "--exclusive", "-J", name, sys.executable,
+                REPO / "deploy" / "daqrun", THREE, "--out", out, "--bin", self.h.bin, "--quiet",
+                "--timeout", "150", "--set", "deploy.backend=slurm"]
+        for s in [*SMALL, *sets]:
+            argv += ["--set", s]
+        r = self.h.run(f"salloc-{name}", argv, 180, env=self.env)
+        return Run(r.name, r.argv, r.returncode, r.output, r.elapsed_s, run_dir=out)
+
+    def test_in_the_job_daqrun_runs_in(self) -> None:
+        """Inside salloc (or sbatch) the daemons are steps of that job, on its
+        nodes; daqrun cancels its steps and leaves the job to its owner."""
+        r = self.in_a_job("physicist", 3)
+        self.assertEqual(r.returncode, 0, r.describe())
+        info = self.assertRanAsSteps(r)
+        self.assertEqual((info["job_name"], info["own_allocation"]), ("physicist", False))
+        job = info["job_id"]
+        self.assertIn(f"Granted job allocation {job}", r.output)
+        self.assertIn(f"slurm: job {job} (physicist, a job daqrun did not allocate: left "
+                      f"running)", r.output)
+        self.assertIn("equations: 21 of 21 balanced", r.output)
+        self.assertIn("PASS refbuild", r.output)
+        # salloc, not daqrun, ends the job once its command is over.
+        self.assertIn(f"Relinquishing job allocation {job}", r.output)
+        self.assertQueueEmpty()
+        self.h.assert_clean(settle_s=10)
+
+    def test_a_job_given_by_id_is_left_running(self) -> None:
+        self.slurm("salloc", "--no-shell", "-N3", "--exclusive", "-J", "held")
+        job = self.slurm("squeue", "-h", "-n", "held", "-o", "%i").strip()
+        try:
+            r = self.daqrun(f'slurm.allocation="{job}"', args=["--runs", "2"])
+            self.assertEqual(r.returncode, 0, r.describe())
+            self.assertEqual(r.params()["backend_info"]["job_id"], job)
+            self.assertIn("2 of 2 runs on the same 7 processes", r.output)
+            self.assertEqual(self.slurm("squeue", "-h", "-j", job, "-o", "%T").split(),
+                             ["RUNNING"])
+            steps = [line for line in self.slurm("squeue", "-h", "-s", "-j", job,
+                                                 "-o", "%i %j").splitlines()
+                     if not line.split()[0].endswith((".extern", ".batch"))]
+            self.assertEqual(steps, [], "daqrun's steps left in the job")
+        finally:
+            self.slurm("scancel", job)
+        self.assertQueueEmpty()
+        self.h.assert_clean(settle_s=10)
+
+    def test_a_job_that_cannot_hold_the_topology(self) -> None:
+        r = self.in_a_job("small", 2)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertRegex(r.output, r"Slurm job \d+ has 2 node\(s\) \([a-z0-9]+, [a-z0-9]+\); "
+                                   r"the topology's 3 hosts need 3: ask for more \(salloc -N3\)")
+        self.assertNotIn("builder-0 pid", r.output)
+        for sets, rc, message in (
+                (['slurm.allocation="999999"'], 1, "Slurm job 999999 ([slurm] allocation, or "
+                                                   "$SLURM_JOB_ID) is not in squeue"),
+                (["slurm.allocation=maybe"], 2, "[slurm] allocation: 'maybe' is not \"auto\", "
+                                                "\"new\" or a job ID")):
+            with self.subTest(sets=sets):
+                r = self.daqrun(*sets, timeout_s=60)
+                self.assertEqual(r.returncode, rc, r.describe())
+                self.assertIn(message, r.output)
+        self.assertQueueEmpty()
+        self.h.assert_clean()
 
     def test_bad_inputs_are_named_before_any_daemon(self) -> None:
         cases = [

@@ -15,6 +15,11 @@ the node its `slurm_node` names, else on the node of its own name when the
 cluster has one, else on a node the allocation gives; its daemons listen on
 the node's NodeAddr (`slurm_address` to choose another interface).
 
+Run inside a job (`salloc -N3 daqrun ...`, an `sbatch` script) or given a
+job's ID ([slurm] allocation), the launcher takes no allocation of its own:
+its daemons are steps of that job, on its nodes, and teardown() cancels
+those steps and leaves the job to its owner.
+
 Each daemon is then one step, started from this machine as a cluster's
 login node starts them:
 
@@ -191,6 +196,13 @@ class SlurmBackend(SharedRunDir, Backend):
         "constraint": Key("str", None, doc="node features the nodes not named by "
                                            "`slurm_node` must have (`salloc --constraint`)",
                           shown="none"),
+        "allocation": Key("str", "auto", doc="`\"auto\"`: the job daqrun runs in "
+                                             "(`$SLURM_JOB_ID`: in `salloc` or `sbatch`) when "
+                                             "there is one, else a new allocation; `\"new\"`: "
+                                             "always a new one; a job ID: steps in that running "
+                                             "job of yours (`salloc --no-shell`). A job daqrun "
+                                             "did not allocate is left running; the keys below "
+                                             "that shape an allocation do not apply to it"),
         "exclusive": Key("bool", True, doc="whole nodes, shared with no other job "
                                            "(`salloc --exclusive`)"),
         "allocate_timeout_s": Key("number", 300, 1, 86400, "how long the allocation may "
@@ -216,6 +228,10 @@ class SlurmBackend(SharedRunDir, Backend):
             if node is not None and not NODE_RE.match(node):
                 raise TopologyError(f"{where} [hosts.{name}] slurm_node: {node!r} is not a "
                                     f"Slurm node name (letters, digits, '.', '_', '-')")
+        allocation = options.get("allocation", "auto")
+        if allocation not in ("auto", "new") and not re.fullmatch(r"[0-9]{1,12}", allocation):
+            raise TopologyError(f"{where} [slurm] allocation: {allocation!r} is not \"auto\", "
+                                f"\"new\" or a job ID")
         for key in ("partition", "account", "qos", "constraint", "time"):
             value = options.get(key)
             if value is not None and any(c.isspace() for c in value):
@@ -233,6 +249,7 @@ class SlurmBackend(SharedRunDir, Backend):
         self.conf: str | None = None
         self.salloc: subprocess.Popen | None = None
         self.granted = False
+        self.own_job = True                     # False: a job of the user's, left running
         self.node: dict[str, str] = {}          # topology host -> Slurm node
         self.addr: dict[str, str] = {}
         self.steps: list[Handle] = []
@@ -250,7 +267,8 @@ class SlurmBackend(SharedRunDir, Backend):
         return self.srun_argv(self.node[host], f"{self.tag}-cmd") + ["--quiet"] + list(argv)
 
     def describe(self):
-        return {"job_id": self.job_id, "job_name": self.job_name, "slurm_conf": self.conf,
+        return {"job_id": self.job_id, "job_name": self.job_name, "own_allocation": self.own_job,
+                "slurm_conf": self.conf,
                 "partition": self.options.get("partition"),
                 "exclusive": bool(self.options.get("exclusive", True)),
                 "hosts": {h: {"node": self.node.get(h), "address": self.addr.get(h)}
@@ -274,9 +292,14 @@ class SlurmBackend(SharedRunDir, Backend):
                               f"{(text(r) + r.stderr.decode(errors='replace')).strip()}; "
                               f"SLURM_CONF={self.conf or SYSTEM_CONF})")
         named = self.named_nodes()
-        self.allocate(named)
+        given = self.given_job()
+        if given is None:
+            self.allocate(named)
+        else:
+            self.use_job(given, named)
         self.check_nodes()
-        self.say(f"slurm: job {self.job_id} ({self.job_name}), "
+        whose = "" if self.own_job else ", a job daqrun did not allocate: left running"
+        self.say(f"slurm: job {self.job_id} ({self.job_name}{whose}), "
                  + ", ".join(f"{h} on node {self.node[h]} {self.addr[h]}" for h in self.hosts)
                  + (f"; SLURM_CONF={self.conf}" if self.conf else ""))
 
@@ -298,6 +321,50 @@ class SlurmBackend(SharedRunDir, Backend):
             elif h in known:
                 named[h] = h
         return named
+
+    def given_job(self) -> str | None:
+        """The job the daemons are to run in when it is not ours to allocate:
+        [slurm] allocation's job ID, or with "auto" the job daqrun runs in."""
+        allocation = self.options.get("allocation", "auto")
+        if allocation == "new":
+            return None
+        if allocation == "auto":
+            return os.environ.get("SLURM_JOB_ID") or None
+        return allocation
+
+    def use_job(self, job: str, named: dict[str, str]) -> None:
+        """Steps in a running job of the user's: its nodes take the hosts (a
+        host's slurm_node must be one of them; a host named like a node of the
+        cluster takes that node when the job has it)."""
+        r = run_cmd(["squeue", "-h", "-j", job, "-o", "%T|%j|%N"], check=False, timeout=30)
+        line = text(r).strip()
+        if r.returncode != 0 or not line:
+            raise LaunchError(f"Slurm job {job} ([slurm] allocation, or $SLURM_JOB_ID) is not in "
+                              f"squeue: {r.stderr.decode(errors='replace').strip() or 'gone'}")
+        state, name, nodelist = line.split("|", 2)
+        if state != "RUNNING":
+            raise LaunchError(f"Slurm job {job} is {state}, not RUNNING: its nodes are not "
+                              f"allocated yet")
+        nodes = text(run_cmd(["scontrol", "show", "hostnames", nodelist], timeout=30)).split()
+        self.job_id, self.job_name, self.own_job, self.granted = job, name, False, True
+        for h, node in list(named.items()):
+            if node in nodes:
+                continue
+            if self.hosts[h].slurm_node:
+                raise LaunchError(f"[hosts.{h}] slurm_node {node}: not a node of job {job} "
+                                  f"({', '.join(nodes)})")
+            del named[h]                      # only named like a node: any node will do
+        free = [n for n in nodes if n not in set(named.values())]
+        unnamed = [h for h in self.hosts if h not in named]
+        if len(unnamed) > len(free):
+            need = len(set(named.values())) + len(unnamed)
+            raise LaunchError(f"Slurm job {job} has {len(nodes)} node(s) ({', '.join(nodes)}); "
+                              f"the topology's {len(self.hosts)} hosts need {need}: ask for "
+                              f"more (salloc -N{need}) or place hosts on the same node with "
+                              f"slurm_node")
+        for h in self.hosts:
+            self.node[h] = named.get(h) or free.pop(0)
+            self.addr[h] = self.hosts[h].slurm_address or self.node_address(self.node[h])
 
     def salloc_argv(self, named: dict[str, str], count: int) -> list[str]:
         o = self.options
@@ -529,6 +596,23 @@ class SlurmBackend(SharedRunDir, Backend):
         r = run_cmd(["squeue", "-h", "-j", str(self.job_id), "-o", "%T"], check=False)
         return r.returncode == 0 and bool(text(r).strip())
 
+    def end_own_steps(self) -> list[str]:
+        """In a job of the user's: the steps of this launcher (its daemons,
+        checks and commands, named NAME or <tag>-...) cancelled and gone."""
+        ours = {h.name for h in self.steps} | {f"{self.tag}-check", f"{self.tag}-cmd"}
+        deadline = time.monotonic() + 20
+        while True:
+            r = run_cmd(["squeue", "-h", "-s", "-j", str(self.job_id), "-o", "%i %j"],
+                        check=False, timeout=30)
+            left = [line.split()[0] for line in text(r).splitlines()
+                    if len(line.split()) == 2 and line.split()[1] in ours]
+            if not left:
+                return []
+            if time.monotonic() > deadline:
+                return [f"Slurm job steps {', '.join(left)} are still in squeue"]
+            run_cmd(["scancel", "--quiet", *left], check=False)
+            time.sleep(0.2)
+
     def teardown(self):
         if self._torn_down:
             return []
@@ -565,7 +649,9 @@ class SlurmBackend(SharedRunDir, Backend):
             except subprocess.TimeoutExpired:
                 self.salloc.kill()
                 self.salloc.wait(timeout=5)
-        if self.job_id is not None:
+        if self.job_id is not None and not self.own_job:
+            problems += self.end_own_steps()
+        elif self.job_id is not None:
             deadline = time.monotonic() + 20
             while self.job_alive():
                 if time.monotonic() > deadline:
