@@ -6,8 +6,8 @@ virtual Slurm cluster (deploy/slurm-vcluster up deploy/topologies/three-hosts.to
   its node (its log names SLURM_JOB_ID, SLURM_STEP_ID and the node), reached
   at the node's namespace address, and nothing left in squeue afterwards;
 - three runs in one allocation (--runs 3), on the same steps;
-- daqrun inside `salloc -N3`: steps of that job, which daqrun leaves to
-  salloc; a job given by ID ([slurm] allocation) left running after two
+- daqrun inside `salloc -N3` and in an sbatch script: steps of that job,
+  which daqrun leaves to its owner; a job given by ID ([slurm] allocation) left running after two
   runs; a job of too few nodes, a job that is not there, a bad value;
 - a reader's step cancelled with scancel mid-run: named, counted, balanced;
 - Ctrl-C during a run, the run's timeout, a builder that fails at start,
@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -272,6 +273,30 @@ class SlurmBackendTest(E2ETestCase):
         self.assertIn("PASS refbuild", r.output)
         # salloc, not daqrun, ends the job once its command is over.
         self.assertIn(f"Relinquishing job allocation {job}", r.output)
+        self.assertQueueEmpty()
+        self.h.assert_clean(settle_s=10)
+
+    def test_an_sbatch_script(self) -> None:
+        """The batch script runs on the job's first node and daqrun in it: the
+        daemons are steps of the batch job, and the script goes on after."""
+        out = self.h.dir / "batch"
+        log = self.h.dir / "batch.out"
+        daqrun = shlex.join([sys.executable, str(REPO / "deploy" / "daqrun"), str(THREE),
+                             "--out", str(out), "--bin", str(self.h.bin), "--quiet",
+                             "--timeout", "150", "--backend", "slurm",
+                             *[a for s in SMALL for a in ("--set", s)]])
+        r = self.h.run("sbatch", ["sbatch", "--wait", "--parsable", "-N3", "--exclusive", "-J",
+                                  "nightly", "-o", log, "--wrap",
+                                  f"{daqrun}; echo after daqrun: $?"], 180, env=self.env)
+        self.assertEqual(r.returncode, 0, r.describe() + log.read_text(errors="replace"))
+        job = r.output.split()[0]
+        text = log.read_text(errors="replace")
+        self.assertIn(f"slurm: job {job} (nightly, a job daqrun did not allocate", text)
+        self.assertIn("PASS refbuild", text)
+        self.assertIn("after daqrun: 0", text)
+        self.assertTrue(all(s["step"].startswith(f"{job}.") for s in
+                            json.loads((out / "params.json").read_text())["backend_info"]
+                            ["steps"].values()))
         self.assertQueueEmpty()
         self.h.assert_clean(settle_s=10)
 
