@@ -107,9 +107,10 @@ def common_tail(t: Topology, be: Backend, host: str, table: dict, run_dir: Path)
     metrics listener the progress line reads, the table's extra."""
     argv = ["--quiet"] if table["quiet"] else []
     argv += ["--run-key-file", be.path(host, run_key_path(t, run_dir))]
-    if be.status_on_loopback:
+    status = be.status_address(host)
+    if status:
         # The launcher's progress line reads the builder's /status.
-        argv += ["--metrics-listen", "127.0.0.1:0"]
+        argv += ["--metrics-listen", addr(status, 0)]
     return argv + table["extra"]
 
 

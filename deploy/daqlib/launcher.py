@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from .backends import Backend, Handle, LaunchError
 from .daemons import (addr, builder_argv, builder_out, builder_role_argv, builder_shm_name,
                       hub_argv, placement_prefix, port_file, reader_argv, refbuild_policy,
                       shm_name, source_argv, uses_shm)
+from .hubclient import Hub, HubError
 from .topology import Topology
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -64,7 +64,16 @@ def deferred_signals():
         raise Interrupted(name)
 
 
+class _Terminal:
+    """Whether the progress line, rewritten in place, is the terminal's
+    last line: what is said next ends it first."""
+    line_open = False
+
+
 def say(msg: str) -> None:
+    if _Terminal.line_open:
+        print(flush=True)
+        _Terminal.line_open = False
     print(f"daqrun: {msg}", flush=True)
 
 
@@ -224,16 +233,15 @@ class Launcher:
                  timeout_s: float, check: str, sets: list[str]):
         self.t, self.backend, self.bin_dir, self.run_dir = t, backend, bin_dir, run_dir
         self.faults: list[dict] = []      # --fault: signals to send mid-run
-        self.status_url: str | None = None
+        self.status: Hub | None = None    # the one builder's (or hub's) /status
         self.progress = True              # --quiet turns it off
         self.last_progress = 0.0
-        self.progress_shown = False
         self.stopped: list = []           # SIGSTOPped, to continue at the end
         self.timeout_s, self.check, self.sets = timeout_s, check, sets
         self.handles: list[Handle] = []
         self.ports: dict[str, dict[str, int]] = {}
         self.builder: Handle | None = None     # the run's hub: builder-0, or "hub"
-        self.builder_status: dict[int, str] = {}   # /status of each builder of several
+        self.builder_status: dict[int, Hub] = {}   # /status of each builder of several
         self.builder_seen: dict[int, tuple[float, int]] = {}   # when, events_complete
         self.teardown_problems: list[str] = []
         self.t0 = time.monotonic()
@@ -322,8 +330,7 @@ class Launcher:
         bports = read_ports(be, self.builder, pf, ("data", "control"),
                             t.deploy["start_timeout_s"])
         self.ports["builder-0"] = bports
-        self.status_url = (f"http://127.0.0.1:{bports['metrics']}/status"
-                           if "metrics" in bports else None)
+        self.status = self.status_of(bhost, bports)
         say(f"builder-0 pid {self.builder.pid}{self.on(bhost)}: data "
             f"{addr(be.address(bhost), bports['data'])}, "
             f"control {addr(be.address(bhost), bports['control'])}")
@@ -335,8 +342,7 @@ class Launcher:
                                   hub_argv(t, be, self.run_dir, pf), t.hub_host, stdout=True)
         ports = read_ports(be, self.builder, pf, ("control",), t.deploy["start_timeout_s"])
         self.ports["hub"] = ports
-        self.status_url = (f"http://127.0.0.1:{ports['metrics']}/status"
-                           if "metrics" in ports else None)
+        self.status = self.status_of(t.hub_host, ports)
         say(f"hub pid {self.builder.pid}{self.on(t.hub_host)}: control "
             f"{addr(be.address(t.hub_host), ports['control'])}, {len(t.builders)} builders, "
             f"routing {t.run['routing'] or 'manager'}")
@@ -355,8 +361,9 @@ class Launcher:
         for b, pf, h in started:
             ports = read_ports(be, h, pf, ("data",), t.deploy["start_timeout_s"])
             self.ports[h.name] = ports
-            if "metrics" in ports:
-                self.builder_status[b["id"]] = f"http://127.0.0.1:{ports['metrics']}/status"
+            status = self.status_of(b["host"], ports)
+            if status is not None:
+                self.builder_status[b["id"]] = status
             say(f"{h.name} pid {h.pid}{self.on(b['host'])}: data "
                 f"{addr(be.address(b['host']), ports['data'])}"
                 + (f", shared memory @es-{builder_shm_name(b['id'])}" if b["id"] in shm else ""))
@@ -395,18 +402,27 @@ class Launcher:
                            else f"{s}{self.on(t.source_host(s))}")
         say(f"sources {', '.join(started)}")
 
-    @staticmethod
-    def read_status(url: str) -> dict | None:
-        try:
-            with urllib.request.urlopen(url, timeout=0.5) as r:
-                st = json.loads(r.read())
-        except (OSError, ValueError):
+    def status_of(self, host: str, ports: dict) -> Hub | None:
+        """Where the launcher reads the /status of a builder on host whose
+        port file is ports (the backend's status_address, inside its
+        netns_path), or None."""
+        where = self.backend.status_address(host)
+        if where is None or "metrics" not in ports:
             return None
-        return st if isinstance(st, dict) else None
+        return Hub(f"http://{addr(where, ports['metrics'])}", None, timeout_s=0.5,
+                   netns=self.backend.netns_path(host))
+
+    @staticmethod
+    def read_status(where: Hub) -> dict | None:
+        try:
+            status, st = where.request("GET", "/status")
+        except HubError:
+            return None
+        return st if status == 200 else None
 
     def one_builder_line(self) -> str | None:
         """The progress of the one builder of a run, from its /status."""
-        st = self.read_status(self.status_url) if self.status_url else None
+        st = self.read_status(self.status) if self.status else None
         if st is None:
             return None
         complete, expired = st.get("events_complete", 0), st.get("events_expired", 0)
@@ -425,8 +441,8 @@ class Launcher:
         sums, and each builder's count and rate, measured here between two
         looks (whatever its /status says of its rate)."""
         parts, total, expired, accepted, p99, rate = [], 0, 0, 0, 0, 0.0
-        for b_id, url in sorted(self.builder_status.items()):
-            st = self.read_status(url)
+        for b_id, where in sorted(self.builder_status.items()):
+            st = self.read_status(where)
             if st is None:
                 parts.append(f"b{b_id} ?")
                 continue
@@ -463,7 +479,7 @@ class Launcher:
         if tty:
             sys.stdout.write("\r" + line + "\033[K")
             sys.stdout.flush()
-            self.progress_shown = True
+            _Terminal.line_open = True
         else:
             print(line, flush=True)
 
@@ -515,9 +531,6 @@ class Launcher:
                         + ("" if rc == 0 else f"\n{log_tail(h, self.backend)}"))
                 if h is self.builder:
                     builder_done_at = time.monotonic()
-                    if self.progress_shown:
-                        print(flush=True)
-                        self.progress_shown = False
             if not pending:
                 break
             now = time.monotonic()

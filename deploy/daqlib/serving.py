@@ -109,9 +109,8 @@ class ServingLauncher(Launcher):
         host = self.backend.address(self.t.hub_host)
         self.session_addr = addr(host, ports["session"])
         key = run_key_path(self.t, self.base_dir)
-        netns = getattr(self.backend, "ns", {}).get(self.t.hub_host)
         self.hub = Hub(f"http://{addr(host, ports['http'])}", read_key(key),
-                       netns=f"/run/netns/{netns}" if netns else None)
+                       netns=self.backend.netns_path(self.t.hub_host))
         say(f"serving: session {self.session_addr}, control {self.hub.url}")
 
     def start_builder(self) -> None:

@@ -188,6 +188,8 @@ class NetnsDeployTest(E2ETestCase):
                           "readout1": "198.18.0.3"})
         self.assertTrue(all(x["shaping"] == "1gbit" for x in info["hosts"].values()), info)
         self.assertIn("tbf shaping", r.output)
+        # The progress line reads the builder's /status inside its namespace.
+        self.assertRegex(r.output, r"daqrun: \d+\.\d% complete, \d+ built \(\d+/s\)")
         links = {x["id"]: x for x in m["reader_links"]}
         self.assertEqual({i: x["transport"] for i, x in links.items()}, {0: "tcp", 1: "tcp"})
         self.assertTrue(links[0]["address"].startswith("198.18.0.2:"), links)

@@ -159,7 +159,6 @@ from daqlib.schema import Key, TopologyError
 class DemoBackend(LocalBackend):
     """A backend with an option, a host key and a check, declared here only."""
     needs_hosts = True
-    status_on_loopback = False
     options_title = "a backend of the tests"
     options = {"label": Key("str", "plain", doc="a label for params.json")}
     host_keys = {"demo_slot": Key("int", None, 0, 7, "a slot")}

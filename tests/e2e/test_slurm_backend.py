@@ -178,6 +178,8 @@ class SlurmBackendTest(E2ETestCase):
         self.assertIn(f"run directory {out}", r.output)
         self.assertIn(f"PASS refbuild {out / 'events.jsonl'}", r.output)
         self.assertIn("equations: 21 of 21 balanced", r.output)
+        # The progress line, every 5 s, from the builder's /status on its node.
+        self.assertRegex(r.output, r"daqrun: \d+\.\d% complete, [1-9]\d* built \([1-9]\d*/s\)")
         self.assertNothingOfTheRunLeft(out)
 
     def test_several_runs_in_one_allocation(self) -> None:

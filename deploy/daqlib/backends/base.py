@@ -162,9 +162,6 @@ class Backend(abc.ABC):
     options_title = ""               # what [NAME] is, for the docs
     host_keys: dict[str, Key] = {}   # keys of [hosts.NAME] it reads (HostSpec attributes)
     needs_hosts = True               # needs the hosts named in [hosts.NAME]
-    # Whether the builder's metrics listener on 127.0.0.1 is the launcher's
-    # 127.0.0.1 (the progress line reads the builder's /status there).
-    status_on_loopback = False
     # Whether prepare() may wait in a batch system's queue: the run's
     # --timeout then starts once it returns.
     waits_in_queue = False
@@ -204,6 +201,17 @@ class Backend(abc.ABC):
     def address(self, host: str) -> str:
         """The address daemons on host listen on and are reached at."""
         return self.hosts[host].address
+
+    def status_address(self, host: str) -> str | None:
+        """The address a builder on host serves /status and /metrics on so
+        that the launcher's progress line can read them (entering
+        netns_path(host) when it is set); None: no progress line."""
+        return None
+
+    def netns_path(self, host: str) -> str | None:
+        """The network namespace (/run/netns/NAME) the launcher enters to
+        reach host's addresses, when they are not reachable from its own."""
+        return None
 
     def rail_addresses(self, host: str) -> list[str]:
         """host's address on each of its rails (network interfaces), rail 0

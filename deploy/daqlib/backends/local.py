@@ -21,7 +21,9 @@ class LocalBackend(SharedRunDir, Backend):
     otherwise); several hosts may share one address."""
 
     needs_hosts = False
-    status_on_loopback = True
+
+    def status_address(self, host):
+        return "127.0.0.1"
 
     def wrap(self, host: str, argv: list[str]) -> list[str]:
         """The command line that runs argv on host (subclasses prefix it)."""

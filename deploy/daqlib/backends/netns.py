@@ -118,7 +118,6 @@ class NetnsBackend(LocalBackend):
     a chronyd per host."""
 
     needs_hosts = True
-    status_on_loopback = False
     options_title = "the virtual cluster"
     options = {
         "rails": Key("int", 1, 1, MAX_RAILS, "network interfaces per host, each on a bridge "
@@ -224,6 +223,12 @@ class NetnsBackend(LocalBackend):
 
     def address(self, host):
         return self.addr[host]
+
+    def status_address(self, host):
+        return "127.0.0.1"               # the host's own loopback, read from inside it
+
+    def netns_path(self, host):
+        return f"/run/netns/{self.ns[host]}" if host in self.ns else None
 
     def rail_addresses(self, host):
         return list(self.rail_addr[host])

@@ -180,7 +180,6 @@ class SlurmBackend(SharedRunDir, Backend):
 
     poll_s = 0.05
     needs_hosts = True
-    status_on_loopback = False
     waits_in_queue = True        # the run's --timeout starts once allocated
     options_title = "the Slurm allocation"
     options = {
@@ -262,6 +261,9 @@ class SlurmBackend(SharedRunDir, Backend):
 
     def rail_addresses(self, host):
         return [self.address(host)] + list(self.hosts[host].addresses[1:])
+
+    def status_address(self, host):
+        return self.address(host)        # the node's: srun reaches it from here too
 
     def host_command(self, host, argv):
         return self.srun_argv(self.node[host], f"{self.tag}-cmd") + ["--quiet"] + list(argv)
