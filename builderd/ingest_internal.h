@@ -1,6 +1,6 @@
-/* What ingest.c and ingest_plan.c (the builder role's numbering) share,
- * and nothing else may include: the data side's state. Private to
- * ingest. */
+/* What the ingest's files share (ingest_state.c, ingest_paths.c, ingest_plan.c,
+ * ingest_rails.c), and nothing else may include: the data side's state.
+ * Private to ingest. */
 #ifndef ES_BD_INGEST_INTERNAL_H
 #define ES_BD_INGEST_INTERNAL_H
 

@@ -1,6 +1,6 @@
 /* What core/acct's files share and nothing else may include: the helpers
- * every equation is made with (acct_equations.c), and the equations of several
- * builders (acct_builders.c). */
+ * every equation is made with (acct_terms.c), the equations of several
+ * builders (acct_builders.c) and of rails (acct_rails.c). */
 #ifndef ES_CORE_ACCT_INTERNAL_H
 #define ES_CORE_ACCT_INTERNAL_H
 
