@@ -205,6 +205,7 @@ class ServingLauncher(Launcher):
             if done and st["state"] in ("idle", "error"):
                 break
             self.check_alive()
+            self.show_progress(time.monotonic())
             elapsed = time.monotonic() - t0
             if not stopped and self.run_seconds is not None and elapsed > self.run_seconds:
                 ok, reason = self.hub.post("/stop", {"run": number})

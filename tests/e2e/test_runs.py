@@ -161,6 +161,7 @@ class ServingRunsTest(E2ETestCase):
                                       "--set", "runs.3.seed=9"], timeout_s=240)
         self.assertEqual(r.returncode, 0, r.output[-3000:])
         self.assertIn("3 of 3 runs on the same 6 processes", r.output)
+        self.assertNotIn("% complete", r.output, "--quiet: no progress line")
         pids, payloads = None, []
         for number in (7, 8, 9):
             d = r.run_dir / f"run-{number}"

@@ -186,6 +186,7 @@ class SlurmBackendTest(E2ETestCase):
         r = self.daqrun(args=["--runs", "3"])
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("3 of 3 runs on the same 7 processes", r.output)
+        self.assertRegex(r.output, r"daqrun: \d+\.\d% complete, \d+ built", "a progress line")
         info = self.assertRanAsSteps(r)
         self.assertEqual(len(re.findall(r"slurm: job \d+", r.output)), 1, "one allocation")
         for n in (1, 2, 3):
