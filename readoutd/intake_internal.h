@@ -1,4 +1,4 @@
-/* What intake.c (the connections, verification, holds) and
+/* What intake_source.c (the connections, verification, holds) and
  * intake_route.c (where each verified frame goes, the destinations'
  * queues, the feed, the books) share; nothing else includes it. */
 #ifndef ES_READOUTD_INTAKE_INTERNAL_H

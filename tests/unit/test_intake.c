@@ -1,4 +1,4 @@
-/* Unit tests of readoutd's intake (readoutd/intake.c): frames written into
+/* Unit tests of readoutd's intake (readoutd/intake_source.c, intake_route.c): frames written into
  * one end of a real socketpair, the other end adopted as a source's data
  * connection, and a real libevent loop; what the intake verified, held,
  * refused and counted is read through its views and its feed. */
