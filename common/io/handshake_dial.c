@@ -1,7 +1,9 @@
-/* The client's side: dial a listener, greet, and retry a greeting cut for
- * a transient reason with backoff until the deadline. See handshake.h. */
+/* The client's side: the answer to the listener's challenge and its
+ * verdict; dial a listener, greet, and retry a greeting cut for a
+ * transient reason with backoff until the deadline. See handshake.h. */
 #include "io/handshake_internal.h"
 
+#include "sys/auth.h"
 #include "sys/clock.h"
 #include "sys/log.h"
 #include "io/net.h"
@@ -31,6 +33,97 @@ struct greet_dial {
 };
 
 static void greet_dial_attempt(struct greet_dial *d);
+static void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl_msg *reply,
+				  const char *why, bool transient);
+
+static void greet_client_done(struct greet *g, int fd, const struct ctl_msg *reply,
+			      const char *why, bool transient)
+{
+	greet_connect_cb cb = g->connect_cb;
+	struct greet_dial *dial = g->dial;
+	void *arg = g->arg;
+	if (dial == NULL) {
+		if (reply != NULL && reply->type == CTL_ERROR)
+			log_error("%s refused us: %s (%s)", g->peer, reply->u.error.reason,
+				  reply->u.error.code);
+		else if (fd < 0)
+			log_warn("Greeting with %s failed: %s", g->peer, why);
+	}
+	struct ctl_msg copy;
+	if (reply != NULL)
+		copy = *reply;
+	greet_free(g, fd < 0);
+	if (dial != NULL)
+		greet_dial_on_greeted(dial, fd, reply != NULL ? &copy : NULL, why, transient);
+	else
+		cb(fd, reply != NULL ? &copy : NULL, arg);
+}
+
+static void greet_client_failed(struct greet *g, const char *why, bool transient)
+{
+	greet_client_done(g, -1, NULL, why, transient);
+}
+
+/* The client's side of a complete message: the challenge is answered with
+ * the HELLO, proving the run key on this very connection; then WELCOME or
+ * ERROR is the verdict. */
+static void greet_on_client_message(struct greet *g)
+{
+	char err[96];
+	if (!g->challenged) {
+		if (g->msg.type == CTL_CHALLENGE) {
+			g->challenged = true;
+			struct ctl_msg hello = { .type = CTL_HELLO };
+			hello.u.hello = g->hello;
+			auth_sign_hello(g->msg.u.challenge.nonce, &hello.u.hello);
+			int rc = greet_send(g->fd, &hello);
+			if (rc < 0) {
+				greet_fail(g, strerror(-rc), greet_errno_transient(-rc));
+				return;
+			}
+			g->have = 0;
+			g->need = CTL_LENGTH_BYTES;
+			return;
+		}
+		if (g->msg.type != CTL_ERROR) {
+			snprintf(err, sizeof err, "expected challenge, got %s", ctl_type_name(g->msg.type));
+			greet_fail(g, err, false);
+			return;
+		}
+	}
+	struct ctl_msg reply = g->msg;
+	if (reply.type == CTL_ERROR) {
+		greet_client_done(g, -1, &reply, reply.u.error.reason,
+				  strcmp(reply.u.error.code, GREET_BUSY_CODE) == 0);
+		return;
+	}
+	if (reply.type != CTL_WELCOME) {
+		snprintf(err, sizeof err, "expected welcome, got %s", ctl_type_name(reply.type));
+		greet_fail(g, err, false);
+		return;
+	}
+	greet_client_done(g, g->fd, &reply, NULL, false);
+}
+
+static const struct greet_side greet_client_side = {
+	.on_message = greet_on_client_message,
+	.on_failed = greet_client_failed,
+};
+
+struct greet *greet_connect(struct event_base *base, int fd, const char *what,
+			    const struct ctl_hello *hello, uint64_t timeout_ms,
+			    greet_connect_cb cb, void *arg)
+{
+	struct greet *g = greet_new(base, fd, what, timeout_ms, &greet_client_side, arg);
+	if (g == NULL) {
+		cb(-1, NULL, arg);
+		return NULL;
+	}
+	g->connect_cb = cb;
+	g->hello = *hello;
+	return g;
+}
+
 
 static uint64_t greet_dial_left_ms(const struct greet_dial *d)
 {
@@ -61,8 +154,8 @@ static void greet_dial_set_last(struct greet_dial *d, const struct ctl_msg *repl
 		 (int)sizeof d->last.u.error.reason - 1, why);
 }
 
-void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl_msg *reply,
-			   const char *why, bool transient)
+static void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl_msg *reply,
+				  const char *why, bool transient)
 {
 	d->greet = NULL;
 	if (fd >= 0) {
@@ -113,7 +206,7 @@ static void greet_dial_on_dialed(int fd, void *arg)
 	if (d->buffer_bytes >= 0)
 		net_tune(fd, d->buffer_bytes);
 	uint64_t left = greet_dial_left_ms(d);
-	struct greet *g = greet_new(d->base, fd, d->peer, left ? left : 1, d);
+	struct greet *g = greet_new(d->base, fd, d->peer, left ? left : 1, &greet_client_side, d);
 	if (g == NULL) {
 		greet_dial_set_last(d, NULL, "greeting_failed", "out of memory");
 		greet_dial_finish(d, -1, &d->last);

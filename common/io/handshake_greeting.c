@@ -1,11 +1,10 @@
 /* One greeting on one fd, either side: read message by message, never past
- * the one expected; one deadline from the start; the client's answer to
- * the listener's challenge and its verdict. The listener's doors and
- * verdicts are handshake_listen.c's, the client's retries
- * handshake_dial.c's. See handshake.h. */
+ * the one expected; one deadline from the start; what was read handed to
+ * the greeting's side (handshake_listen.c: the listener's doors and
+ * verdicts; handshake_dial.c: the client's answer, its dial and retries),
+ * which this file never calls by name. See handshake.h. */
 #include "io/handshake_internal.h"
 
-#include "sys/auth.h"
 #include "sys/clock.h"
 #include "sys/log.h"
 #include "io/net.h"
@@ -26,18 +25,9 @@ void greet_free(struct greet *g, bool close_fd)
 		event_free(g->ev_deadline);
 	if (close_fd && g->fd >= 0)
 		close(g->fd);
-	greet_door_leave(g);
+	if (g->side->on_free != NULL)
+		g->side->on_free(g);
 	free(g);
-}
-
-void greet_drop(struct greet *g)
-{
-	greet_accept_cb cb = g->accept_cb;
-	void *arg = g->arg;
-	char peer[CTL_MAX_TEXT];
-	snprintf(peer, sizeof peer, "%s", g->peer);
-	greet_free(g, true);
-	cb(-1, NULL, peer, arg);
 }
 
 void greet_cancel(struct greet *g)
@@ -46,44 +36,15 @@ void greet_cancel(struct greet *g)
 		greet_free(g, true);
 }
 
-/* Whether a failure of the connection itself (not of what was said on it)
- * is worth another attempt: the listener may have shed us while busy. */
-static bool greet_errno_transient(int err)
+/* The listener may have shed us while busy. */
+bool greet_errno_transient(int err)
 {
 	return err == ECONNRESET || err == EPIPE || err == ECONNABORTED || err == ETIMEDOUT;
 }
 
-static void greet_client_done(struct greet *g, int fd, const struct ctl_msg *reply,
-			      const char *why, bool transient)
+void greet_fail(struct greet *g, const char *why, bool transient)
 {
-	greet_connect_cb cb = g->connect_cb;
-	struct greet_dial *dial = g->dial;
-	void *arg = g->arg;
-	if (dial == NULL) {
-		if (reply != NULL && reply->type == CTL_ERROR)
-			log_error("%s refused us: %s (%s)", g->peer, reply->u.error.reason,
-				  reply->u.error.code);
-		else if (fd < 0)
-			log_warn("Greeting with %s failed: %s", g->peer, why);
-	}
-	struct ctl_msg copy;
-	if (reply != NULL)
-		copy = *reply;
-	greet_free(g, fd < 0);
-	if (dial != NULL)
-		greet_dial_on_greeted(dial, fd, reply != NULL ? &copy : NULL, why, transient);
-	else
-		cb(fd, reply != NULL ? &copy : NULL, arg);
-}
-
-static void greet_fail(struct greet *g, const char *why, bool transient)
-{
-	if (!g->listener) {
-		greet_client_done(g, -1, NULL, why, transient);
-		return;
-	}
-	greet_door_log(g->door, "Greeting with %s failed: %s", g->peer, why);
-	greet_drop(g);
+	g->side->on_failed(g, why, transient);
 }
 
 static void greet_on_deadline(evutil_socket_t fd, short what, void *arg)
@@ -125,14 +86,8 @@ static bool greet_read_message(struct greet *g, int fd)
 	char err[256];
 	long used = ctl_decode(g->buf, g->have, &g->msg, &need, err, sizeof err);
 	if (used < 0) {
-		/* Tell a client what the codec refused (a host name with a quote,
-		 * say), so its log says why; err quotes the peer's bytes escaped. */
-		if (g->listener) {
-			event_free(g->ev);
-			g->ev = NULL;
-			greet_refuse(g->door, g->fd, g->peer, "bad_message", "%s", err);
-			g->fd = -1;
-		}
+		if (g->side->on_bad_message != NULL)
+			g->side->on_bad_message(g, err);
 		greet_fail(g, err, false);
 		return false;
 	}
@@ -149,67 +104,23 @@ static bool greet_read_message(struct greet *g, int fd)
 	return true;
 }
 
-/* The client's side of a complete message: the challenge is answered with
- * the HELLO, proving the run key on this very connection; then WELCOME or
- * ERROR is the verdict. */
-static void greet_on_client_message(struct greet *g)
-{
-	char err[96];
-	if (!g->challenged) {
-		if (g->msg.type == CTL_CHALLENGE) {
-			g->challenged = true;
-			struct ctl_msg hello = { .type = CTL_HELLO };
-			hello.u.hello = g->hello;
-			auth_sign_hello(g->msg.u.challenge.nonce, &hello.u.hello);
-			int rc = greet_send(g->fd, &hello);
-			if (rc < 0) {
-				greet_fail(g, strerror(-rc), greet_errno_transient(-rc));
-				return;
-			}
-			g->have = 0;
-			g->need = CTL_LENGTH_BYTES;
-			return;
-		}
-		if (g->msg.type != CTL_ERROR) {
-			snprintf(err, sizeof err, "expected challenge, got %s", ctl_type_name(g->msg.type));
-			greet_fail(g, err, false);
-			return;
-		}
-	}
-	struct ctl_msg reply = g->msg;
-	if (reply.type == CTL_ERROR) {
-		greet_client_done(g, -1, &reply, reply.u.error.reason,
-				  strcmp(reply.u.error.code, GREET_BUSY_CODE) == 0);
-		return;
-	}
-	if (reply.type != CTL_WELCOME) {
-		snprintf(err, sizeof err, "expected welcome, got %s", ctl_type_name(reply.type));
-		greet_fail(g, err, false);
-		return;
-	}
-	greet_client_done(g, g->fd, &reply, NULL, false);
-}
-
 static void greet_on_event(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
 	struct greet *g = arg;
-	if (!greet_read_message(g, fd))
-		return;
-	if (g->listener)
-		greet_on_hello(g);
-	else
-		greet_on_client_message(g);
+	if (greet_read_message(g, fd))
+		g->side->on_message(g);
 }
 
 struct greet *greet_new(struct event_base *base, int fd, const char *peer, uint64_t timeout_ms,
-			void *arg)
+			const struct greet_side *side, void *arg)
 {
 	struct greet *g = calloc(1, sizeof *g);
 	if (g == NULL) {
 		close(fd);
 		return NULL;
 	}
+	g->side = side;
 	g->fd = fd;
 	g->need = CTL_LENGTH_BYTES;
 	g->arg = arg;
@@ -238,20 +149,6 @@ int greet_send(int fd, const struct ctl_msg *msg)
 	if (w < 0)
 		return -errno;
 	return (size_t)w == n ? 0 : -EAGAIN;
-}
-
-struct greet *greet_connect(struct event_base *base, int fd, const char *what,
-			    const struct ctl_hello *hello, uint64_t timeout_ms,
-			    greet_connect_cb cb, void *arg)
-{
-	struct greet *g = greet_new(base, fd, what, timeout_ms, arg);
-	if (g == NULL) {
-		cb(-1, NULL, arg);
-		return NULL;
-	}
-	g->connect_cb = cb;
-	g->hello = *hello;
-	return g;
 }
 
 int greet_reply_welcome(int fd, uint32_t run_id, enum ctl_role role, uint32_t id)

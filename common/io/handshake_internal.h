@@ -1,7 +1,9 @@
 /* What the greeting's own files share, and nothing else includes:
- * handshake_greeting.c (one greeting on one fd), handshake_listen.c (the
- * listener's doors and verdicts) and handshake_dial.c (the client's dial
- * and retry). The contracts are handshake.h's. */
+ * handshake_greeting.c (one greeting on one fd, either side), and the two
+ * sides that stand on it, handshake_listen.c (the listener's doors and
+ * verdicts) and handshake_dial.c (the client's answer, dial and retry).
+ * The core calls a side only through its struct greet_side. The contracts
+ * are handshake.h's. */
 #ifndef ES_IO_HANDSHAKE_INTERNAL_H
 #define ES_IO_HANDSHAKE_INTERNAL_H
 
@@ -11,7 +13,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct greet;
+
+/* What a side does with what the core reads. */
+struct greet_side {
+	/* g->msg holds the complete message the core waited for. */
+	void (*on_message)(struct greet *g);
+	/* The greeting failed for why (a retry may help when transient); the
+	 * side ends g. */
+	void (*on_failed)(struct greet *g, const char *why, bool transient);
+	/* The codec refused the peer's bytes (err): the side may tell the peer
+	 * before on_failed; NULL: nothing to tell. */
+	void (*on_bad_message)(struct greet *g, const char *err);
+	/* g is about to be freed: out of whatever of the side holds it; NULL:
+	 * nothing holds it. */
+	void (*on_free)(struct greet *g);
+};
+
 struct greet {
+	const struct greet_side *side;
 	struct event *ev;          /* readable */
 	struct event *ev_deadline; /* one shot: the whole greeting's deadline */
 	int fd;
@@ -35,32 +55,18 @@ struct greet {
 	uint8_t buf[CTL_LENGTH_BYTES + 4096];
 };
 
-/* handshake_greeting.c: a greeting on fd with its deadline timeout_ms from now,
- * reading from the loop (NULL, fd closed, when out of memory); its end
- * (events freed, out of its door, fd closed if close_fd); a listener's
- * greeting ended as failed (its fd closed unless already -1) and reported
- * so to its accept callback; one message written whole to a fresh fd (0 or
- * -errno, -EAGAIN for a short write). */
+/* handshake_greeting.c: a greeting of side on fd with its deadline
+ * timeout_ms from now, reading from the loop (NULL, fd closed, when out of
+ * memory); its end (events freed, the side's on_free, fd closed if
+ * close_fd); its failure, handed to the side; one message written whole to
+ * a fresh fd (0 or -errno, -EAGAIN for a short write); whether a failure
+ * of the connection itself (not of what was said on it) is worth another
+ * attempt. */
 struct greet *greet_new(struct event_base *base, int fd, const char *peer, uint64_t timeout_ms,
-			void *arg);
+			const struct greet_side *side, void *arg);
 void greet_free(struct greet *g, bool close_fd);
-void greet_drop(struct greet *g);
+void greet_fail(struct greet *g, const char *why, bool transient);
 int greet_send(int fd, const struct ctl_msg *msg);
-
-/* handshake_listen.c: a listener's log line within its door's rate limit
- * (d NULL: unlimited); an ERROR sent on fd, logged so, and fd closed; g
- * taken out of its door's counts and list; the listener's verdict on the
- * complete HELLO in g->msg (frees g). */
-void greet_door_log(struct greet_door *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void greet_refuse(struct greet_door *d, int fd, const char *peer, const char *code,
-		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-void greet_door_leave(struct greet *g);
-void greet_on_hello(struct greet *g);
-
-/* handshake_dial.c: the end of one attempt of dial d: fd welcomed (>= 0),
- * or refused (reply an ERROR) or failed for why, worth a retry when
- * transient. */
-void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl_msg *reply,
-			   const char *why, bool transient);
+bool greet_errno_transient(int err);
 
 #endif

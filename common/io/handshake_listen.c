@@ -44,7 +44,7 @@ static void greet_door_on_log_timer(evutil_socket_t fd, short what, void *arg)
 /* A refusal or failure line of a listener: the first GREET_LOG_PER_SECOND
  * of a second are printed, the others summed up when the second ends, so a
  * flood of bad greetings cannot flood the log. */
-void greet_door_log(struct greet_door *d, const char *fmt, ...)
+static void greet_door_log(struct greet_door *d, const char *fmt, ...)
 {
 	char line[2 * CTL_MAX_TEXT + 128];
 	va_list ap;
@@ -132,7 +132,7 @@ static struct greet_address *greet_door_address(struct greet_door *d, const char
 	return free_slot;
 }
 
-void greet_door_leave(struct greet *g)
+static void greet_door_leave(struct greet *g)
 {
 	struct greet_door *d = g->door;
 	if (d == NULL)
@@ -161,8 +161,8 @@ static void greet_refuse_v(struct greet_door *d, int fd, const char *peer, const
 	close(fd);
 }
 
-void greet_refuse(struct greet_door *d, int fd, const char *peer, const char *code,
-		  const char *fmt, ...)
+static void greet_refuse(struct greet_door *d, int fd, const char *peer, const char *code,
+			 const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -171,8 +171,20 @@ void greet_refuse(struct greet_door *d, int fd, const char *peer, const char *co
 }
 
 
+/* A listener's greeting ended as failed: fd closed (unless already -1),
+ * reported so to its accept callback. */
+static void greet_drop(struct greet *g)
+{
+	greet_accept_cb cb = g->accept_cb;
+	void *arg = g->arg;
+	char peer[CTL_MAX_TEXT];
+	snprintf(peer, sizeof peer, "%s", g->peer);
+	greet_free(g, true);
+	cb(-1, NULL, peer, arg);
+}
+
 /* The listener's verdict on a complete HELLO, before the daemon's own. */
-void greet_on_hello(struct greet *g)
+static void greet_on_hello(struct greet *g)
 {
 	int conn = g->fd;
 	struct greet_door *d = g->door;
@@ -214,11 +226,35 @@ void greet_on_hello(struct greet *g)
 	greet_drop(g);
 }
 
+static void greet_listener_failed(struct greet *g, const char *why, bool transient)
+{
+	(void)transient;
+	greet_door_log(g->door, "Greeting with %s failed: %s", g->peer, why);
+	greet_drop(g);
+}
+
+/* Tell the client what the codec refused (a host name with a quote, say),
+ * so its log says why; err quotes the peer's bytes escaped. */
+static void greet_listener_bad_message(struct greet *g, const char *err)
+{
+	event_free(g->ev);
+	g->ev = NULL;
+	greet_refuse(g->door, g->fd, g->peer, "bad_message", "%s", err);
+	g->fd = -1;
+}
+
+static const struct greet_side greet_listener_side = {
+	.on_message = greet_on_hello,
+	.on_failed = greet_listener_failed,
+	.on_bad_message = greet_listener_bad_message,
+	.on_free = greet_door_leave,
+};
+
 static struct greet *greet_accept_in(struct greet_door *door, struct event_base *base, int fd,
 				     const char *peer, uint64_t timeout_ms, greet_accept_cb cb,
 				     void *arg)
 {
-	struct greet *g = greet_new(base, fd, peer, timeout_ms, arg);
+	struct greet *g = greet_new(base, fd, peer, timeout_ms, &greet_listener_side, arg);
 	if (g == NULL)
 		return NULL;
 	g->listener = true;
