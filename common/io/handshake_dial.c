@@ -124,7 +124,6 @@ struct greet *greet_connect(struct event_base *base, int fd, const char *what,
 	return g;
 }
 
-
 static uint64_t greet_dial_left_ms(const struct greet_dial *d)
 {
 	uint64_t now = clk_monotonic_ns();

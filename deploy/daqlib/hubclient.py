@@ -95,7 +95,8 @@ class _Connection(http.client.HTTPConnection):
 
 class Hub:
     """netns: the hub's network namespace when it is not reachable from
-    here (the netns backend's virtual hosts)."""
+    here (the netns backend's virtual hosts). key None: unsigned requests,
+    as the launcher reads a builder's /status on its --metrics-listen."""
 
     def __init__(self, url: str, key: bytes | None, timeout_s: float = 5.0,
                  netns: str | None = None):
