@@ -14,11 +14,26 @@ watchdog, or a reader whose forwarding to the builder stalls (readoutd
 hostile peer at the builder's door as soon as it listens, racing the
 readers and sources: 64 idle connections to its data port, a HELLO
 dribbled a byte per 20 ms, a flood of refused greetings, or HELLOs of
-another protocol version (docs/PROTOCOL.md, "Greeting"). A run passes when
-metrics.json exists and every equation balances, whatever else happened to
-it.
+another protocol version (docs/PROTOCOL.md, "Greeting"). 
+Three kinds of run are mixed (--mix, by default 60 % single, 25 % builders,
+15 % serving):
+- single: one builder on processes made for the run, as above;
+- builders: a hub and two builders (manager or static routing), with in
+  some runs a builder killed, or stopped past the hub's stall limit and
+  continued after the run (fenced: what it writes afterwards must not
+  count), or slowed by a filter cost, or a reader killed;
+- serving: daqrun --runs 3 on processes that live across the runs (the
+  hub's session and signed HTTP control), each run with its own fragment
+  faults, in some a drained stop mid-run, a reader killed or a source
+  stopped at a random moment of the session (between runs or during one).
 
-Usage: analysis/soak.py [--runs N] [--seed S] [--out DIR] [--bin DIR]
+A one-shot run passes when metrics.json exists and every equation balances,
+whatever else happened to it; with several builders also when every
+builder's records are the events the books say it decided, no more. A
+serving session passes when every run it ended balanced its books and, if
+daqrun failed, it said why (a killed daemon is named by the hub).
+
+Usage: analysis/soak.py [--runs N] [--seed S] [--out DIR] [--bin DIR] [--mix S,B,V]
 """
 
 from __future__ import annotations
@@ -161,10 +176,23 @@ def draw(rng: random.Random, n: int) -> tuple[dict, list[str], str, dict]:
     return run, args, ", ".join(faults) or "no faults", extras
 
 
-def topology(run: dict, extras: dict) -> str:
-    lines = ["[run]"] + [f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}"
-                         for k, v in run.items()]
-    lines += ["", "[builder]", 'host = "127.0.0.1"', f"extra = {json.dumps(extras['builder'])}", ""]
+def toml_value(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else json.dumps(v)
+
+
+def topology(run: dict, extras: dict, builders: int = 1) -> str:
+    """One host: 2 readers (the first through shared memory, the second over
+    TCP) of 4 sources, and one builder or a hub and `builders` builders."""
+    lines = ["[run]"] + [f"{k} = {toml_value(v)}" for k, v in run.items()]
+    if builders == 1:
+        lines += ["", "[builder]", 'host = "127.0.0.1"', f"extra = {json.dumps(extras['builder'])}",
+                  ""]
+    else:
+        lines += ["", "[hub]", 'host = "127.0.0.1"', f"extra = {json.dumps(extras['hub'])}", ""]
+        for b in range(builders):
+            lines += ["[[builder]]", f"id = {b}", 'host = "127.0.0.1"',
+                      f"extra = {json.dumps(extras['builder'] + extras.get('builder_own', {}).get(b, []))}",
+                      ""]
     for r in range(2):
         lines += ["[[reader]]", f"id = {r}", f"sources = [{2 * r}, {2 * r + 1}]",
                   'host = "127.0.0.1"', f'transport = "{"shm" if r == 0 else "tcp"}"',
@@ -175,6 +203,135 @@ def topology(run: dict, extras: dict) -> str:
     return "\n".join(lines)
 
 
+def fragment_faults(rng: random.Random) -> tuple[dict, list[str]]:
+    """The seed's fragment faults of one run: [run] keys and their words."""
+    run, words = {}, []
+    for key, values in (("missing_every", [0, 0, 7, 31]), ("duplicate_every", [0, 0, 5, 17])):
+        v = rng.choice(values)
+        if v:
+            run[key] = v
+            words.append(f"{key}={v}")
+    if rng.random() < 0.3:
+        run["reorder"] = True
+        words.append("reorder")
+    return run, words
+
+
+def draw_builders(rng: random.Random, n: int) -> tuple[dict, list[str], str, dict]:
+    """A run of a hub and two builders, and what goes wrong in it."""
+    run = {"run": 1 + n % 1000, "seed": rng.randrange(1 << 32), "payload": rng.choice([16, 256]),
+           "timeout_ms": rng.choice([50, 200]), "routing": rng.choice(["manager", "manager", "static"]),
+           "batch": rng.choice([16, 64]), "rate": rng.choice([5000, 20000]),
+           "events": rng.choice([4000, 10000])}
+    faulted, words = fragment_faults(rng)
+    run.update(faulted)
+    # The hub gives a builder up after 700 ms without an answer: well above
+    # the builders' event timeouts, so only a stopped one is given up.
+    extras: dict = {"hub": ["--stall-timeout-ms", "700"], "builder": [], "builder_own": {},
+                    "reader": [], "source": {}}
+    args = []
+    what = rng.random()
+    if what < 0.2:
+        fault = f"builder:{rng.randrange(2)}:KILL@{round(rng.uniform(0.1, 0.5), 2)}"
+    elif what < 0.4:
+        fault = f"builder:{rng.randrange(2)}:STOP@{round(rng.uniform(0.1, 0.5), 2)}"
+    elif what < 0.5:
+        fault = f"reader:{rng.randrange(2)}:KILL@{round(rng.uniform(0.1, 0.5), 2)}"
+    else:
+        fault = None
+    if fault is not None:
+        args += ["--fault", fault]
+        words.append(f"fault {fault}")
+    elif rng.random() < 0.5:
+        slow = rng.randrange(2)
+        cost = rng.choice([20, 100])
+        extras["builder_own"][slow] = ["--filter-cost-us", str(cost)]
+        words.append(f"builder {slow} slow ({cost} us per event)")
+    words.insert(0, f"2 builders, {run['routing']} routing")
+    return run, args, ", ".join(words), extras
+
+
+def draw_serving(rng: random.Random, n: int) -> tuple[dict, list[str], str, dict]:
+    """A session of three runs on processes that serve them all."""
+    run = {"run": 1 + n % 1000, "seed": rng.randrange(1 << 32), "payload": rng.choice([16, 256]),
+           "timeout_ms": 200, "rate": rng.choice([5000, 20000]), "events": rng.choice([4000, 10000])}
+    args = ["--runs", "3"]
+    words = ["serving 3 runs"]
+    for k in (1, 2, 3):
+        faulted, fw = fragment_faults(rng)
+        for key, v in faulted.items():
+            args += ["--set", f"runs.{k}.{key}={toml_value(v)}"]
+        if fw:
+            words.append(f"run {k}: {' '.join(fw)}")
+    if rng.random() < 0.3:
+        # A drained stop well before the sources' end.
+        run["events"] = 200000
+        args += ["--run-seconds", str(round(rng.uniform(0.3, 1.5), 2))]
+        words.append("each run stopped mid-run")
+    what = rng.random()
+    if what < 0.25:
+        fault = f"reader:{rng.randrange(2)}:KILL@{round(rng.uniform(0.2, 4.0), 2)}"
+    elif what < 0.4:
+        fault = f"source:{rng.randrange(4)}:STOP@{round(rng.uniform(0.2, 2.0), 2)}"
+    else:
+        fault = None
+    if fault is not None:
+        args += ["--fault", fault]
+        words.append(f"fault {fault} (from the first run's start)")
+    extras: dict = {"builder": ["--stall-timeout-ms", "700"], "reader": [], "source": {}}
+    return run, args, ", ".join(words), extras
+
+
+def lines_of(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def books_problem(out: Path) -> str | None:
+    """Why a one-shot run's books fail the soak, or None."""
+    try:
+        m = json.loads((out / "metrics.json").read_text())
+        if not m["balanced"]:
+            return "unbalanced: " + "; ".join(
+                f"{e['name']} {e['lhs']} != {e['rhs']}" for e in m["equations"] if not e["ok"])
+    except (OSError, ValueError, KeyError) as e:
+        return f"no usable metrics.json ({e})"
+    for b, doc in (m.get("builders") or {}).items():
+        # A builder's records are exactly the events the books say it
+        # decided: a given-up builder that went on writing breaks this.
+        written = lines_of(out / "builders" / b / "events.jsonl") + \
+            lines_of(out / "builders" / b / "expired.jsonl")
+        decided = doc.get("decided")
+        if decided is not None and written != decided:
+            return (f"builder {b} ({doc.get('status')}): {written} records written, the books "
+                    f"count {decided} decided")
+    return None
+
+
+def serving_problem(out: Path, stdout: str, status: int) -> tuple[str | None, int]:
+    """Why a serving session fails the soak, or None; and how many runs it
+    ended."""
+    try:
+        rows = json.loads((out / "runs.json").read_text())["runs"]
+    except (OSError, ValueError, KeyError) as e:
+        return f"no usable runs.json ({e}); daqrun status {status}", 0
+    for row in rows:
+        problem = books_problem(out / f"run-{row['run']}")
+        if problem is not None:
+            return f"run {row['run']}: {problem}", len(rows)
+    if status != 0 and "daqrun: error:" not in stdout and "FAIL" not in stdout:
+        return f"daqrun status {status} without a reason", len(rows)
+    if status != 0 and "--fault" not in stdout and "fault: sending" not in stdout:
+        return f"daqrun status {status} though nothing was done to the session", len(rows)
+    return None, len(rows)
+
+
+KINDS = ("single", "builders", "serving")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200)
@@ -182,48 +339,63 @@ def main() -> int:
     ap.add_argument("--out", type=Path,
                     default=REPO / "results" / f"soak-{datetime.date.today()}")
     ap.add_argument("--bin", type=Path, default=REPO / "bin")
+    ap.add_argument("--mix", default="60,25,15",
+                    help="weights of single, builders and serving runs (default 60,25,15)")
     args = ap.parse_args()
+    try:
+        weights = [float(w) for w in args.mix.split(",")]
+        if len(weights) != 3 or min(weights) < 0 or sum(weights) <= 0:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--mix {args.mix}: three weights, e.g. 60,25,15")
     args.out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
-    print(f"soak: {args.runs} runs, seed {args.seed}", flush=True)
+    print(f"soak: {args.runs} runs, seed {args.seed}, mix single/builders/serving {args.mix}",
+          flush=True)
     results, failed = [], 0
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="es-soak-") as tmp:
         for n in range(args.runs):
-            run, extra, what, extras = draw(rng, n)
-            kind = run.pop("attack", None)
+            kind = rng.choices(KINDS, weights)[0]
+            drawn = {"single": draw, "builders": draw_builders, "serving": draw_serving}[kind]
+            run, extra, what, extras = drawn(rng, n)
+            door = run.pop("attack", None)
             topo = Path(tmp) / f"{n}.toml"
-            topo.write_text(topology(run, extras))
+            topo.write_text(topology(run, extras, 2 if kind == "builders" else 1))
             out = Path(tmp) / f"run-{n}"
             hostile = None
-            if kind is not None:
-                hostile = threading.Thread(target=attack, args=(kind, out, run["run"]),
+            if door is not None:
+                hostile = threading.Thread(target=attack, args=(door, out, run["run"]),
                                            daemon=True)
                 hostile.start()
             p = subprocess.run([sys.executable, str(DAQRUN), str(topo), "--out", str(out),
                                 "--bin", str(args.bin), "--check", "never", "--timeout", "120",
-                                *extra], capture_output=True, text=True, timeout=300)
+                                "--quiet", *extra], capture_output=True, text=True, timeout=400)
             if hostile is not None:
                 hostile.join(30)
-            problem = None
-            try:
-                m = json.loads((out / "metrics.json").read_text())
-                if not m["balanced"]:
-                    problem = "unbalanced: " + "; ".join(
-                        f"{e['name']} {e['lhs']} != {e['rhs']}" for e in m["equations"] if not e["ok"])
-            except (OSError, ValueError, KeyError) as e:
-                problem = f"no usable metrics.json ({e}); daqrun status {p.returncode}"
+            ended = 1
+            if kind == "serving":
+                problem, ended = serving_problem(out, p.stdout, p.returncode)
+            else:
+                problem = books_problem(out)
+                if problem is not None and problem.startswith("no usable"):
+                    problem += f"; daqrun status {p.returncode}"
             ok = problem is None
             failed += not ok
             faulted = "fault: sending" in p.stdout
             stalled = bool(extras["source"] or extras.get("reader_stall"))
-            results.append({"run": n, "what": what, "status": p.returncode, "balanced": ok,
-                            "fault_delivered": faulted, "stalled_source": stalled,
-                            "problem": problem})
+            results.append({"run": n, "kind": kind, "what": what, "status": p.returncode,
+                            "balanced": ok, "runs_ended": ended, "fault_delivered": faulted,
+                            "stalled_source": stalled, "problem": problem})
             print(f"soak: [{n + 1}/{args.runs} {time.monotonic() - t0:5.0f} s] "
-                  f"{'balanced' if ok else 'FAILED'} (exit {p.returncode}): {what}"
+                  f"{'balanced' if ok else 'FAILED'} (exit {p.returncode}): {kind}: {what}"
                   + (f"\n      {problem}\n{p.stdout[-1500:]}" if problem else ""), flush=True)
     balanced = args.runs - failed
+    for kind in KINDS:
+        of = [r for r in results if r["kind"] == kind]
+        print(f"soak: {kind}: {sum(r['balanced'] for r in of)} of {len(of)} balanced"
+              + (f" ({sum(r['runs_ended'] for r in of)} runs ended in the sessions)"
+                 if kind == "serving" else ""))
     hit = [r for r in results if r["fault_delivered"]]
     print(f"soak: {len(hit)} runs had a daemon killed or stopped while running; "
           f"{sum(r['status'] != 0 for r in hit)} of them ended non-zero (the others had "
@@ -234,8 +406,8 @@ def main() -> int:
           f"{sum(r['status'] != 0 for r in stuck)} of them ended non-zero, every one of them "
           f"balanced: {all(r['balanced'] for r in stuck)}")
     (args.out / "soak.json").write_text(json.dumps({"seed": args.seed, "runs": args.runs,
-                                                    "balanced": balanced, "results": results},
-                                                   indent=1))
+                                                    "mix": args.mix, "balanced": balanced,
+                                                    "results": results}, indent=1))
     print(f"soak: {balanced} of {args.runs} runs balanced their books (seed {args.seed}); "
           f"{args.out}/soak.json")
     return 0 if failed == 0 else 1

@@ -95,7 +95,8 @@ OPTIONS = (
     Option("--fault", "list", "send a daemon a signal that many seconds after the start, e.g. "
            "reader:0:KILL@2 (a crash), source:1:STOP@1.5 (a stall), builder:1:KILL@2 or "
            "builder:0:USR2@3 (an operator's drained stop of the one builder; ROLE "
-           "source, reader, builder or hub); repeatable",
+           "source, reader, builder or hub; with --runs, seconds after the first run's start, and a "
+           "daemon it kills is named by the hub and fails the next configure); repeatable",
            metavar="ROLE:ID:SIGNAL@SECONDS"),
     Option("--runs", "int", "serve N runs back to back on the same processes, each in "
            "DIR/run-<number>/ (run numbers run, run+1, ...; docs/RUNCONTROL.md)", metavar="N"),

@@ -483,23 +483,24 @@ class Launcher:
         else:
             print(line, flush=True)
 
-    def inject_faults(self, now: float) -> None:
-        """Sends each --fault signal when its moment comes; a stopped daemon
-        is continued once the builder has ended the run, so it can see that
-        and exit."""
+    def inject_faults(self, now: float, since: float | None = None) -> None:
+        """Sends each --fault signal when its moment comes, counted from
+        `since` (the start, by default); a stopped daemon is continued once
+        the builder has ended the run, so it can see that and exit."""
+        since = self.started_at if since is None else since
         for f in self.faults:
-            if f.get("done") or now < self.started_at + f["at"]:
+            if f.get("done") or now < since + f["at"]:
                 continue
             name = "hub" if f["role"] == "hub" else f"{f['role']}-{f['id']}"
             h = next((h for h in self.handles if h.name == name), None)
             if h is None:
                 raise LaunchError(f"--fault {f['text']}: no daemon {name} in this run")
-            f["done"] = True
+            f["done"], f["name"] = True, name
             if self.backend.wait(h, 0) is not None:
-                say(f"fault: {h.name} had already exited at {now - self.started_at:.2f} s; "
+                say(f"fault: {h.name} had already exited at {now - since:.2f} s; "
                     f"SIG{f['signal']} not sent")
                 continue
-            say(f"fault: sending SIG{f['signal']} to {h.name} at {now - self.started_at:.2f} s")
+            say(f"fault: sending SIG{f['signal']} to {h.name} at {now - since:.2f} s")
             self.backend.kill(h, getattr(signal, "SIG" + f["signal"]))
             if f["signal"] == "STOP":
                 self.stopped.append(h)

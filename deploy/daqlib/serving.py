@@ -89,6 +89,7 @@ class ServingLauncher(Launcher):
         self.session_addr = ""
         self.hub: Hub | None = None
         self.rows: list[dict] = []
+        self.first_start: float | None = None    # --fault moments count from it
 
     # ---- starting the daemons, serving ------------------------------------
     def start(self, name, argv, host, stdout=False):
@@ -139,7 +140,7 @@ class ServingLauncher(Launcher):
     def wait_state(self, want: tuple[str, ...], timeout_s: float, what: str) -> dict:
         deadline = time.monotonic() + timeout_s
         while True:
-            self.check_alive()
+            self.poll()
             st = self.hub.state()
             if st["state"] in want:
                 return st
@@ -150,15 +151,37 @@ class ServingLauncher(Launcher):
             time.sleep(0.02)
 
     def check_alive(self) -> None:
+        """Any daemon gone ends the session, but one a --fault signalled:
+        the hub gives that one up and names it in the run's books, and the
+        next configure that needs it fails with the hub's reason."""
+        faulted = {f["name"] for f in self.faults if f.get("done")}
         for h in self.handles:
+            if h.name in faulted:
+                continue
             rc = self.backend.wait(h, 0)
             if rc is not None:
                 raise LaunchError(f"{h.name} exited with status {rc} between or during runs")
 
+    def poll(self) -> None:
+        """What every wait of the session does: the --fault signals due
+        (their moments counted from the first run's start), then check the
+        daemons."""
+        if self.first_start is not None:
+            self.inject_faults(time.monotonic(), self.first_start)
+        self.check_alive()
+
+    def continue_stopped(self) -> None:
+        """A daemon a --fault stopped is continued once its run is over, as
+        a one-shot run continues it once the builder has ended: it may then
+        see that it was given up."""
+        for h in self.stopped:
+            self.backend.kill(h, signal.SIGCONT)
+        self.stopped = []
+
     def wait_joined(self) -> None:
         deadline = time.monotonic() + self.t.deploy["start_timeout_s"]
         while True:
-            self.check_alive()
+            self.poll()
             st = self.hub.state()
             if not st["missing"]:
                 return
@@ -193,6 +216,8 @@ class ServingLauncher(Launcher):
             self.hub.post("/reset", {})
             raise LaunchError(f"run {number}: configure failed: {st['error']}")
         t0 = time.monotonic()
+        if self.first_start is None:
+            self.first_start = t0
         row["configure_ms"] = (t0 - t_configure) * 1000
         ok, reason = self.hub.post("/start", {"run": number})
         if not ok:
@@ -204,7 +229,7 @@ class ServingLauncher(Launcher):
             done = [r for r in st["runs"] if r["run"] == number]
             if done and st["state"] in ("idle", "error"):
                 break
-            self.check_alive()
+            self.poll()
             self.show_progress(time.monotonic())
             elapsed = time.monotonic() - t0
             if not stopped and self.run_seconds is not None and elapsed > self.run_seconds:
@@ -216,6 +241,7 @@ class ServingLauncher(Launcher):
                 self.hub.post("/reset", {})
                 raise LaunchError(f"run {number}: not over after {self.timeout_s:g} s; reset")
             time.sleep(0.02)
+        self.continue_stopped()
         row.update(done[-1])
         row["seconds"] = time.monotonic() - t0
         return row

@@ -353,3 +353,28 @@ class ServingRunsTest(E2ETestCase):
         c.refbuild(self, 2, out, events=8000)
         c.shutdown()
         self.h.assert_clean()
+
+    def test_daqrun_fault_during_serving_runs_is_named_and_books_close(self):
+        """daqrun --runs with --fault (make soak's serving mix): a reader
+        killed during the second run, counted from the first run's start.
+        The hub names it and closes that run's books with its loss; the next
+        configure fails naming it; every run that ended balanced."""
+        topo = {"run": {"run": 21, "seed": 4, "events": 24000, "payload": 64, "rate": 6000},
+                "builder": {"host": "127.0.0.1"},
+                "reader": [{"id": 0, "sources": [0, 1], "host": "127.0.0.1", "transport": "tcp"},
+                           {"id": 1, "sources": [2, 3], "host": "127.0.0.1", "transport": "tcp"}]}
+        r = self.h.daqrun(topo, args=["--runs", "3", "--quiet", "--fault", "reader:1:KILL@6.0"],
+                          timeout_s=240)
+        self.assertEqual(r.returncode, 1, r.output[-3000:])
+        self.assertIn("fault: sending SIGKILL to reader-1", r.output)
+        first = read_json(r.run_dir / "run-21" / "metrics.json")
+        self.assertTrue(first["balanced"], unbalanced(first))
+        self.assertEqual(first["counters"]["builder"]["events_accepted"], 24000)
+        hit = read_json(r.run_dir / "run-22" / "metrics.json")
+        self.assertTrue(hit["balanced"], unbalanced(hit))
+        self.assertEqual([(p["role"], p["id"]) for p in hit["losses"]["peers_gone"]],
+                         [("reader", 1)])
+        self.assertIn("reader 1", r.output.split("run 23", 1)[-1])
+        rows = read_json(r.run_dir / "runs.json")["runs"]
+        self.assertEqual([row["run"] for row in rows], [21, 22])
+        self.h.assert_clean()
