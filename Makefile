@@ -131,7 +131,13 @@ $(BUILD)/tests/vectors.h: tests/data/vectors.json tests/gen_vectors.py
 	@mkdir -p $(dir $@)
 	$(Q)$(PYTHON) tests/gen_vectors.py $< $@
 
-$(BUILD)/tests/unit/%.o: tests/unit/%.c $(BUILD)/tests/vectors.h
+# The event file's vectors (docs/event-file-format.md), made by
+# tests/make_evfile_vectors.py, for test_evfile.
+$(BUILD)/tests/evfile_vectors.h: tests/data/evfile-vectors.json tests/gen_vectors.py
+	@mkdir -p $(dir $@)
+	$(Q)$(PYTHON) tests/gen_vectors.py $< $@
+
+$(BUILD)/tests/unit/%.o: tests/unit/%.c $(BUILD)/tests/vectors.h $(BUILD)/tests/evfile_vectors.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC $<")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -I$(BUILD)/tests -Itests/unit -I. -c -o $@ $<
@@ -236,7 +242,7 @@ bench-shm: $(BUILD)/tests/bench_shm
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_DIR ?= $(BUILD)/fuzz
-FUZZ_TARGETS := frame ctl ring
+FUZZ_TARGETS := frame ctl ring evfile
 FUZZ_CFLAGS := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Icommon $(DEP_CFLAGS)
 FUZZ_SRC_frame := tests/fuzz/harness_frame.c common/wire/frame.c common/wire/crc.c
@@ -244,7 +250,10 @@ FUZZ_SRC_ctl := tests/fuzz/harness_ctl.c $(wildcard common/wire/control*.c) comm
 	common/wire/text.c
 FUZZ_SRC_ring := tests/fuzz/harness_ring.c $(wildcard common/io/shmring*.c) common/io/shmguard.c \
 	common/sys/proclive.c
+FUZZ_SRC_evfile := tests/fuzz/harness_evfile.c common/wire/evfile.c common/wire/frame.c \
+	common/wire/crc.c
 FUZZ_ARGS_frame := -max_len=20000
+FUZZ_ARGS_evfile := -max_len=20000
 FUZZ_ARGS_ctl = -dict=$(FUZZ_DIR)/corpus/ctl.dict
 FUZZ_ARGS_ring := -max_len=12288
 FUZZ_HARNESS_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/fuzz/harness*.c))
@@ -274,7 +283,7 @@ fuzz: fuzz-build
 		log=$(FUZZ_DIR)/logs/$$t.log; \
 		echo "fuzz $$t: $(FUZZ_SECONDS) s, log $$log"; \
 		args=; case $$t in frame) args="$(FUZZ_ARGS_frame)";; ctl) args="$(FUZZ_ARGS_ctl)";; \
-			ring) args="$(FUZZ_ARGS_ring)";; esac; \
+			ring) args="$(FUZZ_ARGS_ring)";; evfile) args="$(FUZZ_ARGS_evfile)";; esac; \
 		if $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 			-artifact_prefix=$(FUZZ_DIR)/crashes/$$t/ $$args $(FUZZ_ARGS) \
 			$(FUZZ_DIR)/corpus/$$t tests/fuzz/regressions/$$t >$$log 2>&1; then \

@@ -59,6 +59,12 @@ enum fuzz_ring_op {
 	FUZZ_RING_OP_COUNT
 };
 
+/* Event file scan and recovery (common/wire/evfile.c). Input: the largest
+ * payload allowed (4 bytes, big-endian), then a file's bytes. The scan's
+ * verdict must fit the bytes, its good prefix scan the same alone, and that
+ * prefix with a trailer from the scan must be a complete, valid file. */
+void fuzz_evfile_input(const uint8_t *data, size_t size);
+
 /* Names the input being run, for the failure message (a file name in the
  * regression test; NULL for none). */
 void fuzz_set_input_name(const char *name);

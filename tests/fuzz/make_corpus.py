@@ -8,6 +8,8 @@
   OUT/ring/   ring scripts: the real producer going several laps round the
               ring, ring images written into the segment (with and without
               a wrap), and corrupt ones
+  OUT/evfile/ event files: every 'file' vector of tests/data/evfile-vectors.json
+              (good, cut, damaged), under the default and a tight payload limit
   OUT/ctl.dict  libFuzzer dictionary of the control messages' keys and names
 
 Input layouts are those of tests/fuzz/harness.h. Python 3 standard library
@@ -387,6 +389,18 @@ def ctl_dict():
     return "\n".join(lines) + "\n"
 
 
+def evfile_seeds(path):
+    """fuzz_evfile_input(): the payload limit, then a file of the vectors."""
+    with open(path) as f:
+        files = json.load(f)["file"]
+    seeds = {}
+    for i, v in enumerate(files):
+        data = bytes.fromhex(v["hex"])
+        seeds[f"vector-{i}"] = struct.pack(">I", v["max_payload"]) + data
+        seeds[f"vector-{i}-tight-limit"] = struct.pack(">I", 16) + data
+    return seeds
+
+
 def write(out, target, seeds):
     d = os.path.join(out, target)
     os.makedirs(d, exist_ok=True)
@@ -408,6 +422,8 @@ def main():
         "frame": write(args.out, "frame", frame_seeds(vectors)),
         "ctl": write(args.out, "ctl", ctl_seeds()),
         "ring": write(args.out, "ring", ring_seeds()),
+        "evfile": write(args.out, "evfile", evfile_seeds(os.path.join(
+            os.path.dirname(args.vectors), "evfile-vectors.json"))),
     }
     with open(os.path.join(args.out, "ctl.dict"), "w") as f:
         f.write(ctl_dict())

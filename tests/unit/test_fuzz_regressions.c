@@ -27,6 +27,7 @@ static struct fuzz_target targets[] = {
 	{ "frame", fuzz_frame_input, 0 },
 	{ "ctl", fuzz_ctl_input, 0 },
 	{ "ring", fuzz_ring_input, 0 },
+	{ "evfile", fuzz_evfile_input, 0 },
 };
 #define TARGET_COUNT (sizeof targets / sizeof targets[0])
 
@@ -135,8 +136,10 @@ int main(void)
 		root = "tests/fuzz/regressions";
 	for (unsigned t = 0; t < TARGET_COUNT; t++)
 		list_target(root, &targets[t]);
-	printf("test_fuzz_regressions: %u inputs under %s (frame %u, ctl %u, ring %u)\n",
-	       input_count, root, targets[0].count, targets[1].count, targets[2].count);
+	printf("test_fuzz_regressions: %u inputs under %s (", input_count, root);
+	for (unsigned t = 0; t < TARGET_COUNT; t++)
+		printf("%s%s %u", t ? ", " : "", targets[t].name, targets[t].count);
+	printf(")\n");
 	fflush(stdout);
 
 	sr = srunner_create(fuzz_regressions_suite());
