@@ -231,6 +231,10 @@ $(BUILD)/tests/bench_shm: $(BUILD)/tests/bench/bench_shm.o $(BUILD)/libcommon.a
 	@$(if $(Q),echo "  LD $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/tests/bench_evwriter: $(BUILD)/tests/bench/bench_evwriter.o $(BUILD)/libcommon.a
+	@$(if $(Q),echo "  LD $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 bench-shm: $(BUILD)/tests/bench_shm
 	$(Q)$(BUILD)/tests/bench_shm --out results/bench-shm-$$(date +%Y-%m-%d) $(BENCH_SHM_ARGS)
 

@@ -25,6 +25,11 @@
 #define EVW_BATCH_RECORDS 256u
 /* Free space is looked at again after this many bytes are written. */
 #define EVW_SPACE_CHECK_BYTES (64ull << 20)
+/* Written data is handed to the disk in windows of this size, and a window
+ * once on disk is dropped from the page cache: the streaming pattern that
+ * keeps the kernel's dirty pages, and so its write throttling, low, and
+ * a builder's memory flat however large its files. */
+#define EVW_WRITEBACK_WINDOW_BYTES (8ull << 20)
 /* Frames up to this size are summed directly; beyond, their CRC is combined
  * from the payload's, which the decoder already has (as wire/frame.c does). */
 #define EVW_RESUM_FRAME_BYTES 2048u
@@ -35,6 +40,8 @@ struct evw_open_file {
 	uint32_t file_seq;
 	uint32_t slice;
 	uint64_t bytes;          /* written to it and acknowledged */
+	uint64_t kicked;         /* handed to writeback up to here */
+	uint64_t dropped;        /* on disk and out of the page cache up to here */
 	uint64_t events;
 	uint64_t first_event;
 	uint64_t last_event;
@@ -210,6 +217,28 @@ static uint32_t evw_frames_crc(struct evw *w, const struct evw_event *ev, uint64
 	return crc;
 }
 
+/* Starts writeback of each full window written, and drops the window
+ * before it once on disk (waiting for it, which by then is mostly done).
+ * Advice only: a file system that ignores it loses nothing. */
+static void evw_writeback(struct evw *w)
+{
+	struct evw_open_file *f = &w->file;
+
+	while (f->bytes - f->kicked >= EVW_WRITEBACK_WINDOW_BYTES) {
+		sync_file_range(f->fd, (off_t)f->kicked, EVW_WRITEBACK_WINDOW_BYTES,
+				SYNC_FILE_RANGE_WRITE);
+		f->kicked += EVW_WRITEBACK_WINDOW_BYTES;
+		if (f->kicked - f->dropped >= 2 * EVW_WRITEBACK_WINDOW_BYTES) {
+			sync_file_range(f->fd, (off_t)f->dropped, EVW_WRITEBACK_WINDOW_BYTES,
+					SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+						SYNC_FILE_RANGE_WAIT_AFTER);
+			posix_fadvise(f->fd, (off_t)f->dropped, EVW_WRITEBACK_WINDOW_BYTES,
+				      POSIX_FADV_DONTNEED);
+			f->dropped += EVW_WRITEBACK_WINDOW_BYTES;
+		}
+	}
+}
+
 int evw_flush(struct evw *w)
 {
 	struct evw_open_file *f = &w->file;
@@ -267,6 +296,7 @@ int evw_flush(struct evw *w)
 	w->since_space_check += done;
 	w->iov_count = w->header_count = 0;
 	w->batch_events = w->batch_bytes = 0;
+	evw_writeback(w);
 	if (w->since_space_check >= EVW_SPACE_CHECK_BYTES)
 		return evw_check_space(w, 0);
 	return 0;

@@ -1,0 +1,174 @@
+/* The event file writer alone (common/sys/evwriter.c): events of S frames
+ * of N payload bytes, unpaced, into DIR, files rolled at --max-file-bytes
+ * and closed crash-safe; prints one JSON line with the bytes, the wall and
+ * CPU seconds, GB/s, CPU ns per byte and per event, and the writer's own
+ * write and sync time. The frames sit in one slab, as a receive buffer or
+ * ring would hold them; their payload CRCs are computed once beforehand,
+ * as the frame decoder has them for free. analysis/bench_record.py runs it
+ * beside a dd baseline of the same file system (make bench-record).
+ *
+ *   bench_evwriter --dir D [--sources 4] [--payload 16384] [--events 20000]
+ *                  [--max-file-bytes 1073741824] [--sync close|batch|never]
+ *                  [--keep]   (files are removed after the run otherwise) */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sys/evwriter.h"
+#include "wire/crc.h"
+#include "wire/frame.h"
+
+#define MAX_SOURCES 64u
+#define SLAB_EVENTS 64u   /* distinct events in the slab, reused round robin */
+
+struct bench_args {
+	const char *dir;
+	unsigned int sources;
+	uint32_t payload;
+	uint64_t events;
+	uint64_t max_file_bytes;
+	enum evw_sync sync;
+	int keep;
+};
+
+static double now_s(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
+
+static int parse(int argc, char **argv, struct bench_args *a)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, NULL, 'd' }, { "sources", required_argument, NULL, 's' },
+		{ "payload", required_argument, NULL, 'p' }, { "events", required_argument, NULL, 'e' },
+		{ "max-file-bytes", required_argument, NULL, 'm' },
+		{ "sync", required_argument, NULL, 'y' }, { "keep", no_argument, NULL, 'k' },
+		{ NULL, 0, NULL, 0 } };
+	int c;
+
+	*a = (struct bench_args){ NULL, 4, 16384, 20000, 1ull << 30, EVW_SYNC_CLOSE, 0 };
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': a->dir = optarg; break;
+		case 's': a->sources = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'p': a->payload = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'e': a->events = strtoull(optarg, NULL, 10); break;
+		case 'm': a->max_file_bytes = strtoull(optarg, NULL, 10); break;
+		case 'k': a->keep = 1; break;
+		case 'y':
+			if (strcmp(optarg, "close") == 0)
+				a->sync = EVW_SYNC_CLOSE;
+			else if (strcmp(optarg, "batch") == 0)
+				a->sync = EVW_SYNC_BATCH;
+			else if (strcmp(optarg, "never") == 0)
+				a->sync = EVW_SYNC_NEVER;
+			else
+				return -1;
+			break;
+		default: return -1;
+		}
+	}
+	if (a->dir == NULL || a->sources == 0 || a->sources > MAX_SOURCES ||
+	    a->payload > FRM_MAX_PAYLOAD_BYTES || a->events == 0)
+		return -1;
+	return 0;
+}
+
+/* SLAB_EVENTS events of S frames, encoded one after the other. */
+static uint8_t *make_slab(const struct bench_args *a, struct evw_frame *frames)
+{
+	size_t frame_bytes = FRM_HEADER_BYTES + a->payload;
+	uint8_t *slab = malloc(frame_bytes * a->sources * SLAB_EVENTS);
+
+	if (slab == NULL)
+		return NULL;
+	for (unsigned int e = 0; e < SLAB_EVENTS; e++) {
+		for (unsigned int s = 0; s < a->sources; s++) {
+			uint8_t *at = slab + (e * a->sources + s) * frame_bytes;
+			struct frm_header h = { .source_id = (uint16_t)s, .run_id = 1, .event_id = e,
+						.timestamp_ns = 1, .payload_len = a->payload };
+
+			for (uint32_t i = 0; i < a->payload; i++)
+				at[FRM_HEADER_BYTES + i] = (uint8_t)(e * 131 + s * 17 + i);
+			frm_encode(at, &h, at + FRM_HEADER_BYTES);
+			frames[e * a->sources + s] = (struct evw_frame){
+				at, (uint32_t)frame_bytes,
+				crc_update(0, at + FRM_HEADER_BYTES, a->payload) };
+		}
+	}
+	return slab;
+}
+
+int main(int argc, char **argv)
+{
+	static struct evw_frame frames[SLAB_EVENTS * MAX_SOURCES];
+	struct bench_args a;
+	struct evw_stats st;
+	struct evw *w;
+	char err[512];
+
+	if (parse(argc, argv, &a) != 0) {
+		fprintf(stderr, "usage: bench_evwriter --dir DIR [--sources S] [--payload BYTES] "
+				"[--events N] [--max-file-bytes B] [--sync close|batch|never] [--keep]\n");
+		return 2;
+	}
+	uint8_t *slab = make_slab(&a, frames);
+	struct evw_config c = { .dir = a.dir, .run = 1, .sources = (uint16_t)a.sources,
+				.max_file_bytes = a.max_file_bytes, .reserve_bytes = 1,
+				.sync = a.sync, .software = "bench_evwriter" };
+
+	if (slab == NULL || evw_open(&w, &c, NULL, NULL, err, sizeof(err)) != 0) {
+		fprintf(stderr, "bench_evwriter: %s\n", slab ? err : "out of memory");
+		return 1;
+	}
+	double t0 = now_s(CLOCK_MONOTONIC), c0 = cpu_s();
+	for (uint64_t id = 0; id < a.events; id++) {
+		struct evw_event ev = { .event_id = id, .earliest_ns = 1, .frame_count = (uint16_t)a.sources,
+					.frames = &frames[(id % SLAB_EVENTS) * a.sources] };
+
+		if (evw_add(w, &ev) != 0)
+			break;
+	}
+	int rc = evw_close(w);
+	double wall = now_s(CLOCK_MONOTONIC) - t0, cpu = cpu_s() - c0;
+
+	evw_stats(w, &st);
+	if (rc != 0)
+		fprintf(stderr, "bench_evwriter: %s\n", evw_error(w));
+	printf("{\"sources\": %u, \"payload\": %" PRIu32 ", \"events\": %" PRIu64 ", \"bytes\": %" PRIu64
+	       ", \"files\": %" PRIu64 ", \"wall_s\": %.6f, \"cpu_s\": %.6f, \"gb_per_s\": %.4f"
+	       ", \"cpu_ns_per_byte\": %.4f, \"cpu_ns_per_event\": %.1f, \"write_s\": %.6f"
+	       ", \"sync_s\": %.6f, \"write_calls\": %" PRIu64 ", \"sync\": \"%s\"}\n",
+	       a.sources, a.payload, st.events_written, st.bytes_written, st.files_closed, wall, cpu,
+	       st.bytes_written / wall / 1e9, cpu * 1e9 / (double)st.bytes_written,
+	       cpu * 1e9 / (double)st.events_written, st.write_ns / 1e9, st.sync_ns / 1e9,
+	       st.write_calls, a.sync == EVW_SYNC_CLOSE ? "close" : a.sync == EVW_SYNC_BATCH ? "batch" : "never");
+	evw_destroy(w);
+	free(slab);
+	if (!a.keep) {
+		char cmd[1024];
+
+		snprintf(cmd, sizeof(cmd), "rm -f '%s'/run*_b0_*.dat '%s'/run*_b0_*.dat.json", a.dir, a.dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "bench_evwriter: could not remove the files in %s\n", a.dir);
+	}
+	return rc == 0 ? 0 : 1;
+}
