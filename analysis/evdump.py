@@ -108,7 +108,7 @@ def write_manifest(path: Path, info: dict, recovered: bool) -> Path:
     h = info["header"]
     t = info["trailer"]
     doc = {"format": MANIFEST_FORMAT, "name": path.name, "bytes": info["bytes"],
-           "events": t["events"], "first_event": t["first_event"],
+           "event_count": t["events"], "first_event": t["first_event"],
            "last_event": t["last_event"], "file_crc": t["file_crc"], "run": h.run,
            "builder": h.builder_id, "file_seq": h.file_seq, "slice": h.slice,
            "recovered": recovered}

@@ -369,7 +369,7 @@ static int evw_write_manifest(struct evw *w, const struct evw_file_info *info)
 	char tmp[96], name[80];
 	json_t *doc = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:b}",
 				"format", "esdq-event-file-manifest/1", "name", info->name,
-				"bytes", (json_int_t)info->bytes, "events", (json_int_t)info->events,
+				"bytes", (json_int_t)info->bytes, "event_count", (json_int_t)info->events,
 				"first_event", (json_int_t)info->first_event,
 				"last_event", (json_int_t)info->last_event,
 				"file_crc", (json_int_t)info->file_crc, "run", (json_int_t)w->cfg.run,

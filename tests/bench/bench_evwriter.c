@@ -153,10 +153,10 @@ int main(int argc, char **argv)
 	evw_stats(w, &st);
 	if (rc != 0)
 		fprintf(stderr, "bench_evwriter: %s\n", evw_error(w));
-	printf("{\"sources\": %u, \"payload\": %" PRIu32 ", \"events\": %" PRIu64 ", \"bytes\": %" PRIu64
+	printf("{\"sources\": %u, \"payload\": %" PRIu32 ", \"event_count\": %" PRIu64 ", \"bytes\": %" PRIu64
 	       ", \"files\": %" PRIu64 ", \"wall_s\": %.6f, \"cpu_s\": %.6f, \"gb_per_s\": %.4f"
 	       ", \"cpu_ns_per_byte\": %.4f, \"cpu_ns_per_event\": %.1f, \"write_s\": %.6f"
-	       ", \"sync_s\": %.6f, \"write_calls\": %" PRIu64 ", \"sync\": \"%s\"}\n",
+	       ", \"sync_s\": %.6f, \"write_syscalls\": %" PRIu64 ", \"sync\": \"%s\"}\n",
 	       a.sources, a.payload, st.events_written, st.bytes_written, st.files_closed, wall, cpu,
 	       st.bytes_written / wall / 1e9, cpu * 1e9 / (double)st.bytes_written,
 	       cpu * 1e9 / (double)st.events_written, st.write_ns / 1e9, st.sync_ns / 1e9,

@@ -144,7 +144,7 @@ class EvdumpTest(E2ETestCase):
         self.assertEqual(info["events"], 3)
         self.assertTrue(info["complete"])
         manifest = json.loads((self.files / "run000042_b0_f0001.dat.json").read_text())
-        self.assertEqual((manifest["events"], manifest["first_event"], manifest["last_event"],
+        self.assertEqual((manifest["event_count"], manifest["first_event"], manifest["last_event"],
                           manifest["bytes"], manifest["recovered"]),
                          (3, 100, 103, closed.stat().st_size, True))
         self.assertEqual(manifest["file_crc"], info["trailer"]["file_crc"])
