@@ -441,7 +441,9 @@ class RunControlDeadlinesTest(E2ETestCase):
             time.sleep(0.5)
             t0 = time.monotonic()
             ok, reason = c.hub.post("/stop", {"run": 1})
-            self.assertTrue(ok, reason)
+            # The run object may have ended already, having given the
+            # frozen source up: the hub is then stopping by itself.
+            self.assertTrue(ok or "the hub is stopping" in reason, reason)
             # The run object gives the frozen source up (--stall-timeout-ms),
             # then the peers have the deadline to report idle.
             st = self.wait_error(c, t0, 20)
