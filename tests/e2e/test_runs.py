@@ -451,6 +451,15 @@ class RunControlDeadlinesTest(E2ETestCase):
                           f"source 1 (pid {frozen.pid} on ", st["error"])
             self.assertNotIn("reader 0", st["error"])
             self.assertNotIn("source 0", st["error"])
+            # A reset while it is still frozen: the reset's own deadline
+            # names it, the others answered.
+            t0 = time.monotonic()
+            self.assertTrue(c.hub.post("/reset", {})[0])
+            self.assertEqual(c.hub.state()["state"], "resetting")
+            st = self.wait_error(c, t0, 10)
+            self.assertGreaterEqual(st["after_s"], self.TIMEOUT_MS / 1000 * 0.9, st)
+            self.assertEqual(st["error"], f"reset: no answer within {self.TIMEOUT_MS / 1000:g} s "
+                             f"from source 1 (pid {frozen.pid} on {st['peers'][1]['host']})")
         finally:
             os.kill(frozen.pid, signal.SIGCONT)
         ok, reason = c.hub.post("/reset", {})
