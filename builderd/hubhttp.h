@@ -1,6 +1,6 @@
 /* The serving hub on the operator's HTTP endpoint (io/ctlhttp,
  * docs/RUNCONTROL.md "HTTP"): each request's JSON to a transition of
- * hubsession.c and its answer, /state from what the hub session shows. */
+ * hubsession.h and its answer, /state from what the hub session shows. */
 #ifndef ES_BD_HUBHTTP_H
 #define ES_BD_HUBHTTP_H
 

@@ -1,9 +1,17 @@
 /* The hub serving many runs (builderd --session-listen, docs/RUNCONTROL.md):
  * the session port every serving peer joins, the hub's own run object made
  * at each configure with START held, the operator's transitions and the
- * summary of every run. hubhttp.c puts it on the operator's HTTP endpoint. */
+ * summary of every run. hubhttp.c puts it on the operator's HTTP endpoint.
+ * Its states and transitions are hubfsm's; configuring, stopping and
+ * resetting each wait on the peers under one deadline
+ * (--transition-timeout-ms), after which the hub goes to error naming
+ * each peer that did not answer (role, id, pid, host). A run object the
+ * hub abandoned (a failure, a deadline, a reset) is only summarised when
+ * it ends: its end never drives the state. */
 #ifndef ES_BD_HUBSESSION_H
 #define ES_BD_HUBSESSION_H
+
+#include "hubfsm.h"
 
 #include "io/daemon.h"
 #include "wire/control.h"
@@ -15,17 +23,6 @@
 struct event_base;
 struct hub_session;
 
-/* The hub's states (docs/RUNCONTROL.md, "The hub's states"). */
-enum hub_state {
-	HUB_IDLE,
-	HUB_CONFIGURING,     /* the run object made, the peers told, not all in yet */
-	HUB_CONFIGURED,      /* every peer in, clocks measured: START is held */
-	HUB_RUNNING,
-	HUB_STOPPING,        /* the run is ending, or being reset: peers not idle yet */
-	HUB_ERROR,           /* a configure failed; reset leaves it */
-};
-const char *hub_state_name(enum hub_state s);
-
 /* A serving peer the hub's base options expect, as /state shows it. */
 struct hub_peer_view {
 	enum ctl_role role;
@@ -33,7 +30,7 @@ struct hub_peer_view {
 	bool linked;                 /* its session link is up */
 	char host[CTL_MAX_TEXT];
 	uint32_t pid;
-	uint32_t run;                /* its run object's, 0 with none */
+	uint32_t run;                /* its run object's, 0 with none, as it last said */
 	enum ctl_session_state state;
 };
 

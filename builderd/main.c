@@ -1,7 +1,7 @@
 /* builderd: the event builder and the run's control hub. Declares its
  * options (options.c) and wires the run to the event loop: --role both and
  * hub run the hub (run.c), --role builder one builder of several (brun.c);
- * with --session-listen the hub serves many runs (hubsession.c). */
+ * with --session-listen the hub serves many runs (hubsession.h). */
 #include "brun.h"
 #include "hubserve.h"
 #include "io/daemon.h"

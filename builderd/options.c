@@ -196,6 +196,11 @@ const struct opt_spec bd_option_specs[] = {
 		     .fixed = true,
 		     .help = "the operator's HTTP endpoint (deploy/daqctl) with\n"
 			     "--session-listen; requests signed with the run key"),
+	OPT_UINT("transition-timeout-ms", "T", O, transition_timeout_ms, 100, 86400000,
+		 .fixed = true, .def = "15000",
+		 .help = "with --session-listen: a configure, a stop or a reset\n"
+			 "whose peers have not all answered within T ms fails,\n"
+			 "naming each silent peer (default {default})"),
 };
 const size_t bd_option_count = sizeof bd_option_specs / sizeof bd_option_specs[0];
 

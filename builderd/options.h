@@ -79,6 +79,7 @@ struct bd_options {
 	uint16_t session_listen_port;
 	char control_http_host[256];    /* --control-http */
 	uint16_t control_http_port;
+	uint64_t transition_timeout_ms; /* the hub's deadline for a transition's answers */
 	bool quiet;
 };
 

@@ -20,7 +20,7 @@ void bd_destroy(struct bd *b);
  * arrived and tells every peer. */
 void bd_stop(struct bd *b, const char *why);
 
-/* A hub serving many runs (hubsession.c) holds START: once every peer has
+/* A hub serving many runs (hubsession.h) holds START: once every peer has
  * joined and its clock is measured, on_ready(arg) is called once instead,
  * and START goes when bd_release_start() is called (at once if it is
  * already due). Call bd_hold_start before the loop runs. */

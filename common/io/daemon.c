@@ -85,6 +85,10 @@ const struct opt_spec daemon_option_specs[] = {
 		     .fixed = true, .group = "Run control",
 		     .help = "serve many runs: join the hub's session there and make a run\n"
 			     "at each configure (docs/RUNCONTROL.md)"),
+	OPT_UINT("session-ignore-configure", "RUN", struct daemon_options,
+		 session_ignore_configure, 1, UINT32_MAX, .fixed = true, .group = "Testing",
+		 .help = "test hook with --session: make run RUN's object at its\n"
+			 "configure but never answer it (a peer the hub must name)"),
 	OPT_INT("clock-offset-ns", "N", struct daemon_options, clock_offset_ns, .group = "Other",
 		.help = "add N ns to every clock reading (an unsynchronised host)"),
 	OPT_FLAG("quiet", struct daemon_options, quiet, .help = "log warnings and errors only"),

@@ -24,6 +24,7 @@ struct daemon_options {
 	const char *run_key_file;        /* NULL: none */
 	char session_host[256];          /* --session HOST:PORT: serve runs for that hub */
 	uint16_t session_port;           /* 0: serve one run and exit */
+	uint32_t session_ignore_configure; /* test hook: never answer run N's configure; 0: off */
 	int64_t clock_offset_ns;
 	bool quiet;
 };

@@ -27,6 +27,7 @@ struct peer_session {
 	bool quit;
 	int exit_status;
 	int32_t last_status;
+	uint32_t ignore_configure;      /* --session-ignore-configure: its run, 0: none */
 	char args[CTL_MAX_ARGS_TEXT];
 };
 
@@ -77,6 +78,10 @@ static void session_configure(struct peer_session *ps, const struct ctl_configur
 	}
 	log_info("Configured for run %u", c->run);
 	notify_status("configured for run %u", c->run);
+	if (c->run == ps->ignore_configure) {
+		log_warn("Test hook: the configure of run %u is not answered", c->run);
+		return;
+	}
 	session_send_state(ps, true, "");
 }
 
@@ -150,7 +155,8 @@ static void session_on_signal(void *arg, const char *why)
 int session_peer_main(const struct daemon_def *def, const struct daemon_options *d,
 		      struct event_base *base, int argc, char **argv)
 {
-	struct peer_session ps = { .base = base, .def = def };
+	struct peer_session ps = { .base = base, .def = def,
+				   .ignore_configure = d->session_ignore_configure };
 	net_keep_listeners();
 	if (def->prepare != NULL && !def->prepare(def->opts))
 		return 1;

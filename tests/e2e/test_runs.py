@@ -34,8 +34,9 @@ def proc_figures(pid: int) -> dict:
 class Cluster:
     """One hub, one reader, two sources on loopback, started once, serving."""
 
-    def __init__(self, test: E2ETestCase, sources=(0, 1)):
+    def __init__(self, test: E2ETestCase, sources=(0, 1), hub_extra=(), reader_extra=()):
         self.h, self.sources = test.h, tuple(sources)
+        self.reader_extra = list(reader_extra)
         h = self.h
         # The reader's port stays the same when it is restarted, as a
         # deployment's would: --connect is fixed for a serving source.
@@ -49,7 +50,8 @@ class Cluster:
         self.hub_proc = h.daemon("builderd", "hub", ["--run", "1", *self.hub_args,
                                                      "--out", h.path("base"), "--port-file", pf,
                                                      "--session-listen", "127.0.0.1:0",
-                                                     "--control-http", "127.0.0.1:0"])
+                                                     "--control-http", "127.0.0.1:0",
+                                                     *hub_extra])
         self.ports = h.wait_port_file(pf, ("data", "control", "session", "http"),
                                       proc=self.hub_proc)
         self.hub = Hub(f"http://127.0.0.1:{self.ports['http']}", None)
@@ -68,7 +70,8 @@ class Cluster:
     def start_reader(self):
         return self.h.daemon("readoutd", "reader-0", ["--run", "1", *self.reader_args(),
                                                       "--port-file", self.reader_port_file,
-                                                      "--session", self.session])
+                                                      "--session", self.session,
+                                                      *self.reader_extra])
 
     def reader_args(self) -> list[str]:
         return ["--id", "0", "--listen", self.reader_listen, "--sources",
@@ -377,4 +380,118 @@ class ServingRunsTest(E2ETestCase):
         self.assertIn("reader 1", r.output.split("run 23", 1)[-1])
         rows = read_json(r.run_dir / "runs.json")["runs"]
         self.assertEqual([row["run"] for row in rows], [21, 22])
+
+class RunControlDeadlinesTest(E2ETestCase):
+    """The hub's races and deadlines (docs/RUNCONTROL.md, "Deadlines and
+    reset"): a refused configure's late end never drives the state, a peer
+    that does not answer is named within --transition-timeout-ms, and reset
+    resets every peer from any state."""
+
+    TIMEOUT_MS = 3000
+
+    def wait_error(self, c: Cluster, started: float, slack_s: float) -> dict:
+        st = c.wait_state(("error",), self.TIMEOUT_MS / 1000 + slack_s)
+        return {**st, "after_s": time.monotonic() - started}
+
+    def test_reset_while_a_refused_configure_ends_never_goes_back_to_error(self):
+        c = Cluster(self)
+        for k in range(1, 11):
+            bad = c.body(k, self.h.path(f"bad-{k}"))
+            bad["args"]["source.1"] = bad["args"]["source.1"] + ["--rate", "fast"]
+            ok, reason = c.hub.post("/configure", bad)
+            self.assertTrue(ok, reason)
+            if k % 2:     # as soon as the refusal is the hub's error, or before it
+                self.assertIn("source 1 refused run", c.wait_state(("error",))["error"])
+            ok, reason = c.hub.post("/reset", {})
+            self.assertTrue(ok, reason)
+            st = c.wait_state(("idle", "error"))
+            self.assertEqual(st["state"], "idle", f"try {k}: {st}")
+            self.assertEqual([p["run"] for p in st["peers"]], [0, 0, 0], st)
+            summary = [r for r in st["runs"] if r["run"] == k]
+            self.assertEqual(len(summary), 1, st["runs"])
+            self.assertFalse(summary[0]["started"])
+        time.sleep(0.3)
+        self.assertEqual(c.hub.state()["state"], "idle")
+        out = self.h.path("run-11")
+        s = c.run(11, out, events=3000)
+        self.assertTrue(s["balanced"] and s["status"] == 0, s)
+        self.assertEqual(s["events_decided"], 3000)
+        c.refbuild(self, 11, out, events=3000)
+        c.shutdown()
+        self.h.assert_clean()
+
+    def test_a_reader_that_never_answers_a_configure_is_named_and_reset(self):
+        c = Cluster(self, hub_extra=["--transition-timeout-ms", str(self.TIMEOUT_MS)],
+                    reader_extra=["--session-ignore-configure", "2"])
+        first = c.run(1, self.h.path("run-1"), events=1000)
+        self.assertTrue(first["balanced"], first)
+        t0 = time.monotonic()
+        ok, reason = c.hub.post("/configure", c.body(2, self.h.path("run-2")))
+        self.assertTrue(ok, reason)
+        st = self.wait_error(c, t0, 10)
+        self.assertGreaterEqual(st["after_s"], self.TIMEOUT_MS / 1000 * 0.9, st)
+        self.assertIn(f"configure of run 2: no answer within {self.TIMEOUT_MS / 1000:g} s "
+                      f"from reader 0 (pid {c.reader.pid} on ", st["error"])
+        self.assertNotIn("source", st["error"])
+        self.assertIn("the configure of run 2 is not answered", c.reader.log())
+        self.assertIn("reset", c.hub.post("/configure", c.body(3, self.h.path("run-3")))[1])
+        ok, reason = c.hub.post("/reset", {})
+        self.assertTrue(ok, reason)
+        st = c.wait_state(("idle", "error"), 20)
+        self.assertEqual(st["state"], "idle", st)
+        self.assertEqual([p["run"] for p in st["peers"]], [0, 0, 0], st)
+        self.assertIn("Reset by the hub", c.reader.log())
+        out = self.h.path("run-3")
+        s = c.run(3, out, events=3000)
+        self.assertTrue(s["balanced"] and s["status"] == 0, s)
+        self.assertEqual(s["events_decided"], 3000)
+        c.refbuild(self, 3, out, events=3000)
+        c.shutdown()
+        self.h.assert_clean()
+
+    def test_a_peer_that_stops_reporting_is_named_not_stuck_in_stopping(self):
+        c = Cluster(self, hub_extra=["--transition-timeout-ms", str(self.TIMEOUT_MS),
+                                     "--stall-timeout-ms", "1000"])
+        out = self.h.path("run-1")
+        out.mkdir(parents=True, exist_ok=True)
+        ok, reason = c.hub.post("/configure", c.body(1, out, events=50_000_000, rate=2000))
+        self.assertTrue(ok, reason)
+        c.wait_state(("configured",))
+        frozen = c.source_procs[1]
+        os.kill(frozen.pid, signal.SIGSTOP)
+        try:
+            self.assertTrue(c.hub.post("/start", {"run": 1})[0])
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            ok, reason = c.hub.post("/stop", {"run": 1})
+            # The run object may have ended already, having given the
+            # frozen source up: the hub is then stopping by itself.
+            self.assertTrue(ok or "the hub is stopping" in reason, reason)
+            # The run object gives the frozen source up (--stall-timeout-ms),
+            # then the peers have the deadline to report idle.
+            st = self.wait_error(c, t0, 20)
+            self.assertIn(f"stop of run 1: no answer within {self.TIMEOUT_MS / 1000:g} s from "
+                          f"source 1 (pid {frozen.pid} on ", st["error"])
+            self.assertNotIn("reader 0", st["error"])
+            self.assertNotIn("source 0", st["error"])
+            # A reset while it is still frozen: the reset's own deadline
+            # names it, the others answered.
+            t0 = time.monotonic()
+            self.assertTrue(c.hub.post("/reset", {})[0])
+            self.assertEqual(c.hub.state()["state"], "resetting")
+            st = self.wait_error(c, t0, 10)
+            self.assertGreaterEqual(st["after_s"], self.TIMEOUT_MS / 1000 * 0.9, st)
+            self.assertEqual(st["error"], f"reset: no answer within {self.TIMEOUT_MS / 1000:g} s "
+                             f"from source 1 (pid {frozen.pid} on {st['peers'][1]['host']})")
+        finally:
+            os.kill(frozen.pid, signal.SIGCONT)
+        ok, reason = c.hub.post("/reset", {})
+        self.assertTrue(ok, reason)
+        st = c.wait_state(("idle", "error"), 20)
+        self.assertEqual(st["state"], "idle", st)
+        out = self.h.path("run-2")
+        s = c.run(2, out, events=3000)
+        self.assertTrue(s["balanced"] and s["status"] == 0, s)
+        c.refbuild(self, 2, out, events=3000)
+        c.shutdown()
         self.h.assert_clean()
