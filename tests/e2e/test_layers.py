@@ -66,9 +66,6 @@ class LayerCheckTest(unittest.TestCase):
         self.assertIn("one daemon's folder includes another's", r.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 SIZES = ROOT / "scripts" / "check_sizes.py"
 
@@ -117,3 +114,34 @@ class SizeCheckTest(unittest.TestCase):
         # The msgpack scan's state machine is the one long function allowed.
         d = self._tree({"common/wire/scan.c": self.function("mps_scan", 100, "bool")})
         self.assertEqual(self.run_sizes(d).returncode, 0)
+
+    def test_every_return_type_is_seen(self):
+        # Return types that open with struct, enum or const, a function
+        # pointer returned and a wrapped header count like any other.
+        d = self._tree({
+            "common/core/kinds.c": (
+                "/* return types of every shape */\n"
+                + self.function("long_struct_ptr", 90, "static const struct x *")
+                + self.function("long_enum", 90, "enum y")
+                + self.function("long_struct_value", 90, "struct z")
+                + "static void (*long_handler_for(int kind))(int)\n{\n"
+                + "\tkind++;\n" * 90 + "\treturn 0;\n}\n"
+                + self.function("short_struct_ptr", 10, "static const struct x *")),
+        })
+        r = self.run_sizes(d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        for name in ("long_struct_ptr", "long_enum", "long_struct_value", "long_handler_for"):
+            self.assertRegex(r.stdout, rf"common/core/kinds\.c:\d+: {name}\(\) is \d+ lines \(limit 80\)")
+        self.assertNotIn("short_struct_ptr", r.stdout)
+        self.assertIn("check_sizes: 4 over the limits", r.stdout)
+
+    def test_a_table_or_a_struct_is_no_function(self):
+        rows = "".join(f"\t{{ {i}, f({i}) }},\n" for i in range(100))
+        d = self._tree({"common/wire/table.c": (
+            "static const struct row rows[] =\n{\n" + rows + "};\n"
+            "struct big\n{\n" + "\tint a;\n" * 90 + "};\n")})
+        self.assertEqual(self.run_sizes(d).returncode, 0, self.run_sizes(d).stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
