@@ -66,6 +66,39 @@ class LayerCheckTest(unittest.TestCase):
         self.assertIn("one daemon's folder includes another's", r.stderr)
 
 
+    def test_call_circle_fails_naming_it(self):
+        # Three files of one daemon calling round in a loop, and two of
+        # common/ calling each other across modules.
+        d = self._tree({
+            "builderd/a.c": "void a_start(void)\n{\n\tb_step(1);\n}\n",
+            "builderd/b.c": "void b_step(int n)\n{\n\tif (n)\n\t\tc_end();\n}\n",
+            "builderd/c.c": "static void c_inner(void)\n{\n\ta_start();\n}\n\n"
+                            "void c_end(void)\n{\n\tc_inner();\n}\n",
+            "common/io/p.c": "const struct q *p_get(void)\n{\n\treturn q_find();\n}\n",
+            "common/io/q.c": "const struct q *q_find(void)\n{\n\treturn p_get() ? 0 : 0;\n}\n",
+        })
+        r = run_check(d)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("call circle: builderd/a.c -> builderd/b.c -> builderd/c.c -> builderd/a.c "
+                      "(a_start() calls b_step(), b_step() calls c_end(), c_inner() calls a_start())",
+                      r.stderr)
+        self.assertIn("call circle: common/io/p.c -> common/io/q.c -> common/io/p.c "
+                      "(p_get() calls q_find(), q_find() calls p_get())", r.stderr)
+
+    def test_callback_comment_or_string_is_no_call(self):
+        # A function handed over by its address, or named in a comment or a
+        # string, does not make a circle; nor does a static namesake.
+        d = self._tree({
+            "readoutd/a.c": "void a_ready(int n)\n{\n\tb_watch(a_ready);\n}\n",
+            "readoutd/b.c": "void b_watch(void (*cb)(int))\n{\n\t/* a_ready(1) */\n"
+                            "\tlog_line(\"a_ready(\");\n\tb_helper();\n}\n\n"
+                            "static void a_helper(void)\n{\n}\n",
+            "readoutd/c.c": "static void b_helper(void)\n{\n\ta_ready(0);\n}\n",
+        })
+        r = run_check(d)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("no call circle", r.stdout)
+
 
 SIZES = ROOT / "scripts" / "check_sizes.py"
 
