@@ -39,9 +39,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # once that step lands.
 KNOWN_CYCLES: list[frozenset[str]] = []
 # The same for call circles between C files.
-KNOWN_CALL_CIRCLES: list[frozenset[str]] = [
-    frozenset({"readoutd/intake_route.c", "readoutd/intake_source.c"}),
-]
+KNOWN_CALL_CIRCLES: list[frozenset[str]] = []
 
 
 def rank(module: str) -> int | None:
