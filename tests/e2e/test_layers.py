@@ -160,13 +160,18 @@ class SizeCheckTest(unittest.TestCase):
                 + "static void (*long_handler_for(int kind))(int)\n{\n"
                 + "\tkind++;\n" * 90 + "\treturn 0;\n}\n"
                 + self.function("short_struct_ptr", 10, "static const struct x *")),
+            "common/core/plain.c": (
+                "static const struct x *f(void)\n{\n" + "\tn++;\n" * 88 + "\treturn 0;\n}\n\n"
+                "enum y g(void)\n{\n" + "\tn++;\n" * 88 + "\treturn Y0;\n}\n"),
         })
         r = self.run_sizes(d)
         self.assertEqual(r.returncode, 1, r.stdout)
         for name in ("long_struct_ptr", "long_enum", "long_struct_value", "long_handler_for"):
             self.assertRegex(r.stdout, rf"common/core/kinds\.c:\d+: {name}\(\) is \d+ lines \(limit 80\)")
         self.assertNotIn("short_struct_ptr", r.stdout)
-        self.assertIn("check_sizes: 4 over the limits", r.stdout)
+        self.assertIn("common/core/plain.c:1: f() is 92 lines (limit 80)", r.stdout)
+        self.assertIn("common/core/plain.c:94: g() is 92 lines (limit 80)", r.stdout)
+        self.assertIn("check_sizes: 6 over the limits", r.stdout)
 
     def test_a_table_or_a_struct_is_no_function(self):
         rows = "".join(f"\t{{ {i}, f({i}) }},\n" for i in range(100))
