@@ -159,7 +159,7 @@ e2e: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS)
 
 # iperf3: the rail capacity tests (analysis/railcap.py) run, not skip.
 test:
-	$(Q)DEPS_EXTRA="iperf3 $(DEPS_EXTRA)" scripts/deps.sh
+	$(Q)DEPS_EXTRA="iperf3 $(DEPS_EXTRA)" scripts/deps.sh test
 	$(Q)$(PYTHON) scripts/check_layers.py
 	$(Q)$(PYTHON) scripts/check_counters.py
 	$(Q)$(PYTHON) scripts/check_sizes.py
@@ -168,7 +168,9 @@ test:
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory e2e
 
-run: deps
+# Only what running needs: the tests' packages (chromium, prometheus, sshd, …) come with make test.
+run:
+	$(Q)scripts/deps.sh run
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(PYTHON) deploy/daqrun deploy/topologies/local.toml --out runs/local
 

@@ -8,7 +8,7 @@
 #include "shm.h"
 #include "tcp.h"
 
-#include "io/net.h"
+#include "io/daemon.h"
 #include "io/prom.h"
 #include "sys/clock.h"
 #include "sys/log.h"
@@ -431,20 +431,16 @@ static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
 static int brun_announce(struct brun *b, uint16_t data_port)
 {
 	const struct bd_options *opt = &b->opt;
-	printf("listening data %s:%u\n", opt->listen_hosts[0], (unsigned)data_port);
 	uint16_t metrics_port = 0;
 	if (opt->metrics_host[0] != '\0') {
 		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,
 					    brun_fill_live, b, &metrics_port);
 		if (b->prom == NULL)
 			return -EADDRNOTAVAIL;
-		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
 	}
-	fflush(stdout);
-	if (opt->port_file[0] == '\0')
-		return 0;
-	const struct net_port ports[] = { { "data", data_port }, { "metrics", metrics_port } };
-	return net_write_ports(opt->port_file, ports, 2);
+	const struct daemon_port ports[] = { { "data", opt->listen_hosts[0], data_port, false },
+					     { "metrics", opt->metrics_host, metrics_port, true } };
+	return daemon_announce(ports, 2, opt->port_file);
 }
 
 struct brun *brun_create(struct event_base *base, const struct bd_options *opt)

@@ -27,9 +27,6 @@ int hub_serve_main(const struct daemon_def *def, const struct daemon_options *d,
 	int status = 1;
 	if (http != NULL) {
 		net_keep_listeners();
-		printf("listening session %s:%u http %s:%u\n", o->session_listen_host,
-		       (unsigned)session_port, o->control_http_host, (unsigned)http_port);
-		fflush(stdout);
 		if (bd_prepare_listeners(o, session_port, http_port)) {
 			notify_ready("session port open; idle");
 			status = hub_session_run(hs);

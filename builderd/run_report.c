@@ -10,6 +10,7 @@
 #include "snapshot.h"
 
 #include "core/evm.h"
+#include "io/daemon.h"
 #include "io/net.h"
 #include "io/prom.h"
 #include "sys/log.h"
@@ -102,31 +103,20 @@ void bd_report(struct bd *b, const struct acct *a)
 int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port)
 {
 	const struct bd_options *opt = &b->opt;
-	if (b->hub)
-		printf("listening control %s:%u\n", opt->control_host, (unsigned)control_port);
-	else
-		printf("listening data %s:%u control %s:%u\n", opt->listen_hosts[0], (unsigned)data_port,
-		       opt->control_host, (unsigned)control_port);
-	fflush(stdout);
 	uint16_t metrics_port = 0;
 	if (opt->metrics_host[0] != '\0') {
 		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,
 					    bd_fill_live, b, &metrics_port);
 		if (b->prom == NULL)
 			return -EADDRNOTAVAIL;
-		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
 	}
+	const struct daemon_port ports[] = {
+		{ "data", opt->listen_hosts[0], b->hub ? 0 : data_port, false },
+		{ "control", opt->control_host, control_port, false },
+		{ "metrics", opt->metrics_host, metrics_port, true },
+	};
 	/* A serving hub wrote its port file once, at start (bd_prepare_listeners). */
-	if (opt->port_file[0] != '\0' && opt->session_listen_host[0] == '\0') {
-		const struct net_port ports[] = { { "data", data_port },
-						  { "control", control_port },
-						  { "metrics", metrics_port } };
-		int rc = b->hub ? net_write_ports(opt->port_file, ports + 1, 2)
-				: net_write_ports(opt->port_file, ports, 3);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return daemon_announce(ports, 3, opt->session_listen_host[0] == '\0' ? opt->port_file : NULL);
 }
 
 /* One kept listener opened and its descriptor closed: the socket stays. */
@@ -169,13 +159,14 @@ bool bd_prepare_listeners(const struct bd_options *opt, uint16_t session_port, u
 	    !bd_keep_one(opt->control_host, opt->control_port, &control_port) ||
 	    !bd_keep_metrics(opt, &metrics_port))
 		return false;
-	if (opt->port_file[0] == '\0')
-		return true;
-	const struct net_port ports[] = { { "data", data_port }, { "control", control_port },
-					  { "metrics", metrics_port }, { "session", session_port },
-					  { "http", http_port } };
-	return (hub ? net_write_ports(opt->port_file, ports + 1, 4)
-		    : net_write_ports(opt->port_file, ports, 5)) >= 0;
+	/* Each run announces its data, control and metrics ports as it starts. */
+	const struct daemon_port ports[] = {
+		{ "data", NULL, data_port, false }, { "control", NULL, control_port, false },
+		{ "metrics", NULL, metrics_port, false },
+		{ "session", opt->session_listen_host, session_port, false },
+		{ "http", opt->control_http_host, http_port, false },
+	};
+	return daemon_announce(ports, 5, opt->port_file) >= 0;
 }
 
 bool bd_prepare_builder(void *opts)
@@ -184,10 +175,9 @@ bool bd_prepare_builder(void *opts)
 	uint16_t data_port, metrics_port;
 	if (!bd_keep_data(opt, &data_port) || !bd_keep_metrics(opt, &metrics_port))
 		return false;
-	printf("listening data %s:%u\n", opt->listen_hosts[0], (unsigned)data_port);
-	fflush(stdout);
-	const struct net_port ports[] = { { "data", data_port }, { "metrics", metrics_port } };
-	return opt->port_file[0] == '\0' || net_write_ports(opt->port_file, ports, 2) >= 0;
+	const struct daemon_port ports[] = { { "data", opt->listen_hosts[0], data_port, false },
+					     { "metrics", NULL, metrics_port, false } };
+	return daemon_announce(ports, 2, opt->port_file) >= 0;
 }
 
 void bd_log_waiting(const struct bd *b)

@@ -10,6 +10,7 @@
 
 #include "forward.h"
 #include "config.h"
+#include "outq.h"
 
 #include "core/route.h"
 #include "wire/control.h"
@@ -62,7 +63,7 @@ struct intake_link_view {
 	uint64_t frames_forwarded;   /* whole frames written, END frames aside */
 	uint64_t end_frames;
 	uint64_t frames_lost;        /* queued for it when it was lost */
-	struct route_queue_view q;   /* its pending queue */
+	struct outq_view q;          /* its pending queue (outq) */
 };
 
 struct intake;

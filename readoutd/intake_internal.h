@@ -1,6 +1,9 @@
-/* What intake_source.c (the connections, verification, holds) and
- * intake_route.c (where each verified frame goes, the destinations'
- * queues, the feed, the books) share; nothing else includes it. */
+/* What intake_source.c (the connections, verification, each frame's
+ * verdict applied, holds) and intake_route.c (the verdict on where each
+ * verified frame goes, the destinations' queues, the feed, the books)
+ * and intake_whole.c (making and ending the whole, its views) share; nothing
+ * else includes it. intake_source.c calls intake_route.c, never the other
+ * way. */
 #ifndef ES_READOUTD_INTAKE_INTERNAL_H
 #define ES_READOUTD_INTAKE_INTERNAL_H
 
@@ -10,6 +13,7 @@
 #include "core/route.h"
 #include "wire/frame.h"
 
+#include <event2/util.h>
 #include <sys/uio.h>
 
 struct intake_source {
@@ -64,10 +68,7 @@ struct intake {
 	uint32_t *link_first;            /* [nlinks + 1]; link_first[nlinks] = dests */
 	struct route *route;             /* routing: the hub's plan; NULL before it */
 	uint64_t route_first, route_end; /* the run's IDs, for the log */
-	struct route_queues *queues;     /* what each connection holds, bounded */
-	uint32_t limit_frames;           /* their limits */
-	uint64_t limit_bytes;
-	struct outq *outq;               /* the frames each connection has to write */
+	struct outq *outq;               /* what each connection has to write, bounded */
 	struct intake_link_view *conns;  /* [dests]: their counters */
 	struct outq_span *spans;         /* [IOV_MAX]: a gather's runs */
 	struct event *ev_retry;          /* blocked sources retried after a drain */
@@ -75,21 +76,28 @@ struct intake {
 };
 
 
-/* Routes and takes the verified frame at s's checked position (header h,
- * frame_bytes long): true when it went (queued or dropped, checked past
- * it), false when it is held (admission) or blocked (its queue is full). */
-bool intake_dispatch(struct intake_source *s, const struct frm_header *h, size_t frame_bytes,
-		     bool first_sight);
-/* The source's END frame for every destination. */
-void intake_dispatch_end(struct intake_source *s, size_t frame_bytes);
+/* The verdict on a frame of event_id and, to send, its connection d: the
+ * hub's table and the lane phase of the event's batch, or the credit limit
+ * of the one builder (link 0) and the event's span of RAILS_SPAN_EVENTS. */
+enum route_verdict intake_route_frame(const struct intake *in, uint64_t event_id, uint32_t *d);
 /* Whether event_id is admitted now (below the credit limit, or assigned). */
 bool intake_admitted(const struct intake *in, uint64_t event_id);
-void intake_progress(struct intake_source *s);
-void intake_resume(struct intake_source *s);
-void intake_compact(struct intake_source *s);
+/* The table's part of intake_assign() and intake_lose(): the plan
+ * changed, a lost builder's connections closed and what they held counted
+ * lost; the caller releases the sources it frees. */
+int intake_route_assign(struct intake *in, const struct evm_assignment *a,
+			uint64_t retired_below, char *why, size_t why_size);
+int intake_route_lose(struct intake *in, uint32_t b, uint64_t *frames);
+/* The feed's gather and consumed (struct fwd_feed). */
+int intake_feed_gather(void *arg, uint32_t d, struct iovec *iov, int max);
+void intake_feed_consumed(void *arg, uint32_t d, size_t bytes);
 /* Moves s's start up to its oldest frame not yet written everywhere. */
 void intake_reclaim(struct intake_source *s);
-/* The queues and the retry event; 0 or -ENOMEM. */
+/* The event callbacks intake_whole.c sets up (intake_source.c): the inactivity
+ * limit's check, and the retry of the sources blocked on a drained queue. */
+void intake_on_idle_timer(evutil_socket_t fd, short what, void *arg);
+void intake_on_retry(evutil_socket_t fd, short what, void *arg);
+/* The connections and their queues; 0 or -ENOMEM. */
 int intake_route_create(struct intake *in);
 void intake_route_destroy(struct intake *in);
 

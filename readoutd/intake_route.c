@@ -1,19 +1,19 @@
-/* Where each verified frame goes: the admission limit of one builder, or
- * the hub's assignments over several (core/route), and on a link of
- * several rails the connection of its event's lane (core/rails.h); the
- * connections' pending queues, bounded (a full one blocks the source, never
- * drops); the feed the forwarders write from; the books at the end. */
+/* Where each verified frame goes, as a verdict intake_source.c applies:
+ * the admission limit of one builder, or the hub's assignments over
+ * several (core/route), and on a link of several rails the connection of
+ * its event's lane (core/rails.h). The connections' pending queues (outq,
+ * bounded: a full one blocks the source, never drops), the feed the
+ * forwarders write from, the books at the end. Calls nothing of
+ * intake_source.c: what it changes for the sources (a release, a drain)
+ * the caller acts on. */
 #include "intake.h"
 #include "intake_internal.h"
 
 #include "core/rails.h"
 #include "sys/clock.h"
-#include "sys/log.h"
-#include "wire/frame.h"
 
 #include <errno.h>
 #include <event2/event.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +28,7 @@ static uint32_t intake_lane(const struct intake *in, uint32_t b, uint64_t span)
 	return in->link_first[b] + rails_lane(span, in->link_first[b + 1] - in->link_first[b]);
 }
 
-/* The verdict for a frame of event_id and, to send, its connection: the
- * hub's table and the lane phase of the event's batch, or the credit limit
- * of the one builder (link 0) and the event's span of RAILS_SPAN_EVENTS. */
-static enum route_verdict intake_lookup_route(const struct intake *in, uint64_t event_id,
-					      uint32_t *d)
+enum route_verdict intake_route_frame(const struct intake *in, uint64_t event_id, uint32_t *d)
 {
 	*d = 0;
 	if (!in->opt->routing) {
@@ -50,78 +46,19 @@ static enum route_verdict intake_lookup_route(const struct intake *in, uint64_t 
 	return v;
 }
 
-static void intake_hold(struct intake_source *s, uint64_t event_id)
+bool intake_admitted(const struct intake *in, uint64_t event_id)
 {
-	s->held = true;
-	s->held_event = event_id;
-	s->held_since_ns = clk_monotonic_ns();
-	s->c.held_count++;
+	if (in->opt->routing)
+		return in->route != NULL && event_id < route_assigned_end(in->route);
+	return event_id < in->credit_limit;
 }
 
-/* An ID no builder owns: rejected, counted, the stream goes on. */
-static void intake_invalid(struct intake_source *s, uint64_t event_id)
+uint64_t intake_limit(const struct intake *in)
 {
-	struct intake *in = s->in;
-	s->c.frames_rejected++;
-	s->c.err_event_id++;
-	in->failed = true;
-	if (!s->logged_invalid)
-		log_error("Reader %u: source %u (%s) sent event %" PRIu64 ", outside the run's IDs %" PRIu64
-			  " .. %" PRIu64 "; its frames of such IDs are rejected (err_event_id)",
-			  in->opt->id, s->id, s->peer, event_id, in->route_first, in->route_end - 1);
-	s->logged_invalid = true;
+	if (in->opt->routing)
+		return in->route != NULL ? route_assigned_end(in->route) : 0;
+	return in->credit_limit;
 }
-
-bool intake_dispatch(struct intake_source *s, const struct frm_header *h, size_t frame_bytes,
-		     bool first_sight)
-{
-	struct intake *in = s->in;
-	uint32_t d;
-	enum route_verdict v = intake_lookup_route(in, h->event_id, &d);
-	if (first_sight) {
-		s->c.frames_received++;
-		if (v != ROUTE_INVALID)
-			s->c.frames_verified++;
-	} else if (v == ROUTE_INVALID) {
-		/* Held before the plan came, counted verified then. */
-		s->c.frames_verified--;
-	}
-	switch (v) {
-	case ROUTE_HOLD:
-		intake_hold(s, h->event_id);
-		return false;
-	case ROUTE_INVALID:
-		intake_invalid(s, h->event_id);
-		break;
-	case ROUTE_LATE:
-		s->c.frames_late++;
-		break;
-	case ROUTE_LOST:
-		s->c.frames_lost_builder++;
-		break;
-	case ROUTE_SEND:
-		if (route_queue_push(in->queues, d, (uint32_t)frame_bytes) == -ENOBUFS) {
-			s->blocked = true;
-			s->blocked_dest = d;
-			in->blocked_sources++;
-			return false;
-		}
-		outq_push(in->outq, s->index, d, s->base + s->checked, (uint32_t)frame_bytes);
-		break;
-	}
-	s->checked += frame_bytes;
-	return true;
-}
-
-void intake_dispatch_end(struct intake_source *s, size_t frame_bytes)
-{
-	struct intake *in = s->in;
-	/* Room is kept for it: every connection holds one END per source. */
-	outq_push_end(in->outq, s->index, s->base + s->checked, (uint32_t)frame_bytes);
-	s->checked += frame_bytes;
-}
-
-static void feed_moved(void *arg);
 
 /* ---- the hub's plan ----------------------------------------------------- */
 
@@ -153,54 +90,28 @@ bool intake_planned(const struct intake *in)
 	return in->route != NULL;
 }
 
-/* Whether blocked source s's frame would fit its connection's queue now
- * (route_queue_push()'s rule: an empty queue takes any frame). */
-static bool intake_room_for(const struct intake *in, const struct intake_source *s)
-{
-	struct route_queue_view v;
-	route_queue_view(in->queues, s->blocked_dest, &v);
-	return v.frames == 0 || (v.frames < in->limit_frames && v.bytes <= in->limit_bytes &&
-				 s->held_bytes <= in->limit_bytes - v.bytes);
-}
-
-/* Sources held or blocked get their frame routed again. */
-static void intake_retry_all(struct intake *in, bool held, bool blocked)
-{
-	for (size_t i = 0; i < in->count; i++) {
-		struct intake_source *s = &in->sources[i];
-		if ((held && s->held && intake_admitted(in, s->held_event)) ||
-		    (blocked && s->blocked && intake_room_for(in, s))) {
-			intake_progress(s);
-			intake_resume(s);
-		}
-	}
-}
-
-int intake_assign(struct intake *in, const struct evm_assignment *a, uint64_t retired_below,
-		  char *why, size_t why_size)
+int intake_route_assign(struct intake *in, const struct evm_assignment *a,
+			uint64_t retired_below, char *why, size_t why_size)
 {
 	if (in->route == NULL) {
 		snprintf(why, why_size, "an assignment before the routing plan");
 		return -EPROTO;
 	}
-	int rc = route_assign(in->route, a, retired_below, why, why_size);
-	if (rc == 0)
-		intake_retry_all(in, true, false);
-	return rc;
+	return route_assign(in->route, a, retired_below, why, why_size);
 }
 
 /* A frame dropped with its lost destination. */
 static void intake_on_lost_frame(void *arg, uint32_t d, uint16_t source, uint32_t len, bool end)
 {
+	(void)len;
 	struct intake *in = arg;
 	if (end)
 		return;
-	route_queue_pop(in->queues, d, len);
 	in->sources[source].c.frames_lost_builder++;
 	in->conns[d].frames_lost++;
 }
 
-int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
+int intake_route_lose(struct intake *in, uint32_t b, uint64_t *frames)
 {
 	*frames = 0;
 	if (in->route == NULL)
@@ -216,9 +127,6 @@ int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
 		in->conns[d].closed = true;
 		*frames += in->conns[d].frames_lost - before;
 	}
-	intake_retry_all(in, false, true);
-	/* Nothing of what it held will be written: its room is free. */
-	feed_moved(in);
 	return 0;
 }
 
@@ -249,7 +157,7 @@ void intake_rail_view(const struct intake *in, uint32_t b, uint32_t k,
 {
 	uint32_t d = in->link_first[b] + k;
 	*v = in->conns[d];
-	route_queue_view(in->queues, d, &v->q);
+	outq_view(in->outq, d, &v->q);
 }
 
 void intake_link_view(const struct intake *in, uint32_t b, struct intake_link_view *v)
@@ -306,7 +214,7 @@ void intake_close_books(struct intake *in)
 
 /* ---- the feed the forwarders take frames from ---------------------------- */
 
-static int feed_gather(void *arg, uint32_t d, struct iovec *iov, int max)
+int intake_feed_gather(void *arg, uint32_t d, struct iovec *iov, int max)
 {
 	struct intake *in = arg;
 	if (max > IOV_MAX)
@@ -320,22 +228,23 @@ static int feed_gather(void *arg, uint32_t d, struct iovec *iov, int max)
 	return (int)n;
 }
 
-/* A frame whose last byte went to d. */
+/* A frame whose last byte went to d: a source blocked on a full queue may
+ * go on (in->ev_retry, run outside the forwarder's flush). */
 static void intake_on_written(void *arg, uint32_t d, uint16_t source, uint32_t len, bool end)
 {
+	(void)len;
 	struct intake *in = arg;
 	if (end) {
 		in->conns[d].end_frames++;
 		return;
 	}
-	route_queue_pop(in->queues, d, len);
 	in->sources[source].c.frames_forwarded++;
 	in->conns[d].frames_forwarded++;
 	if (in->blocked_sources > 0)
 		event_active(in->ev_retry, EV_TIMEOUT, 0);
 }
 
-static void feed_consumed(void *arg, uint32_t d, size_t bytes)
+void intake_feed_consumed(void *arg, uint32_t d, size_t bytes)
 {
 	struct intake *in = arg;
 	outq_written(in->outq, d, bytes, intake_on_written, in);
@@ -345,39 +254,6 @@ void intake_reclaim(struct intake_source *s)
 {
 	uint64_t pos;
 	s->start = outq_oldest(s->in->outq, s->index, &pos) ? (size_t)(pos - s->base) : s->checked;
-}
-
-/* After frames left the buffers: reclaims each source's room up to its
- * oldest frame not yet written, whatever its destination, and reads again
- * from the sources that were paused on a full buffer. */
-static void feed_moved(void *arg)
-{
-	struct intake *in = arg;
-	for (size_t i = 0; i < in->count; i++) {
-		struct intake_source *s = &in->sources[i];
-		intake_reclaim(s);
-		intake_compact(s);
-		intake_resume(s);
-	}
-}
-
-struct fwd_feed intake_feed(struct intake *in)
-{
-	return (struct fwd_feed){ .gather = feed_gather, .consumed = feed_consumed,
-				  .moved = feed_moved, .arg = in };
-}
-
-/* A destination drained: the sources blocked on a full queue try again,
- * outside the forwarder's flush, and what they route is flushed. */
-static void intake_on_retry(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct intake *in = arg;
-	if (in->blocked_sources == 0)
-		return;
-	intake_retry_all(in, false, true);
-	in->ev.on_progress(in->arg);
 }
 
 /* ---- creation ------------------------------------------------------------ */
@@ -409,25 +285,18 @@ int intake_route_create(struct intake *in)
 		return -ENOMEM;
 	uint32_t frames = opt->pending_frames > 0 ? opt->pending_frames : RDR_PENDING_FRAMES_DEFAULT;
 	uint64_t bytes = opt->pending_bytes > 0 ? opt->pending_bytes : RDR_PENDING_BYTES_DEFAULT;
-	in->limit_frames = frames;
-	in->limit_bytes = bytes;
-	in->queues = route_queues_create(in->dests, frames, bytes);
 	/* Each connection: its frames, and one END per source beside them. */
 	in->outq = outq_create((uint16_t)in->count, in->dests, frames + (uint32_t)in->count,
 			       rdr_source_frames(opt));
 	in->spans = calloc(IOV_MAX, sizeof *in->spans);
-	in->ev_retry = event_new(in->base, -1, 0, intake_on_retry, in);
-	if (in->queues == NULL || in->outq == NULL || in->spans == NULL || in->ev_retry == NULL)
+	if (in->outq == NULL || in->spans == NULL)
 		return -ENOMEM;
-	return 0;
+	return outq_set_limits(in->outq, frames, bytes) < 0 ? -EINVAL : 0;
 }
 
 void intake_route_destroy(struct intake *in)
 {
-	if (in->ev_retry != NULL)
-		event_free(in->ev_retry);
 	route_destroy(in->route);
-	route_queues_destroy(in->queues);
 	outq_destroy(in->outq);
 	free(in->link_first);
 	free(in->conns);

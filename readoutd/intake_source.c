@@ -1,6 +1,9 @@
 /* The intake's connections: each source read into its buffer, every frame
- * verified, a frame not admitted held (its reads pause), the inactivity
- * limit; where a verified frame goes is intake_route.c's. */
+ * verified and intake_route.c's verdict on it applied (queued for its
+ * connection, dropped and counted, or held: not admitted, or its
+ * connection's queue full; its reads pause), the held frames released
+ * when an assignment, a credit or a drain lets them go, the inactivity
+ * limit. */
 #include "intake.h"
 #include "intake_internal.h"
 
@@ -25,7 +28,7 @@ static void intake_pause(struct intake_source *s)
 	}
 }
 
-void intake_resume(struct intake_source *s)
+static void intake_resume(struct intake_source *s)
 {
 	if (!s->reading && s->state == INTAKE_STREAMING && !s->eof && !s->held && !s->blocked) {
 		event_add(s->ev_read, NULL);
@@ -71,6 +74,73 @@ static uint64_t *intake_error_counter(struct intake_source *s, enum frm_status s
 	}
 }
 
+static void intake_hold(struct intake_source *s, uint64_t event_id)
+{
+	s->held = true;
+	s->held_event = event_id;
+	s->held_since_ns = clk_monotonic_ns();
+	s->c.held_count++;
+}
+
+/* An ID no builder owns: rejected, counted, the stream goes on. */
+static void intake_invalid(struct intake_source *s, uint64_t event_id)
+{
+	struct intake *in = s->in;
+	s->c.frames_rejected++;
+	s->c.err_event_id++;
+	in->failed = true;
+	if (!s->logged_invalid)
+		log_error("Reader %u: source %u (%s) sent event %" PRIu64 ", outside the run's IDs %" PRIu64
+			  " .. %" PRIu64 "; its frames of such IDs are rejected (err_event_id)",
+			  in->opt->id, s->id, s->peer, event_id, in->route_first, in->route_end - 1);
+	s->logged_invalid = true;
+}
+
+/* Applies the verdict on the verified frame at s's checked position
+ * (header h, frame_bytes long): true when it went (queued or dropped,
+ * checked past it), false when it is held (admission) or blocked (its
+ * connection's queue is full). */
+static bool intake_dispatch(struct intake_source *s, const struct frm_header *h,
+			    size_t frame_bytes, bool first_sight)
+{
+	struct intake *in = s->in;
+	uint32_t d;
+	enum route_verdict v = intake_route_frame(in, h->event_id, &d);
+	if (first_sight) {
+		s->c.frames_received++;
+		if (v != ROUTE_INVALID)
+			s->c.frames_verified++;
+	} else if (v == ROUTE_INVALID) {
+		/* Held before the plan came, counted verified then. */
+		s->c.frames_verified--;
+	}
+	switch (v) {
+	case ROUTE_HOLD:
+		intake_hold(s, h->event_id);
+		return false;
+	case ROUTE_INVALID:
+		intake_invalid(s, h->event_id);
+		break;
+	case ROUTE_LATE:
+		s->c.frames_late++;
+		break;
+	case ROUTE_LOST:
+		s->c.frames_lost_builder++;
+		break;
+	case ROUTE_SEND:
+		if (outq_push(in->outq, s->index, d, s->base + s->checked, (uint32_t)frame_bytes) ==
+		    -ENOBUFS) {
+			s->blocked = true;
+			s->blocked_dest = d;
+			in->blocked_sources++;
+			return false;
+		}
+		break;
+	}
+	s->checked += frame_bytes;
+	return true;
+}
+
 /* The held or blocked frame, routed again: true when it went. */
 static bool intake_retry_held(struct intake_source *s)
 {
@@ -113,7 +183,9 @@ static void intake_reject(struct intake_source *s, enum frm_status st, const str
 static void intake_ended(struct intake_source *s, size_t frame_bytes)
 {
 	s->c.end_frames++;
-	intake_dispatch_end(s, frame_bytes);
+	/* Room is kept for it: every connection holds one END per source. */
+	outq_push_end(s->in->outq, s->index, s->base + s->checked, (uint32_t)frame_bytes);
+	s->checked += frame_bytes;
 	s->state = INTAKE_ENDED;
 	if (s->checked < s->end) {
 		s->c.err_after_end++;
@@ -159,7 +231,7 @@ static void intake_verify(struct intake_source *s)
 }
 
 /* Verifies what arrived and settles a connection that has closed. */
-void intake_progress(struct intake_source *s)
+static void intake_progress(struct intake_source *s)
 {
 	intake_verify(s);
 	if (s->eof && s->state == INTAKE_STREAMING && !s->held && !s->blocked) {
@@ -183,7 +255,7 @@ void intake_progress(struct intake_source *s)
  * whenever it is no more than what was forwarded before it (so a byte is
  * moved at most about once), and the pages further on are touched only
  * when fragments are held or very large. */
-void intake_compact(struct intake_source *s)
+static void intake_compact(struct intake_source *s)
 {
 	if (s->start == s->end) {
 		s->base += s->start;
@@ -294,7 +366,7 @@ static bool intake_check_idle(struct intake_source *s, bool live, uint64_t now, 
  * from one of this reader's sources) is given up as lost: stuck inside a
  * frame, or its data path blackholed while its control link lives on. The
  * builder is told at once, so the books close with it named as lost. */
-static void intake_on_idle_timer(evutil_socket_t fd, short what, void *arg)
+void intake_on_idle_timer(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
@@ -344,18 +416,72 @@ void intake_admit(struct intake *in, uint64_t limit)
 	}
 }
 
-bool intake_admitted(const struct intake *in, uint64_t event_id)
+/* Sources held or blocked get their frame routed again: held ones the
+ * admission passes, blocked ones whose connection has room now. */
+static void intake_retry_all(struct intake *in, bool held, bool blocked)
 {
-	if (in->opt->routing)
-		return in->route != NULL && event_id < route_assigned_end(in->route);
-	return event_id < in->credit_limit;
+	for (size_t i = 0; i < in->count; i++) {
+		struct intake_source *s = &in->sources[i];
+		if ((held && s->held && intake_admitted(in, s->held_event)) ||
+		    (blocked && s->blocked &&
+		     outq_room(in->outq, s->blocked_dest, (uint32_t)s->held_bytes))) {
+			intake_progress(s);
+			intake_resume(s);
+		}
+	}
 }
 
-uint64_t intake_limit(const struct intake *in)
+int intake_assign(struct intake *in, const struct evm_assignment *a, uint64_t retired_below,
+		  char *why, size_t why_size)
 {
-	if (in->opt->routing)
-		return in->route != NULL ? route_assigned_end(in->route) : 0;
-	return in->credit_limit;
+	int rc = intake_route_assign(in, a, retired_below, why, why_size);
+	if (rc == 0)
+		intake_retry_all(in, true, false);
+	return rc;
+}
+
+/* After frames left the buffers: reclaims each source's room up to its
+ * oldest frame not yet written, whatever its destination, and reads again
+ * from the sources that were paused on a full buffer. */
+static void feed_moved(void *arg)
+{
+	struct intake *in = arg;
+	for (size_t i = 0; i < in->count; i++) {
+		struct intake_source *s = &in->sources[i];
+		intake_reclaim(s);
+		intake_compact(s);
+		intake_resume(s);
+	}
+}
+
+int intake_lose(struct intake *in, uint32_t b, uint64_t *frames)
+{
+	int rc = intake_route_lose(in, b, frames);
+	if (rc < 0)
+		return rc;
+	intake_retry_all(in, false, true);
+	/* Nothing of what it held will be written: its room is free. */
+	feed_moved(in);
+	return 0;
+}
+
+struct fwd_feed intake_feed(struct intake *in)
+{
+	return (struct fwd_feed){ .gather = intake_feed_gather, .consumed = intake_feed_consumed,
+				  .moved = feed_moved, .arg = in };
+}
+
+/* A destination drained: the sources blocked on a full queue try again,
+ * outside the forwarder's flush, and what they route is flushed. */
+void intake_on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct intake *in = arg;
+	if (in->blocked_sources == 0)
+		return;
+	intake_retry_all(in, false, true);
+	in->ev.on_progress(in->arg);
 }
 
 bool intake_drop(struct intake *in, uint16_t id, const char *reason)
@@ -382,123 +508,4 @@ void intake_finish(struct intake *in)
 {
 	if (in->ev_idle != NULL)
 		event_del(in->ev_idle);
-}
-
-bool intake_over(const struct intake *in)
-{
-	for (size_t i = 0; i < in->count; i++)
-		if (in->sources[i].state == INTAKE_WAITING ||
-		    in->sources[i].state == INTAKE_STREAMING)
-			return false;
-	return true;
-}
-
-bool intake_failed(const struct intake *in)
-{
-	return in->failed;
-}
-
-size_t intake_source_count(const struct intake *in)
-{
-	return in->count;
-}
-
-void intake_view(const struct intake *in, size_t i, struct intake_view *v)
-{
-	const struct intake_source *s = &in->sources[i];
-	v->id = s->id;
-	v->state = s->state;
-	v->held = s->held || s->blocked;
-	v->holding_ns = s->held ? clk_monotonic_ns() - s->held_since_ns : 0;
-	v->buffered_bytes = s->end - s->start;
-	v->c = s->c;
-	snprintf(v->peer, sizeof v->peer, "%s", s->peer);
-}
-
-bool intake_lookup(const struct intake *in, uint16_t id, struct intake_view *v)
-{
-	for (size_t i = 0; i < in->count; i++) {
-		if (in->sources[i].id == id) {
-			intake_view(in, i, v);
-			return true;
-		}
-	}
-	return false;
-}
-
-/* ---- creation ------------------------------------------------------------ */
-
-static int intake_start_idle_timer(struct intake *in)
-{
-	/* Checked four times per limit, at most every 250 ms. */
-	uint64_t every_us = in->opt->source_idle_timeout_ms * 250u;
-	if (every_us > 250000u)
-		every_us = 250000u;
-	struct timeval tv = { (time_t)(every_us / 1000000u), (suseconds_t)(every_us % 1000000u) };
-	in->ev_idle = event_new(in->base, -1, EV_PERSIST, intake_on_idle_timer, in);
-	if (in->ev_idle == NULL)
-		return -ENOMEM;
-	return event_add(in->ev_idle, &tv) == 0 ? 0 : -EINVAL;
-}
-
-struct intake *intake_create(struct event_base *base, const struct rdr_options *opt,
-			     const struct intake_events *ev, void *arg)
-{
-	struct intake *in = calloc(1, sizeof *in);
-	if (in == NULL)
-		return NULL;
-	in->base = base;
-	in->opt = opt;
-	in->ev = *ev;
-	in->arg = arg;
-	/* Hold everything until the builder's first CREDIT says how far to go. */
-	in->credit_limit = 0;
-	in->count = opt->source_count;
-	in->sources = calloc(opt->source_count, sizeof *in->sources);
-	if (in->sources == NULL)
-		goto fail;
-	/* After compaction a cut frame (at most one whole frame) sits at the
-	 * start and a full batch still fits behind it. */
-	size_t cap = (size_t)opt->batch_bytes + (size_t)opt->max_fragment_bytes + FRM_HEADER_BYTES;
-	for (size_t i = 0; i < opt->source_count; i++) {
-		struct intake_source *s = &in->sources[i];
-		s->in = in;
-		s->index = (uint16_t)i;
-		s->id = opt->sources[i];
-		s->fd = -1;
-		s->cap = cap;
-		s->buf = malloc(cap);
-		if (s->buf == NULL)
-			goto fail;
-		frm_decoder_init(&s->decoder, opt->run_id, opt->max_fragment_bytes);
-	}
-	if (intake_route_create(in) < 0)
-		goto fail;
-	if (opt->source_idle_timeout_ms > 0 && intake_start_idle_timer(in) < 0)
-		goto fail;
-	return in;
-fail:
-	intake_destroy(in);
-	return NULL;
-}
-
-void intake_destroy(struct intake *in)
-{
-	if (in == NULL)
-		return;
-	if (in->ev_idle)
-		event_free(in->ev_idle);
-	if (in->sources != NULL) {
-		for (size_t i = 0; i < in->count; i++) {
-			struct intake_source *s = &in->sources[i];
-			if (s->ev_read)
-				event_free(s->ev_read);
-			if (s->fd >= 0)
-				close(s->fd);
-			free(s->buf);
-		}
-	}
-	intake_route_destroy(in);
-	free(in->sources);
-	free(in);
 }

@@ -16,6 +16,7 @@
 #include "io/handshake.h"
 #include "wire/frame.h"
 #include "io/ctlclient.h"
+#include "io/daemon.h"
 #include "io/net.h"
 #include "io/prom.h"
 
@@ -386,22 +387,16 @@ static void rdr_fill_metrics(struct evbuffer *out, bool json, void *arg)
 static int rdr_announce(struct rdr *r, uint16_t data_port)
 {
 	const struct rdr_options *opt = &r->opt;
-	printf("listening data %s:%u\n", opt->listen_host, (unsigned)data_port);
 	uint16_t metrics_port = 0;
 	if (opt->metrics_host[0] != '\0') {
 		r->prom = prom_server_start(r->base, opt->metrics_host, opt->metrics_port,
 					    rdr_fill_metrics, r, &metrics_port);
 		if (r->prom == NULL)
 			return -1;
-		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)metrics_port);
 	}
-	fflush(stdout);
-	if (opt->port_file[0] != '\0') {
-		const struct net_port ports[] = { { "data", data_port }, { "metrics", metrics_port } };
-		if (net_write_ports(opt->port_file, ports, 2) < 0)
-			return -1;
-	}
-	return 0;
+	const struct daemon_port ports[] = { { "data", opt->listen_host, data_port, false },
+					     { "metrics", opt->metrics_host, metrics_port, true } };
+	return daemon_announce(ports, 2, opt->port_file) < 0 ? -1 : 0;
 }
 
 bool rdr_prepare(void *opts)
@@ -417,10 +412,9 @@ bool rdr_prepare(void *opts)
 			return false;
 		close(fd);
 	}
-	printf("listening data %s:%u\n", opt->listen_host, (unsigned)data_port);
-	fflush(stdout);
-	const struct net_port ports[] = { { "data", data_port }, { "metrics", metrics_port } };
-	return opt->port_file[0] == '\0' || net_write_ports(opt->port_file, ports, 2) >= 0;
+	const struct daemon_port ports[] = { { "data", opt->listen_host, data_port, false },
+					     { "metrics", NULL, metrics_port, false } };
+	return daemon_announce(ports, 2, opt->port_file) >= 0;
 }
 
 static struct ctllink *rdr_control_start(struct rdr *r)

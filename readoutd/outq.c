@@ -1,6 +1,7 @@
 #include "outq.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 /* A frame in its source's queue: where it is, and how many destinations
@@ -29,6 +30,7 @@ struct outq_dest {
 	uint64_t head, tail;
 	uint32_t head_sent;          /* bytes of the head frame already written */
 	uint64_t bytes;              /* unwritten */
+	struct outq_view held;       /* against the limits: whole frames, END aside */
 	bool closed;
 };
 
@@ -36,6 +38,8 @@ struct outq {
 	uint16_t sources;
 	uint32_t dests;
 	uint32_t dest_cap, source_cap;
+	uint32_t limit_frames;
+	uint64_t limit_bytes;
 	struct outq_source *src;
 	struct outq_dest *dst;
 };
@@ -52,6 +56,8 @@ struct outq *outq_create(uint16_t sources, uint32_t dests, uint32_t dest_frames,
 	q->dests = dests;
 	q->dest_cap = dest_frames;
 	q->source_cap = source_frames;
+	q->limit_frames = UINT32_MAX;
+	q->limit_bytes = UINT64_MAX;
 	q->src = calloc(sources, sizeof *q->src);
 	q->dst = calloc(dests, sizeof *q->dst);
 	if (q->src == NULL || q->dst == NULL)
@@ -79,6 +85,15 @@ void outq_destroy(struct outq *q)
 	free(q->src);
 	free(q->dst);
 	free(q);
+}
+
+int outq_set_limits(struct outq *q, uint32_t limit_frames, uint64_t limit_bytes)
+{
+	if (limit_frames < 1 || limit_bytes < 1)
+		return -EINVAL;
+	q->limit_frames = limit_frames;
+	q->limit_bytes = limit_bytes;
+	return 0;
 }
 
 size_t outq_memory_bytes(const struct outq *q)
@@ -121,13 +136,34 @@ static void outq_enqueue(struct outq *q, uint32_t d, uint16_t s, uint64_t index,
 	dst->bytes += len;
 }
 
+bool outq_room(const struct outq *q, uint32_t d, uint32_t len)
+{
+	/* held.bytes may exceed the limit: an oversized frame alone. */
+	const struct outq_view *h = &q->dst[d].held;
+	return h->frames == 0 || (h->frames < q->limit_frames && h->bytes <= q->limit_bytes &&
+				  len <= q->limit_bytes - h->bytes);
+}
+
 int outq_push(struct outq *q, uint16_t s, uint32_t d, uint64_t pos, uint32_t len)
 {
-	if (q->dst[d].closed)
+	struct outq_dest *dst = &q->dst[d];
+	if (dst->closed)
 		return -EPIPE;
-	if (outq_dest_full(q, &q->dst[d]) || outq_source_full(q, &q->src[s]))
+	if (!outq_room(q, d, len)) {
+		dst->held.refused++;
+		return -ENOBUFS;
+	}
+	if (outq_dest_full(q, dst) || outq_source_full(q, &q->src[s]))
 		return -ENOSPC;
 	outq_enqueue(q, d, s, outq_append(q, s, pos, len, 1, false), len);
+	struct outq_view *h = &dst->held;
+	h->frames++;
+	h->bytes += len;
+	h->pushed++;
+	if (h->frames > h->peak_frames)
+		h->peak_frames = h->frames;
+	if (h->bytes > h->peak_bytes)
+		h->peak_bytes = h->bytes;
 	return 0;
 }
 
@@ -184,6 +220,10 @@ static void outq_pop(struct outq *q, uint32_t d, outq_done_fn done, void *arg)
 	dst->head++;
 	if (--f->refs == 0 && !f->end)
 		q->src[r->source].unwritten--;
+	if (!f->end) {
+		dst->held.frames--;
+		dst->held.bytes -= f->len;
+	}
 	done(arg, d, r->source, f->len, f->end);
 }
 
@@ -225,6 +265,11 @@ bool outq_oldest(struct outq *q, uint16_t s, uint64_t *pos)
 		return false;
 	*pos = outq_at(q, s, src->head)->pos;
 	return true;
+}
+
+void outq_view(const struct outq *q, uint32_t d, struct outq_view *v)
+{
+	*v = q->dst[d].held;
 }
 
 uint32_t outq_frames(const struct outq *q, uint32_t d)

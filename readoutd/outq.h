@@ -1,12 +1,25 @@
-/* The frames each destination (builder link) has yet to write, and where
- * each source's oldest unwritten frame starts. Frames stay in their
+/* The frames each destination (a data connection) has yet to write, how
+ * many it holds against its limits, and where each source's oldest
+ * unwritten frame starts. Frames stay in their
  * source's receive buffer: a queue holds only their stream positions and
  * lengths, so a frame is never copied to be queued. A frame goes to one
  * destination; a source's END frame to every destination still open.
  * Destinations write in any order against each other, so a source's
  * buffer is reclaimed up to its oldest frame not yet written to all of its
- * destinations (outq_oldest()). Pure: no I/O, and nothing is allocated
- * after outq_create(). */
+ * destinations (outq_oldest()).
+ *
+ * The limits. A destination holds at most limit_frames frames and
+ * limit_bytes bytes (outq_set_limits()), a frame counted whole until its
+ * last byte is written or it is dropped, END frames aside (every
+ * destination has room for one per source beside them). At the limit a
+ * push is refused (-ENOBUFS) and counted: the reader then leaves the frame
+ * in its source's buffer and stops reading that source until the
+ * destination drains, so a slow builder holds only the frames bound for it,
+ * and then pushes back on the sources through TCP, never by dropping. An
+ * empty queue takes any one frame, so a frame larger than the byte limit
+ * still passes, alone.
+ *
+ * Pure: no I/O, and nothing is allocated after outq_create(). */
 #ifndef ES_READOUTD_OUTQ_H
 #define ES_READOUTD_OUTQ_H
 
@@ -34,11 +47,16 @@ struct outq *outq_create(uint16_t sources, uint32_t dests, uint32_t dest_frames,
 			 uint32_t source_frames);
 void outq_destroy(struct outq *q);
 
+/* Every destination's limits (both >= 1; -EINVAL otherwise). Until set, a
+ * destination is bounded by outq_create()'s dest_frames only. */
+int outq_set_limits(struct outq *q, uint32_t limit_frames, uint64_t limit_bytes);
+
 /* Bytes outq_create() allocated. */
 size_t outq_memory_bytes(const struct outq *q);
 
-/* A frame of source s at stream position pos for destination d. -ENOSPC:
- * d's or s's queue is full; -EPIPE: d is closed. */
+/* A frame of source s at stream position pos for destination d. -ENOBUFS:
+ * d is at its limits (counted: push it again once outq_room() says so);
+ * -ENOSPC: d's or s's queue is full; -EPIPE: d is closed. */
 int outq_push(struct outq *q, uint16_t s, uint32_t d, uint64_t pos, uint32_t len);
 /* Source s's END frame, for every destination still open; -ENOSPC when
  * one of them is full (nothing queued). */
@@ -62,6 +80,21 @@ bool outq_closed(const struct outq *q, uint32_t d);
 /* The stream position of source s's oldest frame not yet written to all of
  * its destinations; false when it has none. */
 bool outq_oldest(struct outq *q, uint16_t s, uint64_t *pos);
+
+/* Whether d's limits take a frame of len bytes now. */
+bool outq_room(const struct outq *q, uint32_t d, uint32_t len);
+
+/* What destination d holds against its limits (END frames aside) and has
+ * held: for the reader's metrics. */
+struct outq_view {
+	uint64_t frames;          /* queued now, each until its last byte went */
+	uint64_t bytes;
+	uint64_t peak_frames;     /* the most queued at once */
+	uint64_t peak_bytes;
+	uint64_t pushed;          /* frames taken in all */
+	uint64_t refused;         /* pushes refused at the limits */
+};
+void outq_view(const struct outq *q, uint32_t d, struct outq_view *v);
 
 /* Frames queued for d (END frames included); its bytes not yet written. */
 uint32_t outq_frames(const struct outq *q, uint32_t d);

@@ -12,6 +12,10 @@ Rules, each failing with the file, the line and the include:
     name reaches only a header of the including file's own folder.
   - No cycle: modules (x.c with x.h) that include each other in a loop,
     anywhere in the tree, tests included.
+  - No call circle: C files that call each other in a loop (a.c calls a
+    function b.c defines, and b.c one a.c defines, or a longer loop), within
+    a daemon's folder or within common/. A function handed over as a
+    callback is no call: only a name followed by "(" is.
 Exits 0 and prints one summary line when every rule holds, 1 otherwise.
 """
 
@@ -22,6 +26,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_sizes import COMMENTS, functions  # noqa: E402  the one reader of definitions
+
 LAYERS = ["wire", "core", "sys", "io"]
 DAEMONS = ["builderd", "readoutd", "sourced"]
 TREES = ["common", *DAEMONS, "tests/unit", "tests/fuzz", "tests/bench", "examples", "tools"]
@@ -31,6 +38,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # work; each is reported as a warning so it stays visible. Keep this empty
 # once that step lands.
 KNOWN_CYCLES: list[frozenset[str]] = []
+# The same for call circles between C files.
+KNOWN_CALL_CIRCLES: list[frozenset[str]] = []
 
 
 def rank(module: str) -> int | None:
@@ -93,6 +102,78 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
     return out
 
 
+CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+STRINGS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'')
+CALL_GROUPS = ["common", *DAEMONS]
+
+
+def definitions_and_calls(text: str) -> tuple[set[str], dict[str, str]]:
+    """The functions a C file defines for other files (not static), and each
+    name it calls with the first function that calls it."""
+    lines = text.splitlines()
+    exported: set[str] = set()
+    calls: dict[str, str] = {}
+    for name, first, length in functions(lines):
+        body = "\n".join(lines[first - 1:first - 1 + length])
+        head, _, inner = body.partition("\n{")
+        if not re.match(r"\s*static\b", head) and not head.lstrip().startswith("inline"):
+            exported.add(name)
+        inner = STRINGS.sub('""', COMMENTS.sub(" ", inner))
+        for m in CALL.finditer(inner):
+            calls.setdefault(m.group(1), name)
+    return exported, calls
+
+
+def a_circle(graph: dict[str, dict[str, tuple[str, str]]], comp: set[str]) -> list[str]:
+    """One loop through the first file of comp, found breadth-first inside comp."""
+    start = min(comp)
+    came: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        v = todo.pop(0)
+        for w in sorted(graph[v]):
+            if w not in comp:
+                continue
+            if w == start:
+                path = [v]
+                while path[-1] != start:
+                    path.append(came[path[-1]])
+                return [start, *reversed(path[:-1]), start]
+            if w not in came:
+                came[w] = v
+                todo.append(w)
+    return [start, start]
+
+
+def call_circles(root: Path) -> list[tuple[set[str], str]]:
+    """Each loop of calls between the C files of a group, named by its files
+    and one call along each step."""
+    errors = []
+    for group in CALL_GROUPS:
+        files = sorted((root / group).rglob("*.c")) if (root / group).is_dir() else []
+        owner: dict[str, str] = {}
+        calls: dict[str, dict[str, str]] = {}
+        for src in files:
+            rel = str(src.relative_to(root))
+            exported, called = definitions_and_calls(src.read_text(errors="replace"))
+            calls[rel] = called
+            for name in exported:
+                owner.setdefault(name, rel)
+        graph: dict[str, dict[str, tuple[str, str]]] = {f: {} for f in calls}
+        for src, called in calls.items():
+            for name, caller in called.items():
+                dst = owner.get(name)
+                if dst is not None and dst != src:
+                    graph[src].setdefault(dst, (caller, name))
+        plain = {v: set(ws) for v, ws in graph.items()}
+        for comp in strongly_connected(plain):
+            loop = a_circle(graph, comp)
+            steps = ", ".join(f"{graph[a][b][0]}() calls {graph[a][b][1]}()"
+                              for a, b in zip(loop, loop[1:]))
+            errors.append((comp, f"call circle: {' -> '.join(loop)} ({steps})"))
+    return errors
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=Path(__file__).resolve().parent.parent, type=Path)
@@ -133,6 +214,12 @@ def main() -> int:
         else:
             errors.append("include cycle: " + " -> ".join(sorted(comp)))
 
+    for comp, circle in call_circles(root):
+        if any(comp <= known for known in KNOWN_CALL_CIRCLES):
+            warnings.append("known " + circle + ", to be removed")
+        else:
+            errors.append(circle)
+
     for w in warnings:
         print(f"check_layers: warning: {w}")
     for e in errors:
@@ -142,7 +229,7 @@ def main() -> int:
     if errors:
         print(f"check_layers: {len(errors)} violation(s) in {modules} modules", file=sys.stderr)
         return 1
-    print(f"check_layers: {modules} modules, {edges} includes: layers and cycles OK")
+    print(f"check_layers: {modules} modules, {edges} includes: layers and cycles OK, no call circle")
     return 0
 
 

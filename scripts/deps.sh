@@ -1,23 +1,52 @@
 #!/bin/sh
-# Installs the Debian packages the project needs, when run as root; otherwise
+# Installs the Debian packages a command needs, when run as root; otherwise
 # prints the one command that would. Quiet when everything is present.
+#
+#   scripts/deps.sh run     what building and running needs (make run)
+#   scripts/deps.sh [test]  that and what the tests need besides (make test)
+#   scripts/deps.sh --list [run|test]   prints the set's packages, installs nothing
 set -eu
-packages="build-essential pkg-config libevent-dev libmsgpack-dev check zlib1g-dev libdeflate-dev
-libsodium-dev libjansson-dev libsystemd-dev python3 python3-numpy python3-matplotlib chrony iproute2
-iputils-ping procps openssh-client openssh-server tar chromium systemd prometheus"
+list=false
+if [ "${1:-}" = "--list" ]; then
+	list=true
+	shift
+fi
+set_name="${1:-test}"
+# Building the daemons, running deploy/daqrun on one host and its report.
+# chrony: the daemons read the host's clock state with chronyc.
+# libsystemd-dev: sd_notify, the daemons' readiness as Type=notify units.
+run_packages="build-essential pkg-config libevent-dev libmsgpack-dev zlib1g-dev libdeflate-dev
+libsodium-dev libjansson-dev libsystemd-dev python3 python3-matplotlib chrony"
+# What only the tests (and the other backends they drive) use.
+# check: the unit tests. python3-numpy: analysis/compare.py.
+# iproute2, iputils-ping: the netns backend's virtual cluster.
 # openssh-server: the ssh backend's test starts its own sshd on a loopback
 # port (tests/e2e/test_deploy_ssh.py); deploy/daqrun never needs a running one.
 # chromium: the run report's test renders report.html headless.
-# libsystemd-dev: sd_notify, the daemons' readiness as Type=notify units.
 # systemd: systemd-analyze checks the installed units (verify, security).
 # prometheus: its promtool checks every daemon's /metrics scrape (Debian
 # ships promtool in no smaller package; the server itself is never started).
+test_packages="check python3-numpy iproute2 iputils-ping procps openssh-client openssh-server tar
+chromium systemd prometheus"
+case "$set_name" in
+run) packages="$run_packages" ;;
+test) packages="$run_packages $test_packages" ;;
+*)
+	echo "deps: no set '$set_name' (run or test)" >&2
+	exit 2
+	;;
+esac
 # Packages of optional targets, e.g. `make fuzz` sets DEPS_EXTRA="clang libclang-rt-14-dev"
 # (the libFuzzer runtime is only a recommendation of clang, and recommendations
 # are not installed below). iperf3: analysis/railcap.py, each rail's TCP
 # capacity in the virtual cluster, DEPS_EXTRA=iperf3 (its e2e test skips
 # without it).
 packages="$packages ${DEPS_EXTRA:-}"
+if $list; then
+	# shellcheck disable=SC2086
+	printf '%s\n' $packages
+	exit 0
+fi
 missing=""
 for p in $packages; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -7,6 +7,7 @@
 
 #include "core/gen.h"
 #include "io/ctlclient.h"
+#include "io/daemon.h"
 #include "io/handshake.h"
 #include "io/prom.h"
 #include "sys/clock.h"
@@ -462,8 +463,8 @@ struct src *src_create(struct event_base *base, const struct src_options *opt)
 					    s, &port);
 		if (s->prom == NULL)
 			goto fail;
-		printf("listening metrics %s:%u\n", opt->metrics_host, (unsigned)port);
-		fflush(stdout);
+		const struct daemon_port announced = { "metrics", opt->metrics_host, port, true };
+		daemon_announce(&announced, 1, NULL);
 	}
 	if (src_connect(s) < 0)
 		goto fail;

@@ -258,6 +258,59 @@ static void bld_watch_base(struct bld *b, uint64_t now_ns)
 	}
 }
 
+/* Opens the event of ID rel in slot si with its first fragment f: pending,
+ * linked last in the timeout order. Returns the time it is stamped with,
+ * never before the last one seen, so the timeout order stays the age order
+ * whatever a caller's clock does. */
+static uint64_t bld_open_event(struct bld *b, uint32_t si, uint64_t rel,
+			       const struct bld_fragment *f, uint64_t now_ns)
+{
+	struct bld_slot *s = &b->slots[si];
+	if (now_ns < b->last_now_ns)
+		now_ns = b->last_now_ns;
+	b->last_now_ns = now_ns;
+	s->rel_id = rel;
+	s->created_ns = now_ns;
+	s->present = 0;
+	s->earliest_ts_ns = f->timestamp_ns;
+	s->earliest_source = f->source_id;
+	memset(&b->present[(size_t)si * b->present_words], 0,
+	       b->present_words * sizeof(*b->present));
+	bld_link_tail(b, si);
+	if (b->pending == 0 || rel < b->oldest_hint)
+		b->oldest_hint = rel;
+	b->pending++;
+	*bld_state(b, rel) = BLD_ID_PENDING;
+	if (!b->seen_any || rel > b->highest)
+		b->highest = rel;
+	b->seen_any = true;
+	b->c.events_created++;
+	return now_ns;
+}
+
+/* Keeps a unique fragment's figures in its event's slot: its payload's
+ * length and CRC, the earliest timestamp (ties to the lower source), and
+ * its source's progress on its lane. */
+static void bld_keep_fragment(struct bld *b, uint32_t si, uint64_t rel,
+			      const struct bld_fragment *f)
+{
+	struct bld_slot *s = &b->slots[si];
+	b->frags[(size_t)si * b->cfg.sources + f->source_id] = (struct bld_frag){
+		.payload_len = f->payload_len,
+		.payload_crc = f->payload_crc,
+	};
+	if (f->timestamp_ns < s->earliest_ts_ns ||
+	    (f->timestamp_ns == s->earliest_ts_ns && f->source_id < s->earliest_source)) {
+		s->earliest_ts_ns = f->timestamp_ns;
+		s->earliest_source = f->source_id;
+	}
+	b->c.frags_unique++;
+	b->unique_from[f->source_id]++;
+	uint64_t *progress = bld_progress(b, f->source_id, rel);
+	if (rel >= *progress)
+		*progress = rel + 1;
+}
+
 enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t now_ns)
 {
 	b->c.frags_received++;
@@ -289,24 +342,7 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t n
 	uint64_t *bits = &b->present[(size_t)si * b->present_words];
 	uint64_t mask = UINT64_C(1) << (f->source_id % 64u);
 	if (*st == BLD_ID_UNSEEN) {
-		if (now_ns < b->last_now_ns)
-			now_ns = b->last_now_ns;
-		b->last_now_ns = now_ns;
-		s->rel_id = rel;
-		s->created_ns = now_ns;
-		s->present = 0;
-		s->earliest_ts_ns = f->timestamp_ns;
-		s->earliest_source = f->source_id;
-		memset(bits, 0, b->present_words * sizeof(*bits));
-		bld_link_tail(b, si);
-		if (b->pending == 0 || rel < b->oldest_hint)
-			b->oldest_hint = rel;
-		b->pending++;
-		*st = BLD_ID_PENDING;
-		if (!b->seen_any || rel > b->highest)
-			b->highest = rel;
-		b->seen_any = true;
-		b->c.events_created++;
+		now_ns = bld_open_event(b, si, rel, f, now_ns);
 	} else if (*st == BLD_ID_COMPLETE) {
 		goto duplicate;
 	} else if (*st != BLD_ID_PENDING) {
@@ -316,20 +352,7 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t n
 	}
 
 	bits[f->source_id / 64u] |= mask;
-	b->frags[(size_t)si * b->cfg.sources + f->source_id] = (struct bld_frag){
-		.payload_len = f->payload_len,
-		.payload_crc = f->payload_crc,
-	};
-	if (f->timestamp_ns < s->earliest_ts_ns ||
-	    (f->timestamp_ns == s->earliest_ts_ns && f->source_id < s->earliest_source)) {
-		s->earliest_ts_ns = f->timestamp_ns;
-		s->earliest_source = f->source_id;
-	}
-	b->c.frags_unique++;
-	b->unique_from[f->source_id]++;
-	uint64_t *progress = bld_progress(b, f->source_id, rel);
-	if (rel >= *progress)
-		*progress = rel + 1;
+	bld_keep_fragment(b, si, rel, f);
 	if (++s->present == b->cfg.sources) {
 		bld_complete(b, si);
 		bld_settle(b);

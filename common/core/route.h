@@ -1,7 +1,7 @@
 /* A reader's side of several builders (docs/BUILDERS.md): which builder
- * each event ID goes to, learnt from the hub's assignments, and how much
- * each destination holds unsent. Pure: no I/O, no clock, nothing allocated
- * after the create calls.
+ * each event ID goes to, learnt from the hub's assignments. What each
+ * destination holds unsent, and its bound, is the reader's (readoutd/outq).
+ * Pure: no I/O, no clock, nothing allocated after route_create().
  *
  * The table. The hub publishes every assignment (core/evm.h) in ID order
  * with its retired_below, so what a reader must know is exactly the live
@@ -18,16 +18,7 @@
  * ordinal among the batches assigned to its builder, modulo
  * RAILS_PHASE_MODULUS, so the reader deals a link's batches to its rails in
  * turn as the builder, counting its own IDs, expects them.
- * Memory: 3 bytes per window batch plus 2 per builder.
- *
- * The pending queues. Frames verified and routed but not yet handed to
- * their builder's link are counted per destination, in frames and bytes,
- * each with a limit. At the limit a push is refused (-ENOBUFS): the reader
- * then leaves the frame in its source's buffer and stops reading that
- * source until the destination drains, so a slow builder holds only the
- * fragments bound for it until its bound is reached, and then pushes back
- * on the sources through TCP, never by dropping. An empty queue takes any
- * one frame, so a frame larger than the byte limit still passes, alone. */
+ * Memory: 3 bytes per window batch plus 2 per builder. */
 #ifndef ES_CORE_ROUTE_H
 #define ES_CORE_ROUTE_H
 
@@ -83,39 +74,5 @@ uint64_t route_retired_below(const struct route *rt);
 
 /* Bytes route_create() allocated. */
 size_t route_memory_bytes(const struct route *rt);
-
-/* ---- pending queues, one per destination ------------------------------- */
-
-struct route_queue_view {
-	uint64_t frames;          /* queued now */
-	uint64_t bytes;
-	uint64_t peak_frames;     /* the most queued at once */
-	uint64_t peak_bytes;
-	uint64_t pushed;          /* frames taken in all */
-	uint64_t refused;         /* pushes refused at the limit */
-};
-
-struct route_queues;
-
-/* Destinations a set of queues may have: one per connection of every link. */
-#define ROUTE_MAX_DESTINATIONS (EVM_MAX_BUILDERS * RAILS_MAX)
-
-/* destinations queues (1 .. ROUTE_MAX_DESTINATIONS), each of at most limit_frames
- * frames and limit_bytes bytes (both >= 1). NULL with errno EINVAL or ENOMEM. */
-struct route_queues *route_queues_create(uint32_t destinations, uint32_t limit_frames,
-					 uint64_t limit_bytes);
-void route_queues_destroy(struct route_queues *q);
-
-/* A frame of bytes for destination d. 0: queued; -ENOBUFS: d is at its
- * limit (counted; hold the frame and push it again after a pop); -ENOENT:
- * no such destination. */
-int route_queue_push(struct route_queues *q, uint32_t d, uint32_t bytes);
-
-/* A frame of bytes for d has left (whole: its last byte was written).
- * -ENOENT: no such destination; -ERANGE: more than d holds (nothing changes). */
-int route_queue_pop(struct route_queues *q, uint32_t d, uint32_t bytes);
-
-/* Destination d; false when there is none. */
-bool route_queue_view(const struct route_queues *q, uint32_t d, struct route_queue_view *v);
 
 #endif

@@ -6,6 +6,7 @@
 #include "io/net.h"
 #include "sys/opt.h"
 
+#include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -33,6 +34,40 @@ static void daemon_on_signal(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	d->stop(d->arg, sig == SIGINT ? "interrupted" : "terminated");
+}
+
+static bool daemon_port_printed(const struct daemon_port *p)
+{
+	return p->host != NULL && p->port != 0;
+}
+
+int daemon_announce(const struct daemon_port *ports, size_t count, const char *port_file)
+{
+	bool shared_line = false;
+	for (size_t i = 0; i < count; i++)
+		if (daemon_port_printed(&ports[i]) && !ports[i].own_line) {
+			printf("%s %s %s:%u", shared_line ? "" : "listening", ports[i].name,
+			       ports[i].host, (unsigned)ports[i].port);
+			shared_line = true;
+		}
+	if (shared_line)
+		putchar('\n');
+	for (size_t i = 0; i < count; i++)
+		if (daemon_port_printed(&ports[i]) && ports[i].own_line)
+			printf("listening %s %s:%u\n", ports[i].name, ports[i].host,
+			       (unsigned)ports[i].port);
+	fflush(stdout);
+	if (port_file == NULL || port_file[0] == '\0')
+		return 0;
+	struct net_port written[8];
+	if (count > sizeof written / sizeof written[0]) {
+		log_error("Cannot write port file %s: %zu ports, at most %zu", port_file, count,
+			  sizeof written / sizeof written[0]);
+		return -E2BIG;
+	}
+	for (size_t i = 0; i < count; i++)
+		written[i] = (struct net_port){ ports[i].name, ports[i].port };
+	return net_write_ports(port_file, written, count);
 }
 
 struct event_base *daemon_base_new(void)

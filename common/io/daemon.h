@@ -98,6 +98,23 @@ int daemon_main(const struct daemon_def *def, int argc, char **argv);
  * stderr, otherwise. */
 bool daemon_listen_allowed(const struct daemon_options *d, const char *flag, const char *host);
 
+/* One port a daemon listens on, as its start-up announcement gives it. */
+struct daemon_port {
+	const char *name;   /* its word in the line and the port file: "data", "metrics" */
+	const char *host;   /* the address it is bound on; NULL: in the port file, not printed */
+	uint16_t port;      /* 0: not listening, neither printed nor written */
+	bool own_line;      /* printed on a "listening" line of its own (/metrics) */
+};
+
+/* The start-up announcement of every daemon and role, the one place that
+ * makes it: on stdout, flushed, "listening NAME HOST:PORT NAME HOST:PORT"
+ * for the printed ports in order (a port marked own_line on a line of its
+ * own), then, when port_file is not NULL or empty, the port file with
+ * every listening port (net_write_ports: "NAME PORT" lines, written
+ * atomically). deploy/daqrun and the tests read both (docs/DEPLOY.md).
+ * 0, or -errno when the port file cannot be written (logged). */
+int daemon_announce(const struct daemon_port *ports, size_t count, const char *port_file);
+
 /* An event base with precise timers (paced sources and the builder's tick
  * sleep well under a millisecond); NULL when libevent cannot make one. */
 struct event_base *daemon_base_new(void);

@@ -98,5 +98,48 @@ class GeneratedDocsTest(unittest.TestCase):
         self.assertIn("no message type 'goodbye'", r.stderr)
 
 
+
+DEPS = ROOT / "scripts" / "deps.sh"
+
+
+class SetUpTest(unittest.TestCase):
+    """README's two commands install what they need: make run what running
+    needs, make test that and the tests' packages (scripts/deps.sh)."""
+
+    @staticmethod
+    def packages(*args: str, extra: str = "") -> list[str]:
+        r = subprocess.run(["sh", str(DEPS), "--list", *args], capture_output=True, text=True,
+                           timeout=30, env={**os.environ, "DEPS_EXTRA": extra})
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    def test_run_installs_no_test_tool(self):
+        run = self.packages("run")
+        self.assertIn("libevent-dev", run)
+        self.assertIn("python3-matplotlib", run)  # the run's report
+        for tool in ("chromium", "prometheus", "openssh-server", "check"):
+            self.assertNotIn(tool, run)
+
+    def test_test_installs_the_run_set_and_the_rest(self):
+        run, test = self.packages("run"), self.packages("test", extra="iperf3")
+        self.assertEqual(test, self.packages(extra="iperf3"), "test is the default set")
+        self.assertLessEqual(set(run), set(test))
+        for tool in ("chromium", "prometheus", "openssh-server", "check", "iperf3"):
+            self.assertIn(tool, test)
+
+    def test_an_unknown_set_fails_by_name(self):
+        r = subprocess.run(["sh", str(DEPS), "--list", "bench"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no set 'bench' (run or test)", r.stderr)
+
+    def test_make_run_and_make_test_ask_for_their_sets(self):
+        dry = {t: subprocess.run(["make", "-n", "-C", str(ROOT), t], capture_output=True,
+                                 text=True, timeout=60).stdout for t in ("run", "test")}
+        self.assertRegex(dry["run"], r"scripts/deps\.sh run\b")
+        self.assertNotRegex(dry["run"], r"scripts/deps\.sh( test)?\n")
+        self.assertRegex(dry["test"], r"DEPS_EXTRA=\"iperf3 *\" scripts/deps\.sh test\b")
+
+
 if __name__ == "__main__":
     unittest.main()

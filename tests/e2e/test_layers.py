@@ -66,8 +66,38 @@ class LayerCheckTest(unittest.TestCase):
         self.assertIn("one daemon's folder includes another's", r.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main()
+    def test_call_circle_fails_naming_it(self):
+        # Three files of one daemon calling round in a loop, and two of
+        # common/ calling each other across modules.
+        d = self._tree({
+            "builderd/a.c": "void a_start(void)\n{\n\tb_step(1);\n}\n",
+            "builderd/b.c": "void b_step(int n)\n{\n\tif (n)\n\t\tc_end();\n}\n",
+            "builderd/c.c": "static void c_inner(void)\n{\n\ta_start();\n}\n\n"
+                            "void c_end(void)\n{\n\tc_inner();\n}\n",
+            "common/io/p.c": "const struct q *p_get(void)\n{\n\treturn q_find();\n}\n",
+            "common/io/q.c": "const struct q *q_find(void)\n{\n\treturn p_get() ? 0 : 0;\n}\n",
+        })
+        r = run_check(d)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("call circle: builderd/a.c -> builderd/b.c -> builderd/c.c -> builderd/a.c "
+                      "(a_start() calls b_step(), b_step() calls c_end(), c_inner() calls a_start())",
+                      r.stderr)
+        self.assertIn("call circle: common/io/p.c -> common/io/q.c -> common/io/p.c "
+                      "(p_get() calls q_find(), q_find() calls p_get())", r.stderr)
+
+    def test_callback_comment_or_string_is_no_call(self):
+        # A function handed over by its address, or named in a comment or a
+        # string, does not make a circle; nor does a static namesake.
+        d = self._tree({
+            "readoutd/a.c": "void a_ready(int n)\n{\n\tb_watch(a_ready);\n}\n",
+            "readoutd/b.c": "void b_watch(void (*cb)(int))\n{\n\t/* a_ready(1) */\n"
+                            "\tlog_line(\"a_ready(\");\n\tb_helper();\n}\n\n"
+                            "static void a_helper(void)\n{\n}\n",
+            "readoutd/c.c": "static void b_helper(void)\n{\n\ta_ready(0);\n}\n",
+        })
+        r = run_check(d)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("no call circle", r.stdout)
 
 
 SIZES = ROOT / "scripts" / "check_sizes.py"
@@ -117,3 +147,39 @@ class SizeCheckTest(unittest.TestCase):
         # The msgpack scan's state machine is the one long function allowed.
         d = self._tree({"common/wire/scan.c": self.function("mps_scan", 100, "bool")})
         self.assertEqual(self.run_sizes(d).returncode, 0)
+
+    def test_every_return_type_is_seen(self):
+        # Return types that open with struct, enum or const, a function
+        # pointer returned and a wrapped header count like any other.
+        d = self._tree({
+            "common/core/kinds.c": (
+                "/* return types of every shape */\n"
+                + self.function("long_struct_ptr", 90, "static const struct x *")
+                + self.function("long_enum", 90, "enum y")
+                + self.function("long_struct_value", 90, "struct z")
+                + "static void (*long_handler_for(int kind))(int)\n{\n"
+                + "\tkind++;\n" * 90 + "\treturn 0;\n}\n"
+                + self.function("short_struct_ptr", 10, "static const struct x *")),
+            "common/core/plain.c": (
+                "static const struct x *f(void)\n{\n" + "\tn++;\n" * 88 + "\treturn 0;\n}\n\n"
+                "enum y g(void)\n{\n" + "\tn++;\n" * 88 + "\treturn Y0;\n}\n"),
+        })
+        r = self.run_sizes(d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        for name in ("long_struct_ptr", "long_enum", "long_struct_value", "long_handler_for"):
+            self.assertRegex(r.stdout, rf"common/core/kinds\.c:\d+: {name}\(\) is \d+ lines \(limit 80\)")
+        self.assertNotIn("short_struct_ptr", r.stdout)
+        self.assertIn("common/core/plain.c:1: f() is 92 lines (limit 80)", r.stdout)
+        self.assertIn("common/core/plain.c:94: g() is 92 lines (limit 80)", r.stdout)
+        self.assertIn("check_sizes: 6 over the limits", r.stdout)
+
+    def test_a_table_or_a_struct_is_no_function(self):
+        rows = "".join(f"\t{{ {i}, f({i}) }},\n" for i in range(100))
+        d = self._tree({"common/wire/table.c": (
+            "static const struct row rows[] =\n{\n" + rows + "};\n"
+            "struct big\n{\n" + "\tint a;\n" * 90 + "};\n")})
+        self.assertEqual(self.run_sizes(d).returncode, 0, self.run_sizes(d).stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

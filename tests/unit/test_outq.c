@@ -2,13 +2,21 @@
  * several sources for several destinations, written in pieces and in any
  * order between destinations; each source's oldest unwritten frame, the
  * runs a gather gives, END frames for every open destination, a closed
- * destination's frames. */
+ * destination's frames; each destination's limits, counts and peaks, and a
+ * frame's path that allocates nothing. Randomised tests log their seed;
+ * ES_TEST_SEED repeats a run. */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "readoutd/outq.h"
+
+#include "seeded.h"
 
 struct done_log {
 	int frames, ends;
@@ -184,14 +192,163 @@ START_TEST(test_lanes_of_two_links)
 }
 END_TEST
 
+static struct outq_view qview(const struct outq *q, uint32_t d)
+{
+	struct outq_view v;
+	outq_view(q, d, &v);
+	return v;
+}
+
+/* Each destination at its limits: refused and counted, the other one not
+ * held up, room again once a frame's last byte is written; an empty queue
+ * takes a frame larger than the byte limit, alone; END frames beside. */
+START_TEST(test_pending_limits)
+{
+	struct outq *q = outq_create(2, 2, 3 + 2, 64);
+	ck_assert_int_eq(outq_set_limits(q, 0, 100), -EINVAL);
+	ck_assert_int_eq(outq_set_limits(q, 3, 0), -EINVAL);
+	ck_assert_int_eq(outq_set_limits(q, 3, 100), 0);
+	ck_assert_int_eq(outq_push(q, 0, 0, 0, 40), 0);
+	ck_assert_int_eq(outq_push(q, 0, 0, 40, 40), 0);
+	/* 120 bytes would pass the byte limit: refused and counted. */
+	ck_assert(!outq_room(q, 0, 40));
+	ck_assert_int_eq(outq_push(q, 0, 0, 80, 40), -ENOBUFS);
+	ck_assert_int_eq(outq_push(q, 0, 0, 80, 20), 0);
+	/* Three frames: the frame limit. */
+	ck_assert_int_eq(outq_push(q, 1, 0, 0, 0), -ENOBUFS);
+	struct outq_view v = qview(q, 0);
+	ck_assert_uint_eq(v.frames, 3);
+	ck_assert_uint_eq(v.bytes, 100);
+	ck_assert_uint_eq(v.pushed, 3);
+	ck_assert_uint_eq(v.refused, 2);
+	/* The other destination is not held up by it. */
+	ck_assert_int_eq(outq_push(q, 1, 1, 0, 100), 0);
+	ck_assert_uint_eq(qview(q, 1).refused, 0);
+	/* END frames are beside the limits. */
+	ck_assert_int_eq(outq_push_end(q, 1, 100, 42), 0);
+	ck_assert_uint_eq(qview(q, 1).frames, 1);
+	ck_assert_uint_eq(outq_frames(q, 1), 2);
+	/* A frame counts until its last byte is written; then room for one. */
+	struct done_log l = { 0 };
+	outq_written(q, 0, 39, on_done, &l);
+	ck_assert_uint_eq(qview(q, 0).bytes, 100);
+	ck_assert_int_eq(outq_push(q, 0, 0, 100, 40), -ENOBUFS);
+	outq_written(q, 0, 1, on_done, &l);
+	ck_assert(outq_room(q, 0, 40));
+	ck_assert_int_eq(outq_push(q, 0, 0, 100, 40), 0);
+	v = qview(q, 0);
+	ck_assert_uint_eq(v.bytes, 100);
+	ck_assert_uint_eq(v.peak_frames, 3);
+	ck_assert_uint_eq(v.peak_bytes, 100);
+	ck_assert_uint_eq(v.refused, 3);
+	/* An empty queue takes a frame larger than its byte limit, alone. */
+	outq_written(q, 1, 100 + 42, on_done, &l);
+	ck_assert_uint_eq(qview(q, 1).frames, 0);
+	ck_assert_int_eq(outq_push(q, 1, 1, 142, 500), 0);
+	ck_assert_int_eq(outq_push(q, 1, 1, 642, 1), -ENOBUFS);
+	ck_assert_uint_eq(qview(q, 1).peak_bytes, 500);
+	/* A closed destination's frames leave its counts; its peaks stay. */
+	outq_close(q, 1, on_done, &l);
+	v = qview(q, 1);
+	ck_assert_uint_eq(v.frames, 0);
+	ck_assert_uint_eq(v.bytes, 0);
+	ck_assert_uint_eq(v.peak_bytes, 500);
+	outq_destroy(q);
+}
+END_TEST
+
+/* Random pushes and writes against a FIFO per destination: refused exactly
+ * when the limits say so, never past them (but for one oversized frame). */
+START_TEST(test_pending_random)
+{
+	enum { D = 4, CAP = 64 };
+	uint64_t rng = test_seed ^ 0x0E0E;
+	uint32_t limit_frames = 1 + (uint32_t)rng_below(&rng, CAP);
+	uint64_t limit_bytes = 1 + rng_below(&rng, 4000);
+	/* The source's ring holds frames from the oldest unwritten one on:
+	 * room for far more than any FIFO here leaves behind it. */
+	struct outq *q = outq_create(1, D, CAP, 1u << 16);
+	ck_assert_int_eq(outq_set_limits(q, limit_frames, limit_bytes), 0);
+	uint32_t fifo[D][CAP], head[D] = { 0 }, len[D] = { 0 };
+	uint64_t bytes[D] = { 0 }, refused[D] = { 0 }, pos = 0;
+	struct done_log l = { 0 };
+	for (int step = 0; step < 200000; step++) {
+		uint32_t d = (uint32_t)rng_below(&rng, D);
+		if (rng_below(&rng, 2)) {
+			uint32_t n = 1 + (uint32_t)rng_below(&rng, 300);
+			bool fits = len[d] == 0 || (len[d] < limit_frames && bytes[d] + n <= limit_bytes);
+			REQUIRE(outq_room(q, d, n) == fits);
+			int rc = outq_push(q, 0, d, pos, n);
+			REQUIRE(rc == (fits ? 0 : -ENOBUFS));
+			if (!fits) {
+				refused[d]++;
+				continue;
+			}
+			pos += n;
+			fifo[d][(head[d] + len[d]++) % CAP] = n;
+			bytes[d] += n;
+		} else if (len[d] > 0) {
+			uint32_t n = fifo[d][head[d]];
+			outq_written(q, d, n, on_done, &l);
+			head[d] = (head[d] + 1) % CAP;
+			len[d]--;
+			bytes[d] -= n;
+		}
+		struct outq_view v = qview(q, d);
+		REQUIRE(v.frames == len[d] && v.bytes == bytes[d] && v.refused == refused[d]);
+		REQUIRE(v.frames <= limit_frames && (v.bytes <= limit_bytes || v.frames == 1));
+		uint64_t oldest;
+		outq_oldest(q, 0, &oldest);
+	}
+	outq_destroy(q);
+}
+END_TEST
+
+/* A frame's path (push, gather, written, oldest) allocates nothing. */
+START_TEST(test_allocates_nothing)
+{
+	struct outq *q = outq_create(4, 8, 128, 1024);
+	ck_assert_int_eq(outq_set_limits(q, 100, 1u << 20), 0);
+	struct outq_span spans[16];
+	struct done_log l = { 0 };
+	uint64_t pos[4] = { 0 };
+	struct mallinfo2 before = mallinfo2();
+	for (uint32_t k = 0; k < 100000; k++) {
+		uint16_t s = (uint16_t)(k % 4);
+		uint32_t d = (k / 4) % 8;
+		if (outq_push(q, s, d, pos[s], 64) == 0)
+			pos[s] += 64;
+		if (k % 3 == 0) {
+			outq_gather(q, d, spans, 16, 4096);
+			outq_written(q, d, 64 * 2, on_done, &l);
+			uint64_t oldest;
+			outq_oldest(q, s, &oldest);
+		}
+	}
+	struct mallinfo2 after = mallinfo2();
+	ck_assert_uint_eq(after.uordblks, before.uordblks);
+	ck_assert_uint_eq(after.hblkhd, before.hblkhd);
+	ck_assert_int_gt(l.frames, 1000);
+	outq_destroy(q);
+}
+END_TEST
+
 int main(void)
 {
+	const char *env = getenv("ES_TEST_SEED");
+	test_seed = env != NULL ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
+	printf("test_outq: seed %" PRIu64 " (set ES_TEST_SEED to repeat)\n", test_seed);
+	fflush(stdout);
 	Suite *s = suite_create("outq");
 	TCase *tc = tcase_create("outq");
 	tcase_add_test(tc, test_runs_and_partial_writes);
 	tcase_add_test(tc, test_end_frames_and_a_closed_destination);
 	tcase_add_test(tc, test_full_queues_refuse);
 	tcase_add_test(tc, test_lanes_of_two_links);
+	tcase_add_test(tc, test_pending_limits);
+	tcase_add_test(tc, test_pending_random);
+	tcase_add_test(tc, test_allocates_nothing);
+	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

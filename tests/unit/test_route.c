@@ -1,9 +1,9 @@
 /* Unit tests of common/core/route.c, a reader's side of several builders:
  * the table of assignments (in order, bounded by the window, "not yet
  * assigned", late and lost IDs, each refusal with its sentence), the same
- * table fed by the real event manager over randomised runs, and the
- * per-destination pending queues at their limits. Randomised tests log
- * their seed; ES_TEST_SEED repeats a run. */
+ * table fed by the real event manager over randomised runs (the reader's
+ * pending queues and their limits are readoutd/outq's, test_outq.c).
+ * Randomised tests log their seed; ES_TEST_SEED repeats a run. */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -51,16 +51,6 @@ START_TEST(test_create_refuses)
 		ck_assert_int_eq(errno, EINVAL);
 	}
 	route_destroy(NULL);
-	errno = 0;
-	ck_assert_ptr_null(route_queues_create(0, 1, 1));
-	ck_assert_int_eq(errno, EINVAL);
-	ck_assert_ptr_null(route_queues_create(ROUTE_MAX_DESTINATIONS + 1, 1, 1));
-	struct route_queues *every_rail = route_queues_create(ROUTE_MAX_DESTINATIONS, 1, 1);
-	ck_assert_ptr_nonnull(every_rail);
-	route_queues_destroy(every_rail);
-	ck_assert_ptr_null(route_queues_create(2, 0, 1));
-	ck_assert_ptr_null(route_queues_create(2, 1, 0));
-	route_queues_destroy(NULL);
 	ck_assert_str_eq(route_verdict_name(ROUTE_HOLD), "hold");
 	ck_assert_str_eq(route_verdict_name(ROUTE_LOST), "lost");
 }
@@ -357,103 +347,10 @@ START_TEST(test_lane_phase_refusal)
 }
 END_TEST
 
-static struct route_queue_view qview(const struct route_queues *q, uint32_t d)
-{
-	struct route_queue_view v;
-	ck_assert(route_queue_view(q, d, &v));
-	return v;
-}
-
-START_TEST(test_pending_queue_limit)
-{
-	struct route_queues *q = route_queues_create(2, 3, 100);
-	ck_assert_ptr_nonnull(q);
-	ck_assert_int_eq(route_queue_push(q, 0, 40), 0);
-	ck_assert_int_eq(route_queue_push(q, 0, 40), 0);
-	/* 120 bytes would pass the byte limit: refused and counted. */
-	ck_assert_int_eq(route_queue_push(q, 0, 40), -ENOBUFS);
-	ck_assert_int_eq(route_queue_push(q, 0, 20), 0);
-	/* Three frames: the frame limit. */
-	ck_assert_int_eq(route_queue_push(q, 0, 0), -ENOBUFS);
-	struct route_queue_view v = qview(q, 0);
-	ck_assert_uint_eq(v.frames, 3);
-	ck_assert_uint_eq(v.bytes, 100);
-	ck_assert_uint_eq(v.pushed, 3);
-	ck_assert_uint_eq(v.refused, 2);
-	/* The other destination is not held up by it. */
-	ck_assert_int_eq(route_queue_push(q, 1, 100), 0);
-	ck_assert_uint_eq(qview(q, 1).refused, 0);
-	/* A frame leaves: room for one more. */
-	ck_assert_int_eq(route_queue_pop(q, 0, 40), 0);
-	ck_assert_int_eq(route_queue_push(q, 0, 40), 0);
-	ck_assert_uint_eq(qview(q, 0).bytes, 100);
-	ck_assert_uint_eq(qview(q, 0).peak_frames, 3);
-	ck_assert_uint_eq(qview(q, 0).peak_bytes, 100);
-	/* An empty queue takes a frame larger than its byte limit, alone. */
-	ck_assert_int_eq(route_queue_pop(q, 1, 100), 0);
-	ck_assert_int_eq(route_queue_push(q, 1, 500), 0);
-	ck_assert_int_eq(route_queue_push(q, 1, 1), -ENOBUFS);
-	ck_assert_uint_eq(qview(q, 1).peak_bytes, 500);
-	/* Popping what is not there changes nothing. */
-	ck_assert_int_eq(route_queue_pop(q, 1, 501), -ERANGE);
-	ck_assert_int_eq(route_queue_pop(q, 1, 499), -ERANGE);
-	ck_assert_int_eq(route_queue_pop(q, 1, 500), 0);
-	ck_assert_int_eq(route_queue_pop(q, 1, 0), -ERANGE);
-	ck_assert_uint_eq(qview(q, 1).frames, 0);
-	ck_assert_uint_eq(qview(q, 1).bytes, 0);
-	/* No such destination. */
-	ck_assert_int_eq(route_queue_push(q, 2, 1), -ENOENT);
-	ck_assert_int_eq(route_queue_pop(q, 2, 1), -ENOENT);
-	ck_assert(!route_queue_view(q, 2, &v));
-	route_queues_destroy(q);
-}
-END_TEST
-
-/* Random pushes and pops against a FIFO per destination: refused exactly
- * when the limit says so, never past it (but for one oversized frame). */
-START_TEST(test_pending_queue_random)
-{
-	enum { D = 4, CAP = 64 };
-	uint64_t rng = test_seed ^ 0x0E0E;
-	uint32_t limit_frames = 1 + (uint32_t)rng_below(&rng, CAP);
-	uint64_t limit_bytes = 1 + rng_below(&rng, 4000);
-	struct route_queues *q = route_queues_create(D, limit_frames, limit_bytes);
-	uint32_t fifo[D][CAP], head[D] = { 0 }, len[D] = { 0 };
-	uint64_t bytes[D] = { 0 }, refused[D] = { 0 };
-	for (int step = 0; step < 200000; step++) {
-		uint32_t d = (uint32_t)rng_below(&rng, D);
-		if (rng_below(&rng, 2)) {
-			uint32_t n = (uint32_t)rng_below(&rng, 300);
-			bool fits = len[d] == 0 || (len[d] < limit_frames && bytes[d] + n <= limit_bytes);
-			int rc = route_queue_push(q, d, n);
-			REQUIRE(rc == (fits ? 0 : -ENOBUFS));
-			if (!fits) {
-				refused[d]++;
-				continue;
-			}
-			fifo[d][(head[d] + len[d]++) % CAP] = n;
-			bytes[d] += n;
-		} else if (len[d] > 0) {
-			uint32_t n = fifo[d][head[d]];
-			REQUIRE(route_queue_pop(q, d, n) == 0);
-			head[d] = (head[d] + 1) % CAP;
-			len[d]--;
-			bytes[d] -= n;
-		}
-		struct route_queue_view v;
-		route_queue_view(q, d, &v);
-		REQUIRE(v.frames == len[d] && v.bytes == bytes[d] && v.refused == refused[d]);
-		REQUIRE(v.frames <= limit_frames && (v.bytes <= limit_bytes || v.frames == 1));
-	}
-	route_queues_destroy(q);
-}
-END_TEST
-
 START_TEST(test_allocates_nothing)
 {
 	struct evm_plan p = plan(4, 0, 1u << 24, 16, 1024);
 	struct route *rt = route_create(&p);
-	struct route_queues *q = route_queues_create(4, 128, 1u << 20);
 	uint64_t rng = test_seed ^ 0xA11;
 	struct mallinfo2 before = mallinfo2();
 	uint64_t next = 0;
@@ -464,14 +361,11 @@ START_TEST(test_allocates_nothing)
 		next += 16;
 		uint32_t b;
 		route_lookup(rt, retired + rng_below(&rng, next - retired + 1), &b);
-		if (route_queue_push(q, k % 4, 64) < 0)
-			route_queue_pop(q, k % 4, 64);
 	}
 	struct mallinfo2 after = mallinfo2();
 	ck_assert_uint_eq(after.uordblks, before.uordblks);
 	ck_assert_uint_eq(after.hblkhd, before.hblkhd);
 	ck_assert_uint_eq(route_assigned_end(rt), 1600000);
-	route_queues_destroy(q);
 	route_destroy(rt);
 }
 END_TEST
@@ -489,8 +383,6 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, test_follows_the_manager);
 	tcase_add_test(tc, test_lane_phase);
 	tcase_add_test(tc, test_lane_phase_refusal);
-	tcase_add_test(tc, test_pending_queue_limit);
-	tcase_add_test(tc, test_pending_queue_random);
 	tcase_add_test(tc, test_allocates_nothing);
 	suite_add_tcase(s, tc);
 	return s;
