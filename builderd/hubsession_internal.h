@@ -53,6 +53,11 @@ struct hub_session {
 	struct hub_run_summary summaries[HUB_SUMMARIES_KEPT];
 	size_t n_summaries;
 	bool quit;
+	/* What the peers' links report up to the transitions, which set these:
+	 * called through them, not by name, the peers' file stays below the
+	 * states' (no call circle between the two). */
+	void (*on_peer_state)(struct hub_session *hs, struct hub_peer *p, const struct ctl_state *st);
+	void (*on_peer_left)(struct hub_session *hs, struct hub_peer *p);
 };
 
 /* ---- hubsession_peers.c ---- */
@@ -67,9 +72,5 @@ void hub_peer_name(const struct hub_peer *p, char *out, size_t len);      /* "re
 /* The peers missing a session link (args false) or arguments (true),
  * named; false with none. */
 bool hub_missing(const struct hub_session *hs, bool args, char *out, size_t len);
-
-/* ---- hubsession_states.c, called from the peers' links ---- */
-void hub_on_peer_state(struct hub_session *hs, struct hub_peer *p, const struct ctl_state *st);
-void hub_on_peer_left(struct hub_session *hs, struct hub_peer *p);
 
 #endif

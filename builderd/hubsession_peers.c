@@ -52,7 +52,7 @@ static void hub_on_link_message(struct msgconn *c, const struct ctl_msg *msg, ui
 	(void)rx_ns;
 	struct hub_peer *p = arg;
 	if (msg->type == CTL_STATE)
-		hub_on_peer_state(p->hs, p, &msg->u.state);
+		p->hs->on_peer_state(p->hs, p, &msg->u.state);
 	else
 		log_warn("Unexpected %s on a session link; ignored", ctl_type_name(msg->type));
 }
@@ -71,7 +71,7 @@ static void hub_on_link_close(struct msgconn *c, const char *reason, void *arg)
 	p->link = NULL;
 	p->last = (struct ctl_state){ 0 };
 	hs->session_lost++;
-	hub_on_peer_left(hs, p);
+	hs->on_peer_left(hs, p);
 }
 
 static const struct msgconn_ops hub_link_ops = {

@@ -123,7 +123,7 @@ static void hub_check_configured(struct hub_session *hs)
 	hub_enter(hs, HUB_EV_CONFIGURED);
 }
 
-void hub_on_peer_state(struct hub_session *hs, struct hub_peer *p, const struct ctl_state *st)
+static void hub_on_peer_state(struct hub_session *hs, struct hub_peer *p, const struct ctl_state *st)
 {
 	p->last = *st;
 	p->answered = true;
@@ -145,7 +145,7 @@ void hub_on_peer_state(struct hub_session *hs, struct hub_peer *p, const struct 
 	hub_settle(hs);
 }
 
-void hub_on_peer_left(struct hub_session *hs, struct hub_peer *p)
+static void hub_on_peer_left(struct hub_session *hs, struct hub_peer *p)
 {
 	if (hs->state == HUB_CONFIGURING) {
 		char name[48], reason[512];
@@ -416,6 +416,8 @@ struct hub_session *hub_session_new(const struct daemon_def *def, struct event_b
 	hs->base = base;
 	hs->opt = def->opts;
 	hs->session_fd = -1;
+	hs->on_peer_state = hub_on_peer_state;
+	hs->on_peer_left = hub_on_peer_left;
 	hs->slot = run_slot_new(def, base, argc, argv);
 	if (hs->slot == NULL || !hub_peers_open(hs, session_port))
 		goto fail;
