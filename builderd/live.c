@@ -1,7 +1,6 @@
 #include "live.h"
 
 #include "clocks.h"
-#include "manager.h"
 #include "snapshot.h"
 #include "wire/counters.h"
 
@@ -30,26 +29,13 @@ static void live_builder(const struct bd_snapshot *b, uint32_t k, struct live_bu
 	if (p->report != NULL)
 		lb->events_complete = acct_value(p->report, CNT_GROUP_TOTALS,
 						 CNT_BUILDER_CORE(events_complete), NULL);
-	if (!mgr_builder_view(b->manager, k, &lb->v))
-		lb->v = (struct evm_builder_view){ 0 };
-}
-
-/* The IDs assigned and not yet decided (nor lost), over every builder. */
-static uint64_t live_assignment_backlog(const struct bd_snapshot *b)
-{
-	uint64_t backlog = 0;
-	for (uint32_t k = 0; k < b->opt->builders; k++) {
-		struct evm_builder_view v;
-		if (mgr_builder_view(b->manager, k, &v))
-			backlog += v.in_flight;
-	}
-	return backlog;
+	lb->v = b->builder_views[k];
 }
 
 static void live_status_builders(struct evbuffer *out, const struct bd_snapshot *b)
 {
 	evbuffer_add_printf(out, ", \"assignment_backlog\": %" PRIu64 ", \"builders\": [",
-			    live_assignment_backlog(b));
+			    b->assignment_backlog);
 	for (uint32_t k = 0; k < b->opt->builders; k++) {
 		struct live_builder lb;
 		live_builder(b, k, &lb);
@@ -88,7 +74,7 @@ static void live_prom_builders(struct evbuffer *out, const struct bd_snapshot *b
 	}
 	prom_family(out, "es_hub_assignment_backlog_events", "gauge",
 		    "event IDs assigned and not yet decided, over every builder");
-	prom_sample_u64(out, "es_hub_assignment_backlog_events", NULL, live_assignment_backlog(b));
+	prom_sample_u64(out, "es_hub_assignment_backlog_events", NULL, b->assignment_backlog);
 }
 
 /* /status: numbers and fixed words only, so plain printf is strict JSON. */
@@ -114,7 +100,7 @@ static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
 			    b->pending, generated, completeness, b->admission_limit, oldest_text,
 			    b->recent_events_per_s, lat ? hist_quantile(lat, 0.99) : 0,
 			    CNT_BUILDER(frames_read), b->frames_read, b->error_count);
-	if (b->manager != NULL)
+	if (b->hub)
 		live_status_builders(out, b);
 	evbuffer_add_printf(out, "}\n");
 }
@@ -231,7 +217,7 @@ void live_fill(struct evbuffer *out, bool json, const struct bd_snapshot *b)
 	}
 	live_rails(out, b);
 	live_peer_clocks(out, b);
-	if (b->manager != NULL)
+	if (b->hub)
 		live_prom_builders(out, b);
 	if (lat != NULL)
 		prom_histogram_ns(out, "es_builder_latency_seconds",

@@ -1,4 +1,5 @@
 #include "manager.h"
+#include "snapshot.h"
 
 #include "fleet.h"
 #include "metrics_json.h"
@@ -312,6 +313,27 @@ bool mgr_builder_view(const struct mgr *m, uint32_t b, struct evm_builder_view *
 struct evm_totals mgr_totals(const struct mgr *m)
 {
 	return evm_totals(m->evm);
+}
+
+static json_t *mgr_section_routing(const void *m) { return mgr_json_routing(m); }
+static json_t *mgr_section_manager(const void *m) { return mgr_json_manager(m); }
+static json_t *mgr_section_builders(const void *m) { return mgr_json_builders(m); }
+
+void mgr_snapshot(const struct mgr *m, struct bd_snapshot *s)
+{
+	s->hub = true;
+	s->assignment_backlog = 0;
+	for (uint32_t k = 0; k < m->opt->builders && k < EVM_MAX_BUILDERS; k++) {
+		if (!evm_builder_view(m->evm, k, &s->builder_views[k]))
+			s->builder_views[k] = (struct evm_builder_view){ 0 };
+		s->assignment_backlog += s->builder_views[k].in_flight;
+	}
+	/* The rates are over the span of the tokens. */
+	mgr_span(m, &s->first_fragment_ns, &s->last_complete_ns);
+	s->n_sections = 0;
+	s->sections[s->n_sections++] = (struct bd_snap_section){ "routing", mgr_section_routing, m };
+	s->sections[s->n_sections++] = (struct bd_snap_section){ "manager", mgr_section_manager, m };
+	s->sections[s->n_sections++] = (struct bd_snap_section){ "builders", mgr_section_builders, m };
 }
 
 /* ---- metrics.json -------------------------------------------------------- */

@@ -30,6 +30,7 @@ struct mgr_hooks {
 };
 
 struct mgr;
+struct bd_snapshot;
 
 /* The manager of opt's plan (--builders, --first-event, --events,
  * --batch, --window-batches, --routing); low water one batch, high water
@@ -86,6 +87,11 @@ struct evm_totals mgr_totals(const struct mgr *m);
 
 /* metrics.json's "routing", "manager" and "builders" sections (each
  * builder's rate over mgr_span). */
+/* The manager's part of a report's snapshot: each builder's view, the
+ * assignment backlog, the span of the tokens, its metrics.json sections
+ * (the three below). */
+void mgr_snapshot(const struct mgr *m, struct bd_snapshot *s);
+
 json_t *mgr_json_routing(const struct mgr *m);
 json_t *mgr_json_manager(const struct mgr *m);
 json_t *mgr_json_builders(const struct mgr *m);

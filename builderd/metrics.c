@@ -1,6 +1,5 @@
 #include "metrics.h"
 
-#include "manager.h"
 #include "metrics_json.h"
 
 #include "core/builder.h"
@@ -224,9 +223,9 @@ static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
 	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
 	SET(o, "fragments_cut_by_stop", U64(a->cut_by_stop));
 	SET(o, "frames_lost_with_readers", U64(a->lost_with_readers));
-	if (b->manager != NULL)
+	if (b->hub)
 		SET(o, CNT_MANAGER(events_lost_with_builders), U64(a->lost_with_builders));
-	if (b->manager != NULL)
+	if (b->hub)
 		SET(o, "frames_lost_with_builders", U64(a->frames_lost_with_builders));
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
 		const struct bd_peer *p = peer_at(b->peers, i);
@@ -417,12 +416,9 @@ json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
 	json_processes(root, b);
 	SET(root, "reader_links", json_reader_links(b));
 	SET(root, "memory_bounds", json_memory_bounds(b));
-	if (b->manager != NULL) {
-		/* --role hub (docs/BUILDERS.md): the plan, the manager, each builder. */
-		SET(root, "routing", mgr_json_routing(b->manager));
-		SET(root, "manager", mgr_json_manager(b->manager));
-		SET(root, "builders", mgr_json_builders(b->manager));
-	}
+	/* --role hub (docs/BUILDERS.md): the plan, the manager, each builder. */
+	for (size_t i = 0; i < b->n_sections; i++)
+		SET(root, b->sections[i].name, b->sections[i].make(b->sections[i].owner));
 	return root;
 }
 

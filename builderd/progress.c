@@ -1,6 +1,5 @@
 #include "progress.h"
 
-#include "manager.h"
 #include "peers.h"
 #include "snapshot.h"
 
@@ -85,16 +84,11 @@ void prog_end(struct prog *p)
  * (each builder's rate and events from its STATS, the rest the manager's). */
 static void prog_builders(char *line, size_t size, const struct bd_snapshot *s)
 {
-	struct evm_builder_view v;
-	uint64_t backlog = 0;
-	for (uint32_t k = 0; k < s->opt->builders; k++)
-		if (mgr_builder_view(s->manager, k, &v))
-			backlog += v.in_flight;
-	int n = snprintf(line, size, "; backlog %" PRIu64, backlog);
-	for (uint32_t k = 0; k < s->opt->builders && n > 0 && (size_t)n < size; k++) {
+	int n = snprintf(line, size, "; backlog %" PRIu64, s->assignment_backlog);
+	for (uint32_t k = 0; k < s->opt->builders && k < EVM_MAX_BUILDERS && n > 0 && (size_t)n < size;
+	     k++) {
 		const struct bd_peer *p = peer_builder(s->peers, k);
-		if (!mgr_builder_view(s->manager, k, &v))
-			continue;
+		const struct evm_builder_view v = s->builder_views[k];
 		n += snprintf(line + n, size - (size_t)n,
 			      "; b%u %" PRIu64 "/s %" PRIu64 " built, %u tokens, %" PRIu64 "/%" PRIu64
 			      " held/cap%s", k, p->report != NULL ? 0 : p->live.events_per_s,
@@ -135,6 +129,6 @@ void prog_line(char *line, size_t size, const struct bd_snapshot *s, double rate
 			 s->opt->run_id, c->events_complete, rate, c->events_accepted,
 			 c->events_expired, complete, s->pending, pending, limit, held_ns / 1e6, p99,
 			 eta);
-	if (s->manager != NULL && n > 0 && (size_t)n < size)
+	if (s->hub && n > 0 && (size_t)n < size)
 		prog_builders(line + n, size - (size_t)n, s);
 }

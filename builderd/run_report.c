@@ -69,9 +69,8 @@ void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *se
 		fleet_snapshot(b->fleet, s);
 	else
 		ing_snapshot(b->ing, s);
-	s->manager = b->mgr;
-	if (b->mgr != NULL)   /* the rates are over the span of the tokens */
-		mgr_span(b->mgr, &s->first_fragment_ns, &s->last_complete_ns);
+	if (b->mgr != NULL)
+		mgr_snapshot(b->mgr, s);
 }
 
 static void bd_fill_live(struct evbuffer *out, bool json, void *arg)

@@ -1,7 +1,8 @@
 /* What builderd's reports are made from: a plain copy of the run's figures,
  * filled by the modules that own them (the hub: peers, errors, status; the
  * control port: its greetings; progress: the rate; ingest: the data paths
- * and the builder core; the output: latencies and records), read by
+ * and the builder core; the output: latencies and records; the event
+ * manager: each builder as it sees it and its own sections), read by
  * metrics.c for metrics.json and the summary, live.c for the live /metrics
  * and /status views, progress.c for the progress line. Nothing here is a
  * module's state: a report never reaches into another module. Private to
@@ -10,11 +11,13 @@
 #define ES_BD_SNAPSHOT_H
 
 #include "core/builder.h"
+#include "core/evm.h"
 #include "core/hist.h"
 #include "peers.h"
 #include "options.h"
 #include "wire/counters.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +25,16 @@
 struct bdc;
 struct ctl_report;
 struct out_uncertainty;
-struct mgr;
+
+/* A section of metrics.json a module owns whole (the event manager's
+ * "routing", "manager" and "builders"), made only when the document is
+ * written: the report calls make(owner) and knows nothing of the owner. */
+struct bd_snap_section {
+	const char *name;
+	json_t *(*make)(const void *owner);
+	const void *owner;
+};
+#define BD_SNAP_SECTIONS 4
 
 /* One TCP connection (rail, core/rails.h) of a reader's data path: its
  * counters, metrics.json's "builder.from_reader.R.rail.K" (wire/counters.h,
@@ -107,9 +119,15 @@ struct bd_snapshot {
 	/* clocks, read through clocks.h only */
 	const struct bdc *clocks;
 
-	/* --role hub: the event manager, read through manager.h only; NULL
-	 * in role both */
-	const struct mgr *manager;
+	/* --role hub: the event manager's part, filled by mgr_snapshot()
+	 * (hub false, the rest empty, in role both): each builder as the
+	 * manager sees it (zero for an id it does not know), the IDs assigned
+	 * and not yet decided over every builder, its sections of metrics.json */
+	bool hub;
+	struct evm_builder_view builder_views[EVM_MAX_BUILDERS];
+	uint64_t assignment_backlog;
+	struct bd_snap_section sections[BD_SNAP_SECTIONS];
+	size_t n_sections;
 
 	/* the builder process itself */
 	const struct ctl_report *self;
