@@ -8,6 +8,12 @@ Rules, each failing with the file, the line and the include:
     include its own layer and the layers below it, never one above.
   - A daemon's folder (builderd/ readoutd/ sourced/) sits above every layer
     and includes no other daemon's folder.
+  - builderd/ is in role folders (docs/CODE.md), each of which includes its
+    own, the root's headers (options.h, peers.h, snapshot.h, ...) and only
+    the folders below it: data/ < clock/ < report/ < hub/ and builder/ <
+    serve/; hub/ never includes builder/ or serve/, builder/ never hub/ or
+    serve/. A root file but main.c includes no folder, and a folder the
+    rule does not know is refused.
   - An include of a common/ header names its layer ("wire/frame.h"); a bare
     name reaches only a header of the including file's own folder.
   - No cycle: modules (x.c with x.h) that include each other in a loop,
@@ -34,6 +40,17 @@ DAEMONS = ["builderd", "readoutd", "sourced"]
 TREES = ["common", *DAEMONS, "tests/unit", "tests/fuzz", "tests/bench", "examples", "tools"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
+# builderd's role folders and the folders each may include besides its own
+# and the root (builderd/*.h); main.c at the root wires them all.
+BUILDERD_FOLDERS = {
+    "data": set(),
+    "clock": {"data"},
+    "report": {"data", "clock"},
+    "hub": {"data", "clock", "report"},
+    "builder": {"data", "clock", "report"},
+    "serve": {"data", "clock", "report", "hub"},
+}
+
 # Cycles that exist today and are removed by a later step of the layout
 # work; each is reported as a warning so it stays visible. Keep this empty
 # once that step lands.
@@ -53,8 +70,12 @@ def rank(module: str) -> int | None:
 
 
 def resolve(root: Path, src: Path, name: str) -> str | None:
-    """Module path an include names, or None for a generated or system one."""
-    for base in (src.parent, root / "common", root):
+    """Module path an include names, or None for a generated or system one.
+    A daemon's folder is on its own files' include path (builderd's role
+    folders include "data/ingest.h"), as the Makefile has it."""
+    rel = src.relative_to(root).parts
+    daemon = [root / rel[0]] if rel[0] in DAEMONS else []
+    for base in (src.parent, *daemon, root / "common", root):
         p = (base / name).resolve()
         if p.is_file():
             return str(p.relative_to(root).with_suffix(""))
@@ -174,6 +195,35 @@ def call_circles(root: Path) -> list[tuple[set[str], str]]:
     return errors
 
 
+def builderd_folder(module: str) -> str | None:
+    """builderd's folder of a module: "" at the root, None outside builderd."""
+    parts = module.split("/")
+    if parts[0] != "builderd":
+        return None
+    return parts[1] if len(parts) > 2 else ""
+
+
+def builderd_folder_violations(root: Path, lines: list[tuple[str, str, str]]) -> list[str]:
+    errors = []
+    unknown = sorted({p.parent.name for p in (root / "builderd").glob("*/*.[ch]")
+                      if p.parent.name not in BUILDERD_FOLDERS})
+    for u in unknown:
+        errors.append(f"builderd/{u}/: not a role folder of builderd (docs/CODE.md: "
+                      f"{', '.join(BUILDERD_FOLDERS)})")
+    for where, module, target in lines:
+        src, dst = builderd_folder(module), builderd_folder(target)
+        if src is None or dst is None or dst == "" or dst == src:
+            continue
+        if src == "":
+            if module != "builderd/main":
+                errors.append(f"{where}: builderd's root ({module}) includes no role folder "
+                              f"({dst}/); only main.c wires them")
+        elif src in BUILDERD_FOLDERS and dst not in BUILDERD_FOLDERS[src]:
+            errors.append(f"{where}: builderd/{src}/ may not include builderd/{dst}/ (it may "
+                          f"include {', '.join(sorted(BUILDERD_FOLDERS[src])) or 'no other folder'})")
+    return errors
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=Path(__file__).resolve().parent.parent, type=Path)
@@ -181,6 +231,7 @@ def main() -> int:
 
     errors: list[str] = []
     graph: dict[str, set[str]] = {}
+    graph_lines: list[tuple[str, str, str]] = []   # (where, module, target) of every include
     files = sorted(p for t in TREES if (root / t).is_dir()
                    for p in (root / t).rglob("*") if p.suffix in (".c", ".h"))
     for src in files:
@@ -197,6 +248,7 @@ def main() -> int:
                 continue
             if target != module:
                 graph[module].add(target)
+                graph_lines.append((where, module, target))
             if target.startswith("common/") and not name.startswith(tuple(l + "/" for l in LAYERS)):
                 errors.append(f"{where}: a common/ header is included by its layer path")
             src_rank, dst_rank = rank(module), rank(target)
@@ -207,6 +259,7 @@ def main() -> int:
                     and module.split("/")[0] != target.split("/")[0]:
                 errors.append(f"{where}: one daemon's folder includes another's")
 
+    errors += builderd_folder_violations(root, graph_lines)
     warnings = []
     for comp in strongly_connected(graph):
         if any(comp <= known for known in KNOWN_CYCLES):

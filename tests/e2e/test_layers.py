@@ -66,6 +66,34 @@ class LayerCheckTest(unittest.TestCase):
         self.assertIn("one daemon's folder includes another's", r.stderr)
 
 
+    def test_builderd_role_folders_keep_their_order(self):
+        base = {"builderd/options.h": "", "builderd/data/ingest.h": '#include "options.h"\n',
+                "builderd/report/live.h": "", "builderd/hub/run.h": "",
+                "builderd/builder/brun.h": "", "builderd/serve/hubsession.h": "",
+                "builderd/main.c": '#include "hub/run.h"\n#include "builder/brun.h"\n'
+                                   '#include "serve/hubsession.h"\n',
+                "builderd/hub/run.c": '#include "hub/run.h"\n#include "data/ingest.h"\n'
+                                      '#include "report/live.h"\n'}
+        self.assertEqual(run_check(self._tree(base)).returncode, 0)
+        bad = {
+            "builderd/data/tcp.c": ('#include "report/live.h"\n',
+                                    "builderd/data/ may not include builderd/report/"),
+            "builderd/hub/fleet.c": ('#include "builder/brun.h"\n',
+                                     "builderd/hub/ may not include builderd/builder/"),
+            "builderd/builder/hublink.c": ('#include "hub/run.h"\n',
+                                           "builderd/builder/ may not include builderd/hub/"),
+            "builderd/hub/books.c": ('#include "serve/hubsession.h"\n',
+                                     "builderd/hub/ may not include builderd/serve/"),
+            "builderd/peers.c": ('#include "data/ingest.h"\n',
+                                 "builderd's root (builderd/peers) includes no role folder"),
+            "builderd/misc/x.c": ("", "builderd/misc/: not a role folder"),
+        }
+        for name, (text, message) in bad.items():
+            with self.subTest(name):
+                r = run_check(self._tree({**base, name: text}))
+                self.assertEqual(r.returncode, 1, r.stdout)
+                self.assertIn(message, r.stderr)
+
     def test_call_circle_fails_naming_it(self):
         # Three files of one daemon calling round in a loop, and two of
         # common/ calling each other across modules.
