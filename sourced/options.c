@@ -83,6 +83,12 @@ const struct opt_spec src_option_specs[] = {
 	OPT_UINT("delay-ms", "D", O, faults.delay_ms, 0, 3600000,
 		 .help = "... for D ms while later ones go on"),
 	OPT_FLAG("reorder", O, faults.reorder, .help = "send event IDs in swapped pairs"),
+	OPT_STRING("replay", "RUN_DIR", O, replay_dir, .group = "Replay",
+		   .help = "send this source's fragments as a run recorded them in\n"
+			   "RUN_DIR's event files (payloads as recorded, new\n"
+			   "timestamps, this run's number), paced by --rate; an\n"
+			   "event ID the recording lacks is omitted. --payload is\n"
+			   "the largest recorded payload allowed"),
 	OPT_HOSTPORT("connect", "HOST:PORT", O, data_host, data_port, 1, .fixed = true, .required = true,
 		     .group = "Connections", .help = "the reader's data port"),
 	OPT_HOSTPORT("control", "HOST:PORT", O, control_host, control_port, 1, .fixed = true, .required = true,
@@ -115,6 +121,12 @@ bool src_options_check(void *opts, const struct daemon_options *d)
 	const struct src_options *o = opts;
 	if (o->faults.delay_every != 0 && o->faults.delay_ms == 0) {
 		fprintf(stderr, "sourced: --delay-every needs --delay-ms\n");
+		return false;
+	}
+	if (o->replay_dir[0] != '\0' && (o->faults.missing_every || o->faults.duplicate_every ||
+					   o->faults.delay_every || o->faults.reorder)) {
+		fprintf(stderr, "sourced: --replay sends what was recorded: it takes none of "
+				"--missing-every, --duplicate-every, --delay-every, --reorder\n");
 		return false;
 	}
 	return true;

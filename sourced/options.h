@@ -57,6 +57,7 @@ struct src_options {
 	uint32_t batch_bytes;           /* send buffer: frames per write() */
 	uint32_t max_delayed;           /* delayed fragments held at once */
 	uint32_t pace_tick_us;          /* paced sources wake on this grid */
+	char replay_dir[4096];          /* --replay: a recorded run's directory; "" = generate */
 	bool quiet;
 };
 
@@ -70,7 +71,8 @@ extern const struct opt_spec src_option_specs[];
 extern const size_t src_option_count;
 extern const char src_usage_synopsis[], src_usage_description[], src_usage_example[];
 
-/* What no single option can check: --delay-every needs --delay-ms. */
+/* What no single option can check: --delay-every needs --delay-ms;
+ * --replay sends what was recorded and takes none of the seed's faults. */
 bool src_options_check(void *opts, const struct daemon_options *d);
 
 #endif

@@ -2,6 +2,7 @@
 
 #include "faults.h"
 #include "pace.h"
+#include "replay.h"
 #include "report.h"
 #include "stream.h"
 
@@ -55,6 +56,7 @@ struct src {
 	uint32_t delayed_head;
 	uint32_t delayed_count;
 
+	struct src_replay *replay;     /* --replay, or NULL */
 	bool stop_requested;
 	struct src_counters c;
 	struct prom_server *prom;      /* --metrics-listen */
@@ -113,6 +115,15 @@ static void src_generate(struct src *s, uint64_t now)
 	if ((s->stamp_uses++ & 15u) == 0)
 		s->stamp_ns = clk_realtime_ns();
 	uint64_t ts = s->stamp_ns;
+	if (s->replay != NULL) {
+		const uint8_t *payload;
+		uint32_t len;
+		if (replay_fragment(s->replay, event_id, &payload, &len))
+			stream_append_payload(s->stream, event_id, ts, payload, len);
+		else
+			s->c.frags_omitted++;
+		return;
+	}
 	if (gen_is_delayed(&o->faults, o->seed, o->run_id, event_id, sid)) {
 		uint32_t tail = (s->delayed_head + s->delayed_count) % o->max_delayed;
 		s->delayed[tail] = (struct src_delayed){
@@ -441,6 +452,25 @@ static int src_connect(struct src *s)
 	return s->ctl != NULL && s->dial != NULL ? 0 : -EIO;
 }
 
+/* --replay: the recording mapped and verified before anything is sent. */
+static int src_open_replay(struct src *s)
+{
+	struct replay_summary sum;
+	char error[4400];
+	int rc = replay_open(&s->replay, s->opt.replay_dir, (uint16_t)s->opt.id,
+			     s->opt.payload_bytes, error, sizeof error);
+
+	if (rc < 0) {
+		log_error("Source %u: %s", s->opt.id, error);
+		return rc;
+	}
+	replay_summary(s->replay, &sum);
+	log_info("Source %u replays %s: %" PRIu64 " of its fragments (events %" PRIu64 " .. %" PRIu64
+		 ") in %" PRIu64 " records of %u files", s->opt.id, s->opt.replay_dir, sum.fragments,
+		 sum.first_event, sum.last_event, sum.records, sum.files);
+	return 0;
+}
+
 struct src *src_create(struct event_base *base, const struct src_options *opt)
 {
 	struct src *s = calloc(1, sizeof *s);
@@ -457,6 +487,8 @@ struct src *src_create(struct event_base *base, const struct src_options *opt)
 	if (s->stream == NULL || s->delayed == NULL || s->ev_pace == NULL)
 		goto fail;
 	snprintf(s->peer, sizeof s->peer, "%s:%u", opt->data_host, (unsigned)opt->data_port);
+	if (opt->replay_dir[0] != '\0' && src_open_replay(s) < 0)
+		goto fail;
 	if (opt->metrics_host[0] != '\0') {
 		uint16_t port;
 		s->prom = prom_server_start(base, opt->metrics_host, opt->metrics_port, src_fill_metrics,
@@ -502,6 +534,7 @@ void src_destroy(struct src *s)
 		event_free(s->ev_pace);
 	fault_stall_free(s->stall);
 	stream_destroy(s->stream);
+	replay_close(s->replay);
 	free(s->delayed);
 	free(s);
 }

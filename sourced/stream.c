@@ -81,6 +81,20 @@ bool stream_has_room(const struct src_stream *st)
 	return st->cap - st->len >= 2 * stream_frame_bytes(st) + FRM_HEADER_BYTES;
 }
 
+void stream_append_payload(struct src_stream *st, uint64_t event_id, uint64_t timestamp_ns,
+			   const uint8_t *payload, uint32_t len)
+{
+	struct frm_header h = { .source_id = (uint16_t)st->opt->id, .run_id = st->opt->run_id,
+				.event_id = event_id, .sequence = st->sequence++,
+				.timestamp_ns = timestamp_ns, .payload_len = len };
+	size_t n = frm_encode(st->out + st->len, &h, payload);
+
+	st->len += n;
+	st->c->frags_sent++;
+	st->c->frames_wire++;
+	st->c->bytes_wire += n;
+}
+
 void stream_append_fragment(struct src_stream *st, uint64_t event_id, uint64_t timestamp_ns)
 {
 	const struct src_options *o = st->opt;

@@ -40,6 +40,12 @@ bool stream_has_room(const struct src_stream *st);
  * when the seed's faults duplicate it. */
 void stream_append_fragment(struct src_stream *st, uint64_t event_id, uint64_t timestamp_ns);
 
+/* Appends the fragment of event_id with a payload given (--replay: as a
+ * run recorded it, at most the configured payload size): its one copy in
+ * this process. */
+void stream_append_payload(struct src_stream *st, uint64_t event_id, uint64_t timestamp_ns,
+			   const uint8_t *payload, uint32_t len);
+
 /* Appends the END frame (its event ID the run's event count). */
 void stream_append_end(struct src_stream *st);
 bool stream_end_queued(const struct src_stream *st);
