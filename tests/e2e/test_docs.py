@@ -143,3 +143,43 @@ class SetUpTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CodeMapTest(unittest.TestCase):
+    """docs/CODE.md is the map of the tree: every C file is on it, and every
+    file it names is there."""
+
+    TREES = ("common", "builderd", "readoutd", "sourced", "tools", "examples")
+    # Names the map uses as examples of what a newcomer would add, and
+    # placeholders (NAME.json): not files of the tree.
+    EXAMPLES = {"kubernetes.py"}
+
+    def test_every_c_file_is_on_the_map(self):
+        code = (ROOT / "docs" / "CODE.md").read_text()
+        ticks = set(re.findall(r"`([^`\s]+)`", code))
+        missing = []
+        for tree in self.TREES:
+            for p in sorted((ROOT / tree).rglob("*.c")):
+                rel = p.relative_to(ROOT)
+                names = {p.stem, p.name, str(rel), str(rel.with_suffix("")),
+                         str(p.relative_to(ROOT / tree)),
+                         str(p.relative_to(ROOT / tree).with_suffix(""))}
+                if not names & ticks:
+                    missing.append(str(rel))
+        self.assertEqual(missing, [], "C files docs/CODE.md does not name")
+
+    def test_every_file_on_the_map_exists(self):
+        code = (ROOT / "docs" / "CODE.md").read_text()
+        files = [p for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts
+                 and not any(part == "build" or part.startswith("build-")
+                             for part in p.relative_to(ROOT).parts)]
+        rels = {str(p.relative_to(ROOT)) for p in files}
+        names = {p.name for p in files}
+        absent = []
+        for t in sorted(set(re.findall(r"`([^`\s]+)`", code))):
+            if not re.fullmatch(r"[\w./-]+\.(c|h|py|md|json|toml|sh)", t) or t in self.EXAMPLES \
+                    or re.search(r"[A-Z]{2,}", t.rsplit("/", 1)[-1].split(".")[0]):
+                continue
+            if t not in rels and t not in names and not any(r.endswith("/" + t) for r in rels):
+                absent.append(t)
+        self.assertEqual(absent, [], "files docs/CODE.md names that are not in the tree")
