@@ -1,6 +1,7 @@
 /* The operator's requests to the serving hub (hubhttp.h). */
 #include "hubhttp.h"
 
+#include "hubfsm.h"
 #include "hubsession.h"
 
 #include "io/ctlhttp.h"
@@ -18,6 +19,68 @@ struct hubhttp {
 static json_t *ms_or_null(double ms)
 {
 	return ms < 0 ? json_null() : json_real(ms);
+}
+
+/* The operator's requests and the events of the state machine they are:
+ * what /state offers as the actions that apply now, with their arguments. */
+static const struct {
+	enum hub_event event;
+	const char *path;
+	const char *run;        /* what its "run" must be; NULL: it takes none */
+	bool args;              /* it takes "args", every daemon's arguments */
+} actions[] = {
+	{ HUB_EV_CONFIGURE, "/configure", "the new run's number, 1 .. 4294967295", true },
+	{ HUB_EV_START, "/start", "the configured run's number", false },
+	{ HUB_EV_STOP, "/stop", "the running run's number", false },
+	{ HUB_EV_RESET, "/reset", NULL, false },
+	{ HUB_EV_SHUTDOWN, "/shutdown", NULL, false },
+};
+
+static json_t *hubhttp_action_args(size_t a)
+{
+	json_t *args = json_object();
+	if (actions[a].run != NULL)
+		json_object_set_new(args, "run", json_string(actions[a].run));
+	if (actions[a].args)
+		json_object_set_new(args, "args", json_string(
+			"an object of every daemon's arguments: {\"hub\": [...], \"reader.0\": "
+			"[...], \"source.0\": [...], ...}"));
+	return args;
+}
+
+/* "machine": every state and rule; "actions": the operator's requests that
+ * apply in the state now, each with its arguments, as the rules say. */
+static void hubhttp_machine(json_t *state, enum hub_state now)
+{
+	json_t *states = json_array(), *rules = json_array(), *offered = json_array();
+	for (int st = 0; st < HUB_STATE_COUNT; st++)
+		json_array_append_new(states, json_pack("{s:s, s:b}", "name", hub_state_name(st),
+							"deadline", hub_state_has_deadline(st)));
+	for (size_t i = 0; i < hub_fsm_rule_count(); i++) {
+		const struct hub_rule *r = hub_fsm_rule_at(i);
+		json_t *from = json_array();
+		for (int st = 0; st < HUB_STATE_COUNT; st++)
+			if (r->from & (1u << st))
+				json_array_append_new(from, json_string(hub_state_name(st)));
+		json_array_append_new(rules, json_pack("{s:s, s:o, s:s, s:s}", "event",
+			hub_event_name(r->event), "from", from, "to", hub_state_name(r->to),
+			"meaning", r->meaning));
+	}
+	for (size_t a = 0; a < sizeof actions / sizeof actions[0]; a++) {
+		for (size_t i = 0; i < hub_fsm_rule_count(); i++) {
+			const struct hub_rule *r = hub_fsm_rule_at(i);
+			if (r->event != actions[a].event || !hub_fsm_rule_applies(r, now))
+				continue;
+			json_array_append_new(offered, json_pack("{s:s, s:s, s:o, s:s, s:s}",
+				"action", hub_event_name(r->event), "path", actions[a].path,
+				"args", hubhttp_action_args(a), "to", hub_state_name(r->to),
+				"meaning", r->meaning));
+			break;
+		}
+	}
+	json_object_set_new(state, "machine", json_pack("{s:o, s:o}", "states", states,
+							"rules", rules));
+	json_object_set_new(state, "actions", offered);
 }
 
 static json_t *hubhttp_state(const struct hub_session *hs)
@@ -45,9 +108,12 @@ static json_t *hubhttp_state(const struct hub_session *hs)
 			"stop_to_books_ms", ms_or_null(s->stop_to_books_ms), "out", s->out,
 			"ended_by", s->ended_by));
 	}
-	return json_pack("{s:s, s:I, s:s, s:o, s:o, s:o}", "state",
-			 hub_state_name(hub_state_now(hs)), "run", (json_int_t)hub_run_now(hs),
-			 "error", hub_error(hs), "peers", peers, "missing", missing, "runs", runs);
+	json_t *state = json_pack("{s:s, s:I, s:s, s:o, s:o, s:o}", "state",
+				  hub_state_name(hub_state_now(hs)), "run", (json_int_t)hub_run_now(hs),
+				  "error", hub_error(hs), "peers", peers, "missing", missing, "runs", runs);
+	if (state != NULL)
+		hubhttp_machine(state, hub_state_now(hs));
+	return state;
 }
 
 /* body's "run": 1 .. 2^32-1; 0 when absent or out of range. */
