@@ -8,6 +8,7 @@
 #include "sys/clock.h"
 #include "sys/log.h"
 #include "io/net.h"
+#include "wire/counters.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
@@ -21,29 +22,9 @@
  * from there and logs within that listener's rate limit. */
 static struct greet_door *greet_door_now;
 
-/* ---- log rate limit ---------------------------------------------------- */
-
-#define GREET_LOG_WINDOW_NS 1000000000u
-
-static void greet_door_flush_log(struct greet_door *d)
-{
-	if (d->log_suppressed == 0)
-		return;
-	log_warn("Greetings refused or failed on %s: %" PRIu64 " more in the last second, not logged one by one (every one is counted in refused_connections)",
-		 d->name, d->log_suppressed);
-	d->log_suppressed = 0;
-}
-
-static void greet_door_on_log_timer(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	greet_door_flush_log(arg);
-}
-
-/* A refusal or failure line of a listener: the first GREET_LOG_PER_SECOND
- * of a second are printed, the others summed up when the second ends, so a
- * flood of bad greetings cannot flood the log. */
+/* A refusal or failure line of a listener, within its door's rate. */
+static void greet_door_log(struct greet_door *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static void greet_door_log(struct greet_door *d, const char *fmt, ...)
 {
 	char line[2 * CTL_MAX_TEXT + 128];
@@ -51,28 +32,10 @@ static void greet_door_log(struct greet_door *d, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	if (d == NULL) {
+	if (d == NULL)
 		log_warn("%s", line);
-		return;
-	}
-	uint64_t now = clk_monotonic_ns();
-	if (now - d->log_window_ns >= GREET_LOG_WINDOW_NS) {
-		greet_door_flush_log(d);
-		d->log_window_ns = now;
-		d->log_lines = 0;
-	}
-	if (d->log_lines < GREET_LOG_PER_SECOND) {
-		d->log_lines++;
-		log_warn("%s", line);
-		return;
-	}
-	d->log_suppressed++;
-	if (d->ev_log != NULL && !evtimer_pending(d->ev_log, NULL)) {
-		uint64_t left = d->log_window_ns + GREET_LOG_WINDOW_NS - now;
-		struct timeval tv = { .tv_sec = (time_t)(left / 1000000000u),
-				      .tv_usec = (suseconds_t)(left % 1000000000u) / 1000 };
-		evtimer_add(d->ev_log, &tv);
-	}
+	else
+		ratelog_warn(&d->log, "%s", line);
 }
 
 /* ---- doors --------------------------------------------------------------- */
@@ -86,17 +49,17 @@ void greet_door_init(struct greet_door *door, struct event_base *base, const cha
 	snprintf(door->self, sizeof door->self, "%s", self);
 	door->timeout_ms = timeout_ms;
 	door->refused = refused;
-	door->ev_log = evtimer_new(base, greet_door_on_log_timer, door);
+	char what[sizeof door->log.what];
+	snprintf(what, sizeof what, "Greetings refused or failed on %s", door->name);
+	/* Every daemon with a door counts its refusals under this one name. */
+	ratelog_init(&door->log, base, what, CNT_READER(refused_connections));
 }
 
 void greet_door_close(struct greet_door *door)
 {
 	while (door->greetings != NULL)
 		greet_free(door->greetings, true);
-	greet_door_flush_log(door);
-	if (door->ev_log != NULL)
-		event_free(door->ev_log);
-	door->ev_log = NULL;
+	ratelog_close(&door->log);
 }
 
 /* The address part of "host:port" (every Unix-socket peer is one address:
