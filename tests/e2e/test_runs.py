@@ -19,7 +19,7 @@ from pathlib import Path
 from harness import E2ETestCase, read_json, read_port_file, unbalanced
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "deploy"))
-from daqlib.hubclient import Hub  # noqa: E402
+from daqlib.hubclient import Hub, read_key  # noqa: E402
 
 
 def proc_figures(pid: int) -> dict:
@@ -32,10 +32,12 @@ def proc_figures(pid: int) -> dict:
 
 
 class Cluster:
-    """One hub, one reader, two sources on loopback, started once, serving."""
+    """One hub, one reader, two sources on loopback, started once, serving;
+    every daemon with key_file as its run key when one is given."""
 
-    def __init__(self, test: E2ETestCase, sources=(0, 1)):
+    def __init__(self, test: E2ETestCase, sources=(0, 1), key_file: Path | None = None):
         self.h, self.sources = test.h, tuple(sources)
+        self.key_args = ["--run-key-file", str(key_file)] if key_file else []
         h = self.h
         # The reader's port stays the same when it is restarted, as a
         # deployment's would: --connect is fixed for a serving source.
@@ -46,19 +48,21 @@ class Cluster:
         self.hub_args = ["--sources", str(len(self.sources)), "--readers", "1",
                          "--listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0"]
         pf = h.path("ports", "hub.port")
-        self.hub_proc = h.daemon("builderd", "hub", ["--run", "1", *self.hub_args,
+        self.hub_proc = h.daemon("builderd", "hub", ["--run", "1", *self.hub_args, *self.key_args,
                                                      "--out", h.path("base"), "--port-file", pf,
                                                      "--session-listen", "127.0.0.1:0",
                                                      "--control-http", "127.0.0.1:0"])
         self.ports = h.wait_port_file(pf, ("data", "control", "session", "http"),
                                       proc=self.hub_proc)
-        self.hub = Hub(f"http://127.0.0.1:{self.ports['http']}", None)
+        self.hub = Hub(f"http://127.0.0.1:{self.ports['http']}",
+                       read_key(key_file) if key_file else None)
         self.reader_port_file = h.path("ports", "reader-0.port")
         self.reader = self.start_reader()
         self.reader_port = h.wait_port_file(self.reader_port_file, ("data",),
                                             proc=self.reader)["data"]
         self.source_procs = [h.daemon("sourced", f"source-{s}", ["--run", "1", *self.source_args(
-            s, events=10, payload=16, rate=0), "--session", self.session]) for s in self.sources]
+            s, events=10, payload=16, rate=0), *self.key_args, "--session", self.session])
+            for s in self.sources]
         self.wait_joined()
 
     @property
@@ -67,6 +71,7 @@ class Cluster:
 
     def start_reader(self):
         return self.h.daemon("readoutd", "reader-0", ["--run", "1", *self.reader_args(),
+                                                      *self.key_args,
                                                       "--port-file", self.reader_port_file,
                                                       "--session", self.session])
 
