@@ -248,14 +248,10 @@ static void httplisten_on_resume(evutil_socket_t fd, short what, void *arg)
 	httplisten_resume(l);
 }
 
-static bool httplisten_errno_resources(int err)
-{
-	return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
-}
-
-/* accept failed for a reason libevent does not retry by itself: for want
- * of resources, pause (the socket stays readable, so retrying at once
- * would spin); anything else is logged within the rate. */
+/* accept failed for a reason libevent does not retry by itself (EMFILE,
+ * ENFILE, ENOBUFS, ENOMEM: out of descriptors or memory): the socket stays
+ * readable, so retrying at once would spin; pause instead, longer each
+ * time until an accept succeeds. */
 static void httplisten_on_accept_error(struct evconnlistener *lev, void *arg)
 {
 	(void)arg;   /* evhttp's */
@@ -265,11 +261,6 @@ static void httplisten_on_accept_error(struct evconnlistener *lev, void *arg)
 		l = l->next_listener;
 	if (l == NULL)
 		return;
-	if (!httplisten_errno_resources(err)) {
-		ratelog_warn(&l->log, "Cannot accept a connection on %s: %s", l->name,
-			     strerror(err));
-		return;
-	}
 	l->stats.accept_backoffs++;
 	ratelog_warn(&l->log, "Cannot accept a connection on %s: %s; accepting again in %u ms",
 		     l->name, strerror(err), (unsigned)l->backoff_ms);

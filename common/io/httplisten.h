@@ -13,8 +13,9 @@
  *   accept, however its bytes trickle in (evhttp's own timeout restarts
  *   with every byte): a request is sent and answered well within it, and
  *   a client that keeps a connection open reconnects;
- * - when accept fails for want of descriptors or memory (EMFILE, ENFILE,
- *   ENOBUFS, ENOMEM) the listener stops accepting for a while
+ * - when accept fails other than for a reason libevent retries itself
+ *   (EMFILE, ENFILE, ENOBUFS, ENOMEM: for want of descriptors or memory)
+ *   the listener stops accepting for a while
  *   (HTTPLISTEN_BACKOFF_MIN_MS doubling to HTTPLISTEN_BACKOFF_MAX_MS, back
  *   to the minimum at the next accept) instead of retrying at once on a
  *   socket that stays readable;
@@ -44,7 +45,7 @@ struct httplisten_stats {
 	uint64_t accepted;             /* connections accepted */
 	uint64_t evicted;              /* closed to make room for a newcomer */
 	uint64_t timed_out;            /* closed at the deadline */
-	uint64_t accept_backoffs;      /* accepts failed for want of resources, each a pause */
+	uint64_t accept_backoffs;      /* accepts failed (out of descriptors, say), each a pause */
 	uint64_t log_suppressed;       /* lines held back by the rate (still counted above) */
 	unsigned open;                 /* connections open now */
 };

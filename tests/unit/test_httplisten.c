@@ -30,6 +30,13 @@
 
 #include "loop.h"
 
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 static struct event_base *base;
 
 static void setup(void)
@@ -280,6 +287,11 @@ static double cpu_s(void)
  * descriptors are freed the waiting request is served. */
 START_TEST(test_accept_backs_off_without_descriptors)
 {
+	/* valgrind keeps a descriptor limit of its own: the kernel's accept
+	 * succeeds past it and valgrind closes the connection and says EMFILE,
+	 * so the client is never served. The test means the kernel's limit. */
+	if (RUNNING_ON_VALGRIND)
+		return;
 	struct httplisten *l = NULL;
 	uint16_t port = 0;
 	ck_assert_int_eq(httplisten_open(base, "127.0.0.1", 0, "the test port", &l, &port), 0);
@@ -290,8 +302,9 @@ START_TEST(test_accept_backs_off_without_descriptors)
 	/* Every descriptor taken. */
 	int hog[4096];
 	unsigned hogs = 0;
-	struct rlimit lim = { 0 };
+	struct rlimit lim = { 0 }, was;
 	getrlimit(RLIMIT_NOFILE, &lim);
+	was = lim;
 	lim.rlim_cur = (rlim_t)open_fds() + 16;
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
 	for (int fd; hogs < 4096 && (fd = dup(0)) >= 0;)
@@ -308,6 +321,7 @@ START_TEST(test_accept_backs_off_without_descriptors)
 	ck_assert_uint_eq(st.accepted, 0);
 	while (hogs > 0)
 		close(hog[--hogs]);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
 	char got[256] = "";
 	uint64_t start = mono_ms();
 	while (strstr(got, "served /status") == NULL && mono_ms() - start < 3000) {
