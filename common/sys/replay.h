@@ -11,10 +11,12 @@
 
 #include <stdint.h>
 
-/* Nonces remembered at once: at the endpoint's 30 s either way, a request
- * stays remembered at most 60 s, so this takes about 68 signed requests a
- * second sustained, far beyond an operator's and a launcher's polling. */
-#define REPLAY_MAX_NONCES 4096u
+/* Nonces remembered at once (40 bytes each): at the endpoint's 30 s
+ * either way a request stays remembered 30 s when the clocks agree and at
+ * most 60 s, so this takes 270 to 540 signed requests a second sustained,
+ * several times a launcher polling /state every 20 ms besides an
+ * operator's. */
+#define REPLAY_MAX_NONCES 16384u
 
 /* A nonce as the client sends it: 32 hex digits (16 random bytes). */
 #define REPLAY_NONCE_HEX 32u
