@@ -81,7 +81,11 @@ typedef void (*greet_accept_cb)(int fd, const struct ctl_hello *hello, const cha
  * greeting in progress that has come least far (no byte of its HELLO, then
  * part of one) for longest, of that address or of the whole door, is
  * evicted: told GREET_BUSY_CODE, closed, and reported to cb as failed
- * (fd < 0), so that the daemon counts it in refused_connections. */
+ * (fd < 0), so that the daemon counts it in refused_connections. When
+ * accept fails for want of descriptors, each waiting connection is
+ * accepted on a descriptor held back for this and closed at once (counted
+ * in refused_connections, logged within the rate), so that the listening
+ * socket does not stay readable and the loop spin. */
 void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb, void *arg);
 
 /* Reads a HELLO from a freshly accepted fd, outside any door's cap (for

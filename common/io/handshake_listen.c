@@ -10,7 +10,9 @@
 #include "io/net.h"
 #include "wire/counters.h"
 
+#include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,6 +42,40 @@ static void greet_door_log(struct greet_door *d, const char *fmt, ...)
 
 /* ---- doors --------------------------------------------------------------- */
 
+/* One descriptor held back, for the moment accept fails for want of them
+ * (EMFILE, ENFILE): the listening socket then stays readable and the loop
+ * would spin on an accept that cannot succeed, so the spare is let go, the
+ * waiting connection accepted and closed at once (a client retries a
+ * closed greeting) and the spare taken again. One per process, for every
+ * door: the loop is single-threaded. */
+static int greet_spare_fd = -1;
+
+static void greet_spare_take(void)
+{
+	if (greet_spare_fd < 0)
+		greet_spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/* Out of descriptors (err) with connections waiting on listen_fd: each is
+ * accepted on the spare's descriptor and closed, refused and counted. */
+static void greet_door_shed(struct greet_door *d, int listen_fd, int err)
+{
+	while (greet_spare_fd >= 0) {
+		close(greet_spare_fd);
+		greet_spare_fd = -1;
+		char peer[CTL_MAX_TEXT];
+		int conn = net_accept(listen_fd, peer, sizeof peer);
+		if (conn >= 0)
+			close(conn);
+		greet_spare_take();
+		if (conn < 0)
+			return;
+		(*d->refused)++;
+		greet_door_log(d, "Refused %s on %s: %s; closed at once", peer, d->name,
+			       strerror(err));
+	}
+}
+
 void greet_door_init(struct greet_door *door, struct event_base *base, const char *name,
 		     const char *self, uint64_t timeout_ms, uint64_t *refused)
 {
@@ -49,6 +85,7 @@ void greet_door_init(struct greet_door *door, struct event_base *base, const cha
 	snprintf(door->self, sizeof door->self, "%s", self);
 	door->timeout_ms = timeout_ms;
 	door->refused = refused;
+	greet_spare_take();
 	char what[sizeof door->log.what];
 	snprintf(what, sizeof what, "Greetings refused or failed on %s", door->name);
 	/* Every daemon with a door counts its refusals under this one name. */
@@ -320,6 +357,8 @@ void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb
 	for (;;) {
 		char peer[CTL_MAX_TEXT];
 		int conn = net_accept(listen_fd, peer, sizeof peer);
+		if (conn == -EMFILE || conn == -ENFILE)
+			greet_door_shed(door, listen_fd, -conn);
 		if (conn < 0)
 			return;
 		char address[CTL_MAX_TEXT];
