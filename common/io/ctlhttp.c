@@ -167,8 +167,9 @@ static bool ctlhttp_take_hex(const char *p, size_t n, char *out)
 	return true;
 }
 
-/* Parses "es-hmac <unix-ms> <nonce> <hex>": the time, the nonce and the
- * proof, both lowercased. */
+/* Parses "es-hmac <unix-ms> <nonce> <hex>": the time, the nonce (lowercase
+ * hex as it was signed, so that one nonce has one spelling to remember)
+ * and the proof, lowercased. */
 static bool ctlhttp_parse_authorization(const char *value, uint64_t *ms,
 					char nonce[REPLAY_NONCE_HEX + 1],
 					char hex[CTLHTTP_HEX_DIGITS + 1])
@@ -186,7 +187,8 @@ static bool ctlhttp_parse_authorization(const char *value, uint64_t *ms,
 	if (digits == 0 || p[digits] != ' ')
 		return false;
 	p += digits + 1;
-	if (!ctlhttp_take_hex(p, REPLAY_NONCE_HEX, nonce) || p[REPLAY_NONCE_HEX] != ' ')
+	if (!ctlhttp_take_hex(p, REPLAY_NONCE_HEX, nonce) || memcmp(nonce, p, REPLAY_NONCE_HEX) != 0 ||
+	    p[REPLAY_NONCE_HEX] != ' ')
 		return false;
 	p += REPLAY_NONCE_HEX + 1;
 	return ctlhttp_take_hex(p, CTLHTTP_HEX_DIGITS, hex) && p[CTLHTTP_HEX_DIGITS] == '\0';
@@ -251,8 +253,8 @@ static bool ctlhttp_authorized(struct ctlhttp *h, struct evhttp_request *req, co
 	char nonce[REPLAY_NONCE_HEX + 1], given[CTLHTTP_HEX_DIGITS + 1], want[AUTH_HMAC_HEX];
 	if (!ctlhttp_parse_authorization(value, &ms, nonce, given)) {
 		ctlhttp_refuse(h, req, 401, "malformed Authorization header: it is \"es-hmac UNIX-MS "
-					 "NONCE HEX\" (the time in ms, 32 hex digits of a nonce, "
-					 "64 of the proof)");
+					 "NONCE HEX\" (the time in ms, 32 lowercase hex digits of "
+					 "a nonce, 64 of the proof)");
 		return false;
 	}
 	int64_t now_ms = (int64_t)(clk_realtime_true_ns() / 1000000u);

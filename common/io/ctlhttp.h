@@ -6,7 +6,7 @@
  * the method (404, 405), the body's size (at most CTLHTTP_MAX_BODY bytes,
  * 413), the authorization (401) and the body's JSON (an object, 400).
  * Authorization is `Authorization: es-hmac <unix-ms> <nonce> <hex>`, nonce
- * 32 hex digits the client draws for this request alone and hex
+ * 32 lowercase hex digits the client draws for this request alone and hex
  * HMAC-SHA256 under the run key (sys/auth) of
  * "METHOD\nPATH\nUNIX-MS\nNONCE\nBODY", the time at most CTLHTTP_MAX_SKEW_MS
  * from this host's CLOCK_REALTIME. A signed request is taken once: its

@@ -2,7 +2,6 @@
 
 #include "io/net.h"
 #include "io/ratelog.h"
-#include "sys/clock.h"
 #include "sys/log.h"
 
 #include <errno.h>
@@ -25,7 +24,6 @@ struct httpconn {
 	struct bufferevent *bev;
 	struct evhttp_connection *evcon; /* NULL until found */
 	char address[64];
-	uint64_t accepted_ns;
 	struct event *ev_deadline;
 	struct httpconn *prev, *next;
 };
@@ -178,7 +176,6 @@ static void httplisten_admit(struct httplisten *l, struct httpconn *c)
 	evhttp_connection_get_peer(c->evcon, &host, &port);
 	snprintf(c->address, sizeof c->address, "%s", host != NULL ? host : "?");
 	httplisten_make_room(l, c->address);
-	c->accepted_ns = clk_monotonic_ns();
 	c->ev_deadline = evtimer_new(l->base, httplisten_on_deadline, c);
 	struct timeval tv = { .tv_sec = HTTPLISTEN_DEADLINE_MS / 1000u,
 			      .tv_usec = (HTTPLISTEN_DEADLINE_MS % 1000u) * 1000 };

@@ -260,10 +260,10 @@ START_TEST(test_good_requests_reach_the_handler)
 		ck_assert_str_eq(seen_path, paths[i]);
 		ck_assert_str_eq(seen_body, "{}");
 	}
-	/* Uppercase hex is the same proof. */
+	/* Uppercase hex is the same proof (the nonce is lowercase only). */
 	char auth[200];
 	sign(auth, sizeof auth, run_key, "GET", "/state", now_ms(), "", 0);
-	for (char *p = auth + 8; *p; p++)
+	for (char *p = auth + strlen(auth) - 64; *p; p++)
 		*p = (char)(*p >= 'a' && *p <= 'f' ? *p - 32 : *p);
 	r = request("GET", "/state", auth, "", 0);
 	ck_assert_int_eq(r.status, 200);
@@ -289,6 +289,7 @@ START_TEST(test_authorization_refused)
 		"es-hmac 123 0123 " PROOF,                 /* a short nonce */
 		"es-hmac 123 " NONCE "0 " PROOF,           /* a long one */
 		"es-hmac 123 zz23456789abcdef0123456789abcdef " PROOF,
+		"es-hmac 123 0123456789ABCDEF0123456789abcdef " PROOF, /* one nonce, one spelling */
 		"es-hmac 123 " NONCE " zz" PROOF,
 		"es-hmac 123 " NONCE " " PROOF " x",
 	};
