@@ -6,6 +6,7 @@
 
 #include "io/ctlhttp.h"
 #include "sys/log.h"
+#include "wire/counters.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -83,8 +84,32 @@ static void hubhttp_machine(json_t *state, enum hub_state now)
 	json_object_set_new(state, "actions", offered);
 }
 
-static json_t *hubhttp_state(const struct hub_session *hs)
+/* The endpoint's counters (CNT_LIST_CONTROL_HTTP), so that an operator
+ * sees replays and what the door turned away. */
+static json_t *hubhttp_counters(const struct ctlhttp *http)
 {
+	struct ctlhttp_stats st;
+	ctlhttp_stats(http, &st);
+	const uint64_t values[CNT_CONTROL_HTTP_COUNT] = {
+		[CNT_CONTROL_HTTP_http_requests] = st.requests,
+		[CNT_CONTROL_HTTP_http_refused] = st.refused,
+		[CNT_CONTROL_HTTP_http_replayed] = st.replayed,
+		[CNT_CONTROL_HTTP_http_nonces_full] = st.nonces_full,
+		[CNT_CONTROL_HTTP_http_connections] = st.listener.accepted,
+		[CNT_CONTROL_HTTP_http_evicted] = st.listener.evicted,
+		[CNT_CONTROL_HTTP_http_timed_out] = st.listener.timed_out,
+		[CNT_CONTROL_HTTP_http_accept_backoffs] = st.listener.accept_backoffs,
+		[CNT_CONTROL_HTTP_http_log_suppressed] = st.listener.log_suppressed,
+	};
+	json_t *o = json_object();
+	for (size_t i = 0; i < CNT_CONTROL_HTTP_COUNT; i++)
+		json_object_set_new(o, cnt_control_http_names[i], json_integer((json_int_t)values[i]));
+	return o;
+}
+
+static json_t *hubhttp_state(const struct hubhttp *h)
+{
+	const struct hub_session *hs = h->hs;
 	json_t *peers = json_array(), *missing = json_array(), *runs = json_array();
 	for (size_t i = 0; i < hub_peer_count(hs); i++) {
 		struct hub_peer_view v = hub_peer_at(hs, i);
@@ -108,9 +133,10 @@ static json_t *hubhttp_state(const struct hub_session *hs)
 			"stop_to_books_ms", ms_or_null(s->stop_to_books_ms), "out", s->out,
 			"ended_by", s->ended_by));
 	}
-	json_t *state = json_pack("{s:s, s:I, s:s, s:o, s:o, s:o}", "state",
+	json_t *state = json_pack("{s:s, s:I, s:s, s:o, s:o, s:o, s:o}", "state",
 				  hub_state_name(hub_state_now(hs)), "run", (json_int_t)hub_run_now(hs),
-				  "error", hub_error(hs), "peers", peers, "missing", missing, "runs", runs);
+				  "error", hub_error(hs), "peers", peers, "missing", missing, "runs", runs,
+				  CNT_GROUP_CONTROL_HTTP, hubhttp_counters(h->http));
 	if (state != NULL)
 		hubhttp_machine(state, hub_state_now(hs));
 	return state;
@@ -174,7 +200,7 @@ static int hubhttp_handle(void *arg, const char *method, const char *path, const
 	bool ok;
 	(void)method;     /* ctlhttp answers a wrong method itself */
 	if (strcmp(path, "/state") == 0) {
-		*answer = hubhttp_state(hs);
+		*answer = hubhttp_state(h);
 		return 200;
 	}
 	if (strcmp(path, "/configure") == 0)

@@ -5,9 +5,11 @@
 #include "sys/auth.h"
 #include "sys/clock.h"
 #include "sys/log.h"
+#include "sys/replay.h"
 #include "wire/text.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -28,10 +30,13 @@
 #define CTLHTTP_MS_DIGITS_MAX 15u
 
 struct ctlhttp {
+	struct httplisten *listener;
 	struct evhttp *http;
 	ctlhttp_handler handler;
 	void *arg;
 	uint16_t port;
+	struct replay_set *nonces;      /* the signed requests taken, for their window */
+	struct ctlhttp_stats stats;
 };
 
 /* Each path served and the one method it takes. */
@@ -103,9 +108,10 @@ static void ctlhttp_send(struct evhttp_request *req, int status, json_t *answer)
 
 /* Answers {"error": reason}, the reason made valid UTF-8 (it may quote the
  * client's bytes), and logs it with the client's address. */
-static void ctlhttp_refuse(struct evhttp_request *req, int status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void ctlhttp_refuse(struct evhttp_request *req, int status, const char *fmt, ...)
+static void ctlhttp_refuse(struct ctlhttp *h, struct evhttp_request *req, int status,
+			   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void ctlhttp_refuse(struct ctlhttp *h, struct evhttp_request *req, int status,
+			   const char *fmt, ...)
 {
 	char raw[512], reason[512];
 	va_list ap;
@@ -118,13 +124,14 @@ static void ctlhttp_refuse(struct evhttp_request *req, int status, const char *f
 	struct evhttp_connection *conn = evhttp_request_get_connection(req);
 	if (conn != NULL)
 		evhttp_connection_get_peer(conn, &host, &port);
-	log_warn("Control request from %s:%u refused (%d): %s", host != NULL ? host : "?",
-		 (unsigned)port, status, reason);
+	h->stats.refused++;
+	httplisten_warn(h->listener, "Control request from %s:%u refused (%d): %s",
+			host != NULL ? host : "?", (unsigned)port, status, reason);
 	ctlhttp_send(req, status, json_pack("{s:s}", "error", reason));
 }
 
 /* The route of the request, or NULL after answering 404 or 405. */
-static const char *ctlhttp_route(struct evhttp_request *req)
+static const char *ctlhttp_route(struct ctlhttp *h, struct evhttp_request *req)
 {
 	const char *uri = evhttp_request_get_uri(req);
 	enum evhttp_cmd_type method = evhttp_request_get_command(req);
@@ -135,20 +142,36 @@ static const char *ctlhttp_route(struct evhttp_request *req)
 			return ctlhttp_routes[i].path;
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
 				  ctlhttp_method_name(ctlhttp_routes[i].method));
-		ctlhttp_refuse(req, 405, "%s %s: the method is %s", ctlhttp_method_name(method), uri,
+		ctlhttp_refuse(h, req, 405, "%s %s: the method is %s", ctlhttp_method_name(method), uri,
 			       ctlhttp_method_name(ctlhttp_routes[i].method));
 		return NULL;
 	}
 	char shown[160];
 	text_log_escape(shown, sizeof shown, uri, strlen(uri));
-	ctlhttp_refuse(req, 404,
+	ctlhttp_refuse(h, req, 404,
 		       "no such path %s; served: GET /state, POST /configure, /start, /stop, "
 		       "/reset, /shutdown", shown);
 	return NULL;
 }
 
-/* Parses "es-hmac <unix-ms> <hex>": the time and the lowercased hex. */
+/* n hex digits of p, lowercased into out (n digits and a NUL); false at
+ * anything else. */
+static bool ctlhttp_take_hex(const char *p, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!isxdigit((unsigned char)p[i]))
+			return false;
+		out[i] = (char)tolower((unsigned char)p[i]);
+	}
+	out[n] = '\0';
+	return true;
+}
+
+/* Parses "es-hmac <unix-ms> <nonce> <hex>": the time, the nonce (lowercase
+ * hex as it was signed, so that one nonce has one spelling to remember)
+ * and the proof, lowercased. */
 static bool ctlhttp_parse_authorization(const char *value, uint64_t *ms,
+					char nonce[REPLAY_NONCE_HEX + 1],
 					char hex[CTLHTTP_HEX_DIGITS + 1])
 {
 	static const char scheme[] = "es-hmac ";
@@ -164,21 +187,20 @@ static bool ctlhttp_parse_authorization(const char *value, uint64_t *ms,
 	if (digits == 0 || p[digits] != ' ')
 		return false;
 	p += digits + 1;
-	for (size_t i = 0; i < CTLHTTP_HEX_DIGITS; i++) {
-		if (!isxdigit((unsigned char)p[i]))
-			return false;
-		hex[i] = (char)tolower((unsigned char)p[i]);
-	}
-	hex[CTLHTTP_HEX_DIGITS] = '\0';
-	return p[CTLHTTP_HEX_DIGITS] == '\0';
+	if (!ctlhttp_take_hex(p, REPLAY_NONCE_HEX, nonce) || memcmp(nonce, p, REPLAY_NONCE_HEX) != 0 ||
+	    p[REPLAY_NONCE_HEX] != ' ')
+		return false;
+	p += REPLAY_NONCE_HEX + 1;
+	return ctlhttp_take_hex(p, CTLHTTP_HEX_DIGITS, hex) && p[CTLHTTP_HEX_DIGITS] == '\0';
 }
 
-/* The proof over "METHOD\nPATH\nUNIX-MS\nBODY" under the run key. */
+/* The proof over "METHOD\nPATH\nUNIX-MS\nNONCE\nBODY" under the run key. */
 static bool ctlhttp_expected(const char *method, const char *path, uint64_t ms,
-			     const unsigned char *body, size_t len, char want[AUTH_HMAC_HEX])
+			     const char *nonce, const unsigned char *body, size_t len,
+			     char want[AUTH_HMAC_HEX])
 {
-	char head[64];
-	int n = snprintf(head, sizeof head, "%s\n%s\n%" PRIu64 "\n", method, path, ms);
+	char head[64 + REPLAY_NONCE_HEX];
+	int n = snprintf(head, sizeof head, "%s\n%s\n%" PRIu64 "\n%s\n", method, path, ms, nonce);
 	unsigned char *msg = malloc((size_t)n + len + 1);
 	if (msg == NULL)
 		return false;
@@ -190,50 +212,75 @@ static bool ctlhttp_expected(const char *method, const char *path, uint64_t ms,
 	return ok;
 }
 
+/* A request with a good proof is taken once: its nonce is remembered for
+ * as long as its time is within the skew, and a second request with it is
+ * refused by name. False after the refusal. */
+static bool ctlhttp_first_use(struct ctlhttp *h, struct evhttp_request *req, const char *nonce,
+			      uint64_t ms, uint64_t now_ms)
+{
+	switch (replay_check(h->nonces, nonce, ms, now_ms)) {
+	case REPLAY_FRESH:
+		return true;
+	case REPLAY_REPLAYED:
+		h->stats.replayed++;
+		ctlhttp_refuse(h, req, 401, "replayed request: nonce %s was taken already; every "
+					 "request is signed anew with a nonce of its own", nonce);
+		return false;
+	case REPLAY_FULL:
+		h->stats.nonces_full++;
+		ctlhttp_refuse(h, req, 503, "too many signed requests: the %u nonces of the last "
+					 "%u s are all remembered; retry later",
+			       REPLAY_MAX_NONCES, 2 * CTLHTTP_MAX_SKEW_MS / 1000u);
+		return false;
+	}
+	return false;
+}
+
 /* Whether the request may go to the handler; after a 401 it may not. */
-static bool ctlhttp_authorized(struct evhttp_request *req, const char *method, const char *path,
-			       const unsigned char *body, size_t len)
+static bool ctlhttp_authorized(struct ctlhttp *h, struct evhttp_request *req, const char *method,
+			       const char *path, const unsigned char *body, size_t len)
 {
 	const char *value =
 		evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
 	if (!auth_have_key())
 		return true;
 	if (value == NULL) {
-		ctlhttp_refuse(req, 401, "no Authorization header: every request carries "
-					 "\"es-hmac UNIX-MS HEX\" signed with the run key");
+		ctlhttp_refuse(h, req, 401, "no Authorization header: every request carries "
+					 "\"es-hmac UNIX-MS NONCE HEX\" signed with the run key");
 		return false;
 	}
 	uint64_t ms;
-	char given[CTLHTTP_HEX_DIGITS + 1], want[AUTH_HMAC_HEX];
-	if (!ctlhttp_parse_authorization(value, &ms, given)) {
-		ctlhttp_refuse(req, 401, "malformed Authorization header: it is \"es-hmac UNIX-MS "
-					 "HEX\" (the time in ms, 64 hex digits)");
+	char nonce[REPLAY_NONCE_HEX + 1], given[CTLHTTP_HEX_DIGITS + 1], want[AUTH_HMAC_HEX];
+	if (!ctlhttp_parse_authorization(value, &ms, nonce, given)) {
+		ctlhttp_refuse(h, req, 401, "malformed Authorization header: it is \"es-hmac UNIX-MS "
+					 "NONCE HEX\" (the time in ms, 32 lowercase hex digits of "
+					 "a nonce, 64 of the proof)");
 		return false;
 	}
 	int64_t now_ms = (int64_t)(clk_realtime_true_ns() / 1000000u);
 	int64_t skew = now_ms - (int64_t)ms;
 	if (skew > (int64_t)CTLHTTP_MAX_SKEW_MS || skew < -(int64_t)CTLHTTP_MAX_SKEW_MS) {
-		ctlhttp_refuse(req, 401, "the request's time is %.1f s %s the hub's clock (at most "
+		ctlhttp_refuse(h, req, 401, "the request's time is %.1f s %s the hub's clock (at most "
 					 "%u s either way): check the clocks, then sign it again",
 			       (double)(skew < 0 ? -skew : skew) / 1000.0,
 			       skew > 0 ? "behind" : "ahead of", CTLHTTP_MAX_SKEW_MS / 1000u);
 		return false;
 	}
-	if (!ctlhttp_expected(method, path, ms, body, len, want)) {
-		ctlhttp_refuse(req, 500, "cannot compute the request's proof");
+	if (!ctlhttp_expected(method, path, ms, nonce, body, len, want)) {
+		ctlhttp_refuse(h, req, 500, "cannot compute the request's proof");
 		return false;
 	}
 	if (sodium_memcmp(want, given, CTLHTTP_HEX_DIGITS) != 0) {
-		ctlhttp_refuse(req, 401, "wrong proof: the request was not signed with this hub's "
+		ctlhttp_refuse(h, req, 401, "wrong proof: the request was not signed with this hub's "
 					 "run key (or was changed on the way)");
 		return false;
 	}
-	return true;
+	return ctlhttp_first_use(h, req, nonce, ms, (uint64_t)now_ms);
 }
 
 /* The body as a JSON object in *body (NULL when empty), or false after a
  * 400. */
-static bool ctlhttp_parse_body(struct evhttp_request *req, const unsigned char *bytes,
+static bool ctlhttp_parse_body(struct ctlhttp *h, struct evhttp_request *req, const unsigned char *bytes,
 			       size_t len, json_t **body)
 {
 	*body = NULL;
@@ -243,12 +290,12 @@ static bool ctlhttp_parse_body(struct evhttp_request *req, const unsigned char *
 	json_t *j = json_loadb((const char *)bytes, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
 			       &error);
 	if (j == NULL) {
-		ctlhttp_refuse(req, 400, "the body is not JSON: %s (line %d, column %d)",
+		ctlhttp_refuse(h, req, 400, "the body is not JSON: %s (line %d, column %d)",
 			       error.text, error.line, error.column);
 		return false;
 	}
 	if (!json_is_object(j)) {
-		ctlhttp_refuse(req, 400, "the body must be a JSON object ({...}), not %s",
+		ctlhttp_refuse(h, req, 400, "the body must be a JSON object ({...}), not %s",
 			       json_is_array(j) ? "an array" : "a single value");
 		json_decref(j);
 		return false;
@@ -260,23 +307,24 @@ static bool ctlhttp_parse_body(struct evhttp_request *req, const unsigned char *
 static void ctlhttp_on_request(struct evhttp_request *req, void *arg)
 {
 	struct ctlhttp *h = arg;
-	const char *path = ctlhttp_route(req);
+	h->stats.requests++;
+	const char *path = ctlhttp_route(h, req);
 	if (path == NULL)
 		return;
 	const char *method = ctlhttp_method_name(evhttp_request_get_command(req));
 	struct evbuffer *in = evhttp_request_get_input_buffer(req);
 	size_t len = evbuffer_get_length(in);
 	if (len > CTLHTTP_MAX_BODY) {
-		ctlhttp_refuse(req, 413, "the body is %zu bytes; at most %u are taken", len,
+		ctlhttp_refuse(h, req, 413, "the body is %zu bytes; at most %u are taken", len,
 			       CTLHTTP_MAX_BODY);
 		return;
 	}
 	const unsigned char *bytes = len > 0 ? evbuffer_pullup(in, -1) : NULL;
-	if (!ctlhttp_authorized(req, method, path, bytes, len))
+	if (!ctlhttp_authorized(h, req, method, path, bytes, len))
 		return;
 	json_t *body = NULL;
 	if (evhttp_request_get_command(req) == EVHTTP_REQ_POST &&
-	    !ctlhttp_parse_body(req, bytes, len, &body))
+	    !ctlhttp_parse_body(h, req, bytes, len, &body))
 		return;
 	json_t *answer = NULL;
 	int status = h->handler(h->arg, method, path, body, &answer);
@@ -300,8 +348,14 @@ struct ctlhttp *ctlhttp_new(struct event_base *base, const char *host, uint16_t 
 	}
 	h->handler = handler;
 	h->arg = arg;
-	int rc = httplisten_open(base, host, port, &h->http, &h->port);
+	int rc = httplisten_open(base, host, port, "the control endpoint", &h->listener, &h->port);
+	if (rc == 0) {
+		h->http = httplisten_http(h->listener);
+		h->nonces = replay_new(CTLHTTP_MAX_SKEW_MS);
+		rc = h->nonces != NULL ? 0 : -ENOMEM;
+	}
 	if (rc < 0) {
+		httplisten_close(h->listener);
 		snprintf(err, errlen, "--control-http: cannot listen on %s:%u: %s", host,
 			 (unsigned)port, strerror(-rc));
 		free(h);
@@ -331,7 +385,13 @@ void ctlhttp_free(struct ctlhttp *h)
 {
 	if (h == NULL)
 		return;
-	if (h->http != NULL)
-		evhttp_free(h->http);
+	httplisten_close(h->listener);
+	replay_free(h->nonces);
 	free(h);
+}
+
+void ctlhttp_stats(const struct ctlhttp *h, struct ctlhttp_stats *out)
+{
+	*out = h->stats;
+	httplisten_stats(h->listener, &out->listener);
 }

@@ -5,15 +5,24 @@
  * Every request is checked here before the handler sees it: the path and
  * the method (404, 405), the body's size (at most CTLHTTP_MAX_BODY bytes,
  * 413), the authorization (401) and the body's JSON (an object, 400).
- * Authorization is `Authorization: es-hmac <unix-ms> <hex>`, hex being
- * HMAC-SHA256 under the run key (sys/auth) of "METHOD\nPATH\nUNIX-MS\nBODY",
- * the time at most CTLHTTP_MAX_SKEW_MS from this host's CLOCK_REALTIME.
- * Without a run key the endpoint listens on loopback only and takes
- * requests without the header. Every answer, refusals included, is one
+ * Authorization is `Authorization: es-hmac <unix-ms> <nonce> <hex>`, nonce
+ * 32 lowercase hex digits the client draws for this request alone and hex
+ * HMAC-SHA256 under the run key (sys/auth) of
+ * "METHOD\nPATH\nUNIX-MS\nNONCE\nBODY", the time at most CTLHTTP_MAX_SKEW_MS
+ * from this host's CLOCK_REALTIME. A signed request is taken once: its
+ * nonce is remembered while its time is within the skew (sys/replay, at
+ * most REPLAY_MAX_NONCES at once) and a second request with it is refused
+ * 401 "replayed request" and counted; when all of them are still needed a
+ * new one is refused 503 rather than an old one forgotten. Without a run
+ * key the endpoint listens on loopback only and takes requests without the
+ * header. Connections go through io/httplisten's door (caps per listener
+ * and per address, a deadline, accept backoff, a log rate). Every answer, refusals included, is one
  * line of JSON (Content-Type: application/json); a refusal's is
  * {"error": "reason"}. */
 #ifndef ES_IO_CTLHTTP_H
 #define ES_IO_CTLHTTP_H
+
+#include "io/httplisten.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -37,6 +46,19 @@ typedef int (*ctlhttp_handler)(void *arg, const char *method, const char *path,
  * listener failed, or host is not loopback and no run key is loaded. */
 struct ctlhttp *ctlhttp_new(struct event_base *base, const char *host, uint16_t port,
 			    ctlhttp_handler handler, void *arg, char *err, size_t errlen);
+
+/* What the endpoint counted: requests read whole, refused (any status
+ * but the handler's), of them replayed and refused for a full nonce
+ * table; the listener's door. */
+struct ctlhttp_stats {
+	uint64_t requests;
+	uint64_t refused;
+	uint64_t replayed;
+	uint64_t nonces_full;
+	struct httplisten_stats listener;
+};
+
+void ctlhttp_stats(const struct ctlhttp *h, struct ctlhttp_stats *out);
 
 /* The bound port. */
 uint16_t ctlhttp_port(const struct ctlhttp *h);

@@ -14,6 +14,7 @@
 #ifndef ES_IO_HANDSHAKE_H
 #define ES_IO_HANDSHAKE_H
 
+#include "io/ratelog.h"
 #include "wire/control.h"
 
 #include <stdbool.h>
@@ -32,10 +33,6 @@ struct greet;
  * address) holds at once on one listener: a quarter, so one address alone
  * never fills the door; past it a newcomer evicts one of its address's. */
 #define GREET_MAX_PER_ADDRESS (GREET_MAX_IN_PROGRESS / 4u)
-
-/* Refusal and failure lines a listener logs per second; the rest are
- * counted and summed up in one line when the second is over. */
-#define GREET_LOG_PER_SECOND 5u
 
 /* The ERROR code of a refusal a client should retry: the listener was too
  * busy to greet it (its greeting was evicted to make room). */
@@ -60,12 +57,9 @@ struct greet_door {
 	unsigned in_progress;
 	struct greet_address addresses[GREET_MAX_IN_PROGRESS];
 	struct greet *greetings;       /* in progress, for greet_door_close() */
-	/* Log rate limit: lines logged in the current second and lines
-	 * suppressed since, reported by ev_log when the second ends. */
-	uint64_t log_window_ns;
-	unsigned log_lines;
-	uint64_t log_suppressed;
-	struct event *ev_log;
+	/* Refusal and failure lines, RATELOG_PER_SECOND a second logged,
+	 * the rest summed up when the second is over. */
+	struct ratelog log;
 };
 
 void greet_door_init(struct greet_door *door, struct event_base *base, const char *name,
@@ -87,7 +81,11 @@ typedef void (*greet_accept_cb)(int fd, const struct ctl_hello *hello, const cha
  * greeting in progress that has come least far (no byte of its HELLO, then
  * part of one) for longest, of that address or of the whole door, is
  * evicted: told GREET_BUSY_CODE, closed, and reported to cb as failed
- * (fd < 0), so that the daemon counts it in refused_connections. */
+ * (fd < 0), so that the daemon counts it in refused_connections. When
+ * accept fails for want of descriptors, each waiting connection is
+ * accepted on a descriptor held back for this and closed at once (counted
+ * in refused_connections, logged within the rate), so that the listening
+ * socket does not stay readable and the loop spin. */
 void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb, void *arg);
 
 /* Reads a HELLO from a freshly accepted fd, outside any door's cap (for

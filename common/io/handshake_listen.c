@@ -8,8 +8,11 @@
 #include "sys/clock.h"
 #include "sys/log.h"
 #include "io/net.h"
+#include "wire/counters.h"
 
+#include <errno.h>
 #include <event2/event.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,29 +24,9 @@
  * from there and logs within that listener's rate limit. */
 static struct greet_door *greet_door_now;
 
-/* ---- log rate limit ---------------------------------------------------- */
-
-#define GREET_LOG_WINDOW_NS 1000000000u
-
-static void greet_door_flush_log(struct greet_door *d)
-{
-	if (d->log_suppressed == 0)
-		return;
-	log_warn("Greetings refused or failed on %s: %" PRIu64 " more in the last second, not logged one by one (every one is counted in refused_connections)",
-		 d->name, d->log_suppressed);
-	d->log_suppressed = 0;
-}
-
-static void greet_door_on_log_timer(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	greet_door_flush_log(arg);
-}
-
-/* A refusal or failure line of a listener: the first GREET_LOG_PER_SECOND
- * of a second are printed, the others summed up when the second ends, so a
- * flood of bad greetings cannot flood the log. */
+/* A refusal or failure line of a listener, within its door's rate. */
+static void greet_door_log(struct greet_door *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static void greet_door_log(struct greet_door *d, const char *fmt, ...)
 {
 	char line[2 * CTL_MAX_TEXT + 128];
@@ -51,31 +34,47 @@ static void greet_door_log(struct greet_door *d, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	if (d == NULL) {
+	if (d == NULL)
 		log_warn("%s", line);
-		return;
-	}
-	uint64_t now = clk_monotonic_ns();
-	if (now - d->log_window_ns >= GREET_LOG_WINDOW_NS) {
-		greet_door_flush_log(d);
-		d->log_window_ns = now;
-		d->log_lines = 0;
-	}
-	if (d->log_lines < GREET_LOG_PER_SECOND) {
-		d->log_lines++;
-		log_warn("%s", line);
-		return;
-	}
-	d->log_suppressed++;
-	if (d->ev_log != NULL && !evtimer_pending(d->ev_log, NULL)) {
-		uint64_t left = d->log_window_ns + GREET_LOG_WINDOW_NS - now;
-		struct timeval tv = { .tv_sec = (time_t)(left / 1000000000u),
-				      .tv_usec = (suseconds_t)(left % 1000000000u) / 1000 };
-		evtimer_add(d->ev_log, &tv);
-	}
+	else
+		ratelog_warn(&d->log, "%s", line);
 }
 
 /* ---- doors --------------------------------------------------------------- */
+
+/* One descriptor held back, for the moment accept fails for want of them
+ * (EMFILE, ENFILE): the listening socket then stays readable and the loop
+ * would spin on an accept that cannot succeed, so the spare is let go, the
+ * waiting connection accepted and closed at once (a client retries a
+ * closed greeting) and the spare taken again. One per process, for every
+ * door: the loop is single-threaded. */
+static int greet_spare_fd = -1;
+
+static void greet_spare_take(void)
+{
+	if (greet_spare_fd < 0)
+		greet_spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/* Out of descriptors (err) with connections waiting on listen_fd: each is
+ * accepted on the spare's descriptor and closed, refused and counted. */
+static void greet_door_shed(struct greet_door *d, int listen_fd, int err)
+{
+	while (greet_spare_fd >= 0) {
+		close(greet_spare_fd);
+		greet_spare_fd = -1;
+		char peer[CTL_MAX_TEXT];
+		int conn = net_accept(listen_fd, peer, sizeof peer);
+		if (conn >= 0)
+			close(conn);
+		greet_spare_take();
+		if (conn < 0)
+			return;
+		(*d->refused)++;
+		greet_door_log(d, "Refused %s on %s: %s; closed at once", peer, d->name,
+			       strerror(err));
+	}
+}
 
 void greet_door_init(struct greet_door *door, struct event_base *base, const char *name,
 		     const char *self, uint64_t timeout_ms, uint64_t *refused)
@@ -86,17 +85,18 @@ void greet_door_init(struct greet_door *door, struct event_base *base, const cha
 	snprintf(door->self, sizeof door->self, "%s", self);
 	door->timeout_ms = timeout_ms;
 	door->refused = refused;
-	door->ev_log = evtimer_new(base, greet_door_on_log_timer, door);
+	greet_spare_take();
+	char what[sizeof door->log.what];
+	snprintf(what, sizeof what, "Greetings refused or failed on %s", door->name);
+	/* Every daemon with a door counts its refusals under this one name. */
+	ratelog_init(&door->log, base, what, CNT_READER(refused_connections));
 }
 
 void greet_door_close(struct greet_door *door)
 {
 	while (door->greetings != NULL)
 		greet_free(door->greetings, true);
-	greet_door_flush_log(door);
-	if (door->ev_log != NULL)
-		event_free(door->ev_log);
-	door->ev_log = NULL;
+	ratelog_close(&door->log);
 }
 
 /* The address part of "host:port" (every Unix-socket peer is one address:
@@ -357,6 +357,8 @@ void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb
 	for (;;) {
 		char peer[CTL_MAX_TEXT];
 		int conn = net_accept(listen_fd, peer, sizeof peer);
+		if (conn == -EMFILE || conn == -ENFILE)
+			greet_door_shed(door, listen_fd, -conn);
 		if (conn < 0)
 			return;
 		char address[CTL_MAX_TEXT];

@@ -96,6 +96,7 @@ void prom_histogram_ns(struct evbuffer *out, const char *name, const char *help,
 }
 
 struct prom_server {
+	struct httplisten *listener;
 	struct evhttp *http;
 	prom_fill_fn fill;
 	void *arg;
@@ -134,11 +135,12 @@ struct prom_server *prom_server_start(struct event_base *base, const char *host,
 		return NULL;
 	s->fill = fill;
 	s->arg = arg;
-	if (httplisten_open(base, host, port, &s->http, bound_port) < 0) {
+	if (httplisten_open(base, host, port, "the metrics port", &s->listener, bound_port) < 0) {
 		log_error("Cannot serve metrics on %s:%u", host, (unsigned)port);
 		free(s);
 		return NULL;
 	}
+	s->http = httplisten_http(s->listener);
 	/* Scrapes are small and rare: a slow client must not hold memory. */
 	evhttp_set_max_headers_size(s->http, 8192);
 	evhttp_set_max_body_size(s->http, 0);
@@ -151,7 +153,6 @@ void prom_server_stop(struct prom_server *s)
 {
 	if (s == NULL)
 		return;
-	if (s->http != NULL)
-		evhttp_free(s->http);
+	httplisten_close(s->listener);
 	free(s);
 }

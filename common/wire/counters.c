@@ -31,6 +31,9 @@ const char *const cnt_builder_stats_names[CNT_BUILDER_STATS_COUNT] = {
 	CNT_LIST_BUILDER_STATS(CNT_NAME_)
 };
 const char *const cnt_manager_names[CNT_MANAGER_COUNT] = { CNT_LIST_MANAGER(CNT_NAME_) };
+const char *const cnt_control_http_names[CNT_CONTROL_HTTP_COUNT] = {
+	CNT_LIST_CONTROL_HTTP(CNT_NAME_)
+};
 const char *const cnt_latency_names[CNT_LATENCY_COUNT] = { CNT_LIST_LATENCY(CNT_NAME_) };
 const char *const cnt_reader_rail_names[CNT_READER_RAIL_COUNT] = {
 	CNT_LIST_READER_RAIL(CNT_NAME_)
@@ -87,6 +90,7 @@ bool cnt_known(const char *name)
 		{ cnt_latency_names, CNT_LATENCY_COUNT },
 		{ cnt_reader_rail_names, CNT_READER_RAIL_COUNT },
 		{ cnt_builder_rail_names, CNT_BUILDER_RAIL_COUNT },
+		{ cnt_control_http_names, CNT_CONTROL_HTTP_COUNT },
 	};
 	for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
 		if (cnt_in(lists[i].names, lists[i].count, name))

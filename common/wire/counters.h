@@ -27,6 +27,7 @@
 #define CNT_GROUP_CLOCK "clock"      /* the injected clock offset: CNT_LIST_CLOCK */
 #define CNT_GROUP_PROBE "probe"      /* where the UDP clock probes go: CNT_LIST_PROBE */
 #define CNT_GROUP_LATENCY "hist"     /* a builder's latency (--role builder): CNT_LIST_LATENCY */
+#define CNT_GROUP_CONTROL_HTTP "control_http" /* the hub's /state: CNT_LIST_CONTROL_HTTP */
 /* The group "chrony" (CKS_CHRONY_GROUP) is no counters but chrony's tracking
  * state, written and read by one codec, core/clockoffset's. */
 
@@ -142,6 +143,16 @@
 	X(waits_for_tokens) X(waits_for_window) X(busy_spells) X(builders_lost) \
 	X(events_lost_with_builders)
 
+/* The serving hub's operator endpoint (io/ctlhttp), /state's
+ * "control_http": requests read whole, refused (any refusal), of them
+ * replays and refusals for a full nonce table; its door (io/httplisten):
+ * connections accepted, evicted for a newcomer, closed at the deadline,
+ * accepts paused for want of descriptors, log lines held back. */
+#define CNT_LIST_CONTROL_HTTP(X) \
+	X(http_requests) X(http_refused) X(http_replayed) X(http_nonces_full) \
+	X(http_connections) X(http_evicted) X(http_timed_out) X(http_accept_backoffs) \
+	X(http_log_suppressed)
+
 #define CNT_ENUM_ITEM_(list, name) CNT_##list##_##name,
 #define CNT_ENUM_SOURCE_(name) CNT_ENUM_ITEM_(SOURCE, name)
 #define CNT_ENUM_READER_SOURCE_(name) CNT_ENUM_ITEM_(READER_SOURCE, name)
@@ -159,6 +170,7 @@
 #define CNT_ENUM_READER_RAIL_(name) CNT_ENUM_ITEM_(READER_RAIL, name)
 #define CNT_ENUM_BUILDER_RAIL_(name) CNT_ENUM_ITEM_(BUILDER_RAIL, name)
 #define CNT_ENUM_LATENCY_(name) CNT_ENUM_ITEM_(LATENCY, name)
+#define CNT_ENUM_CONTROL_HTTP_(name) CNT_ENUM_ITEM_(CONTROL_HTTP, name)
 
 enum cnt_source { CNT_LIST_SOURCE(CNT_ENUM_SOURCE_) CNT_SOURCE_COUNT };
 enum cnt_reader_source { CNT_LIST_READER_SOURCE(CNT_ENUM_READER_SOURCE_) CNT_READER_SOURCE_COUNT };
@@ -176,6 +188,7 @@ enum cnt_manager { CNT_LIST_MANAGER(CNT_ENUM_MANAGER_) CNT_MANAGER_COUNT };
 enum cnt_reader_rail { CNT_LIST_READER_RAIL(CNT_ENUM_READER_RAIL_) CNT_READER_RAIL_COUNT };
 enum cnt_builder_rail { CNT_LIST_BUILDER_RAIL(CNT_ENUM_BUILDER_RAIL_) CNT_BUILDER_RAIL_COUNT };
 enum cnt_latency { CNT_LIST_LATENCY(CNT_ENUM_LATENCY_) CNT_LATENCY_COUNT };
+enum cnt_control_http { CNT_LIST_CONTROL_HTTP(CNT_ENUM_CONTROL_HTTP_) CNT_CONTROL_HTTP_COUNT };
 
 /* The names, indexed by the enums. */
 extern const char *const cnt_source_names[CNT_SOURCE_COUNT];
@@ -192,6 +205,7 @@ extern const char *const cnt_builder_role_names[CNT_BUILDER_ROLE_COUNT];
 extern const char *const cnt_builder_stats_names[CNT_BUILDER_STATS_COUNT];
 extern const char *const cnt_manager_names[CNT_MANAGER_COUNT];
 extern const char *const cnt_latency_names[CNT_LATENCY_COUNT];
+extern const char *const cnt_control_http_names[CNT_CONTROL_HTTP_COUNT];
 extern const char *const cnt_reader_rail_names[CNT_READER_RAIL_COUNT];
 extern const char *const cnt_builder_rail_names[CNT_BUILDER_RAIL_COUNT];
 
@@ -211,6 +225,7 @@ extern const char *const cnt_builder_rail_names[CNT_BUILDER_RAIL_COUNT];
 #define CNT_BUILDER_STATS(name) (cnt_builder_stats_names[CNT_BUILDER_STATS_##name])
 #define CNT_MANAGER(name) (cnt_manager_names[CNT_MANAGER_##name])
 #define CNT_LATENCY(name) (cnt_latency_names[CNT_LATENCY_##name])
+#define CNT_CONTROL_HTTP(name) (cnt_control_http_names[CNT_CONTROL_HTTP_##name])
 #define CNT_READER_RAIL(name) (cnt_reader_rail_names[CNT_READER_RAIL_##name])
 #define CNT_BUILDER_RAIL(name) (cnt_builder_rail_names[CNT_BUILDER_RAIL_##name])
 

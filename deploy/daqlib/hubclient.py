@@ -1,6 +1,7 @@
 """The hub's HTTP control endpoint as a client sees it (builderd
 --control-http, docs/RUNCONTROL.md "HTTP"): requests signed
-`Authorization: es-hmac <unix-ms> <hex>` with the run key. Standard
+`Authorization: es-hmac <unix-ms> <nonce> <hex>` with the run key, each
+with a nonce of its own (the hub takes a signed request once). Standard
 library only: deploy/daqctl imports it as well as the launcher."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hmac
 import http.client
 import json
 import os
+import secrets
 import socket
 import threading
 import time
@@ -44,10 +46,15 @@ def read_key(path: Path) -> bytes:
     return key
 
 
-def authorization(key: bytes, method: str, path: str, body: bytes) -> str:
+def authorization(key: bytes, method: str, path: str, body: bytes,
+                  nonce: str | None = None) -> str:
+    """The header's value: HMAC-SHA256 under key of
+    METHOD\\nPATH\\nUNIX-MS\\nNONCE\\nBODY, the nonce 32 hex digits
+    drawn afresh unless given (tests replay one on purpose)."""
     ms = str(int(time.time() * 1000))
-    msg = b"\n".join([method.encode(), path.encode(), ms.encode(), body])
-    return f"es-hmac {ms} {hmac.new(key, msg, hashlib.sha256).hexdigest()}"
+    nonce = nonce or secrets.token_hex(16)
+    msg = b"\n".join([method.encode(), path.encode(), ms.encode(), nonce.encode(), body])
+    return f"es-hmac {ms} {nonce} {hmac.new(key, msg, hashlib.sha256).hexdigest()}"
 
 
 def connect_in_netns(netns: str, address: tuple[str, int], timeout_s: float) -> socket.socket:

@@ -19,7 +19,7 @@ from pathlib import Path
 from harness import E2ETestCase, read_json, read_port_file, unbalanced
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "deploy"))
-from daqlib.hubclient import Hub  # noqa: E402
+from daqlib.hubclient import Hub, read_key  # noqa: E402
 
 
 def proc_figures(pid: int) -> dict:
@@ -32,11 +32,14 @@ def proc_figures(pid: int) -> dict:
 
 
 class Cluster:
-    """One hub, one reader, two sources on loopback, started once, serving."""
+    """One hub, one reader, two sources on loopback, started once, serving;
+    every daemon with key_file as its run key when one is given."""
 
-    def __init__(self, test: E2ETestCase, sources=(0, 1), hub_extra=(), reader_extra=()):
+    def __init__(self, test: E2ETestCase, sources=(0, 1), hub_extra=(), reader_extra=(),
+                 key_file: Path | None = None):
         self.h, self.sources = test.h, tuple(sources)
         self.reader_extra = list(reader_extra)
+        self.key_args = ["--run-key-file", str(key_file)] if key_file else []
         h = self.h
         # The reader's port stays the same when it is restarted, as a
         # deployment's would: --connect is fixed for a serving source.
@@ -47,20 +50,22 @@ class Cluster:
         self.hub_args = ["--sources", str(len(self.sources)), "--readers", "1",
                          "--listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0"]
         pf = h.path("ports", "hub.port")
-        self.hub_proc = h.daemon("builderd", "hub", ["--run", "1", *self.hub_args,
+        self.hub_proc = h.daemon("builderd", "hub", ["--run", "1", *self.hub_args, *self.key_args,
                                                      "--out", h.path("base"), "--port-file", pf,
                                                      "--session-listen", "127.0.0.1:0",
                                                      "--control-http", "127.0.0.1:0",
                                                      *hub_extra])
         self.ports = h.wait_port_file(pf, ("data", "control", "session", "http"),
                                       proc=self.hub_proc)
-        self.hub = Hub(f"http://127.0.0.1:{self.ports['http']}", None)
+        self.hub = Hub(f"http://127.0.0.1:{self.ports['http']}",
+                       read_key(key_file) if key_file else None)
         self.reader_port_file = h.path("ports", "reader-0.port")
         self.reader = self.start_reader()
         self.reader_port = h.wait_port_file(self.reader_port_file, ("data",),
                                             proc=self.reader)["data"]
         self.source_procs = [h.daemon("sourced", f"source-{s}", ["--run", "1", *self.source_args(
-            s, events=10, payload=16, rate=0), "--session", self.session]) for s in self.sources]
+            s, events=10, payload=16, rate=0), *self.key_args, "--session", self.session])
+            for s in self.sources]
         self.wait_joined()
 
     @property
@@ -69,6 +74,7 @@ class Cluster:
 
     def start_reader(self):
         return self.h.daemon("readoutd", "reader-0", ["--run", "1", *self.reader_args(),
+                                                      *self.key_args,
                                                       "--port-file", self.reader_port_file,
                                                       "--session", self.session,
                                                       *self.reader_extra])
@@ -493,5 +499,44 @@ class RunControlDeadlinesTest(E2ETestCase):
         s = c.run(2, out, events=3000)
         self.assertTrue(s["balanced"] and s["status"] == 0, s)
         c.refbuild(self, 2, out, events=3000)
+        c.shutdown()
+        self.h.assert_clean()
+
+
+class HubDescribesItselfTest(E2ETestCase):
+    """/state carries the hub's state machine and the actions that apply
+    now (a console offers exactly those): each state's actions as the rules
+    say, and an action it does not offer refused with the reason."""
+    needs_daemons = True
+
+    def actions(self, c: Cluster) -> list[str]:
+        return [a["action"] for a in c.hub.state()["actions"]]
+
+    def test_actions_follow_the_state(self):
+        c = Cluster(self)
+        st = c.hub.state()
+        self.assertEqual([s["name"] for s in st["machine"]["states"]],
+                         ["idle", "configuring", "configured", "running", "stopping",
+                          "resetting", "error"])
+        self.assertTrue(all({"event", "from", "to", "meaning"} <= set(r)
+                            for r in st["machine"]["rules"]))
+        self.assertEqual(self.actions(c), ["configure", "shutdown"])
+        configure = st["actions"][0]
+        self.assertEqual((configure["path"], sorted(configure["args"])),
+                         ("/configure", ["args", "run"]))
+        ok, reason = c.hub.post("/start", {"run": 1})
+        self.assertFalse(ok)
+        self.assertIn("start", reason)
+        out = self.h.path("run-1")
+        out.mkdir(parents=True, exist_ok=True)
+        ok, reason = c.hub.post("/configure", c.body(1, out, events=40000, rate=8000))
+        self.assertTrue(ok, reason)
+        c.wait_state(("configured",))
+        self.assertEqual(self.actions(c), ["start", "reset", "shutdown"])
+        self.assertTrue(c.hub.post("/start", {"run": 1})[0])
+        self.assertEqual(self.actions(c), ["stop", "reset", "shutdown"])
+        self.assertTrue(c.hub.post("/stop", {"run": 1})[0])
+        c.wait_state(("idle",), 60)
+        self.assertEqual(self.actions(c), ["configure", "shutdown"])
         c.shutdown()
         self.h.assert_clean()

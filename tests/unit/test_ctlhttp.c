@@ -3,9 +3,9 @@
  * signed here with libsodium directly (not with the module's own signer).
  * A good request reaches the handler with its method, path and body; every
  * bad one (no header, a malformed one, a wrong proof, a stale or future
- * time, an unknown path, a wrong method, bad JSON, a body too large) is
- * answered with its status and a reason in JSON, and the handler is not
- * called. Without a run key requests need no header and only loopback is
+ * time, a replay, an unknown path, a wrong method, bad JSON, a body too
+ * large) is answered with its status and a reason in JSON, and the handler
+ * is not called. Without a run key requests need no header and only loopback is
  * served. */
 #include <check.h>
 #include <errno.h>
@@ -64,12 +64,12 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* "es-hmac MS HEX" over METHOD\nPATH\nMS\nBODY under key. */
-static void sign(char *out, size_t cap, const char *key, const char *method, const char *path,
-		 uint64_t ms, const char *body, size_t len)
+/* "es-hmac MS NONCE HEX" over METHOD\nPATH\nMS\nNONCE\nBODY under key. */
+static void sign_nonce(char *out, size_t cap, const char *key, const char *method,
+		       const char *path, uint64_t ms, const char *nonce, const char *body, size_t len)
 {
-	char head[128];
-	int n = snprintf(head, sizeof head, "%s\n%s\n%" PRIu64 "\n", method, path, ms);
+	char head[160];
+	int n = snprintf(head, sizeof head, "%s\n%s\n%" PRIu64 "\n%s\n", method, path, ms, nonce);
 	crypto_auth_hmacsha256_state st;
 	crypto_auth_hmacsha256_init(&st, (const unsigned char *)key, strlen(key));
 	crypto_auth_hmacsha256_update(&st, (const unsigned char *)head, (size_t)n);
@@ -78,8 +78,23 @@ static void sign(char *out, size_t cap, const char *key, const char *method, con
 	crypto_auth_hmacsha256_final(&st, mac);
 	char hex[2 * sizeof mac + 1];
 	sodium_bin2hex(hex, sizeof hex, mac, sizeof mac);
-	snprintf(out, cap, "es-hmac %" PRIu64 " %s", ms, hex);
+	snprintf(out, cap, "es-hmac %" PRIu64 " %s %s", ms, nonce, hex);
 }
+
+/* As sign_nonce() with a fresh random nonce. */
+static void sign(char *out, size_t cap, const char *key, const char *method, const char *path,
+		 uint64_t ms, const char *body, size_t len)
+{
+	unsigned char raw[16];
+	char nonce[2 * sizeof raw + 1];
+	randombytes_buf(raw, sizeof raw);
+	sodium_bin2hex(nonce, sizeof nonce, raw, sizeof raw);
+	sign_nonce(out, cap, key, method, path, ms, nonce, body, len);
+}
+
+#define NONCE_A "aaaaaaaaaaaaaaaa0123456789abcdef"
+#define NONCE_B "bbbbbbbbbbbbbbbb0123456789abcdef"
+#define NONCE_C "cccccccccccccccc0123456789abcdef"
 
 /* Runs the base a millisecond. */
 static void spin(void)
@@ -150,7 +165,7 @@ static struct reply request(const char *method, const char *path, const char *au
 
 static struct reply signed_request(const char *method, const char *path, const char *body)
 {
-	char auth[160];
+	char auth[200];
 	sign(auth, sizeof auth, run_key, method, path, now_ms(), body, strlen(body));
 	return request(method, path, auth, body, strlen(body));
 }
@@ -245,10 +260,10 @@ START_TEST(test_good_requests_reach_the_handler)
 		ck_assert_str_eq(seen_path, paths[i]);
 		ck_assert_str_eq(seen_body, "{}");
 	}
-	/* Uppercase hex is the same proof. */
-	char auth[160];
+	/* Uppercase hex is the same proof (the nonce is lowercase only). */
+	char auth[200];
 	sign(auth, sizeof auth, run_key, "GET", "/state", now_ms(), "", 0);
-	for (char *p = auth + 8; *p; p++)
+	for (char *p = auth + strlen(auth) - 64; *p; p++)
 		*p = (char)(*p >= 'a' && *p <= 'f' ? *p - 32 : *p);
 	r = request("GET", "/state", auth, "", 0);
 	ck_assert_int_eq(r.status, 200);
@@ -262,15 +277,21 @@ START_TEST(test_authorization_refused)
 	assert_refused(&r, 401, "no Authorization header", 0);
 	ck_assert_ptr_nonnull(strstr(r.head, "WWW-Authenticate: es-hmac"));
 
+#define NONCE "0123456789abcdef0123456789abcdef"
+#define PROOF "0000000000000000000000000000000000000000000000000000000000000000"
 	const char *malformed[] = {
 		"Bearer abc",
 		"es-hmac",
 		"es-hmac 123",
-		"es-hmac x123 " /* the time not digits */
-		"0000000000000000000000000000000000000000000000000000000000000000",
-		"es-hmac 123 00",
-		"es-hmac 123 zz00000000000000000000000000000000000000000000000000000000000000",
-		"es-hmac 123 0000000000000000000000000000000000000000000000000000000000000000 x",
+		"es-hmac 123 " PROOF,                      /* no nonce */
+		"es-hmac x123 " NONCE " " PROOF,           /* the time not digits */
+		"es-hmac 123 " NONCE " 00",
+		"es-hmac 123 0123 " PROOF,                 /* a short nonce */
+		"es-hmac 123 " NONCE "0 " PROOF,           /* a long one */
+		"es-hmac 123 zz23456789abcdef0123456789abcdef " PROOF,
+		"es-hmac 123 0123456789ABCDEF0123456789abcdef " PROOF, /* one nonce, one spelling */
+		"es-hmac 123 " NONCE " zz" PROOF,
+		"es-hmac 123 " NONCE " " PROOF " x",
 	};
 	for (unsigned i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
 		r = request("GET", "/state", malformed[i], "", 0);
@@ -278,7 +299,7 @@ START_TEST(test_authorization_refused)
 	}
 
 	/* Another key; the right key over another body, path or method. */
-	char auth[160];
+	char auth[200];
 	const char *body = "{\"run\": 3}";
 	sign(auth, sizeof auth, "another key of sixteen bytes or more", "POST", "/start",
 	     now_ms(), body, strlen(body));
@@ -303,6 +324,45 @@ START_TEST(test_authorization_refused)
 	r = request("GET", "/state", auth, "", 0);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_uint_eq(calls, 1);
+}
+END_TEST
+
+/* A signed request is taken once: the same bytes again, or its nonce under
+ * another request, are refused by name and counted; the handler saw only
+ * the first. */
+START_TEST(test_replays_refused)
+{
+	char auth[200];
+	const char *body = "{\"run\": 3}";
+	sign_nonce(auth, sizeof auth, run_key, "POST", "/start", now_ms(), NONCE_A, body,
+		   strlen(body));
+	struct reply r = request("POST", "/start", auth, body, strlen(body));
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_uint_eq(calls, 1);
+	r = request("POST", "/start", auth, body, strlen(body));
+	assert_refused(&r, 401, "replayed request: nonce " NONCE_A " was taken already", 1);
+	sign_nonce(auth, sizeof auth, run_key, "POST", "/reset", now_ms(), NONCE_A, "{}", 2);
+	r = request("POST", "/reset", auth, "{}", 2);
+	assert_refused(&r, 401, "replayed request", 1);
+	/* A request 29 s old is still in its window: once, then refused. */
+	sign_nonce(auth, sizeof auth, run_key, "GET", "/state", now_ms() - 29000, NONCE_B, "", 0);
+	r = request("GET", "/state", auth, "", 0);
+	ck_assert_int_eq(r.status, 200);
+	r = request("GET", "/state", auth, "", 0);
+	assert_refused(&r, 401, "replayed request", 2);
+	/* A wrong proof takes no nonce: the right one after it is fresh. */
+	sign_nonce(auth, sizeof auth, "another key of sixteen bytes or more", "GET", "/state",
+		   now_ms(), NONCE_C, "", 0);
+	r = request("GET", "/state", auth, "", 0);
+	assert_refused(&r, 401, "wrong proof", 2);
+	sign_nonce(auth, sizeof auth, run_key, "GET", "/state", now_ms(), NONCE_C, "", 0);
+	r = request("GET", "/state", auth, "", 0);
+	ck_assert_int_eq(r.status, 200);
+	struct ctlhttp_stats st;
+	ctlhttp_stats(server, &st);
+	ck_assert_uint_eq(st.replayed, 3);
+	ck_assert_uint_eq(st.requests, 7);
+	ck_assert_uint_eq(st.refused, 4);
 }
 END_TEST
 
@@ -400,6 +460,7 @@ int main(void)
 	tcase_add_checked_fixture(keyed, keyed_setup, teardown);
 	tcase_add_test(keyed, test_good_requests_reach_the_handler);
 	tcase_add_test(keyed, test_authorization_refused);
+	tcase_add_test(keyed, test_replays_refused);
 	tcase_add_test(keyed, test_paths_methods_bodies_refused);
 	tcase_add_test(keyed, test_listen_failure);
 	suite_add_tcase(s, keyed);

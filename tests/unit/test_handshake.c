@@ -2,8 +2,10 @@
  * loopback sockets and a real libevent loop: one address's share full, the
  * greeting that has come least far is evicted (idle before partial, then
  * the oldest) and told busy; the whole door full across addresses; the
- * deadline; a whole greeting through a door over an abstract Unix socket by
- * greet_dial_start(); the HELLO of this process. The greeting both ways and
+ * deadline; out of descriptors, each waiting connection closed at once and
+ * counted, the listening socket left quiet; a whole greeting through a door
+ * over an abstract Unix socket by greet_dial_start(); the HELLO of this
+ * process. The greeting both ways and
  * the client's retries are in test_net. */
 #include <check.h>
 #include <arpa/inet.h>
@@ -11,6 +13,8 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,13 @@
 #include "sys/log.h"
 
 #include "loop.h"
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 static struct event_base *base;
 
@@ -264,6 +275,57 @@ START_TEST(test_deadline)
 }
 END_TEST
 
+/* With every descriptor taken, accept fails with EMFILE while the
+ * listening socket stays readable: each waiting connection is accepted on
+ * the door's spare descriptor and closed, counted as refused, so the
+ * socket is quiet again and the loop does not spin. */
+START_TEST(test_out_of_descriptors)
+{
+	static struct door_server s;
+	uint16_t port;
+
+	/* valgrind keeps a descriptor limit of its own and closes what the
+	 * kernel accepts past it: the test means the kernel's. */
+	if (RUNNING_ON_VALGRIND)
+		return;
+	door_start(&s, net_listen("127.0.0.1", 0, &port), 1000);
+	int fds[3];
+	for (int i = 0; i < 3; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(port),
+					   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&dst, sizeof dst), 0);
+	}
+	struct rlimit was, lim;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &was), 0);
+	lim = was;
+	lim.rlim_cur = 64;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+	int hog[64], hogs = 0;
+	for (int fd; hogs < 64 && (fd = dup(0)) >= 0;)
+		hog[hogs++] = fd;
+	ck_assert_int_eq(errno, EMFILE);
+	wait_ms(20);
+	struct pollfd p = { .fd = s.listen_fd, .events = POLLIN };
+	int ready = poll(&p, 1, 0);
+	while (hogs > 0)
+		close(hog[--hogs]);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &was), 0);
+	ck_assert_int_eq(ready, 0);
+	ck_assert_uint_eq(s.refused, 3);
+	ck_assert_uint_eq(s.door.in_progress, 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert(hear(fds[i]).closed);
+		close(fds[i]);
+	}
+	/* Descriptors back: the next one is greeted. */
+	int fd = connect_from("127.0.0.1", port);
+	assert_waiting(fd);
+	close(fd);
+	door_stop(&s);
+}
+END_TEST
+
 struct client {
 	bool done;
 	int fd;
@@ -350,6 +412,7 @@ int main(void)
 	tcase_add_test(tc, test_address_share);
 	tcase_add_test(tc, test_door_cap);
 	tcase_add_test(tc, test_deadline);
+	tcase_add_test(tc, test_out_of_descriptors);
 	tcase_add_test(tc, test_dial_unix_through_door);
 	tcase_add_test(tc, test_hello_init);
 	suite_add_tcase(s, tc);
