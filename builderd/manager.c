@@ -244,6 +244,14 @@ void mgr_drain(struct mgr *m, uint64_t last_event)
 	mgr_pump(m);
 }
 
+void mgr_cut(struct mgr *m)
+{
+	if (m->drained)
+		return;
+	m->drained = true;
+	m->drain_end = evm_totals(m->evm).assigned_end;
+}
+
 uint64_t mgr_ids_cut_unassigned(const struct mgr *m)
 {
 	uint64_t end = m->config.plan.first_event + m->config.plan.events;

@@ -224,6 +224,7 @@ static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
 	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
 	SET(o, "fragments_cut_by_stop", U64(a->cut_by_stop));
 	SET(o, "frames_lost_with_readers", U64(a->lost_with_readers));
+	SET(o, "frames_unread_at_stop", U64(a->unread_at_stop));
 	if (b->manager != NULL)
 		SET(o, CNT_MANAGER(events_lost_with_builders), U64(a->lost_with_builders));
 	if (b->manager != NULL)

@@ -290,7 +290,7 @@ static void bd_finish(struct bd *b, const char *why)
 	event_del(b->ev_tick);
 	struct books bk = {
 		.opt = &b->opt, .peers = &b->peers, .data = &b->data, .manager = b->mgr,
-		.error = bd_hook_error, .ctx = b,
+		.stopped_at_fault = b->fault_ns != 0, .error = bd_hook_error, .ctx = b,
 	};
 	int written = b->hub ? 0 : ing_finish(b->ing, books_events_generated(&bk));
 	books_check(&bk);
@@ -375,6 +375,13 @@ static void bd_hook_reported(void *ctx, struct bd_peer *p, int32_t status)
 		b->status = 1;
 	if (p->role == CTL_ROLE_BUILDER && b->fleet != NULL)
 		fleet_update(b->fleet);
+	bd_maybe_finish(b);
+}
+
+static void bd_hook_fault(void *ctx, struct bd_peer *p)
+{
+	struct bd *b = ctx;
+	bd_stop_at_fault(b, p);
 	bd_maybe_finish(b);
 }
 
@@ -476,7 +483,7 @@ static int bd_create_hub(struct bd *b, uint16_t *control_port)
 		.hooks = { .ctx = b, .error = bd_hook_error, .progress = bd_hook_progress,
 			   .reported = bd_hook_reported, .lost = bd_hook_lost,
 			   .closed = bd_hook_closed, .running = bd_hook_running,
-			   .message = bd_hook_message },
+			   .fault = bd_hook_fault, .message = bd_hook_message },
 	};
 	b->plink = plink_create(&lc);
 	if (b->plink == NULL)

@@ -1,7 +1,8 @@
 /* The operator's drained stop of the run (docs/RUNCONTROL.md, "stop"):
  * every source is told the last event to generate and ends as at the
  * run's natural end, so the run closes the normal way: every event up to
- * that one built, the books balanced with the cut-off as its own bucket. */
+ * that one built, the books balanced with the cut-off as its own bucket.
+ * And the stop at a fault a peer found: every source stops now. */
 #include "run.h"
 #include "run_internal.h"
 
@@ -93,4 +94,39 @@ void bd_stop_drained(struct bd *b, const char *why)
 		 b->drain_last_event, why);
 	if (b->mgr != NULL)
 		mgr_drain(b->mgr, b->drain_last_event);
+}
+
+void bd_stop_at_fault(struct bd *b, const struct bd_peer *p)
+{
+	if (b->phase != BD_RUNNING || b->fault_ns != 0)
+		return;
+	b->fault_ns = clk_monotonic_ns();
+	struct ctl_msg m = { .type = CTL_STOP };
+	m.u.stop.source = CTL_STOP_ALL;
+	m.u.stop.last_event = CTL_STOP_NOW;
+	snprintf(m.u.stop.reason, sizeof m.u.stop.reason,
+		 "the run ends: %s %u stopped it for a fault (see the hub's log)",
+		 ctl_role_name(p->role), p->id);
+	uint32_t told = 0;
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		struct bd_peer *src = peer_source(&b->peers, s);
+		if (src->conn != NULL && !src->reported && !src->lost) {
+			msgconn_send(src->conn, &m);
+			told++;
+		}
+	}
+	/* The readers close their sources at once and forward what they
+	 * verified: frames still on their way are never read, and the books
+	 * count them (frames_unread_at_stop) rather than wait for frames of
+	 * IDs that will not be assigned. */
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		struct bd_peer *rd = peer_reader(&b->peers, r);
+		if (rd->conn != NULL && !rd->reported && !rd->lost)
+			msgconn_send(rd->conn, &m);
+	}
+	if (b->mgr != NULL)
+		mgr_cut(b->mgr);
+	log_warn("Run %u ends: %s %u stopped it for a fault; the sources and readers are told to stop now (%u sources)%s",
+		 b->opt.run_id, ctl_role_name(p->role), p->id, told,
+		 b->mgr != NULL ? ", nothing more is assigned" : "");
 }

@@ -92,6 +92,11 @@ void fwd_destroy(struct fwd *f)
 	free(f);
 }
 
+bool fwd_welcome_is_ours(struct fwd_conn c, const struct ctl_msg *reply)
+{
+	return reply->u.welcome.role == CTL_ROLE_BUILDER && reply->u.welcome.id == c.link;
+}
+
 void fwd_data_hello(const struct rdr_options *opt, uint32_t rail, uint32_t rails,
 		    struct ctl_hello *hello)
 {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+struct ctl_msg;
 struct event_base;
 struct rdr_options;
 
@@ -41,6 +42,10 @@ struct fwd_events {
 	void (*on_progress)(void *arg);
 	/* Already logged. */
 	void (*on_failed)(void *arg, enum fwd_failure why);
+	/* The builder that answered the greeting is not the one this link
+	 * names (links given crossed): nothing was forwarded, the connection
+	 * is closed. answered is the id its WELCOME gave. */
+	void (*on_wrong_builder)(void *arg, uint32_t answered);
 };
 
 /* What a forwarder did, for the END report and /metrics. */
@@ -114,6 +119,10 @@ extern const struct fwd_impl fwd_tcp_impl, fwd_shm_impl;
 struct ctl_hello;
 void fwd_data_hello(const struct rdr_options *opt, uint32_t rail, uint32_t rails,
 		    struct ctl_hello *hello);
+
+/* Whether a data connection's WELCOME comes from the builder its link
+ * names: role builder, id c.link (0, the one builder, without routing). */
+bool fwd_welcome_is_ours(struct fwd_conn c, const struct ctl_msg *reply);
 
 /* "the builder" (one builder, CREDIT) or "builder 3" (routing), and with
  * rails " (rail 1 of 2)", for logs. */

@@ -23,6 +23,7 @@ struct fwd_shm {
 	struct event_base *base;
 	const struct rdr_options *opt;
 	uint32_t dest;
+	struct fwd_conn conn;
 	struct fwd_feed feed;
 	struct fwd_events ev;
 	void *arg;
@@ -321,6 +322,15 @@ static void shm_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 		shm_abort(m);
 		return;
 	}
+	if (!fwd_welcome_is_ours(m->conn, reply)) {
+		log_error("Reader %u: builder link %u answered as %s %u at %s: the links are crossed; nothing is forwarded",
+			  m->opt->id, m->conn.link, ctl_role_name(reply->u.welcome.role),
+			  reply->u.welcome.id, m->peer);
+		close(fd);
+		m->closed = true;
+		m->ev.on_wrong_builder(m->arg, reply->u.welcome.id);
+		return;
+	}
 	m->sock = fd;
 	m->ev_sock = event_new(m->base, fd, EV_READ | EV_PERSIST, shm_on_fds, m);
 	uint64_t ms = m->opt->handshake_timeout_ms;
@@ -342,6 +352,7 @@ void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, struc
 	m->base = base;
 	m->opt = opt;
 	m->dest = c.dest;
+	m->conn = c;
 	m->feed = *feed;
 	m->ev = *ev;
 	m->arg = arg;

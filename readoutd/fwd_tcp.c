@@ -25,6 +25,7 @@ struct fwd_tcp {
 	struct event_base *base;
 	uint32_t reader_id;
 	uint32_t dest;
+	struct fwd_conn conn;
 	char name[48];               /* "the builder", "builder 3 (rail 1 of 2)" */
 	struct fwd_feed feed;
 	struct fwd_events ev;
@@ -105,6 +106,15 @@ static void tcp_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 		t->ev.on_failed(t->arg, FWD_REFUSED);
 		return;
 	}
+	if (!fwd_welcome_is_ours(t->conn, reply)) {
+		log_error("Reader %u: builder link %u answered as %s %u at %s: the links are crossed; nothing is forwarded",
+			  t->reader_id, t->conn.link, ctl_role_name(reply->u.welcome.role),
+			  reply->u.welcome.id, t->peer);
+		close(fd);
+		t->closed = true;
+		t->ev.on_wrong_builder(t->arg, reply->u.welcome.id);
+		return;
+	}
 	if (tcp_open(t, fd) < 0) {
 		log_error("Reader %u: no memory for the data connection to %s", t->reader_id, t->name);
 		t->ev.on_failed(t->arg, FWD_REFUSED);
@@ -126,6 +136,7 @@ static struct fwd_tcp *tcp_new(struct event_base *base, const struct rdr_options
 	t->ev = *ev;
 	t->arg = arg;
 	t->dest = c.dest;
+	t->conn = c;
 	t->fd = -1;
 	fwd_builder_name(opt, c, t->name, sizeof t->name);
 	const struct rdr_rail *rail = &opt->links[c.link].rail[c.rail];
