@@ -328,6 +328,7 @@ json_t *mgr_json_routing(const struct mgr *m)
 {
 	json_t *o = json_object();
 	SET(o, "mode", metrics_json_text(evm_mode_name(m->config.mode)));
+	SET(o, "builder_stall_ms", U64(bd_builder_stall_ms(m->opt)));
 	SET(o, "builders", U64(m->config.plan.builders));
 	SET(o, "first_event", U64(m->config.plan.first_event));
 	SET(o, CNT_SOURCE(events), U64(m->config.plan.events));   /* the run's, as the routing message says */

@@ -352,8 +352,8 @@ static void rdr_on_wrong_builder(void *arg, uint32_t answered)
 	struct rdr *r = l->r;
 	if (!r->link_broken[l->c.link])
 		rdr_break_link(r, l);
-	rdr_fault(r, "builder link %u answered as builder %u: the links are crossed", l->c.link,
-		  answered);
+	rdr_fault(r, "finds builder link %u answered as builder %u: the links are crossed",
+		  l->c.link, answered);
 }
 
 static void rdr_on_routing(struct rdr *r, const struct ctl_routing *m)

@@ -70,6 +70,7 @@ struct told {
 	int progress;
 	int failed;
 	enum fwd_failure why;
+	uint32_t answered;           /* the builder id a crossed link's WELCOME gave */
 };
 
 static void on_progress(void *arg)
@@ -86,7 +87,14 @@ static void on_failed(void *arg, enum fwd_failure why)
 	t->why = why;
 }
 
-static const struct fwd_events events = { on_progress, on_failed };
+static void on_wrong_builder(void *arg, uint32_t answered)
+{
+	struct told *t = arg;
+	t->failed++;
+	t->answered = answered;
+}
+
+static const struct fwd_events events = { on_progress, on_failed, on_wrong_builder };
 
 static void setup(void)
 {
