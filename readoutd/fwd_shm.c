@@ -323,12 +323,11 @@ static void shm_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 		return;
 	}
 	if (!fwd_welcome_is_ours(m->conn, reply)) {
-		log_error("Reader %u: builder link %u answered as %s %u at %s: the links are crossed; nothing is forwarded",
-			  m->opt->id, m->conn.link, ctl_role_name(reply->u.welcome.role),
-			  reply->u.welcome.id, m->peer);
+		char why[CTL_MAX_TEXT + 128];
+		fwd_crossed(m->opt->id, m->conn, reply, m->peer, why, sizeof why);
 		close(fd);
 		m->closed = true;
-		m->ev.on_wrong_builder(m->arg, reply->u.welcome.id);
+		m->ev.on_refused(m->arg, why);
 		return;
 	}
 	m->sock = fd;

@@ -100,19 +100,25 @@ static void tcp_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 {
 	struct fwd_tcp *t = arg;
 	t->dial = NULL;
+	char why[CTL_MAX_TEXT + 128];
 	if (fd < 0) {
 		log_error("Reader %u: %s did not accept our data connection: %s (%s)",
 			  t->reader_id, t->name, reply->u.error.reason, reply->u.error.code);
-		t->ev.on_failed(t->arg, FWD_REFUSED);
+		if (!fwd_refused_by_builder(reply)) {
+			t->ev.on_failed(t->arg, FWD_REFUSED);
+			return;
+		}
+		snprintf(why, sizeof why, "%s refused our data connection: %s (%s)", t->name,
+			 reply->u.error.reason, reply->u.error.code);
+		t->closed = true;
+		t->ev.on_refused(t->arg, why);
 		return;
 	}
 	if (!fwd_welcome_is_ours(t->conn, reply)) {
-		log_error("Reader %u: builder link %u answered as %s %u at %s: the links are crossed; nothing is forwarded",
-			  t->reader_id, t->conn.link, ctl_role_name(reply->u.welcome.role),
-			  reply->u.welcome.id, t->peer);
+		fwd_crossed(t->reader_id, t->conn, reply, t->peer, why, sizeof why);
 		close(fd);
 		t->closed = true;
-		t->ev.on_wrong_builder(t->arg, reply->u.welcome.id);
+		t->ev.on_refused(t->arg, why);
 		return;
 	}
 	if (tcp_open(t, fd) < 0) {

@@ -344,16 +344,16 @@ static void rdr_fail(struct rdr *r, const char *what, const char *why)
 	rdr_fault(r, "refuses the hub's %s: %s", what, why);
 }
 
-/* Builder link b was answered by another builder: frames would go to the
- * wrong builder, so none go; the run fails, named. */
-static void rdr_on_wrong_builder(void *arg, uint32_t answered)
+/* A builder refused a data connection, or builder link b was answered by
+ * another builder (frames would go to the wrong one): none go; the run
+ * fails, named. */
+static void rdr_on_refused(void *arg, const char *why)
 {
 	const struct rdr_connctx *l = arg;
 	struct rdr *r = l->r;
 	if (!r->link_broken[l->c.link])
 		rdr_break_link(r, l);
-	rdr_fault(r, "finds builder link %u answered as builder %u: the links are crossed",
-		  l->c.link, answered);
+	rdr_fault(r, "finds %s", why);
 }
 
 static void rdr_on_routing(struct rdr *r, const struct ctl_routing *m)
@@ -529,7 +529,7 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	static const struct fwd_events fwd_ev = {
 		.on_progress = rdr_on_link_progress,
 		.on_failed = rdr_on_fwd_failed,
-		.on_wrong_builder = rdr_on_wrong_builder,
+		.on_refused = rdr_on_refused,
 	};
 	struct rdr *r = calloc(1, sizeof *r);
 	if (r == NULL)

@@ -330,6 +330,11 @@ def _check_several(where: str, run: dict, several: bool) -> None:
     if run["no_admission"]:
         raise TopologyError(f"{where} [run] no_admission: a run of [[builder]] tables has no "
                             f"credits to ignore (the hub's tokens bound each builder)")
+    if run["timeout_ms"] == 0:
+        raise TopologyError(f"{where} [run] timeout_ms: 0 (events never expire) with [[builder]] "
+                            f"tables: a healthy builder could then go without a token for ever, "
+                            f"and the hub gives a builder holding events up after its "
+                            f"--stall-timeout-ms past timeout_ms (docs/BUILDERS.md)")
     slots, batch = run["max_inflight"], run["batch"] or DEFAULT_BATCH
     high_water = HIGH_WATER_BATCHES * batch
     if (slots if slots is not None else DEFAULT_SLOTS) <= high_water:

@@ -128,9 +128,56 @@ class RoutingFaultTest(E2ETestCase):
         for b in ("0", "1"):
             self.assertEqual(m["builders"][b]["misrouted"], 0, m["builders"][b])
         log = readers[0][0].log()
-        self.assertIn(f"Reader 0: builder link {first} answered as builder {1 - first} at "
-                      f"127.0.0.1:{data[1 - first]}: the links are crossed", log)
+        self.assertIn(f"Reader 0: builder link {first} answered as builder {1 - first}: the "
+                      f"links are crossed (at 127.0.0.1:{data[1 - first]}); nothing is "
+                      f"forwarded", log)
         self.assertNotIn("answered as", readers[1][0].log())
+        h.assert_clean()
+
+    def test_crossed_rails_end_the_run_at_the_greeting(self) -> None:
+        """One builder on two rails (127.0.0.1 and 127.0.0.2, one port):
+        reader 0 gives its rails' URLs crossed. The builder, which knows
+        which of its listeners took each connection, refuses them by name;
+        the reader tells the builder's hub, which ends the run at once."""
+        h = self.h
+        out = h.dir / "run"
+        out.mkdir(parents=True, exist_ok=True)
+        pf = h.path("ports", "builder.port")
+        builder = h.daemon("builderd", "builder",
+                           ["--run", RUN, "--sources", 4, "--readers", 2, "--events", EVENTS,
+                            "--listen", "127.0.0.1:0", "--listen", "127.0.0.2:0",
+                            "--control-listen", "127.0.0.1:0", "--out", out,
+                            "--port-file", pf, "--quiet"])
+        ports = h.wait_port_file(pf, ("data", "control"), 15, builder)
+        hosts = {0: ("127.0.0.2", "127.0.0.1"), 1: ("127.0.0.1", "127.0.0.2")}
+        readers = []
+        for r in (0, 1):
+            rpf = h.path("ports", f"reader-{r}.port")
+            argv = ["--id", r, "--run", RUN, "--listen", "127.0.0.1:0", "--port-file", rpf,
+                    "--sources", f"{2 * r},{2 * r + 1}",
+                    "--control", f"127.0.0.1:{ports['control']}"]
+            for host in hosts[r]:
+                argv += ["--builder", f"tcp://{host}:{ports['data']}"]
+            p = h.daemon("readoutd", f"reader-{r}", argv)
+            readers.append((p, h.wait_port_file(rpf, ("data",), 15, p)["data"]))
+        sources = [h.start_source(id=s, run=RUN, seed=1, events=EVENTS, payload=64,
+                                  reader_port=readers[s // 2][1], builder=ports)
+                   for s in range(4)]
+        t0 = time.monotonic()
+        self.assertEqual(h.wait(builder, 30), 1, builder.tail())
+        self.assertLess(time.monotonic() - t0, 15, builder.tail())
+        for p in sources + [p for p, _ in readers]:
+            h.wait(p, 15)
+        m = read_metrics(out)
+        first = 0 if "(rail 0 of 2) refused" in " ".join(m["errors"]) else 1
+        self.assertEndedAtFault(
+            m, 0, f"stopped the run: it finds the builder (rail {first} of 2) refused our data "
+                  f"connection: reader 0 greeted rail {first} of 2 on the builder's rail "
+                  f"{1 - first} address: its rails' URLs are crossed (bad_rail)")
+        # Refused at the greeting (the other rail too, unless the reader
+        # closed it first): nothing of reader 0 reached the builder.
+        self.assertIn(m["counters"]["builder"]["refused_connections"], (1, 2))
+        self.assertEqual(m["counters"]["builder.from_reader.0"]["frames_received"], 0)
         h.assert_clean()
 
 

@@ -70,7 +70,7 @@ struct told {
 	int progress;
 	int failed;
 	enum fwd_failure why;
-	uint32_t answered;           /* the builder id a crossed link's WELCOME gave */
+	char refused[256];           /* why a builder refused, or a crossed link */
 };
 
 static void on_progress(void *arg)
@@ -87,14 +87,14 @@ static void on_failed(void *arg, enum fwd_failure why)
 	t->why = why;
 }
 
-static void on_wrong_builder(void *arg, uint32_t answered)
+static void on_refused(void *arg, const char *why)
 {
 	struct told *t = arg;
 	t->failed++;
-	t->answered = answered;
+	snprintf(t->refused, sizeof t->refused, "%s", why);
 }
 
-static const struct fwd_events events = { on_progress, on_failed, on_wrong_builder };
+static const struct fwd_events events = { on_progress, on_failed, on_refused };
 
 static void setup(void)
 {
