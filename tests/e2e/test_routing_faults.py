@@ -17,6 +17,7 @@ with balanced books (docs/BUILDERS.md, "A reader that finds a fault", and
 from __future__ import annotations
 
 import time
+import uuid
 
 from harness import E2ETestCase, read_metrics, unbalanced
 
@@ -85,7 +86,7 @@ class RoutingFaultTest(E2ETestCase):
                         "--out", out, "--port-file", pf, "--quiet"])
         return hub, h.wait_port_file(pf, ("control",), 15, hub)["control"], out
 
-    def start_builder(self, b: int, hub_port: int, out) -> tuple:
+    def start_builder(self, b: int, hub_port: int, out, shm: str | None) -> tuple:
         h = self.h
         pf = h.path("ports", f"builder-{b}.port")
         (out / "builders" / str(b)).mkdir(parents=True, exist_ok=True)
@@ -93,13 +94,19 @@ class RoutingFaultTest(E2ETestCase):
                      ["--role", "builder", "--id", b, "--builders", 2,
                       "--hub", f"127.0.0.1:{hub_port}", "--run", RUN, "--sources", 4,
                       "--readers", 2, "--events", EVENTS, "--listen", "127.0.0.1:0",
-                      "--out", out / "builders" / str(b), "--port-file", pf, "--quiet"])
-        return p, h.wait_port_file(pf, ("data",), 15, p)["data"]
+                      "--out", out / "builders" / str(b), "--port-file", pf, "--quiet"],
+                     shm_listen=f"{shm}-b{b}" if shm else None)
+        port = h.wait_port_file(pf, ("data",), 15, p)["data"]
+        return p, f"shm://{shm}-b{b}" if shm else f"tcp://127.0.0.1:{port}"
 
-    def test_crossed_builder_links_end_the_run_at_the_greeting(self) -> None:
+    def crossed_links(self, transport: str) -> None:
+        """Reader 0's --builder 0= and 1= name each other's builder: each
+        WELCOME names the other builder, the reader says so before any
+        frame, and the run ends at once; reader 1's links are right."""
         h = self.h
         hub, control, out = self.start_hub(2)
-        builders, data = zip(*(self.start_builder(b, control, out) for b in (0, 1)))
+        shm = f"xl{uuid.uuid4().hex[:8]}" if transport == "shm" else None
+        builders, urls = zip(*(self.start_builder(b, control, out, shm) for b in (0, 1)))
         links = {0: (1, 0), 1: (0, 1)}   # reader 0's links crossed, reader 1's right
         readers = []
         for r in (0, 1):
@@ -107,7 +114,7 @@ class RoutingFaultTest(E2ETestCase):
             argv = ["--id", r, "--run", RUN, "--listen", "127.0.0.1:0", "--port-file", pf,
                     "--sources", f"{2 * r},{2 * r + 1}", "--control", f"127.0.0.1:{control}"]
             for b, to in enumerate(links[r]):
-                argv += ["--builder", f"{b}=tcp://127.0.0.1:{data[to]}"]
+                argv += ["--builder", f"{b}={urls[to]}"]
             p = h.daemon("readoutd", f"reader-{r}", argv)
             readers.append((p, h.wait_port_file(pf, ("data",), 15, p)["data"]))
         sources = [h.start_source(id=s, run=RUN, seed=1, events=EVENTS, payload=64,
@@ -127,12 +134,19 @@ class RoutingFaultTest(E2ETestCase):
         # Known at the greeting: not one frame went to the wrong builder.
         for b in ("0", "1"):
             self.assertEqual(m["builders"][b]["misrouted"], 0, m["builders"][b])
+            self.assertEqual(m["builders"][b]["assigned"], 0, m["builders"][b])
+        self.assertEqual(m["manager"]["ids_cut_unassigned"], EVENTS)
         log = readers[0][0].log()
         self.assertIn(f"Reader 0: builder link {first} answered as builder {1 - first}: the "
-                      f"links are crossed (at 127.0.0.1:{data[1 - first]}); nothing is "
-                      f"forwarded", log)
+                      f"links are crossed (at ", log)
         self.assertNotIn("answered as", readers[1][0].log())
         h.assert_clean()
+
+    def test_crossed_tcp_builder_links_end_the_run_at_the_greeting(self) -> None:
+        self.crossed_links("tcp")
+
+    def test_crossed_shm_builder_links_end_the_run_at_the_greeting(self) -> None:
+        self.crossed_links("shm")
 
     def test_crossed_rails_end_the_run_at_the_greeting(self) -> None:
         """One builder on two rails (127.0.0.1 and 127.0.0.2, one port):
