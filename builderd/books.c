@@ -170,6 +170,7 @@ void books_account(const struct books *bk, struct acct *a)
 		.builder_count = M,
 		.builders = builders,
 		.ids_cut_unassigned = M > 0 ? mgr_ids_cut_unassigned(bk->manager) : 0,
+		.stopped_at_fault = bk->stopped_at_fault,
 	};
 	if (M > 0)
 		books_builders(bk, builders);

@@ -19,6 +19,7 @@ struct books {
 	const struct peer_table *peers;
 	const struct bd_data *data;     /* what the builders received */
 	const struct mgr *manager;      /* --role hub: what each builder was assigned; else NULL */
+	bool stopped_at_fault;          /* a peer stopped the run for a fault (acct_run's) */
 	void (*error)(void *ctx, const char *text);   /* an error of the run */
 	void *ctx;
 };

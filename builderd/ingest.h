@@ -102,11 +102,12 @@ void ing_refused(struct ing *g);
  * the reader waiting for its data path, its sources its own; its rail
  * (core/rails.h) one of the link's `rails`, as its earlier connections
  * said, at most listeners (the builder's addresses), not connected yet
- * (bad_rail, duplicate_id). A later rail of a reader already streaming is
- * admitted too. NULL after refusing it (answered with ERROR, fd closed).
- * ing_admit: a link of one address (shared memory). */
+ * (bad_rail, duplicate_id), and greeting the listener of its rail, on
+ * (bad_rail: the reader's rail URLs crossed). A later rail of a reader
+ * already streaming is admitted too. NULL after refusing it (answered
+ * with ERROR, fd closed). ing_admit: a link of one address (shared memory). */
 struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *h,
-				 const char *peer, uint32_t listeners);
+				 const char *peer, uint32_t listeners, uint32_t on);
 struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer);
 
 /* A connection of the reader's data path is up (WELCOME sent) on link:

@@ -52,7 +52,7 @@ bool ing_map(struct bd_reader *rd, uint32_t rail, const struct frm_header *h, ui
  * connection's rail (frames_wrong_rail, an error of the run). */
 uint32_t ing_rails_of(const struct ctl_hello *h);   /* its rails, 1 if it said none */
 bool ing_rail_free(struct ing *g, int fd, const struct ctl_hello *h, const char *peer,
-		   uint32_t listeners);
+		   uint32_t listeners, uint32_t on);
 bool ing_same_sources(const struct bd_reader *rd, const struct ctl_hello *h);
 void ing_end_of(struct bd_reader *rd, uint32_t rail, const struct frm_header *h);
 void ing_check_lane(struct bd_reader *rd, uint32_t rail, const struct frm_header *h,

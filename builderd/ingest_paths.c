@@ -97,15 +97,15 @@ static bool ing_sources_free(const struct ing *g, const struct ctl_hello *h, uin
 
 struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer)
 {
-	return ing_admit_rail(g, fd, h, peer, 1);
+	return ing_admit_rail(g, fd, h, peer, 1, 0);
 }
 
 struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *h,
-				 const char *peer, uint32_t listeners)
+				 const char *peer, uint32_t listeners, uint32_t on)
 {
 	if (!ing_check_hello(g, fd, h, peer))
 		return NULL;
-	if (!ing_rail_free(g, fd, h, peer, listeners)) {
+	if (!ing_rail_free(g, fd, h, peer, listeners, on)) {
 		g->refused++;
 		return NULL;
 	}

@@ -15,9 +15,10 @@ uint32_t ing_rails_of(const struct ctl_hello *h)
 }
 
 /* A HELLO's rail against the reader's earlier connections and the
- * builder's listeners: true when it may be welcomed. */
+ * builder's listeners (it came to listener on; each rail's URL is the
+ * listener of that rail): true when it may be welcomed. */
 bool ing_rail_free(struct ing *g, int fd, const struct ctl_hello *h, const char *peer,
-		   uint32_t listeners)
+		   uint32_t listeners, uint32_t on)
 {
 	const struct bd_reader *rd = &g->readers[h->id];
 	bool streaming = rd->state == BD_DATA_STREAMING;
@@ -34,6 +35,10 @@ bool ing_rail_free(struct ing *g, int fd, const struct ctl_hello *h, const char 
 		greet_reply_error(fd, peer, "duplicate_id",
 				  "reader %u's rail %u of %u is already connected from %s", h->id,
 				  h->rail, h->rails, rd->rail[h->rail].address);
+	else if (listeners > 1 && h->rail != on)
+		greet_reply_error(fd, peer, "bad_rail",
+				  "reader %u greeted rail %u of %u on the builder's rail %u address: its rails' URLs are crossed",
+				  h->id, h->rail, h->rails, on);
 	else
 		return true;
 	return false;

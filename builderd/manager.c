@@ -245,6 +245,14 @@ void mgr_drain(struct mgr *m, uint64_t last_event)
 	mgr_pump(m);
 }
 
+void mgr_cut(struct mgr *m)
+{
+	if (m->drained)
+		return;
+	m->drained = true;
+	m->drain_end = evm_totals(m->evm).assigned_end;
+}
+
 uint64_t mgr_ids_cut_unassigned(const struct mgr *m)
 {
 	uint64_t end = m->config.plan.first_event + m->config.plan.events;
@@ -342,6 +350,7 @@ json_t *mgr_json_routing(const struct mgr *m)
 {
 	json_t *o = json_object();
 	SET(o, "mode", metrics_json_text(evm_mode_name(m->config.mode)));
+	SET(o, "builder_stall_ms", U64(bd_builder_stall_ms(m->opt)));
 	SET(o, "builders", U64(m->config.plan.builders));
 	SET(o, "first_event", U64(m->config.plan.first_event));
 	SET(o, CNT_SOURCE(events), U64(m->config.plan.events));   /* the run's, as the routing message says */

@@ -64,6 +64,10 @@ void mgr_pump(struct mgr *m);
  * none past it, so that every ASSIGN leaves before the sources' END. */
 void mgr_drain(struct mgr *m, uint64_t last_event);
 
+/* A stop for a fault: nothing more is assigned; the IDs not assigned yet
+ * are counted as the stop's (mgr_ids_cut_unassigned). */
+void mgr_cut(struct mgr *m);
+
 /* The event IDs a drained stop left unassigned (the run's end past the
  * assignments), 0 without one: the books' bucket beside the assigned. */
 uint64_t mgr_ids_cut_unassigned(const struct mgr *m);

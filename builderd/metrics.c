@@ -190,6 +190,7 @@ static void json_run_control(json_t *root, const struct bd_snapshot *b)
 	SET(root, "start_to_first_event_ms", json_span_ms(b->started_ns, b->first_built_ns));
 	SET(root, "stop_to_books_ms", json_span_ms(b->drain_ns, b->books_ns));
 	SET(root, "stop_last_event", b->drain_ns != 0 ? U64(b->drain_last_event) : json_null());
+	SET(root, "fault_to_books_ms", json_span_ms(b->fault_ns, b->books_ns));
 }
 
 static json_t *json_equations(const struct acct *a)
@@ -223,6 +224,7 @@ static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
 	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
 	SET(o, "fragments_cut_by_stop", U64(a->cut_by_stop));
 	SET(o, "frames_lost_with_readers", U64(a->lost_with_readers));
+	SET(o, "frames_unread_at_stop", U64(a->unread_at_stop));
 	if (b->hub)
 		SET(o, CNT_MANAGER(events_lost_with_builders), U64(a->lost_with_builders));
 	if (b->hub)

@@ -6,6 +6,7 @@
 #include "wire/control.h"
 #include "wire/frame.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -234,12 +235,22 @@ static bool bd_options_check_role(const struct bd_options *o)
 			o->builders);
 		return false;
 	}
+	if (o->role != BD_ROLE_BOTH && o->timeout_ms == 0) {
+		fprintf(stderr, "builderd: --role %s --timeout-ms 0: a builder whose events never time out may hold one for ever without a token, and the hub gives a builder up after --timeout-ms + --stall-timeout-ms (%" PRIu64 " ms) without one; give the builders' event timeout\n",
+			role, o->stall_timeout_ms);
+		return false;
+	}
 	if (o->role == BD_ROLE_BUILDER && o->builder_id >= o->builders) {
 		fprintf(stderr, "builderd: --id %u is not a builder of --builders %u (IDs 0 .. %u)\n",
 			o->builder_id, o->builders, o->builders - 1);
 		return false;
 	}
 	return true;
+}
+
+uint64_t bd_builder_stall_ms(const struct bd_options *o)
+{
+	return o->stall_timeout_ms + o->timeout_ms;
 }
 
 bool bd_options_check(void *opts, const struct daemon_options *d)

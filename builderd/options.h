@@ -18,7 +18,7 @@ extern const char bd_usage_synopsis[], bd_usage_description[], bd_usage_epilogue
 	bd_usage_example[];
 
 /* What no single option can check: readers against sources, --shm-capacity
- * without --shm-listen. */
+ * without --shm-listen, a hub's or builder's --timeout-ms 0. */
 bool bd_options_check(void *opts, const struct daemon_options *d);
 
 /* Once the run key is loaded: the listeners on loopback unless there is one. */
@@ -82,5 +82,11 @@ struct bd_options {
 	uint64_t transition_timeout_ms; /* the hub's deadline for a transition's answers */
 	bool quiet;
 };
+
+/* How long the hub lets a builder that holds events go without a TOKEN:
+ * --stall-timeout-ms past --timeout-ms, the builders' event timeout (a
+ * healthy builder may wait that long for an event's last fragment before
+ * it decides it; docs/BUILDERS.md, "A dead or stalled builder"). */
+uint64_t bd_builder_stall_ms(const struct bd_options *o);
 
 #endif

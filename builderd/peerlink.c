@@ -67,6 +67,22 @@ static void plink_on_source_given_up(struct plink *l, struct bd_peer *reader, ui
 	plink_gone(l, p, why);
 }
 
+/* A reader stopped the run for a fault it found (its STOP for every
+ * source, the fault as reason): it forwards nothing more, so it is given
+ * up at once, named with the fault, what it held counted lost with it,
+ * and the hub ends the run rather than wait for its frames. */
+static void plink_on_reader_fault(struct plink *l, struct bd_peer *reader, const char *reason)
+{
+	if (reader->reported || reader->lost)
+		return;
+	reader->refused = true;
+	char why[CTL_MAX_TEXT + 32];
+	snprintf(why, sizeof why, "stopped the run: it %s", reason);
+	plink_gone(l, reader, why);
+	if (l->hooks.fault != NULL)
+		l->hooks.fault(l->hooks.ctx, reader);
+}
+
 /* A builder's STATS: how it is doing, for the hub's live views. */
 static void plink_builder_stats(struct bd_peer *p, const struct ctl_report *r)
 {
@@ -119,6 +135,10 @@ static void plink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint6
 		bdc_on_pong(l->clocks, p, &msg->u.pong, rx_ns);
 		break;
 	case CTL_STOP:
+		if (p->role == CTL_ROLE_READER && msg->u.stop.source == CTL_STOP_ALL) {
+			plink_on_reader_fault(l, p, msg->u.stop.reason);
+			break;
+		}
 		if (p->role == CTL_ROLE_READER) {
 			plink_on_source_given_up(l, p, msg->u.stop.source);
 			break;
@@ -164,7 +184,8 @@ static void plink_tell_dependents(struct plink *l, struct bd_peer *p)
 {
 	struct ctl_msg stop = { .type = CTL_STOP, .u.stop.last_event = CTL_STOP_NOW };
 	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
-		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" : "is gone");
+		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" :
+		 p->refused ? "stopped the run for a fault" : "is gone");
 	if (p->role == CTL_ROLE_READER) {
 		enum bd_data_state st = bdd_reader_state(l->data, p->id);
 		/* A dead reader's data connection ends by itself, and its

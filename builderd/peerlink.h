@@ -32,6 +32,10 @@ struct plink_hooks {
 	void (*closed)(void *ctx);
 	/* false once the run has ended. */
 	bool (*running)(void *ctx);
+	/* Reader p found a fault that fails the run (it refused the hub's
+	 * plan, or a builder link of its was answered by another builder)
+	 * and was given up for it: the run ends now. */
+	void (*fault)(void *ctx, struct bd_peer *p);
 	/* A message this module does not handle (a builder's TOKEN): true
 	 * when the hub took it. May be NULL. */
 	bool (*message)(void *ctx, struct bd_peer *p, const struct ctl_msg *m);

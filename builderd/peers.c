@@ -80,5 +80,5 @@ uint32_t peer_index(const struct peer_table *t, const struct bd_peer *p)
 
 const char *peer_how_gone(const struct bd_peer *p)
 {
-	return p->stalled ? "stalled" : p->stuck ? "stuck" : "died";
+	return p->stalled ? "stalled" : p->stuck ? "stuck" : p->refused ? "refused" : "died";
 }

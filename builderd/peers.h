@@ -20,6 +20,7 @@ struct bd_peer {
 	bool lost;               /* control connection gone, or stalled, before END */
 	bool stalled;            /* declared gone for not answering */
 	bool stuck;              /* declared gone though it answers: no data, no END */
+	bool refused;            /* a reader that stopped the run for a fault it found */
 	uint64_t last_heard_ns;  /* last control message, monotonic */
 	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
 	uint64_t verified;       /* reader: frames it verified (its last STATS) */

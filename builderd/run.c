@@ -142,6 +142,7 @@ static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_
 			 b->opt.run_id, peer, h->pid, h->host);
 	if (b->mgr != NULL)
 		mgr_welcomed(b->mgr, p);
+	bd_fault_tell(b, p);
 	if (p->role == CTL_ROLE_READER && p->conn != NULL && !b->hub) {
 		/* The reader holds everything until it hears a limit. */
 		bd_send_credit(b, p, ing_admission_limit(b->ing),
@@ -201,16 +202,18 @@ static bool bd_all_connected(const struct bd *b)
 }
 
 /* Role hub, from the tick: assignments that tokens alone did not make,
- * and a builder that holds events but sent no token for the stall timeout. */
+ * and a builder that holds events but sent no token for the stall timeout
+ * past its event timeout (a healthy one may wait that long for an event). */
 static void bd_manage(struct bd *b, uint64_t now)
 {
-	int32_t k = mgr_stalled_builder(b->mgr, now, b->opt.stall_timeout_ms * 1000000u);
+	uint64_t limit_ms = bd_builder_stall_ms(&b->opt);
+	int32_t k = mgr_stalled_builder(b->mgr, now, limit_ms * 1000000u);
 	if (k >= 0) {
 		struct bd_peer *p = peer_builder(&b->peers, (uint32_t)k);
 		p->stalled = true;
-		char why[128];
-		snprintf(why, sizeof why, "stalled: it holds events but sent no token for %" PRIu64 " ms",
-			 b->opt.stall_timeout_ms);
+		char why[160];
+		snprintf(why, sizeof why, "stalled: it holds events but sent no token for %" PRIu64 " ms (--stall-timeout-ms %" PRIu64 " past --timeout-ms %" PRIu64 ")",
+			 limit_ms, b->opt.stall_timeout_ms, b->opt.timeout_ms);
 		plink_gone(b->plink, p, why);
 	}
 	mgr_pump(b->mgr);
@@ -290,7 +293,7 @@ static void bd_finish(struct bd *b, const char *why)
 	event_del(b->ev_tick);
 	struct books bk = {
 		.opt = &b->opt, .peers = &b->peers, .data = &b->data, .manager = b->mgr,
-		.error = bd_hook_error, .ctx = b,
+		.stopped_at_fault = b->fault_ns != 0, .error = bd_hook_error, .ctx = b,
 	};
 	int written = b->hub ? 0 : ing_finish(b->ing, books_events_generated(&bk));
 	books_check(&bk);
@@ -375,6 +378,14 @@ static void bd_hook_reported(void *ctx, struct bd_peer *p, int32_t status)
 		b->status = 1;
 	if (p->role == CTL_ROLE_BUILDER && b->fleet != NULL)
 		fleet_update(b->fleet);
+	bd_fault_tell_builders(b);
+	bd_maybe_finish(b);
+}
+
+static void bd_hook_fault(void *ctx, struct bd_peer *p)
+{
+	struct bd *b = ctx;
+	bd_stop_at_fault(b, p);
 	bd_maybe_finish(b);
 }
 
@@ -385,6 +396,7 @@ static void bd_hook_lost(void *ctx, struct bd_peer *p)
 		mgr_builder_gone(b->mgr, p->id, peer_how_gone(p));
 	/* Lost before the start (its greeting was kept waiting at a busy
 	 * door, say): the others start without it rather than wait for ever. */
+	bd_fault_tell_builders(b);
 	bd_maybe_start(b);
 	bd_maybe_finish(b);
 }
@@ -476,7 +488,7 @@ static int bd_create_hub(struct bd *b, uint16_t *control_port)
 		.hooks = { .ctx = b, .error = bd_hook_error, .progress = bd_hook_progress,
 			   .reported = bd_hook_reported, .lost = bd_hook_lost,
 			   .closed = bd_hook_closed, .running = bd_hook_running,
-			   .message = bd_hook_message },
+			   .fault = bd_hook_fault, .message = bd_hook_message },
 	};
 	b->plink = plink_create(&lc);
 	if (b->plink == NULL)

@@ -64,11 +64,28 @@ struct bd {
 	uint64_t first_built_ns;          /* the tick that saw the first decided event; 0 before */
 	uint64_t drain_ns;                /* the operator's drained stop asked; 0: none */
 	uint64_t drain_last_event;        /* its last_event */
+	uint64_t fault_ns;                /* a peer stopped the run for a fault; 0: none */
+	char fault_reason[CTL_MAX_TEXT];  /* the STOP's reason then */
+	bool fault_builders_told;
 	uint64_t books_ns;                /* the books closed (bd_finish) */
 	struct prom_server *prom;         /* --metrics-listen */
 	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
 	char host[256];                   /* the builder's host name */
 };
+
+/* A peer stopped the run for a fault it found (plink's fault hook): every
+ * source is told to stop now, the manager assigns nothing more, and the
+ * run ends the normal way once the others have reported (docs/BUILDERS.md,
+ * "A reader that finds a fault"). */
+void bd_stop_at_fault(struct bd *b, const struct bd_peer *p);
+
+/* After such a stop, p (joining late, or any peer at the stop) is told to
+ * stop too; nothing without one. */
+void bd_fault_tell(struct bd *b, struct bd_peer *p);
+
+/* The builders of such a stop before START, once no reader will dial them
+ * any more (every one reported or gone): told to stop, once. */
+void bd_fault_tell_builders(struct bd *b);
 
 /* The run's figures for a report: the hub's own, then the data side's.
  * self (may be NULL) gets the builder process's own counters. */

@@ -55,6 +55,7 @@ void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *se
 		.started_ns = b->started_ns,
 		.first_built_ns = b->first_built_ns,
 		.drain_ns = b->drain_ns,
+		.fault_ns = b->fault_ns,
 		.drain_last_event = b->drain_last_event,
 		.books_ns = b->books_ns,
 		.links = b->snap_links,

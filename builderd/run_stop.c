@@ -1,7 +1,8 @@
 /* The operator's drained stop of the run (docs/RUNCONTROL.md, "stop"):
  * every source is told the last event to generate and ends as at the
  * run's natural end, so the run closes the normal way: every event up to
- * that one built, the books balanced with the cut-off as its own bucket. */
+ * that one built, the books balanced with the cut-off as its own bucket.
+ * And the stop at a fault a peer found: every source stops now. */
 #include "run.h"
 #include "run_internal.h"
 
@@ -93,4 +94,67 @@ void bd_stop_drained(struct bd *b, const char *why)
 		 b->drain_last_event, why);
 	if (b->mgr != NULL)
 		mgr_drain(b->mgr, b->drain_last_event);
+}
+
+/* Whether the builders of a run stopped for a fault before START are due
+ * their STOP: once every reader has reported or is gone, none will dial
+ * them any more (a builder that ended sooner would turn a reader's late
+ * data connection away), and nothing is on its way to them. */
+static bool bd_fault_builders_due(const struct bd *b)
+{
+	if (b->started)
+		return false;   /* they end with their readers' data */
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		const struct bd_peer *rd = peer_reader(&b->peers, r);
+		if (!rd->reported && !rd->lost)
+			return false;
+	}
+	return true;
+}
+
+/* Tells one peer of a run stopped for a fault to stop now: a source stops
+ * sending, a reader closes its sources and reports, and a builder, before
+ * START, ends, so that none waits for a reader that will never forward. */
+void bd_fault_tell(struct bd *b, struct bd_peer *p)
+{
+	if (b->fault_ns == 0 || p->conn == NULL || p->reported || p->lost ||
+	    (p->role == CTL_ROLE_BUILDER && !bd_fault_builders_due(b)))
+		return;
+	struct ctl_msg m = { .type = CTL_STOP };
+	m.u.stop.source = CTL_STOP_ALL;
+	m.u.stop.last_event = CTL_STOP_NOW;
+	snprintf(m.u.stop.reason, sizeof m.u.stop.reason, "%s", b->fault_reason);
+	msgconn_send(p->conn, &m);
+}
+
+void bd_fault_tell_builders(struct bd *b)
+{
+	if (b->fault_ns == 0 || b->fault_builders_told || !bd_fault_builders_due(b))
+		return;
+	b->fault_builders_told = true;
+	for (uint32_t k = 0; k < b->peers.builders; k++)
+		bd_fault_tell(b, peer_builder(&b->peers, k));
+}
+
+void bd_stop_at_fault(struct bd *b, const struct bd_peer *p)
+{
+	if (b->phase != BD_RUNNING || b->fault_ns != 0)
+		return;
+	b->fault_ns = clk_monotonic_ns();
+	snprintf(b->fault_reason, sizeof b->fault_reason,
+		 "the run ends: %s %u stopped it for a fault (see the hub's log)",
+		 ctl_role_name(p->role), p->id);
+	/* The readers close their sources at once and forward what they
+	 * verified: frames still on their way are never read, and the books
+	 * count them (frames_unread_at_stop) rather than wait for frames of
+	 * IDs that will not be assigned. Peers that join later are told as
+	 * they join. */
+	for (uint32_t i = 0; i < b->opt.sources + b->opt.readers; i++)
+		bd_fault_tell(b, peer_at(&b->peers, i));
+	bd_fault_tell_builders(b);
+	if (b->mgr != NULL)
+		mgr_cut(b->mgr);
+	log_warn("Run %u ends: %s %u stopped it for a fault; every source and reader is told to stop now%s",
+		 b->opt.run_id, ctl_role_name(p->role), p->id,
+		 b->mgr != NULL ? ", nothing more is assigned" : "");
 }

@@ -101,6 +101,7 @@ struct bd_snapshot {
 	uint64_t started_ns;
 	uint64_t first_built_ns;
 	uint64_t drain_ns;
+	uint64_t fault_ns;                 /* a peer stopped the run for a fault; 0: none */
 	uint64_t drain_last_event;
 	uint64_t books_ns;
 

@@ -236,7 +236,8 @@ static void btcp_on_greeted(int fd, const struct ctl_hello *h, const char *peer,
 		ing_refused(g);
 		return;
 	}
-	struct bd_reader *rd = ing_admit_rail(g, fd, h, peer, t->listeners);
+	struct bd_reader *rd = ing_admit_rail(g, fd, h, peer, t->listeners,
+					      (uint32_t)(lis - t->lis));
 	if (rd == NULL)
 		return;
 	if (greet_reply_welcome(fd, opt->run_id, CTL_ROLE_BUILDER, ing_builder_id(g)) < 0) {

@@ -66,6 +66,7 @@ struct rdr_options {
 	enum rdr_shm_inject shm_inject;
 	uint64_t shm_inject_after;     /* records forwarded before the bad one */
 	uint64_t forward_stall_bytes;  /* test hook: forward nothing more past this; 0 = off */
+	uint64_t skip_assign;          /* test hook: the hub's N-th ASSIGN taken as lost; 0 = off */
 	char control_host[256];
 	uint16_t control_port;
 	uint32_t max_fragment_bytes;

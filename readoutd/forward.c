@@ -92,6 +92,26 @@ void fwd_destroy(struct fwd *f)
 	free(f);
 }
 
+bool fwd_welcome_is_ours(struct fwd_conn c, const struct ctl_msg *reply)
+{
+	return reply->u.welcome.role == CTL_ROLE_BUILDER && reply->u.welcome.id == c.link;
+}
+
+void fwd_crossed(uint32_t reader_id, struct fwd_conn c, const struct ctl_msg *reply,
+		 const char *peer, char *why, size_t size)
+{
+	snprintf(why, size, "builder link %u answered as %s %u: the links are crossed", c.link,
+		 ctl_role_name(reply->u.welcome.role), reply->u.welcome.id);
+	log_error("Reader %u: %s (at %s); nothing is forwarded", reader_id, why, peer);
+}
+
+bool fwd_refused_by_builder(const struct ctl_msg *reply)
+{
+	return reply != NULL && reply->type == CTL_ERROR &&
+	       strcmp(reply->u.error.code, "unreachable") != 0 &&
+	       strcmp(reply->u.error.code, "greeting_failed") != 0;
+}
+
 void fwd_data_hello(const struct rdr_options *opt, uint32_t rail, uint32_t rails,
 		    struct ctl_hello *hello)
 {

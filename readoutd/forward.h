@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+struct ctl_msg;
 struct event_base;
 struct rdr_options;
 
@@ -41,6 +42,11 @@ struct fwd_events {
 	void (*on_progress)(void *arg);
 	/* Already logged. */
 	void (*on_failed)(void *arg, enum fwd_failure why);
+	/* The builder refused the greeting (an ERROR of its own), or the one
+	 * that answered is not the builder this link names (links given
+	 * crossed): nothing was forwarded, the connection is closed, and why
+	 * is a sentence naming the link (already logged). */
+	void (*on_refused)(void *arg, const char *why);
 };
 
 /* What a forwarder did, for the END report and /metrics. */
@@ -114,6 +120,19 @@ extern const struct fwd_impl fwd_tcp_impl, fwd_shm_impl;
 struct ctl_hello;
 void fwd_data_hello(const struct rdr_options *opt, uint32_t rail, uint32_t rails,
 		    struct ctl_hello *hello);
+
+/* Whether a data connection's WELCOME comes from the builder its link
+ * names: role builder, id c.link (0, the one builder, without routing). */
+bool fwd_welcome_is_ours(struct fwd_conn c, const struct ctl_msg *reply);
+
+/* A WELCOME not ours (at peer): logs it and puts the sentence in why,
+ * "builder link 0 answered as builder 1: the links are crossed". */
+void fwd_crossed(uint32_t reader_id, struct fwd_conn c, const struct ctl_msg *reply,
+		 const char *peer, char *why, size_t size);
+
+/* Whether a refused greeting's ERROR came from the builder itself (not
+ * the dial's own "unreachable" or "greeting_failed"). */
+bool fwd_refused_by_builder(const struct ctl_msg *reply);
 
 /* "the builder" (one builder, CREDIT) or "builder 3" (routing), and with
  * rails " (rail 1 of 2)", for logs. */

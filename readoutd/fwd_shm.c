@@ -23,6 +23,7 @@ struct fwd_shm {
 	struct event_base *base;
 	const struct rdr_options *opt;
 	uint32_t dest;
+	struct fwd_conn conn;
 	struct fwd_feed feed;
 	struct fwd_events ev;
 	void *arg;
@@ -321,6 +322,14 @@ static void shm_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 		shm_abort(m);
 		return;
 	}
+	if (!fwd_welcome_is_ours(m->conn, reply)) {
+		char why[CTL_MAX_TEXT + 128];
+		fwd_crossed(m->opt->id, m->conn, reply, m->peer, why, sizeof why);
+		close(fd);
+		m->closed = true;
+		m->ev.on_refused(m->arg, why);
+		return;
+	}
 	m->sock = fd;
 	m->ev_sock = event_new(m->base, fd, EV_READ | EV_PERSIST, shm_on_fds, m);
 	uint64_t ms = m->opt->handshake_timeout_ms;
@@ -342,6 +351,7 @@ void *fwd_shm_dial(struct event_base *base, const struct rdr_options *opt, struc
 	m->base = base;
 	m->opt = opt;
 	m->dest = c.dest;
+	m->conn = c;
 	m->feed = *feed;
 	m->ev = *ev;
 	m->arg = arg;

@@ -25,6 +25,7 @@ struct fwd_tcp {
 	struct event_base *base;
 	uint32_t reader_id;
 	uint32_t dest;
+	struct fwd_conn conn;
 	char name[48];               /* "the builder", "builder 3 (rail 1 of 2)" */
 	struct fwd_feed feed;
 	struct fwd_events ev;
@@ -99,10 +100,25 @@ static void tcp_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 {
 	struct fwd_tcp *t = arg;
 	t->dial = NULL;
+	char why[CTL_MAX_TEXT + 128];
 	if (fd < 0) {
 		log_error("Reader %u: %s did not accept our data connection: %s (%s)",
 			  t->reader_id, t->name, reply->u.error.reason, reply->u.error.code);
-		t->ev.on_failed(t->arg, FWD_REFUSED);
+		if (!fwd_refused_by_builder(reply)) {
+			t->ev.on_failed(t->arg, FWD_REFUSED);
+			return;
+		}
+		snprintf(why, sizeof why, "%s refused our data connection: %s (%s)", t->name,
+			 reply->u.error.reason, reply->u.error.code);
+		t->closed = true;
+		t->ev.on_refused(t->arg, why);
+		return;
+	}
+	if (!fwd_welcome_is_ours(t->conn, reply)) {
+		fwd_crossed(t->reader_id, t->conn, reply, t->peer, why, sizeof why);
+		close(fd);
+		t->closed = true;
+		t->ev.on_refused(t->arg, why);
 		return;
 	}
 	if (tcp_open(t, fd) < 0) {
@@ -126,6 +142,7 @@ static struct fwd_tcp *tcp_new(struct event_base *base, const struct rdr_options
 	t->ev = *ev;
 	t->arg = arg;
 	t->dest = c.dest;
+	t->conn = c;
 	t->fd = -1;
 	fwd_builder_name(opt, c, t->name, sizeof t->name);
 	const struct rdr_rail *rail = &opt->links[c.link].rail[c.rail];

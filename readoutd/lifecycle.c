@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,10 +46,18 @@ struct rdr {
 	struct event *ev_stats;      /* a STATS to the builder every second */
 	struct ctl_msg stats;
 	uint64_t credits_received;
+	uint64_t assigns_received;   /* for --skip-assign */
 	bool warned_credit;          /* routing: a CREDIT is ignored, said once */
 	bool reported;
 	bool done;
 	struct ctl_msg report;
+	/* A fault of the run this reader found (the hub's plan refused, a
+	 * builder link answered by another builder): told the hub at once
+	 * (STOP for every source, the sentence as reason), or as soon as the
+	 * control link is up. */
+	struct ctl_msg fault;
+	bool fault_pending;
+	bool fault_told;
 };
 
 /* One data connection (a rail of a builder link): its forwarder, and who
@@ -58,6 +67,8 @@ struct rdr_connctx {
 	struct fwd_conn c;
 	struct fwd *fwd;             /* finished once its link broke or its builder is lost */
 };
+
+static void rdr_tell_fault(struct rdr *r);
 
 static int rdr_status(const struct rdr *r)
 {
@@ -231,6 +242,8 @@ static void rdr_on_ctl_ready(void *arg)
 	struct timeval second = { 1, 0 };
 	r->ev_stats = event_new(r->base, -1, EV_PERSIST, rdr_on_stats_timer, r);
 	event_add(r->ev_stats, &second);
+	if (r->fault_pending)
+		rdr_tell_fault(r);
 	rdr_maybe_finish(r);
 }
 
@@ -266,8 +279,12 @@ static void rdr_on_ctl_lost(const char *reason, void *arg)
 	struct rdr *r = arg;
 	if (r->done)
 		return;
-	log_error("Reader %u lost the builder's control connection: %s; stopping", r->opt.id,
-		  reason);
+	if (r->fault_told)
+		log_info("Reader %u: the hub closed our control connection after our fault report (%s)",
+			 r->opt.id, reason);
+	else
+		log_error("Reader %u lost the builder's control connection: %s; stopping", r->opt.id,
+			  reason);
 	r->status = 1;
 	r->done = true;
 	event_base_loopexit(r->base, NULL);
@@ -290,12 +307,54 @@ static void rdr_on_stop(uint32_t source, const char *reason, void *arg)
 	rdr_on_progress(r);
 }
 
+/* Tells the hub the fault at once, so that it ends the run now rather
+ * than wait for what this reader will never forward; then stops. */
+static void rdr_tell_fault(struct rdr *r)
+{
+	r->fault_pending = false;
+	if (ctllink_send(r->ctl, &r->fault) == 0)
+		r->fault_told = true;
+	rdr_stop(r);
+}
+
+/* A fault that fails the run: the hub hears of it (now, or once the
+ * control link is up) and the reader stops. */
+static void rdr_fault(struct rdr *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void rdr_fault(struct rdr *r, const char *fmt, ...)
+{
+	if (r->fault_pending || r->fault_told)
+		return;
+	r->status = 1;
+	r->fault = (struct ctl_msg){ .type = CTL_STOP };
+	r->fault.u.stop.source = CTL_STOP_ALL;
+	r->fault.u.stop.last_event = CTL_STOP_NOW;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->fault.u.stop.reason, sizeof r->fault.u.stop.reason, fmt, ap);
+	va_end(ap);
+	r->fault_pending = true;
+	if (r->ctl_ready && !r->reported)
+		rdr_tell_fault(r);
+}
+
 /* The hub and this reader disagree on the run's plan: the run fails. */
 static void rdr_fail(struct rdr *r, const char *what, const char *why)
 {
 	log_error("Reader %u refuses the hub's %s: %s; the run fails", r->opt.id, what, why);
-	r->status = 1;
-	rdr_stop(r);
+	rdr_fault(r, "refuses the hub's %s: %s", what, why);
+}
+
+/* A builder refused a data connection, or builder link b was answered by
+ * another builder (frames would go to the wrong one): none go; the run
+ * fails, named. */
+static void rdr_on_refused(void *arg, const char *why)
+{
+	const struct rdr_connctx *l = arg;
+	struct rdr *r = l->r;
+	if (!r->link_broken[l->c.link])
+		rdr_break_link(r, l);
+	rdr_fault(r, "finds %s", why);
 }
 
 static void rdr_on_routing(struct rdr *r, const struct ctl_routing *m)
@@ -321,6 +380,11 @@ static void rdr_on_routing(struct rdr *r, const struct ctl_routing *m)
 static void rdr_on_assign(struct rdr *r, const struct ctl_assign *m)
 {
 	char why[CTL_MAX_TEXT + 64];
+	if (++r->assigns_received == r->opt.skip_assign) {
+		log_warn("Reader %u: --skip-assign: taking the hub's assignment %" PRIu64 " (events %" PRIu64 "..+%u to builder %u) as never received",
+			 r->opt.id, r->assigns_received, m->first, m->count, m->builder);
+		return;
+	}
 	struct evm_assignment a = { .first = m->first, .count = m->count, .builder = m->builder };
 	if (intake_assign(r->intake, &a, m->retired_below, why, sizeof why) < 0) {
 		rdr_fail(r, "assignment", why);
@@ -459,6 +523,7 @@ struct rdr *rdr_create(struct event_base *base, const struct rdr_options *opt)
 	static const struct fwd_events fwd_ev = {
 		.on_progress = rdr_on_link_progress,
 		.on_failed = rdr_on_fwd_failed,
+		.on_refused = rdr_on_refused,
 	};
 	struct rdr *r = calloc(1, sizeof *r);
 	if (r == NULL)

@@ -200,6 +200,9 @@ const struct opt_spec rdr_option_specs[] = {
 	OPT_CUSTOM("shm-inject", "KIND@N", rdr_take_shm_inject,
 		   .help = "after N records put a damaged one in the ring and\n"
 			   "forward nothing more; KIND is record, crc, length or head"),
+	OPT_UINT("skip-assign", "N", O, skip_assign, 1, UINT64_MAX,
+		 .help = "take the hub's N-th assignment (from 1) as never\n"
+			 "received, so that the next one leaves a gap"),
 };
 const size_t rdr_option_count = sizeof rdr_option_specs / sizeof rdr_option_specs[0];
 
@@ -213,6 +216,10 @@ bool rdr_options_check(void *opts, const struct daemon_options *d)
 				b, o->link_count - 1, o->link_count - 1);
 			return false;
 		}
+	}
+	if (o->skip_assign != 0 && !o->routing) {
+		fprintf(stderr, "readoutd: --skip-assign takes a run of several builders (--builder B=URL links)\n");
+		return false;
 	}
 	if (o->shm_inject != RDR_SHM_INJECT_NONE && o->routing) {
 		fprintf(stderr, "readoutd: --shm-inject takes the one builder of a run (--builder shm://NAME without B=)\n");

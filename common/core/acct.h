@@ -43,6 +43,8 @@ enum acct_kind {
 	ACCT_RAILS_READER,
 	ACCT_RAILS_BUILDER,
 	ACCT_WRONG_RAIL,
+	/* a run a peer stopped for a fault (docs/BUILDERS.md) */
+	ACCT_SOURCE_WIRE_STOPPED,
 	ACCT_KIND_COUNT
 };
 
@@ -87,6 +89,7 @@ struct acct {
 	uint64_t lost_with_readers;
 	uint64_t lost_with_builders;          /* event IDs in flight at a dead builder */
 	uint64_t frames_lost_with_builders;   /* forwarded to a builder gone without a report */
+	uint64_t unread_at_stop;              /* on the wire, unread when a fault stopped the run */
 	struct acct_violation *violations;
 	size_t violation_count;
 	size_t violation_cap;
@@ -137,6 +140,11 @@ struct acct_run {
 	/* Several builders and the operator's drained stop: the event IDs past
 	 * the stop the manager never assigned (0 otherwise). */
 	uint64_t ids_cut_unassigned;
+	/* A peer stopped the run for a fault: every reader closed its sources
+	 * at once, so the frames a source put on the wire and its reader never
+	 * read are the named bucket frames_unread_at_stop (equation 2 becomes
+	 * ACCT_SOURCE_WIRE_STOPPED). */
+	bool stopped_at_fault;
 };
 
 /* Computes every equation of the run into a (allocated here; free with

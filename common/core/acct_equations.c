@@ -224,7 +224,7 @@ static int acct_source_generated(struct acct *a, uint16_t s, const struct acct_s
  * without a report has its own equation instead (acct_reader_gone). */
 static int acct_source_wire(struct acct *a, uint16_t s, const struct acct_src *c,
 			    const struct acct_reader *rd, const struct acct_hop *h,
-			    struct acct_totals *t)
+			    struct acct_totals *t, bool stopped)
 {
 	uint64_t wire = c->v[SRC(frames_wire)];
 	bool fw = c->f[SRC(frames_wire)];
@@ -232,6 +232,11 @@ static int acct_source_wire(struct acct *a, uint16_t s, const struct acct_src *c
 	bool fr = h->f[HOP(frames_received)];
 	if (rd != NULL && rd->gone && rd->report == NULL)
 		return 0;
+	/* Stopped for a fault: the reader closed the source with frames
+	 * still on their way, which no one read. */
+	uint64_t unread = stopped && fw && fr && wire > received ? wire - received : 0;
+	if (!acct_sum(&a->unread_at_stop, unread))
+		return acct_violation(a, "Impossible counters: the frames unread at the stop overflow 2^64");
 	int rc = 0;
 	char note[128];
 	if (rd != NULL) {
@@ -248,9 +253,10 @@ static int acct_source_wire(struct acct *a, uint16_t s, const struct acct_src *c
 		snprintf(note, sizeof note, "no final counters from source %u", s);
 	else
 		snprintf(note, sizeof note, "no final counters from reader %u", rd->id);
-	acct_add(a, wire, received, fw && fr, note, ACCT_SOURCE_WIRE, s, rd ? rd->id : 0);
+	acct_add(a, wire, received + unread, fw && fr, note,
+		 stopped ? ACCT_SOURCE_WIRE_STOPPED : ACCT_SOURCE_WIRE, s, rd ? rd->id : 0);
 	t->fit = acct_sum(&t->wire, wire) && t->fit;
-	t->fit = acct_sum(&t->received, received) && t->fit;
+	t->fit = acct_sum(&t->received, received + unread) && t->fit;
 	t->wire_known = t->wire_known && fw;
 	t->received_known = t->received_known && fr;
 	if (rc == 0 && rd != NULL)
@@ -313,7 +319,7 @@ static int acct_source(struct acct *a, const struct acct_run *run, uint16_t s,
 	acct_read(sr, CNT_GROUP_TOTALS, cnt_source_names, CNT_SOURCE_COUNT, c.v, c.f);
 	rc = acct_source_generated(a, s, &c);
 	if (rc == 0)
-		rc = acct_source_wire(a, s, &c, rd, &hop, t);
+		rc = acct_source_wire(a, s, &c, rd, &hop, t, run->stopped_at_fault);
 	return rc;
 }
 
@@ -470,7 +476,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 		 run->reader_count * acct_rails_cap(run);
 	a->count = 0;
 	a->lost_with_sources = a->lost_with_readers = a->cut_by_stop = 0;
-	a->lost_with_builders = a->frames_lost_with_builders = 0;
+	a->lost_with_builders = a->frames_lost_with_builders = a->unread_at_stop = 0;
 	a->violations = NULL;
 	a->violation_count = a->violation_cap = 0;
 	a->equations = calloc(a->cap, sizeof *a->equations);

@@ -21,7 +21,8 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 			      "reader", "`frames_received`",
 			      "`frames_forwarded + frames_rejected + frames_held_at_end` (+ `frames_late + frames_lost_builder` with several builders)" },
 	[ACCT_ALL_WIRE] = { "2 all sources: frames on wire = received by readers",
-			    "sources, readers", "sum of the above", "sum" },
+			    "sources, readers", "sum of the above",
+			    "sum (+ `frames_unread_at_stop` in a run stopped for a fault)" },
 	[ACCT_HOP_BUILDER] = { "hop reader %u to builder: forwarded = received by builder",
 			       "reader, builder", "`reader.R.frames_forwarded`",
 			       "`builder.from_reader.R.frames_received`" },
@@ -54,7 +55,7 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 	[ACCT_BUILDER_MISROUTED] = { "builder %u: misrouted = 0",
 				     "builder", "B's `frags_misrouted`", "0" },
 	[ACCT_RUN_ASSIGNED] = { "run: event IDs assigned = event IDs generated",
-				"manager, sources", "the manager's `assigned`, summed over builders (+ `ids_cut_unassigned`, the IDs a drained stop left unassigned)",
+				"manager, sources", "the manager's `assigned`, summed over builders (+ `ids_cut_unassigned`, the IDs a drained stop or a stop for a fault left unassigned)",
 				"the sources' `events`" },
 	[ACCT_HOP_RAIL] = { "hop reader %u to builder %u, rail %u: forwarded = received by builder",
 			    "reader, builder", "`reader.R.builder.B.rail.K.frames_forwarded`",
@@ -67,6 +68,9 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 				 "the link's `frames_received`" },
 	[ACCT_WRONG_RAIL] = { "builder %u from reader %u: frames on the wrong rail = 0",
 			      "builder", "sum over K of the rails' `frames_wrong_rail`", "0" },
+	[ACCT_SOURCE_WIRE_STOPPED] = { "2 source %u: frames on wire = received by reader %u + unread at the stop for a fault",
+				       "source, reader", "`source.N.frames_wire`",
+				       "`reader.R.source.N.frames_received` + `frames_unread_at_stop` (a run a peer stopped for a fault: the readers closed their sources at once)" },
 };
 
 const struct acct_kind_doc *acct_kind_describe(enum acct_kind kind)

@@ -20,6 +20,7 @@ ROUTINGS = ("manager", "static")
 # (--max-inflight) and the hub's IDs per batch; the hub's high water mark is
 # HIGH_WATER_BATCHES batches, and every builder's slots must exceed it.
 DEFAULT_SLOTS, DEFAULT_BATCH, HIGH_WATER_BATCHES = 4096, 64, 4
+DEFAULT_TIMEOUT_MS = 1000   # builderd's --timeout-ms
 
 
 class TopologyError(Exception):

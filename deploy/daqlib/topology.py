@@ -15,8 +15,8 @@ from typing import Any
 from .backends import BACKENDS, HostSpec, host_keys, option_tables
 from .backends.base import NAME_RE
 from .schema import (ARRAYS, BUILDER_ARRAY_KEYS, CORE_TABLES, DEFAULT_BATCH, DEFAULT_SLOTS,
-                     HIGH_WATER_BATCHES, MAX_RAILS, ROUTINGS, TRANSPORTS, U64, TopologyError, default_of,
-                     resolve_table)
+                     DEFAULT_TIMEOUT_MS, HIGH_WATER_BATCHES, MAX_RAILS, ROUTINGS, TRANSPORTS, U64,
+                     TopologyError, default_of, resolve_table)
 
 # [run] keys of the hub of several builders: a single [builder] takes none.
 HUB_RUN_KEYS = ("routing", "batch", "window_batches")
@@ -330,6 +330,11 @@ def _check_several(where: str, run: dict, several: bool) -> None:
     if run["no_admission"]:
         raise TopologyError(f"{where} [run] no_admission: a run of [[builder]] tables has no "
                             f"credits to ignore (the hub's tokens bound each builder)")
+    if run["timeout_ms"] == 0:
+        raise TopologyError(f"{where} [run] timeout_ms: 0 (events never expire) with [[builder]] "
+                            f"tables: a healthy builder could then go without a token for ever, "
+                            f"and the hub gives a builder holding events up after its "
+                            f"--stall-timeout-ms past timeout_ms (docs/BUILDERS.md)")
     slots, batch = run["max_inflight"], run["batch"] or DEFAULT_BATCH
     high_water = HIGH_WATER_BATCHES * batch
     if (slots if slots is not None else DEFAULT_SLOTS) <= high_water:
@@ -338,6 +343,35 @@ def _check_several(where: str, run: dict, several: bool) -> None:
                             f"exceed the hub's high water mark, {HIGH_WATER_BATCHES} x batch "
                             f"= {high_water} (docs/BUILDERS.md): raise max_inflight or lower "
                             f"batch")
+
+
+def _extra_value(extra: list[str], flag: str) -> str | None:
+    """The last value of flag in a table's extra arguments, None without one."""
+    value = None
+    for i, a in enumerate(extra):
+        if a == flag and i + 1 < len(extra):
+            value = extra[i + 1]
+        elif a.startswith(flag + "="):
+            value = a[len(flag) + 1:]
+    return value
+
+
+def _check_event_timeouts(where: str, run: dict, builders: list[dict], hub: dict) -> None:
+    """The hub gives a builder holding events up after its --stall-timeout-ms
+    past its own --timeout-ms, the builders' event timeout (docs/BUILDERS.md,
+    "A dead or stalled builder"): a builder given a longer one in its extra
+    could be given up while healthy."""
+    hub_timeout = _extra_value(hub["extra"], "--timeout-ms") or run["timeout_ms"]
+    if hub_timeout is None:
+        hub_timeout = DEFAULT_TIMEOUT_MS
+    for b in builders:
+        own = _extra_value(b["extra"], "--timeout-ms")
+        if own is None or not str(own).isdigit() or not str(hub_timeout).isdigit():
+            continue   # builderd names a malformed value itself
+        if int(own) > int(hub_timeout):
+            raise TopologyError(f"{where} [[builder]] id {b['id']} extra: --timeout-ms {own} "
+                                f"exceeds the hub's {hub_timeout}, which its stall limit "
+                                f"follows; set [run] timeout_ms instead (docs/BUILDERS.md)")
 
 
 def _source_owners(where: str, readers: list[dict]) -> dict[int, int]:
@@ -410,6 +444,8 @@ def resolve_topology(doc: dict, path: str) -> Topology:
     overrides = _resolve_overrides(where, doc, owner)
     _check_run(where, run)
     _check_several(where, run, hub is not None)
+    if hub is not None:
+        _check_event_timeouts(where, run, builders, hub)
     sd = resolved["sources"]
     sd["host"] = _place(where, "[sources]", sd["host"], hosts, declared, None) \
         if sd["host"] is not None else None

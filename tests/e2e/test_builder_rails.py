@@ -188,8 +188,8 @@ class BuilderRailsTest(E2ETestCase):
     def test_both_bad_rails_are_refused(self) -> None:
         """With rail 0 of 2 connected: rail 0 of 1 (rails disagree), rail 0
         of 2 again (already connected), rail 2 of 3 (beyond the builder's two
-        addresses) are refused with the sentence; the real rails then build
-        every event."""
+        addresses), rail 1 at rail 0's address (URLs crossed) are refused
+        with the sentence; the real rails then build every event."""
         proc, ports, out = self.start_both(128)
         port = ports["data"]
         first, reply = greet_rail(HOSTS[0], port, rail_hello(0, 2))
@@ -209,6 +209,12 @@ class BuilderRailsTest(E2ETestCase):
             self.assertEqual(reply["type"], "error", reply)
             self.assertEqual(reply["code"], code, reply)
             self.assertEqual(reply["reason"], text, reply)
+        # Rail 1 at rail 0's address: the reader's rail URLs crossed.
+        s, reply = greet_rail(HOSTS[0], port, rail_hello(1, 2))
+        s.close()
+        self.assertEqual((reply["type"], reply["code"], reply["reason"]),
+                         ("error", "bad_rail", "reader 0 greeted rail 1 of 2 on the builder's "
+                                               "rail 0 address: its rails' URLs are crossed"))
         second, reply = greet_rail(HOSTS[1], port, rail_hello(1, 2))
         self.assertEqual(reply["type"], "welcome", reply)
         reader = RailReader.__new__(RailReader)
@@ -218,7 +224,7 @@ class BuilderRailsTest(E2ETestCase):
         reader.end(128)
         m = self.both_metrics(proc, out)
         c = m["counters"]
-        self.assertEqual(c["builder"]["refused_connections"], 3)
+        self.assertEqual(c["builder"]["refused_connections"], 4)
         self.assertEqual(c["builder"]["events_complete"], 128)
         self.assertEqual(c["builder.from_reader.0"]["frames_received"], 256)
 

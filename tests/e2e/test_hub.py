@@ -384,7 +384,8 @@ class HubTest(E2ETestCase):
         self.stalled_case(silent=True, why="stalled: no answer for")
 
     def test_builder_without_tokens_is_stalled(self) -> None:
-        self.stalled_case(silent=False, why="stalled: it holds events but sent no token for 600 ms")
+        self.stalled_case(silent=False, why="stalled: it holds events but sent no token for 1600 ms "
+                                                   "(--stall-timeout-ms 600 past --timeout-ms 1000)")
 
     def test_sources_starting_late_stall_no_builder(self) -> None:
         """Builders that joined long before the sources (a slow start)

@@ -167,6 +167,12 @@ class BuildersTopologyTest(E2ETestCase):
                                               "batch = 256"),
             (doc_with(run__no_admission=True), "[run] no_admission: a run of [[builder]] "
                                                "tables has no credits to ignore"),
+            (doc_with(run__timeout_ms=0), "[run] timeout_ms: 0 (events never expire) with "
+                                          "[[builder]] tables: a healthy builder could then go "
+                                          "without a token for ever"),
+            (doc_with(run__timeout_ms=1000, builder1__extra=["--timeout-ms", "5000"]),
+             "[[builder]] id 1 extra: --timeout-ms 5000 exceeds the hub's 1000, which its "
+             "stall limit follows; set [run] timeout_ms instead"),
             (doc_with(hub__port=1), "[hub] unknown key 'port'"),
             (dict(single, run=dict(single["run"], routing="static")),
              "[run] routing: applies to a hub and its builders ([[builder]] tables)"),

@@ -720,8 +720,49 @@ START_TEST(test_builder_sides)
 }
 END_TEST
 
+/* A run a peer stopped for a fault: the readers closed their sources with
+ * frames on their way, so equation 2 adds the frames unread at the stop,
+ * which metrics.json's bucket sums; they cannot be more than the wire. The
+ * same counters fail the plain equation 2. */
+START_TEST(test_stopped_at_fault_counts_unread)
+{
+	for (int r = 0; r < N; r++)
+		for (int i = 0; i < 2; i++) {
+			char g[16];
+			snprintf(g, sizeof g, "source.%u", reader_sources[r][i]);
+			set(&reader_reports[r], g, "frames_received", EVENTS - 10 - i);
+			set(&reader_reports[r], g, "frames_forwarded", EVENTS - 10 - i);
+		}
+	for (int r = 0; r < N; r++) {
+		set(&reader_reports[r], "", "frames_forwarded", 2 * EVENTS - 21);
+		readers[r].frames_received_by_builder = 2 * EVENTS - 21;
+	}
+	core.frags_received = core.frags_unique = S * (EVENTS - 10) - 2;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!find(&a, "2 source 1: frames on wire = received by reader 0")->ok);
+	ck_assert(!find(&a, "2 all sources")->ok);
+	ck_assert_uint_eq(a.unread_at_stop, 0);
+	acct_free(&a);
+	run.stopped_at_fault = true;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	const struct acct_equation *e =
+		find(&a, "2 source 1: frames on wire = received by reader 0 + unread at the stop for a fault");
+	ck_assert(e->ok);
+	ck_assert_int_eq(e->kind, ACCT_SOURCE_WIRE_STOPPED);
+	ck_assert_uint_eq(e->lhs, EVENTS);
+	ck_assert(find(&a, "2 all sources")->ok);
+	ck_assert_uint_eq(a.unread_at_stop, S * 10 + 2);
+	bool seen[ACCT_KIND_COUNT] = { false };
+	note_kinds(&a, seen);
+	ck_assert(seen[ACCT_SOURCE_WIRE_STOPPED] && !seen[ACCT_SOURCE_WIRE]);
+	acct_free(&a);
+}
+END_TEST
+
 /* The counters the kinds' descriptions name (README's table) are counters
- * of wire/counters.h, or the losses metrics.json adds (and the manager's
+ * of wire/counters.h, or the losses metrics.json adds (frames_unread_at_stop
+ * among them, and the manager's
  * ids_cut_unassigned): a renamed counter
  * breaks this rather than leaving the documents behind. */
 START_TEST(test_kind_docs_name_real_counters)
@@ -746,6 +787,7 @@ START_TEST(test_kind_docs_name_real_counters)
 								      strcmp(word, "fragments_lost_with_sources") == 0 ||
 								      strcmp(word, "frames_lost_with_readers") == 0 ||
 								      strcmp(word, "frames_lost_with_builders") == 0 ||
+								      strcmp(word, "frames_unread_at_stop") == 0 ||
 								      strcmp(word, "ids_cut_unassigned") == 0,
 							      "kind %d names %s, no counter", k, word);
 					w += n ? n : 1;
@@ -794,6 +836,7 @@ static Suite *acct_suite(void)
 	tcase_add_test(tc, test_gone_reader_counts_lost);
 	tcase_add_test(tc, test_builder_sides);
 	tcase_add_test(tc, test_kind_docs_name_real_counters);
+	tcase_add_test(tc, test_stopped_at_fault_counts_unread);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -70,6 +70,7 @@ struct told {
 	int progress;
 	int failed;
 	enum fwd_failure why;
+	char refused[256];           /* why a builder refused, or a crossed link */
 };
 
 static void on_progress(void *arg)
@@ -86,7 +87,14 @@ static void on_failed(void *arg, enum fwd_failure why)
 	t->why = why;
 }
 
-static const struct fwd_events events = { on_progress, on_failed };
+static void on_refused(void *arg, const char *why)
+{
+	struct told *t = arg;
+	t->failed++;
+	snprintf(t->refused, sizeof t->refused, "%s", why);
+}
+
+static const struct fwd_events events = { on_progress, on_failed, on_refused };
 
 static void setup(void)
 {

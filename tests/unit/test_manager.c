@@ -51,19 +51,25 @@ static void on_progress(void *ctx, uint64_t now)
 	progress_calls++;
 }
 
-static void setup(void)
+static void setup_events(uint64_t events)
 {
 	sent_count = error_count = 0;
 	progress_calls = 0;
 	opt = (struct bd_options){ .role = BD_ROLE_HUB, .builders = M, .sources = S, .readers = N,
-				   .events = EVENTS, .batch = BATCH, .window_batches = 16,
-				   .routing = CTL_ROUTING_MANAGER };
+				   .events = events, .batch = BATCH, .window_batches = 16,
+				   .routing = CTL_ROUTING_MANAGER, .stall_timeout_ms = 2000,
+				   .timeout_ms = 1000 };
 	ck_assert_int_eq(peer_table_init_builders(&peers, S, N, M), 0);
 	for (uint32_t i = 0; i < peer_count(&peers); i++)
 		peer_at(&peers, i)->conn = (struct msgconn *)&fake_conn;
 	struct mgr_hooks h = { .error = on_error, .send = on_send, .progress = on_progress };
 	m = mgr_create(&opt, &peers, &h);
 	ck_assert_ptr_nonnull(m);
+}
+
+static void setup(void)
+{
+	setup_events(EVENTS);
 }
 
 static void teardown(void)
@@ -138,6 +144,51 @@ START_TEST(test_assignments_after_start_to_everyone)
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "events_assigned")), EVENTS);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "tokens_received")), 2);
 	ck_assert_int_gt(json_integer_value(json_object_get(j, "memory_bytes")), 0);
+	json_decref(j);
+}
+END_TEST
+
+/* A stop for a fault before START: every ID is the stop's, and nothing
+ * is ever assigned, whatever the tokens. */
+START_TEST(test_cut_before_start)
+{
+	mgr_cut(m);
+	ck_assert_uint_eq(mgr_ids_cut_unassigned(m), EVENTS);
+	token(0, SLOTS, 0, 0, 1);
+	token(1, SLOTS, 0, 0, 2);
+	mgr_start(m, 3);
+	ck_assert_uint_eq(count_of(CTL_ASSIGN), 0);
+	ck_assert_uint_eq(mgr_totals(m).assigned_end, 0);
+}
+END_TEST
+
+/* A stop for a fault mid-run: the builders' tokens free room, yet nothing
+ * more is assigned; the rest of the run's IDs are the stop's. The hub's
+ * stall limit of a builder follows its event timeout. */
+START_TEST(test_cut_after_start)
+{
+	teardown();
+	setup_events(100 * BATCH);
+	token(0, 5 * BATCH, 0, 0, 1);
+	token(1, 5 * BATCH, 0, 0, 2);
+	mgr_start(m, 3);
+	uint64_t end = mgr_totals(m).assigned_end;
+	ck_assert_uint_gt(end, 0);
+	ck_assert_uint_lt(end, 100 * BATCH);
+	mgr_cut(m);
+	size_t assigns = count_of(CTL_ASSIGN);
+	for (uint32_t b = 0; b < M; b++) {
+		struct evm_builder_view v;
+		ck_assert(mgr_builder_view(m, b, &v));
+		token(b, 5 * BATCH, v.assigned, end, 4 + b);
+	}
+	mgr_pump(m);
+	ck_assert_uint_eq(error_count, 0);
+	ck_assert_uint_eq(count_of(CTL_ASSIGN), assigns);
+	ck_assert_uint_eq(mgr_totals(m).assigned_end, end);
+	ck_assert_uint_eq(mgr_ids_cut_unassigned(m), 100 * BATCH - end);
+	json_t *j = mgr_json_routing(m);
+	ck_assert_int_eq(json_integer_value(json_object_get(j, "builder_stall_ms")), 2000 + 1000);
 	json_decref(j);
 }
 END_TEST
@@ -250,6 +301,8 @@ static Suite *manager_suite(void)
 	tcase_add_test(tc, test_routing_to_readers_and_builders);
 	tcase_add_test(tc, test_assignments_after_start_to_everyone);
 	tcase_add_test(tc, test_refused_tokens_name_the_builder);
+	tcase_add_test(tc, test_cut_before_start);
+	tcase_add_test(tc, test_cut_after_start);
 	tcase_add_test(tc, test_dead_builder);
 	tcase_add_test(tc, test_stalled_by_tokens);
 	tcase_add_test(tc, test_silence_counts_from_start);

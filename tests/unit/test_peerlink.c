@@ -42,6 +42,8 @@ struct record {
 	unsigned lost;
 	struct bd_peer *lost_peer;
 	unsigned closed;
+	unsigned faults;
+	struct bd_peer *fault_peer;
 	bool over;
 };
 
@@ -83,6 +85,13 @@ static void on_lost(void *ctx, struct bd_peer *p)
 	struct record *r = ctx;
 	r->lost++;
 	r->lost_peer = p;
+}
+
+static void on_fault(void *ctx, struct bd_peer *p)
+{
+	struct record *r = ctx;
+	r->faults++;
+	r->fault_peer = p;
 }
 
 static void on_closed(void *ctx)
@@ -176,7 +185,7 @@ static void setup(void)
 		.base = base, .peers = &peers, .data = &data, .clocks = clocks,
 		.hooks = { .ctx = &rec, .error = on_error, .progress = on_progress,
 			   .reported = on_reported, .lost = on_lost, .closed = on_closed,
-			   .running = running },
+			   .running = running, .fault = on_fault },
 	};
 	link_ = plink_create(&lc);
 	ck_assert_ptr_nonnull(link_);
@@ -310,6 +319,37 @@ START_TEST(test_lost_reader)
 }
 END_TEST
 
+/* A reader's STOP for every source is a fault it found: it is given up at
+ * once, named with the fault (how: refused), its sources told to stop,
+ * and the hub hears of it to end the run; its later END is not waited for. */
+START_TEST(test_reader_fault)
+{
+	struct ctl_msg m = { .type = CTL_STOP };
+	m.u.stop.source = CTL_STOP_ALL;
+	m.u.stop.last_event = CTL_STOP_NOW;
+	snprintf(m.u.stop.reason, sizeof m.u.stop.reason,
+		 "finds builder link 0 answered as builder 1: the links are crossed");
+	send_from(3, &m);
+	struct bd_peer *r0 = peer_reader(&peers, 0);
+	ck_assert(r0->lost && r0->refused);
+	ck_assert_str_eq(peer_how_gone(r0), "refused");
+	ck_assert_uint_eq(rec.faults, 1);
+	ck_assert_ptr_eq(rec.fault_peer, r0);
+	ck_assert_uint_eq(rec.lost, 1);
+	ck_assert_uint_eq(rec.errors, 1);
+	ck_assert_str_eq(rec.error[0], "Reader 0 (127.0.0.1:1003, pid 13 on host3) stopped the run: it finds builder link 0 answered as builder 1: the links are crossed; what it held is counted as lost with it");
+	ck_assert_uint_eq(far[0].stops, 1);
+	ck_assert_uint_eq(far[1].stops, 1);
+	ck_assert_str_eq(far[0].stop.reason, "reader 0 stopped the run for a fault");
+	ck_assert_uint_eq(far[2].stops, 0);
+	/* The other reader's fault is its own. */
+	send_from(4, &m);
+	ck_assert_uint_eq(rec.faults, 2);
+	ck_assert_ptr_eq(rec.fault_peer, peer_reader(&peers, 1));
+	ck_assert_uint_eq(rec.errors, 2);
+}
+END_TEST
+
 /* A stalled reader's data connection would not end by itself: cut. */
 START_TEST(test_stalled_reader_cut)
 {
@@ -391,6 +431,7 @@ static Suite *peerlink_suite(void)
 	tcase_add_test(tc, test_end_and_stats);
 	tcase_add_test(tc, test_pong_and_unexpected);
 	tcase_add_test(tc, test_lost_reader);
+	tcase_add_test(tc, test_reader_fault);
 	tcase_add_test(tc, test_stalled_reader_cut);
 	tcase_add_test(tc, test_lost_source);
 	tcase_add_test(tc, test_source_given_up);
