@@ -1,7 +1,10 @@
 /* The greeting that opens every connection, data or control: the listener
  * sends CHALLENGE (a nonce), the client answers HELLO with its proof of the
- * run key (common/sys/auth.h), the listener answers WELCOME or ERROR. A listener
- * with no run key accepts loopback peers only. Both sides read message by
+ * run key (common/sys/auth.h) and a nonce of its own, the listener answers
+ * WELCOME or ERROR. Both ends of a welcomed greeting get the connection's
+ * seal (io/msgseal), keyed by both nonces and the HELLO, for the control
+ * messages that follow. A listener with no run key accepts loopback peers
+ * only. Both sides read message by
  * message, byte-exact, so nothing that follows the greeting is ever
  * swallowed. A greeting has a deadline from its start (the listener's
  * handshake timeout, the client's connect timeout), however its bytes

@@ -9,8 +9,8 @@
 #include "io/net.h"
 
 #include <event2/event.h>
-#include <sodium.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

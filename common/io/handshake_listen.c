@@ -10,8 +10,8 @@
 #include "io/net.h"
 
 #include <event2/event.h>
-#include <sodium.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -134,15 +134,17 @@ class Proxy(threading.Thread):
 class ControlSealTest(E2ETestCase):
     needs_daemons = True
 
-    def start_run(self, mode: str, where: str = "down"):
+    def start_run(self, mode: str, where: str = "down", run_key: bool = True):
         """The hub, two builders, reader 0 (sources 0 and 1) behind the
-        proxy, reader 1 (sources 2 and 3) straight to the hub."""
+        proxy, reader 1 (sources 2 and 3) straight to the hub; under a run
+        key unless run_key is false (every daemon on loopback)."""
         h = self.h
         key = h.path("run.key")
         key.write_text(os.urandom(32).hex() + "\n")
         key.chmod(0o600)
+        keyed = ["--run-key-file", key] if run_key else []
         common = ["--run", RUN, "--sources", 4, "--readers", 2, "--first-event", 0,
-                  "--events", EVENTS, "--run-key-file", key]
+                  "--events", EVENTS] + keyed
         out = h.dir / "run"
         hub_pf = h.path("ports", "hub.port")
         hub = h.daemon("builderd", "hub", ["--role", "hub", "--builders", 2,
@@ -170,18 +172,18 @@ class ControlSealTest(E2ETestCase):
             reader = h.daemon("readoutd", f"reader-{r}",
                               ["--id", r, "--run", RUN, "--listen", "127.0.0.1:0",
                                "--port-file", rpf, "--sources", ",".join(map(str, ids)),
-                               "--control", f"127.0.0.1:{via}", "--run-key-file", key] + links)
+                               "--control", f"127.0.0.1:{via}"] + keyed + links)
             rport = h.wait_port_file(rpf, ("data",), 15, reader)["data"]
             readers.append(reader)
             sources += [h.start_source(id=s, run=RUN, seed=1, events=EVENTS, payload=64,
                                        rate=RATE, reader_port=rport,
                                        builder={"control": control}, first_event=0,
-                                       run_key_file=key) for s in ids]
+                                       run_key_file=key if run_key else None) for s in ids]
         others = [p for p in h.procs if p not in (hub, readers[0])]
         return hub, readers[0], others, proxy, out
 
-    def tampered_run(self, mode: str, where: str, receiver_says: str) -> dict:
-        hub, reader, others, proxy, out = self.start_run(mode, where)
+    def tampered_run(self, mode: str, where: str, receiver_says: str, run_key: bool = True) -> dict:
+        hub, reader, others, proxy, out = self.start_run(mode, where, run_key)
         self.assertNotEqual(self.h.wait(hub, 90), 0, hub.tail())
         self.assertTrue(proxy.tampered.is_set(), f"the proxy never tampered ({proxy.sealed})")
         for p in [reader] + others:
@@ -229,6 +231,12 @@ class ControlSealTest(E2ETestCase):
     def test_replayed_message(self) -> None:
         self.tampered_run("replay", "down", "control message out of sequence (sequence {at}, "
                                             "expected {next})")
+
+    def test_replayed_message_without_a_run_key(self) -> None:
+        """Loopback peers without a key: the session key is derived under an
+        empty one, and a replay is still refused."""
+        self.tampered_run("replay", "down", "control message out of sequence (sequence {at}, "
+                                            "expected {next})", run_key=False)
 
     def test_flipped_byte_to_the_hub(self) -> None:
         self.tampered_run("flip", "up", "control message failed authentication")
