@@ -44,6 +44,7 @@ static bool brep_totals(struct ctl_report *r, const struct bd_snapshot *s,
 		[CNT_BUILDER_events_written] = s->events_written,
 		[CNT_BUILDER_record_writes] = s->record_writes,
 		[CNT_BUILDER_negative_latencies] = s->negative_latencies,
+		[CNT_BUILDER_control_refused] = s->control_refused,
 	};
 	for (unsigned i = 0; i < CNT_BUILDER_COUNT; i++)
 		ok = ctl_group_set(g, cnt_builder_names[i], own[i]) && ok;

@@ -3,6 +3,7 @@
 #include "snapshot.h"
 
 #include "io/handshake.h"
+#include "io/msgstream.h"
 #include "io/net.h"
 #include "wire/control.h"
 
@@ -57,7 +58,8 @@ static bool ctlport_check_hello(struct ctlport *c, int fd, const struct ctl_hell
 	return false;
 }
 
-static void ctlport_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+static void ctlport_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+			       const char *peer, void *arg)
 {
 	struct ctlport *c = arg;
 	if (fd < 0) {
@@ -93,7 +95,7 @@ static void ctlport_on_greeted(int fd, const struct ctl_hello *h, const char *pe
 	snprintf(p->host, sizeof p->host, "%s", h->host);
 	snprintf(p->address, sizeof p->address, "%s", peer);
 	net_tune(fd, 0);
-	c->hooks.joined(c->hooks.ctx, p, fd, h, peer);
+	c->hooks.joined(c->hooks.ctx, p, fd, h, seal, peer);
 }
 
 static void ctlport_on_accept(evutil_socket_t fd, short what, void *arg)
@@ -144,6 +146,7 @@ void ctlport_snapshot(const struct ctlport *c, struct bd_snapshot *s)
 	if (c == NULL)
 		return;
 	s->refused_connections = c->refused;
+	s->control_refused = msgconn_refused_total();
 	s->greetings_busy = c->door.busy;
 	s->greetings_evicted = c->door.evicted;
 	s->greetings_timed_out = c->door.timed_out;

@@ -10,6 +10,8 @@
 #include "options.h"
 #include "peers.h"
 
+#include "io/msgseal.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -22,9 +24,10 @@ struct ctlport_hooks {
 	/* false once the run is over: greetings are refused as run_over. */
 	bool (*running)(void *ctx);
 	/* p was welcomed: fd (tuned, greeted, the hook's to own) is its
-	 * control connection from address peer. */
+	 * control connection from address peer, sealed with seal (valid
+	 * during the call). */
 	void (*joined)(void *ctx, struct bd_peer *p, int fd, const struct ctl_hello *h,
-		       const char *peer);
+		       const struct msgseal *seal, const char *peer);
 };
 
 struct ctlport;

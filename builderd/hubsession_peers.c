@@ -79,7 +79,8 @@ static const struct msgconn_ops hub_link_ops = {
 	.on_close = hub_on_link_close,
 };
 
-static void hub_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+static void hub_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+			   const char *peer, void *arg)
 {
 	struct hub_session *hs = arg;
 	if (fd < 0) {
@@ -102,7 +103,7 @@ static void hub_on_greeted(int fd, const struct ctl_hello *h, const char *peer, 
 		close(fd);
 		return;
 	} else {
-		p->link = msgconn_new(hs->base, fd, peer, &hub_link_ops, p);
+		p->link = msgconn_new(hs->base, fd, seal, peer, &hub_link_ops, p);
 		if (p->link == NULL) {
 			close(fd);
 			return;

@@ -223,9 +223,10 @@ void plink_gone(struct plink *l, struct bd_peer *p, const char *why)
 	l->hooks.lost(l->hooks.ctx, p);
 }
 
-void plink_attach(struct plink *l, struct bd_peer *p, int fd, const char *peer)
+void plink_attach(struct plink *l, struct bd_peer *p, int fd, const struct msgseal *seal,
+		  const char *peer)
 {
-	p->conn = msgconn_new(l->base, fd, peer, &plink_ops, &l->slots[peer_index(l->peers, p)]);
+	p->conn = msgconn_new(l->base, fd, seal, peer, &plink_ops, &l->slots[peer_index(l->peers, p)]);
 }
 
 struct plink *plink_create(const struct plink_config *cfg)

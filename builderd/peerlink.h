@@ -9,6 +9,8 @@
 
 #include "peers.h"
 
+#include "io/msgseal.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -58,7 +60,8 @@ struct plink *plink_create(const struct plink_config *cfg);
 void plink_destroy(struct plink *l);
 
 /* fd (greeted, from address peer) becomes p's control link. */
-void plink_attach(struct plink *l, struct bd_peer *p, int fd, const char *peer);
+void plink_attach(struct plink *l, struct bd_peer *p, int fd, const struct msgseal *seal,
+		  const char *peer);
 
 /* p died or stalled before its final report (why follows "Source N (...)"):
  * named, counted lost, its connection closed, its dependents told. Nothing

@@ -126,14 +126,14 @@ static void bd_maybe_start(struct bd *b)
 /* The control port welcomed p: its control connection, its first clock
  * burst, and for a reader its first admission limit. */
 static void bd_on_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_hello *h,
-			 const char *peer)
+			 const struct msgseal *seal, const char *peer)
 {
 	struct bd *b = ctx;
 	if (p->role == CTL_ROLE_READER && b->hub)
 		fleet_claim(b->fleet, h);
 	else if (p->role == CTL_ROLE_READER)
 		ing_claim(b->ing, h);
-	plink_attach(b->plink, p, fd, peer);
+	plink_attach(b->plink, p, fd, seal, peer);
 	p->last_heard_ns = clk_monotonic_ns();
 	bdc_peer_joined(b->clocks, p);
 	b->last_progress_ns = clk_monotonic_ns();

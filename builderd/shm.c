@@ -369,8 +369,10 @@ static void bshm_refuse(struct ing *g, struct bshm_link *l, int fd, const char *
 	l->set->refused++;
 }
 
-static void bshm_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+static void bshm_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+                            const char *peer, void *arg)
 {
+	(void)seal;   /* a data connection: no control messages follow */
 	struct bshm *set = arg;
 	struct ing *g = set->ing;
 	if (fd < 0) {

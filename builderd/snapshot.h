@@ -76,6 +76,7 @@ struct bd_snapshot {
 	uint32_t error_count;
 	uint32_t errors_dropped;
 	uint64_t refused_connections;
+	uint64_t control_refused;     /* control messages refused for their seal */
 	uint64_t greetings_busy;      /* every listener's, summed */
 	uint64_t greetings_evicted;
 	uint64_t greetings_timed_out;

@@ -226,8 +226,10 @@ static void btcp_resume(struct bd_reader *rd)
 	}
 }
 
-static void btcp_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+static void btcp_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+                            const char *peer, void *arg)
 {
+	(void)seal;   /* a data connection: no control messages follow */
 	struct btcp_listener *lis = arg;
 	struct btcp *t = lis->t;
 	struct ing *g = t->ing;

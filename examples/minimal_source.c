@@ -157,8 +157,10 @@ static void ex_maybe_start(struct example *x)
 }
 
 /* 3. The reader's answer to our data HELLO. */
-static void ex_on_data_greeted(int fd, const struct ctl_msg *reply, void *arg)
+static void ex_on_data_greeted(int fd, const struct ctl_msg *reply, const struct msgseal *seal,
+			       void *arg)
 {
+	(void)seal;   /* seals control messages; a data connection carries frames */
 	struct example *x = arg;
 	x->dial = NULL;
 	if (fd < 0) {

@@ -59,8 +59,10 @@ static bool door_refuse(struct door *d, int fd, const struct ctl_hello *hello, c
 	return true;
 }
 
-static void door_on_greeted(int fd, const struct ctl_hello *hello, const char *peer, void *arg)
+static void door_on_greeted(int fd, const struct ctl_hello *hello, const struct msgseal *seal,
+                            const char *peer, void *arg)
 {
+	(void)seal;   /* a data connection: no control messages follow */
 	struct door *d = arg;
 	const struct rdr_options *opt = d->opt;
 	if (fd < 0) {

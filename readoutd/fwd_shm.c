@@ -312,8 +312,9 @@ static void shm_on_fds(evutil_socket_t fd, short what, void *arg)
 	shm_attach(m);
 }
 
-static void shm_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
+static void shm_on_greeted(int fd, const struct ctl_msg *reply, const struct msgseal *seal, void *arg)
 {
+	(void)seal;   /* a data connection: no control messages follow */
 	struct fwd_shm *m = arg;
 	m->dial = NULL;
 	if (fd < 0) {

@@ -96,8 +96,9 @@ static int tcp_open(struct fwd_tcp *t, int fd)
 	return 0;
 }
 
-static void tcp_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
+static void tcp_on_greeted(int fd, const struct ctl_msg *reply, const struct msgseal *seal, void *arg)
 {
+	(void)seal;   /* a data connection: no control messages follow */
 	struct fwd_tcp *t = arg;
 	t->dial = NULL;
 	char why[CTL_MAX_TEXT + 128];

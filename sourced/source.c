@@ -314,8 +314,10 @@ static void src_no_data(struct src *s)
 		event_base_loopexit(s->base, NULL);
 }
 
-static void src_on_data_greeted(int fd, const struct ctl_msg *reply, void *arg)
+static void src_on_data_greeted(int fd, const struct ctl_msg *reply, const struct msgseal *seal,
+				void *arg)
 {
+	(void)seal;   /* a data connection: no control messages follow */
 	struct src *s = arg;
 	s->dial = NULL;
 	if (fd < 0) {

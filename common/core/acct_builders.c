@@ -6,10 +6,36 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+/* A reader drops frames as lost with a builder only once the hub has told
+ * it that builder is lost; frames so dropped in a run where the hub lost no
+ * builder mean the reader heard of a loss the hub never declared (a forged
+ * or garbled control message), and the run must not end well. */
+static int acct_lost_without_lost_builder(struct acct *a, const struct acct_run *run,
+					  const struct acct_reader *rd)
+{
+	for (size_t k = 0; k < run->builder_count; k++)
+		if (run->builders[k].gone || run->builders[k].lost > 0)
+			return 0;
+	const char *name = CNT_READER_SOURCE(frames_lost_builder);
+	for (size_t i = 0; i < rd->source_count; i++) {
+		char group[CNT_GROUP_BYTES];
+		bool found;
+		cnt_group_peer(group, CTL_ROLE_SOURCE, rd->sources[i]);
+		uint64_t dropped = acct_value(rd->report, group, name, &found);
+		if (dropped > 0)
+			return acct_violation(a, "Impossible counters: reader %u's %s %s = %" PRIu64 " but the hub lost no builder",
+					      rd->id, group, name, dropped);
+	}
+	return 0;
+}
+
 int acct_hops_to_builders(struct acct *a, const struct acct_run *run, const struct acct_reader *rd,
 			  uint64_t *lost)
 {
 	char rgroup[CNT_GROUP_BYTES], bgroup[CNT_GROUP_BYTES], note[128];
+	int rc = acct_lost_without_lost_builder(a, run, rd);
+	if (rc != 0)
+		return rc;
 	cnt_group_peer(bgroup, CTL_ROLE_READER, rd->id);
 	for (size_t k = 0; k < run->builder_count; k++) {
 		const struct acct_builder *b = &run->builders[k];

@@ -34,7 +34,8 @@ extern const char ACCT_OVERFLOW_NOTE[];
 /* Several builders: reader rd's hop to each builder (forwarded = received
  * by it); what it forwarded to a builder gone without a report is lost
  * with it, added to *lost (and the run's bucket). Nothing with one
- * builder. */
+ * builder. First, frames the reader dropped as lost with a builder when
+ * the hub lost none (one builder included) are a named violation. */
 int acct_hops_to_builders(struct acct *a, const struct acct_run *run, const struct acct_reader *rd,
 			  uint64_t *lost);
 

@@ -136,7 +136,8 @@ static const struct msgconn_ops ctllink_conn_ops = {
 	.on_close = ctllink_on_close,
 };
 
-static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
+static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, const struct msgseal *seal,
+			       void *arg)
 {
 	struct ctllink *l = arg;
 	l->dial = NULL;
@@ -151,7 +152,7 @@ static void ctllink_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
 	 * control connection (docs/CLOCKS.md). */
 	prb_responder_free(l->probe);
 	l->probe = prb_responder_start(l->base, fd, l->what);
-	l->conn = msgconn_new(l->base, fd, l->what, &ctllink_conn_ops, l);
+	l->conn = msgconn_new(l->base, fd, seal, l->what, &ctllink_conn_ops, l);
 	/* First message: the clock state read at start, before any data, and
 	 * where to send clock probes. */
 	memset(&l->report, 0, sizeof l->report);

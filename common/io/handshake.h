@@ -1,7 +1,10 @@
 /* The greeting that opens every connection, data or control: the listener
  * sends CHALLENGE (a nonce), the client answers HELLO with its proof of the
- * run key (common/sys/auth.h), the listener answers WELCOME or ERROR. A listener
- * with no run key accepts loopback peers only. Both sides read message by
+ * run key (common/sys/auth.h) and a nonce of its own, the listener answers
+ * WELCOME or ERROR. Both ends of a welcomed greeting get the connection's
+ * seal (io/msgseal), keyed by both nonces and the HELLO, for the control
+ * messages that follow. A listener with no run key accepts loopback peers
+ * only. Both sides read message by
  * message, byte-exact, so nothing that follows the greeting is ever
  * swallowed. A greeting has a deadline from its start (the listener's
  * handshake timeout, the client's connect timeout), however its bytes
@@ -14,6 +17,7 @@
 #ifndef ES_IO_HANDSHAKE_H
 #define ES_IO_HANDSHAKE_H
 
+#include "io/msgseal.h"
 #include "io/ratelog.h"
 #include "wire/control.h"
 
@@ -72,9 +76,11 @@ void greet_door_close(struct greet_door *door);
 /* Listener side: hello is NULL with fd < 0 when the peer failed to greet
  * (closed, timed out, sent something that is not a HELLO, spoke another
  * protocol version: already logged, the fd closed). Otherwise the callee
- * must answer with greet_reply_welcome() or greet_reply_error() and owns fd. */
-typedef void (*greet_accept_cb)(int fd, const struct ctl_hello *hello, const char *peer,
-				void *arg);
+ * must answer with greet_reply_welcome() or greet_reply_error() and owns fd;
+ * seal (valid during the call; copy it) is the connection's, for the
+ * control messages that follow a WELCOME (msgconn_new). */
+typedef void (*greet_accept_cb)(int fd, const struct ctl_hello *hello, const struct msgseal *seal,
+				const char *peer, void *arg);
 
 /* Accepts every connection waiting on listen_fd and starts its greeting.
  * When the door's cap or the newcomer's address share is full, the
@@ -93,10 +99,13 @@ void greet_accept_all(struct greet_door *door, int listen_fd, greet_accept_cb cb
 struct greet *greet_accept(struct event_base *base, int fd, const char *peer,
 			   uint64_t timeout_ms, greet_accept_cb cb, void *arg);
 
-/* Client side: fd >= 0 and reply->type == CTL_WELCOME on success; fd < 0
- * with reply NULL when the connection failed, or reply an ERROR (logged,
- * fd closed) when refused. */
-typedef void (*greet_connect_cb)(int fd, const struct ctl_msg *reply, void *arg);
+/* Client side: fd >= 0 and reply->type == CTL_WELCOME on success, with
+ * seal (valid during the call; copy it) the connection's, for the control
+ * messages that follow (msgconn_new); fd < 0 with reply NULL when the
+ * connection failed, or reply an ERROR (logged, fd closed) when refused,
+ * and seal NULL. */
+typedef void (*greet_connect_cb)(int fd, const struct ctl_msg *reply, const struct msgseal *seal,
+				 void *arg);
 
 /* Sends hello on a connected fd and waits for the answer, at most
  * timeout_ms in all. One attempt: clients use greet_dial_start(). */
@@ -118,7 +127,8 @@ void greet_reply_error(int fd, const char *peer, const char *code, const char *f
 /* The HELLO this process greets with: role, id, channel and run as given;
  * this protocol version, pid and host name (net_host_name); a reader's
  * count sources (at most CTL_MAX_SOURCE_LIST; NULL with 0 for other roles).
- * The proof is filled per connection, from the listener's challenge. */
+ * The nonce and the proof are filled per connection, when the listener's
+ * challenge comes. */
 void greet_hello_init(struct ctl_hello *hello, enum ctl_role role, uint32_t id,
 		      enum ctl_channel channel, uint32_t run_id, const uint16_t *sources,
 		      size_t count);

@@ -10,6 +10,7 @@
 
 #include <event2/event.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +35,20 @@ struct greet_dial {
 
 static void greet_dial_attempt(struct greet_dial *d);
 static void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl_msg *reply,
-				  const char *why, bool transient);
+				  const struct msgseal *seal, const char *why, bool transient);
 
 static void greet_client_done(struct greet *g, int fd, const struct ctl_msg *reply,
 			      const char *why, bool transient)
 {
+	/* Welcomed: the seal of what follows, keyed by the challenge and the
+	 * HELLO as sent (its nonce and proof). */
+	struct msgseal seal;
+	if (fd >= 0) {
+		unsigned char key[AUTH_SESSION_KEY_BYTES];
+		auth_session_key(g->nonce, &g->hello, key);
+		msgseal_init(&seal, key, true);
+		sodium_memzero(key, sizeof key);
+	}
 	greet_connect_cb cb = g->connect_cb;
 	struct greet_dial *dial = g->dial;
 	void *arg = g->arg;
@@ -53,10 +63,13 @@ static void greet_client_done(struct greet *g, int fd, const struct ctl_msg *rep
 	if (reply != NULL)
 		copy = *reply;
 	greet_free(g, fd < 0);
+	const struct msgseal *sealed = fd >= 0 ? &seal : NULL;
 	if (dial != NULL)
-		greet_dial_on_greeted(dial, fd, reply != NULL ? &copy : NULL, why, transient);
+		greet_dial_on_greeted(dial, fd, reply != NULL ? &copy : NULL, sealed, why, transient);
 	else
-		cb(fd, reply != NULL ? &copy : NULL, arg);
+		cb(fd, reply != NULL ? &copy : NULL, sealed, arg);
+	if (sealed != NULL)
+		sodium_memzero(&seal, sizeof seal);
 }
 
 static void greet_client_failed(struct greet *g, const char *why, bool transient)
@@ -65,17 +78,20 @@ static void greet_client_failed(struct greet *g, const char *why, bool transient
 }
 
 /* The client's side of a complete message: the challenge is answered with
- * the HELLO, proving the run key on this very connection; then WELCOME or
- * ERROR is the verdict. */
+ * the HELLO, with a fresh nonce of ours, proving the run key on this very
+ * connection; then WELCOME or ERROR is the verdict. The challenge and the
+ * HELLO as sent are kept: they make the session key. */
 static void greet_on_client_message(struct greet *g)
 {
 	char err[96];
 	if (!g->challenged) {
 		if (g->msg.type == CTL_CHALLENGE) {
 			g->challenged = true;
+			memcpy(g->nonce, g->msg.u.challenge.nonce, sizeof g->nonce);
+			auth_new_nonce(g->hello.nonce);
+			auth_sign_hello(g->nonce, &g->hello);
 			struct ctl_msg hello = { .type = CTL_HELLO };
 			hello.u.hello = g->hello;
-			auth_sign_hello(g->msg.u.challenge.nonce, &hello.u.hello);
 			int rc = greet_send(g->fd, &hello);
 			if (rc < 0) {
 				greet_fail(g, strerror(-rc), greet_errno_transient(-rc));
@@ -116,7 +132,7 @@ struct greet *greet_connect(struct event_base *base, int fd, const char *what,
 {
 	struct greet *g = greet_new(base, fd, what, timeout_ms, &greet_client_side, arg);
 	if (g == NULL) {
-		cb(-1, NULL, arg);
+		cb(-1, NULL, NULL, arg);
 		return NULL;
 	}
 	g->connect_cb = cb;
@@ -130,13 +146,14 @@ static uint64_t greet_dial_left_ms(const struct greet_dial *d)
 	return now >= d->deadline_ns ? 0 : (d->deadline_ns - now + 999999u) / 1000000u;
 }
 
-static void greet_dial_finish(struct greet_dial *d, int fd, const struct ctl_msg *reply)
+static void greet_dial_finish(struct greet_dial *d, int fd, const struct ctl_msg *reply,
+			      const struct msgseal *seal)
 {
 	greet_connect_cb cb = d->cb;
 	void *arg = d->arg;
 	struct ctl_msg copy = *reply;
 	greet_dial_cancel(d);
-	cb(fd, &copy, arg);
+	cb(fd, &copy, seal, arg);
 }
 
 static void greet_dial_set_last(struct greet_dial *d, const struct ctl_msg *reply, const char *code,
@@ -154,11 +171,11 @@ static void greet_dial_set_last(struct greet_dial *d, const struct ctl_msg *repl
 }
 
 static void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl_msg *reply,
-				  const char *why, bool transient)
+				  const struct msgseal *seal, const char *why, bool transient)
 {
 	d->greet = NULL;
 	if (fd >= 0) {
-		greet_dial_finish(d, fd, reply);
+		greet_dial_finish(d, fd, reply, seal);
 		return;
 	}
 	greet_dial_set_last(d, reply, "greeting_failed", why);
@@ -169,7 +186,7 @@ static void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl
 			log_error("Refused by %s: %s (%s)", d->peer, reason, code);
 		else
 			log_warn("Greeting with %s failed: %s", d->peer, reason);
-		greet_dial_finish(d, -1, &d->last);
+		greet_dial_finish(d, -1, &d->last, NULL);
 		return;
 	}
 	uint64_t left = greet_dial_left_ms(d);
@@ -177,7 +194,7 @@ static void greet_dial_on_greeted(struct greet_dial *d, int fd, const struct ctl
 		log_error("Gave up greeting %s after %u attempts in %.1f s; it said last: %s (%s)",
 			  d->peer, d->attempts, (double)(clk_monotonic_ns() - d->started_ns) / 1e9,
 			  reason, code);
-		greet_dial_finish(d, -1, &d->last);
+		greet_dial_finish(d, -1, &d->last, NULL);
 		return;
 	}
 	if (d->attempts == 1)
@@ -199,7 +216,7 @@ static void greet_dial_on_dialed(int fd, void *arg)
 		char why[CTL_MAX_TEXT + 64];
 		snprintf(why, sizeof why, "%s unreachable: %s", d->peer, strerror(-fd));
 		greet_dial_set_last(d, NULL, "unreachable", why);
-		greet_dial_finish(d, -1, &d->last);
+		greet_dial_finish(d, -1, &d->last, NULL);
 		return;
 	}
 	if (d->buffer_bytes >= 0)
@@ -208,7 +225,7 @@ static void greet_dial_on_dialed(int fd, void *arg)
 	struct greet *g = greet_new(d->base, fd, d->peer, left ? left : 1, &greet_client_side, d);
 	if (g == NULL) {
 		greet_dial_set_last(d, NULL, "greeting_failed", "out of memory");
-		greet_dial_finish(d, -1, &d->last);
+		greet_dial_finish(d, -1, &d->last, NULL);
 		return;
 	}
 	g->dial = d;
@@ -225,7 +242,7 @@ static void greet_dial_attempt(struct greet_dial *d)
 	d->dial = net_dial_target(d->base, &d->target, left, greet_dial_on_dialed, d);
 	if (d->dial == NULL) {
 		greet_dial_set_last(d, NULL, "greeting_failed", "out of memory");
-		greet_dial_finish(d, -1, &d->last);
+		greet_dial_finish(d, -1, &d->last, NULL);
 	}
 }
 

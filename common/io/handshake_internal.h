@@ -37,8 +37,8 @@ struct greet {
 	int fd;
 	bool listener;
 	bool challenged;           /* client: the listener's nonce has arrived */
-	char nonce[CTL_NONCE_TEXT];
-	struct ctl_hello hello;    /* client: sent once challenged */
+	char nonce[CTL_NONCE_TEXT]; /* the challenge: sent (listener) or received (client) */
+	struct ctl_hello hello;    /* client: sent once challenged, with its nonce and proof */
 	char peer[CTL_MAX_TEXT];
 	char address[CTL_MAX_TEXT]; /* listener: the peer's address, for its share */
 	uint64_t timeout_ms;

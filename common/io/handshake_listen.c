@@ -14,6 +14,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -180,7 +181,7 @@ static void greet_drop(struct greet *g)
 	char peer[CTL_MAX_TEXT];
 	snprintf(peer, sizeof peer, "%s", g->peer);
 	greet_free(g, true);
-	cb(-1, NULL, peer, arg);
+	cb(-1, NULL, NULL, peer, arg);
 }
 
 /* The listener's verdict on a complete HELLO, before the daemon's own. */
@@ -215,10 +216,17 @@ static void greet_on_hello(struct greet *g)
 		char peer[CTL_MAX_TEXT];
 		snprintf(peer, sizeof peer, "%s", g->peer);
 		struct ctl_hello hello = *h;
+		/* The seal of what follows, should the daemon welcome it. */
+		unsigned char key[AUTH_SESSION_KEY_BYTES];
+		struct msgseal seal;
+		auth_session_key(g->nonce, &hello, key);
+		msgseal_init(&seal, key, false);
+		sodium_memzero(key, sizeof key);
 		greet_free(g, false);
 		greet_door_now = d;
-		cb(conn, &hello, peer, cb_arg);
+		cb(conn, &hello, &seal, peer, cb_arg);
 		greet_door_now = NULL;
+		sodium_memzero(&seal, sizeof seal);
 		return;
 	}
 	/* Refused here: the fd is closed, the daemon only counts it. */

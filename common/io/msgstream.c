@@ -7,6 +7,8 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <inttypes.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +21,39 @@ struct msgconn {
 	bool dispatching;   /* inside a callback: a free is deferred */
 	bool freed;
 	char peer[CTL_MAX_TEXT];
+	struct msgseal seal;
 	struct ctl_msg msg;
-	uint8_t encode_buf[CTL_LENGTH_BYTES + CTL_MAX_MESSAGE_BYTES];
+	uint8_t encode_buf[MSGSEAL_HEADER_BYTES + CTL_LENGTH_BYTES + CTL_MAX_MESSAGE_BYTES];
 };
+
+static uint64_t msgconn_refused;
+
+uint64_t msgconn_refused_total(void)
+{
+	return msgconn_refused;
+}
+
+/* The verdict on one complete message at p (want bytes: seal header, then
+ * length and body): its seal, then its decoding into c->msg. The bytes used,
+ * or <= 0 with err set. */
+static long msgconn_take(struct msgconn *c, const uint8_t *p, size_t want, char *err, size_t len)
+{
+	uint64_t seq;
+	enum msgseal_verdict v = msgseal_open(&c->seal, p, p + MSGSEAL_HEADER_BYTES,
+					      want - MSGSEAL_HEADER_BYTES, &seq);
+	if (v != MSGSEAL_OK) {
+		msgconn_refused++;
+		snprintf(err, len, "%s (sequence %" PRIu64 ", expected %" PRIu64 ")",
+			 msgseal_verdict_text(v), seq, c->seal.received);
+		return -1;
+	}
+	size_t need;
+	long used = ctl_decode(p + MSGSEAL_HEADER_BYTES, want - MSGSEAL_HEADER_BYTES, &c->msg, &need,
+			       err, len);
+	if (used == 0)
+		snprintf(err, len, "incomplete message of %zu bytes", want);
+	return used <= 0 ? used : used + (long)MSGSEAL_HEADER_BYTES;
+}
 
 static void msgconn_on_read(struct bufferevent *bev, void *arg)
 {
@@ -30,23 +62,21 @@ static void msgconn_on_read(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	for (;;) {
 		size_t avail = evbuffer_get_length(in);
-		if (avail < CTL_LENGTH_BYTES)
+		const size_t head = MSGSEAL_HEADER_BYTES + CTL_LENGTH_BYTES;
+		if (avail < head)
 			return;
-		uint8_t *p = evbuffer_pullup(in, CTL_LENGTH_BYTES);
+		uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)head) + MSGSEAL_HEADER_BYTES;
 		size_t body = ((size_t)p[0] << 24) | ((size_t)p[1] << 16) | ((size_t)p[2] << 8) | p[3];
-		size_t want = body + CTL_LENGTH_BYTES;
+		size_t want = body + head;
 		if (body > CTL_MAX_MESSAGE_BYTES)
-			want = CTL_LENGTH_BYTES; /* let ctl_decode name the error */
+			want = head; /* fails its seal, or ctl_decode names the error */
 		if (avail < want)
 			return;
 		p = evbuffer_pullup(in, (ev_ssize_t)want);
-		size_t need;
 		char err[256];
-		long used = ctl_decode(p, want, &c->msg, &need, err, sizeof err);
+		long used = msgconn_take(c, p, want, err, sizeof err);
 		c->dispatching = true;
 		if (used <= 0) {
-			if (used == 0)
-				snprintf(err, sizeof err, "incomplete message of %zu bytes", want);
 			log_warn("Bad control message from %s: %s", c->peer, err);
 			c->ops->on_close(c, err, c->arg);
 		} else {
@@ -87,8 +117,8 @@ static void msgconn_on_write(struct bufferevent *bev, void *arg)
 		msgconn_free(c);
 }
 
-struct msgconn *msgconn_new(struct event_base *base, int fd, const char *peer,
-			    const struct msgconn_ops *ops, void *arg)
+struct msgconn *msgconn_new(struct event_base *base, int fd, const struct msgseal *seal,
+			    const char *peer, const struct msgconn_ops *ops, void *arg)
 {
 	struct msgconn *c = calloc(1, sizeof *c);
 	if (c == NULL)
@@ -100,6 +130,7 @@ struct msgconn *msgconn_new(struct event_base *base, int fd, const char *peer,
 	}
 	c->ops = ops;
 	c->arg = arg;
+	c->seal = *seal;
 	snprintf(c->peer, sizeof c->peer, "%s", peer);
 	bufferevent_setcb(c->bev, msgconn_on_read, msgconn_on_write, msgconn_on_event, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -114,13 +145,15 @@ int msgconn_send(struct msgconn *c, const struct ctl_msg *msg)
 			 ctl_type_name(msg->type));
 		return -ENOBUFS;
 	}
-	size_t n = ctl_encode(msg, c->encode_buf, sizeof c->encode_buf);
+	uint8_t *m = c->encode_buf + MSGSEAL_HEADER_BYTES;
+	size_t n = ctl_encode(msg, m, sizeof c->encode_buf - MSGSEAL_HEADER_BYTES);
 	if (n == 0) {
 		log_error("Control message %s to %s does not fit %u bytes", ctl_type_name(msg->type),
 			  c->peer, CTL_MAX_MESSAGE_BYTES);
 		return -EMSGSIZE;
 	}
-	return bufferevent_write(c->bev, c->encode_buf, n) == 0 ? 0 : -ENOMEM;
+	msgseal_seal(&c->seal, m, n, c->encode_buf);
+	return bufferevent_write(c->bev, c->encode_buf, MSGSEAL_HEADER_BYTES + n) == 0 ? 0 : -ENOMEM;
 }
 
 void msgconn_close_when_flushed(struct msgconn *c)
@@ -141,6 +174,7 @@ void msgconn_free(struct msgconn *c)
 		return;
 	}
 	bufferevent_free(c->bev);
+	sodium_memzero(&c->seal, sizeof c->seal);
 	free(c);
 }
 

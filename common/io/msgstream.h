@@ -1,11 +1,15 @@
 /* A control connection after its greeting: length-prefixed control messages
- * both ways over a bufferevent. Incoming messages are decoded into one
- * buffer owned by the connection (no allocation per message); a malformed
- * message or a peer that lets its output pile up past a bound closes the
- * connection with a reason. */
+ * both ways over a bufferevent, each sealed (io/msgseal: a sequence number
+ * and a tag under the session key the greeting made). Incoming messages are
+ * checked, then decoded into one buffer owned by the connection (no
+ * allocation per message); a message that fails its seal ("control message
+ * failed authentication", "control message out of sequence"), a malformed
+ * one, or a peer that lets its output pile up past a bound closes the
+ * connection with a reason, as a dead peer's would. */
 #ifndef ES_IO_MSGSTREAM_H
 #define ES_IO_MSGSTREAM_H
 
+#include "io/msgseal.h"
 #include "wire/control.h"
 
 #include <stdint.h>
@@ -25,9 +29,15 @@ struct msgconn_ops {
 /* Output the peer has not read yet beyond which it is declared stuck. */
 #define MSGCONN_MAX_PENDING_OUTPUT (4u << 20)
 
-/* Takes ownership of a greeted fd. peer names it in log lines. */
-struct msgconn *msgconn_new(struct event_base *base, int fd, const char *peer,
-			    const struct msgconn_ops *ops, void *arg);
+/* Takes ownership of a greeted fd and a copy of the seal its greeting
+ * handed over (greet_accept_cb, greet_connect_cb). peer names it in log
+ * lines. */
+struct msgconn *msgconn_new(struct event_base *base, int fd, const struct msgseal *seal,
+			    const char *peer, const struct msgconn_ops *ops, void *arg);
+
+/* Messages this process refused for their seal (a bad tag, or out of
+ * sequence), over all its connections: each one closed its connection. */
+uint64_t msgconn_refused_total(void);
 
 /* Queues one message; -EMSGSIZE when it cannot be encoded, -ENOBUFS when the
  * peer is not reading. */

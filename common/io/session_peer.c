@@ -127,7 +127,8 @@ static const struct msgconn_ops session_link_ops = {
 	.on_close = session_on_close,
 };
 
-static void session_on_dialed(int fd, const struct ctl_msg *reply, void *arg)
+static void session_on_dialed(int fd, const struct ctl_msg *reply, const struct msgseal *seal,
+			      void *arg)
 {
 	struct peer_session *ps = arg;
 	ps->dial = NULL;
@@ -137,7 +138,7 @@ static void session_on_dialed(int fd, const struct ctl_msg *reply, void *arg)
 		session_quit(ps, 1, "no hub");
 		return;
 	}
-	ps->link = msgconn_new(ps->base, fd, "the hub's session port", &session_link_ops, ps);
+	ps->link = msgconn_new(ps->base, fd, seal, "the hub's session port", &session_link_ops, ps);
 	if (ps->link == NULL) {
 		session_quit(ps, 1, "out of memory");
 		return;

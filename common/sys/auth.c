@@ -72,21 +72,31 @@ void auth_new_nonce(char nonce[CTL_NONCE_TEXT])
 	sodium_bin2hex(nonce, CTL_NONCE_TEXT, raw, sizeof raw);
 }
 
-/* HMAC over the nonce and every field that says who the peer is, so a
- * proof cannot be replayed on another connection or for another identity. */
-static void auth_mac(const char *nonce, const struct ctl_hello *h,
+/* HMAC under the run key of label, the nonce and every field that says
+ * who the peer is, the client's own nonce last, so a proof cannot be
+ * replayed on another connection or for another identity. */
+static void auth_mac(const char *label, const char *nonce, const struct ctl_hello *h,
 		     unsigned char mac[crypto_auth_hmacsha256_BYTES])
 {
-	char identity[CTL_NONCE_TEXT + CTL_MAX_TEXT + 96];
-	int n = snprintf(identity, sizeof identity, "%s|%s|%u|%u|%s|%u|%s|%u/%u", nonce,
+	char identity[3 * CTL_NONCE_TEXT + CTL_MAX_TEXT + 96];
+	int n = snprintf(identity, sizeof identity, "%s%s|%s|%u|%u|%s|%u|%s|%u/%u|%s", label, nonce,
 			 ctl_role_name(h->role), h->id, h->run_id,
 			 h->channel == CTL_CHANNEL_DATA ? "data" : "control", h->pid, h->host,
-			 h->rail, h->rails);
+			 h->rail, h->rails, h->nonce);
+	if (n < 0 || (size_t)n >= sizeof identity)
+		n = (int)strlen(identity);
 	crypto_auth_hmacsha256_state st;
 	crypto_auth_hmacsha256_init(&st, auth_key, auth_key_len);
 	crypto_auth_hmacsha256_update(&st, (const unsigned char *)identity, (size_t)n);
 	crypto_auth_hmacsha256_final(&st, mac);
 	sodium_memzero(&st, sizeof st);
+}
+
+void auth_session_key(const char *challenge, const struct ctl_hello *hello,
+		      unsigned char key[AUTH_SESSION_KEY_BYTES])
+{
+	_Static_assert(AUTH_SESSION_KEY_BYTES == crypto_auth_hmacsha256_BYTES, "one HMAC");
+	auth_mac("session|", challenge, hello, key);
 }
 
 void auth_sign_hello(const char *nonce, struct ctl_hello *hello)
@@ -95,7 +105,7 @@ void auth_sign_hello(const char *nonce, struct ctl_hello *hello)
 	if (!auth_have_key())
 		return;
 	unsigned char mac[crypto_auth_hmacsha256_BYTES];
-	auth_mac(nonce, hello, mac);
+	auth_mac("", nonce, hello, mac);
 	sodium_bin2hex(hello->proof, sizeof hello->proof, mac, sizeof mac);
 }
 
@@ -104,7 +114,7 @@ bool auth_check_hello(const char *nonce, const struct ctl_hello *hello)
 	if (!auth_have_key())
 		return false;
 	unsigned char want[crypto_auth_hmacsha256_BYTES], got[crypto_auth_hmacsha256_BYTES];
-	auth_mac(nonce, hello, want);
+	auth_mac("", nonce, hello, want);
 	size_t got_len = 0;
 	if (sodium_hex2bin(got, sizeof got, hello->proof, strlen(hello->proof), NULL, &got_len,
 			   NULL) != 0 || got_len != sizeof got)

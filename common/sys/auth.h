@@ -32,6 +32,17 @@ void auth_sign_hello(const char *nonce, struct ctl_hello *hello);
 /* True when hello->proof is the proof for nonce under our key. */
 bool auth_check_hello(const char *nonce, const struct ctl_hello *hello);
 
+/* The session key of one control connection (io/msgseal): HMAC-SHA256,
+ * under the run key (an empty key without one), of a label, the listener's
+ * challenge and every field of the client's HELLO, its own nonce among
+ * them. Both ends derive it from what the greeting carried; it is new on
+ * every connection, since each end chose a fresh nonce, and only holders
+ * of the run key can derive it (docs/PROTOCOL.md, "Sealed control
+ * messages"). */
+#define AUTH_SESSION_KEY_BYTES 32u
+void auth_session_key(const char *challenge, const struct ctl_hello *hello,
+		      unsigned char key[AUTH_SESSION_KEY_BYTES]);
+
 /* HMAC-SHA256 of msg under the run key as 64 lowercase hex digits and a
  * NUL: the proof an operator's HTTP request carries (io/ctlhttp). False,
  * hex "", without a key. */

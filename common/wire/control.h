@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_PROTOCOL_VERSION 3u
+#define CTL_PROTOCOL_VERSION 4u
 #define CTL_LENGTH_BYTES 4u
 #define CTL_MAX_MESSAGE_BYTES 65536u   /* body, without the length prefix */
 #define CTL_MAX_NAME 32u                /* counter and group names, with NUL */
@@ -112,6 +112,7 @@ struct ctl_hello {
 	uint16_t sources[CTL_MAX_SOURCE_LIST];
 	uint32_t rail;                      /* a data connection's rail, 0 .. rails-1; 0 otherwise */
 	uint32_t rails;                     /* the data connections of this link (core/rails.h); 1 otherwise */
+	char nonce[CTL_NONCE_TEXT];         /* the client's own nonce: its share of the session key */
 	char proof[CTL_PROOF_TEXT];         /* HMAC of the challenge and this hello; "" without a run key */
 };
 

@@ -135,6 +135,9 @@ static const struct ctl_field ctl_hello_fields[] = {
 			"data connections of this reader-builder link, one per rail (Rails); "
 			"on a builder's control connection to its hub, the rails it listens on "
 			"(the event manager queues a batch per rail); 1 on any other connection"),
+	CTL_FIELD("nonce", CTL_KIND_STR, hello.nonce,
+		  "the client's own fresh nonce, 32 random bytes as 64 lowercase hex digits: "
+		  "with the challenge's, it makes the connection's session key (Sealed control messages)"),
 	CTL_FIELD("proof", CTL_KIND_STR, hello.proof,
 		  "HMAC-SHA256 of the challenge's nonce and these fields, lowercase hex; "
 		  "`\"\"` without a run key (Authentication)"),

@@ -93,11 +93,14 @@
 	X(events_expired_window) X(events_expired_end_of_run) X(events_expired_skipped) \
 	X(events_unobserved) X(window_slides) X(ids_given_up)
 
-/* builderd's own counters, in metrics.json's "builder" after the core's. */
+/* builderd's own counters, in metrics.json's "builder" after the core's;
+ * control_refused the control messages it refused for their seal
+ * (io/msgseal: a bad tag, or out of sequence), each of which closed its
+ * connection. */
 #define CNT_LIST_BUILDER(X) \
 	X(greetings_busy) X(greetings_evicted) X(greetings_timed_out) X(frames_read) \
 	X(refused_connections) X(credits_sent) X(events_written) X(record_writes) \
-	X(negative_latencies)
+	X(negative_latencies) X(control_refused)
 
 /* builderd's counters of one reader's data link, metrics.json's
  * "builder.from_reader.R" (cnt_group_builder_link). */

@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
 import refbuild  # noqa: E402
+import wire  # noqa: E402
 
 
 # -- msgpack, the subset the control messages use ---------------------------
@@ -125,13 +126,47 @@ def read_message(s: socket.socket) -> dict | None:
 
 def hello(role: str, id: int, run: int, channel: str) -> bytes:
     return message({"type": "hello", "role": role, "id": id, "channel": channel, "run_id": run,
-                    "protocol": 3, "pid": os.getpid(), "host": socket.gethostname(),
-                    "sources": [], "rail": 0, "rails": 1, "proof": ""})
+                    "protocol": wire.PROTOCOL, "pid": os.getpid(), "host": socket.gethostname(),
+                    "sources": [], "rail": 0, "rails": 1, "nonce": wire.nonce(), "proof": ""})
+
+
+class Link(wire.Sealed):
+    """A sealed control connection speaking dicts."""
+
+    def send(self, body: dict) -> None:
+        self.send_raw(message(body))
+
+    def read(self) -> dict | None:
+        body = self.read_raw()
+        return unpack(body)[0] if body else None
+
+    @classmethod
+    def dialer(cls, sock: socket.socket, challenge: str, greeting: bytes,
+               run_key: bytes = b"") -> "Link":
+        """The dialer's end, after the challenge (its nonce) and our greeting."""
+        return cls(sock, wire.session_key(challenge, unpack(greeting[4:])[0], run_key), True)
+
+    @classmethod
+    def listener(cls, sock: socket.socket, challenge: str, hello: dict,
+                 run_key: bytes = b"") -> "Link":
+        """The listener's end, after our challenge and the peer's HELLO; the
+        run's key (the key file's bytes, its final newline aside) if any."""
+        return cls(sock, wire.session_key(challenge, hello, run_key), False)
+
+
+def greet_control(port: int, greeting: bytes, timeout_s: float = 10) -> Link:
+    """greet(), then the control link it opens."""
+    s, challenge = _greet(port, greeting, timeout_s)
+    return Link.dialer(s, challenge, greeting)
 
 
 def greet(port: int, greeting: bytes, timeout_s: float = 10) -> socket.socket:
     """Connects to 127.0.0.1:port (retrying until it listens), takes the
     challenge, greets and expects WELCOME."""
+    return _greet(port, greeting, timeout_s)[0]
+
+
+def _greet(port: int, greeting: bytes, timeout_s: float) -> tuple[socket.socket, str]:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -147,7 +182,7 @@ def greet(port: int, greeting: bytes, timeout_s: float = 10) -> socket.socket:
     reply = read_message(s)
     assert reply and reply.get("type") == "welcome", reply
     s.settimeout(None)
-    return s
+    return s, challenge["nonce"]
 
 
 # -- the source ---------------------------------------------------------------
@@ -193,12 +228,12 @@ class FakeSource:
 
     def _send_ctl(self, body: dict) -> None:
         with self._ctl_lock:
-            self.ctl.sendall(message(body))
+            self.ctl.send(body)
 
     def _control_loop(self) -> None:
         try:
             while not self._stop.is_set():
-                m = read_message(self.ctl)
+                m = self.ctl.read()
                 if m is None:
                     break
                 kind = m.get("type")
@@ -212,7 +247,7 @@ class FakeSource:
                     self.started.set()
                 elif kind == "bye":
                     break
-        except OSError:
+        except (OSError, ValueError):
             pass
         self.closed.set()
 
@@ -224,7 +259,7 @@ class FakeSource:
     def _main(self) -> None:
         try:
             self.data = greet(self.reader_port, hello("source", self.id, self.run, "data"))
-            self.ctl = greet(self.control_port, hello("source", self.id, self.run, "control"))
+            self.ctl = greet_control(self.control_port, hello("source", self.id, self.run, "control"))
             self._send_ctl({"type": "stats", "status": 0,
                             "groups": {"clock": {"injected_offset_ns": 0, "injected_offset_negative": 0},
                                        "chrony": {"available": 0}}})

@@ -19,6 +19,7 @@ import time
 import urllib.request
 
 import fakesource
+import wire
 from fakesource import message, read_message
 from harness import E2ETestCase, read_jsonl, read_metrics
 from test_builder_role import FakeHub, batches
@@ -33,8 +34,9 @@ RAIL_COUNTERS = ("frames_received", "bytes_received", "read_calls")
 
 def rail_hello(rail: int, rails: int, sources=(0, 1), reader: int = 0) -> bytes:
     return message({"type": "hello", "role": "reader", "id": reader, "channel": "data",
-                    "run_id": RUN, "protocol": 3, "pid": 1, "host": "e2e",
-                    "sources": list(sources), "rail": rail, "rails": rails, "proof": ""})
+                    "run_id": RUN, "protocol": wire.PROTOCOL, "pid": 1, "host": "e2e",
+                    "sources": list(sources), "rail": rail, "rails": rails,
+                    "nonce": wire.nonce(), "proof": ""})
 
 
 def greet_rail(host: str, port: int, greeting: bytes) -> tuple[socket.socket, dict]:

@@ -17,7 +17,8 @@ import socket
 import threading
 import time
 
-from fakesource import greet, hello as peer_hello, message, read_message
+from fakesource import Link, greet, hello as peer_hello, message, read_message
+import wire
 from harness import E2ETestCase, read_jsonl
 import fakesource
 
@@ -48,23 +49,24 @@ class FakeHub:
         try:
             conn, _ = self.listener.accept()
             conn.settimeout(None)
-            conn.sendall(message({"type": "challenge", "nonce": "00" * 16}))
+            nonce = wire.nonce()
+            conn.sendall(message({"type": "challenge", "nonce": nonce}))
             self.hello = read_message(conn)
             conn.sendall(message({"type": "welcome", "run_id": RUN, "role": "builder", "id": 0}))
-            self.conn = conn
+            self.conn = Link.listener(conn, nonce, self.hello)
             self.greeted.set()
             while True:
-                m = read_message(conn)
+                m = self.conn.read()
                 if m is None:
                     break
                 with self._lock:
                     self.received.append(m)
-        except OSError:
+        except (OSError, ValueError):
             pass
         self.closed.set()
 
     def send(self, body: dict) -> None:
-        self.conn.sendall(message(body))
+        self.conn.send(body)
 
     def routing(self, *, builders: int, events: int, batch: int, first: int = 0,
                 window: int = 64) -> None:
@@ -98,7 +100,7 @@ class FakeHub:
             if s is not None:
                 try:
                     if s is self.conn:
-                        s.shutdown(socket.SHUT_RDWR)
+                        s.sock.shutdown(socket.SHUT_RDWR)
                     s.close()
                 except OSError:
                     pass
@@ -111,9 +113,10 @@ class FakeReader:
     def __init__(self, port: int, sources=(0, 1)) -> None:
         self.sources = list(sources)
         greeting = fakesource.message({"type": "hello", "role": "reader", "id": 0,
-                                       "channel": "data", "run_id": RUN, "protocol": 3,
-                                       "pid": 1, "host": "e2e", "sources": self.sources,
-                                       "rail": 0, "rails": 1, "proof": ""})
+                                       "channel": "data", "run_id": RUN,
+                                       "protocol": wire.PROTOCOL, "pid": 1, "host": "e2e",
+                                       "sources": self.sources, "rail": 0, "rails": 1,
+                                       "nonce": wire.nonce(), "proof": ""})
         self.sock = greet(port, greeting)
         self.sequence = {s: 0 for s in self.sources}
 

@@ -19,7 +19,8 @@ import threading
 import time
 import uuid
 
-from fakesource import message, read_message
+import wire
+from fakesource import Link, message, read_message
 from harness import E2ETestCase, read_jsonl
 
 RUN = 1
@@ -44,7 +45,7 @@ class MiniHub:
         self.listener.listen(16)
         self.port = self.listener.getsockname()[1]
         self.lock = threading.Lock()
-        self.conns: dict[tuple[str, int], socket.socket] = {}
+        self.conns: dict[tuple[str, int], Link] = {}
         self.ends: dict[tuple[str, int], dict] = {}
         self.tokens: list[dict] = []
         self.assigns: list[dict] = []
@@ -79,16 +80,18 @@ class MiniHub:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _send(self, who, body: dict) -> None:
-        self.conns[who].sendall(message(body))
+        self.conns[who].send(body)
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            conn.sendall(message({"type": "challenge", "nonce": "00" * 16}))
+            nonce = wire.nonce()
+            conn.sendall(message({"type": "challenge", "nonce": nonce}))
             hello = read_message(conn)
             who = (hello["role"], hello["id"])
             conn.sendall(message({"type": "welcome", "run_id": RUN, "role": "builder", "id": 0}))
+            link = Link.listener(conn, nonce, hello)
             with self.lock:
-                self.conns[who] = conn
+                self.conns[who] = link
                 if who[0] == "builder":
                     self._send(who, {"type": "routing", "mode": "static", "builders": 1,
                                      "first_event": 0, "events": EVENTS, "batch": BATCH,
@@ -98,7 +101,7 @@ class MiniHub:
                                      "sequence": 0})
                 self._maybe_start()
             while True:
-                m = read_message(conn)
+                m = link.read()
                 if m is None:
                     return
                 with self.lock:

@@ -490,7 +490,7 @@ class InstallTest(E2ETestCase):
         import ipaddress
         import socket
         import tempfile
-        from fakesource import message, read_message
+        from fakesource import Link, message, read_message
         envdir = REPO / "deploy" / "systemd" / "env"
         examples = {p.name.split(".")[0]: p for p in sorted(envdir.glob("*.env.example"))}
         self.assertEqual(sorted(examples), ENV_EXAMPLES)
@@ -568,17 +568,18 @@ class InstallTest(E2ETestCase):
             hello = read_message(conn)
             self.assertEqual((hello["channel"], hello["run_id"]), ("session", 0), hello)
             conn.sendall(message({"type": "welcome", "run_id": 0, "role": "builder", "id": 0}))
-            state = read_message(conn)
+            link = Link.listener(conn, "ab" * 32, hello, key.read_bytes().rstrip(b"\n"))
+            state = link.read()
             self.assertEqual((state["type"], state["state"]), ("state", "idle"), state)
             daemon = {"source": "sourced", "reader": "readoutd"}[hello["role"]]
-            links[f"{daemon}-{hello['id']}"] = conn
+            links[f"{daemon}-{hello['id']}"] = link
         self.assertEqual(sorted(links), sorted(peers))
         ready = [notification() for _ in peers]
         self.assertEqual(sorted(pid for _, pid in ready), sorted(p.pid for p in peers.values()))
         self.assertEqual({text for text, _ in ready},
                          {"READY=1\nSTATUS=joined the hub's session; idle"})
-        for conn in links.values():
-            conn.sendall(message({"type": "shutdown", "reason": "end of the test"}))
+        for link in links.values():
+            link.send({"type": "shutdown", "reason": "end of the test"})
         stopping = [notification() for _ in peers]
         self.assertEqual(sorted(pid for _, pid in stopping), sorted(p.pid for p in peers.values()))
         self.assertEqual({text for text, _ in stopping}, {"STOPPING=1"})

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 
-from fakesource import message, read_message
+from fakesource import Link, message, read_message
 from harness import (TAG_VAR, E2ETestCase, _cmdline, _has_tag, _proc_pids, read_metrics,
                      topology, unbalanced)
 
@@ -138,33 +138,33 @@ class PlayedHub:
         for target in (self._control, self._data):
             threading.Thread(target=target, daemon=True).start()
 
-    def _greet(self, srv: socket.socket, control: bool) -> socket.socket:
-        """The greeting of one connection; START once both are greeted."""
+    def _greet(self, srv: socket.socket, control: bool):
+        """The greeting of one connection (the control one sealed); START
+        once both are greeted."""
         conn, _ = srv.accept()
         conn.sendall(message({"type": "challenge", "nonce": "00" * 16}))
-        read_message(conn)
-        if control:
-            self.ctl = conn
+        hello = read_message(conn)
         conn.sendall(message({"type": "welcome", "run_id": RUN, "role": "builder", "id": 0}))
+        if control:
+            conn = self.ctl = Link.listener(conn, "00" * 16, hello)
         with self._lock:
             self._greeted += 1
             if self._greeted == 2:
-                self.ctl.sendall(message({"type": "start", "delay_ns": 20_000_000,
-                                          "at_realtime_ns": 0}))
+                self.ctl.send({"type": "start", "delay_ns": 20_000_000, "at_realtime_ns": 0})
                 self.started.set()
         return conn
 
     def _control(self) -> None:
         try:
-            conn = self._greet(self.ctl_srv, control=True)
+            link = self._greet(self.ctl_srv, control=True)
             while True:
-                m = read_message(conn)
+                m = link.read()
                 if m is None:
                     return
                 if m.get("type") == "end":
                     self.end = m
                     self.ended.set()
-                    conn.sendall(message({"type": "bye", "status": 0}))
+                    link.send({"type": "bye", "status": 0})
         except BaseException as e:  # surfaced by the test
             self.error = e
 
@@ -181,8 +181,8 @@ class PlayedHub:
             self.error = e
 
     def stop_at(self, last_event: int) -> None:
-        self.ctl.sendall(message({"type": "stop", "source": 2**32 - 1, "last_event": last_event,
-                                  "reason": "operator stop (test)"}))
+        self.ctl.send({"type": "stop", "source": 2**32 - 1, "last_event": last_event,
+                       "reason": "operator stop (test)"})
 
     def fragments(self) -> int:
         """Fragments on the data stream: whole frames, the END frame aside."""

@@ -20,7 +20,7 @@ import time
 import urllib.request
 
 from harness import E2ETestCase, HarnessError, Proc, read_metrics, unbalanced, wait_for_line
-from wire import greet, greet_tcp, hello, message, read_message
+from wire import PROTOCOL, greet, greet_tcp, hello, message, read_message
 
 EVENTS = 3000
 CAP = 64          # greetings a listener holds at once (common/io/handshake.h)
@@ -271,9 +271,9 @@ class GreetTest(E2ETestCase):
         reader, rport = h.start_reader(id=0, run=1, sources=(0, 1), builder=ports)
         reply = greet_tcp(rport, hello("source", 0, sources=(), protocol=999))
         self.assertIn(b"wrong_protocol", reply)
-        self.assertIn(b"source 0 speaks protocol 999, reader 0 speaks 3", reply)
+        self.assertIn(f"source 0 speaks protocol 999, reader 0 speaks {PROTOCOL}".encode(), reply)
         reply = greet_tcp(ports["data"], hello("reader", 0, sources=(0, 1), protocol=999))
-        self.assertIn(b"reader 0 speaks protocol 999, the builder speaks 3", reply)
+        self.assertIn(f"reader 0 speaks protocol 999, the builder speaks {PROTOCOL}".encode(), reply)
         sources = [h.start_source(id=s, run=1, seed=1, events=EVENTS, payload=32, rate=5000,
                                   reader_port=rport, builder=ports) for s in (0, 1)]
         self.assertEqual(h.wait(builder, 90), 0, builder.tail())
@@ -285,7 +285,7 @@ class GreetTest(E2ETestCase):
         self.assertEqual(m["counters"]["reader.0"]["refused_connections"], 1)
         self.assertEqual(m["counters"]["builder"]["refused_connections"], 1)
         self.assertIn("Refused 127.0.0.1:", reader.log())
-        self.assertIn("source 0 speaks protocol 999, reader 0 speaks 3", reader.log())
+        self.assertIn(f"source 0 speaks protocol 999, reader 0 speaks {PROTOCOL}", reader.log())
         h.assert_clean()
 
     def test_slot_of_a_peer_that_left_is_free_again(self) -> None:

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from harness import E2ETestCase, read_metrics, unbalanced
-from fakesource import greet, message, read_message
+import wire
+from fakesource import greet_control, message, read_message
 
 RUN = 1
 EVENTS = 128
@@ -27,8 +28,9 @@ SLOTS = 1024   # above the manager's high water mark, 4 batches
 
 def hello(role: str, id: int, sources=(), channel: str = "control", run: int = RUN) -> bytes:
     return message({"type": "hello", "role": role, "id": id, "channel": channel, "run_id": run,
-                    "protocol": 3, "pid": os.getpid(), "host": socket.gethostname(),
-                    "sources": list(sources), "rail": 0, "rails": 1, "proof": ""})
+                    "protocol": wire.PROTOCOL, "pid": os.getpid(), "host": socket.gethostname(),
+                    "sources": list(sources), "rail": 0, "rails": 1, "nonce": wire.nonce(),
+                    "proof": ""})
 
 
 def refusal(port: int, greeting: bytes) -> dict:
@@ -44,7 +46,8 @@ class Peer:
 
     def __init__(self, port: int, role: str, id: int, sources=()):
         self.role, self.id = role, id
-        self.sock = greet(port, hello(role, id, sources))
+        self.link = greet_control(port, hello(role, id, sources))
+        self.sock = self.link.sock
         self.messages: list[dict] = []
         self.cond = threading.Condition()
         self.closed = False
@@ -58,12 +61,12 @@ class Peer:
 
     def send(self, body: dict) -> None:
         with self.lock:
-            self.sock.sendall(message(body))
+            self.link.send(body)
 
     def _loop(self) -> None:
         try:
             while True:
-                m = read_message(self.sock)
+                m = self.link.read()
                 if m is None:
                     break
                 if m.get("type") == "ping":
@@ -77,7 +80,7 @@ class Peer:
                     self.cond.notify_all()
                 if m.get("type") == "bye":
                     break
-        except OSError:
+        except (OSError, ValueError):
             pass
         with self.cond:
             self.closed = True

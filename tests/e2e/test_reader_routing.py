@@ -22,7 +22,8 @@ import threading
 import time
 import urllib.request
 
-from fakesource import message, read_message, unpack
+import wire
+from fakesource import Link, unpack
 from harness import E2ETestCase
 from wire import challenge, welcome
 
@@ -35,15 +36,16 @@ FLAG_END = 0x01
 
 def accept_greeted(listener: socket.socket, run: int, role: str, id: int):
     """Accepts one connection, challenges it and welcomes its HELLO;
-    returns (socket, the HELLO)."""
+    returns (socket, the HELLO, the challenge's nonce)."""
     s, _ = listener.accept()
     s.settimeout(30)
-    s.sendall(challenge())
+    nonce = wire.nonce()
+    s.sendall(challenge(nonce))
     head = s.recv(4, socket.MSG_WAITALL)
     body = s.recv(struct.unpack(">I", head)[0], socket.MSG_WAITALL)
     hello = unpack(body)[0]
     s.sendall(welcome(run, role, id))
-    return s, hello
+    return s, hello, nonce
 
 
 class Sink(threading.Thread):
@@ -62,7 +64,7 @@ class Sink(threading.Thread):
 
     def run(self) -> None:
         try:
-            s, hello = accept_greeted(self.listener, RUN, "builder", self.builder)
+            s, hello, _ = accept_greeted(self.listener, RUN, "builder", self.builder)
         except (OSError, struct.error, IndexError):
             self.eof.set()   # the reader gave the link up while greeting
             return
@@ -104,9 +106,9 @@ class Hub(threading.Thread):
         super().__init__(daemon=True)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
-        self.reader: socket.socket | None = None
+        self.reader: Link | None = None
         self.reader_up = threading.Event()
-        self.sources: list[socket.socket] = []
+        self.sources: list[Link] = []
         self.report: dict | None = None
         self.reported = threading.Event()
         self.lock = threading.Lock()
@@ -114,22 +116,23 @@ class Hub(threading.Thread):
     def run(self) -> None:
         while True:
             try:
-                s, hello = accept_greeted(self.listener, RUN, "builder", 0)
+                s, hello, nonce = accept_greeted(self.listener, RUN, "builder", 0)
             except OSError:
                 return
-            threading.Thread(target=self.serve, args=(s, hello), daemon=True).start()
+            s.settimeout(None)
+            link = Link.listener(s, nonce, hello)
+            threading.Thread(target=self.serve, args=(link, hello), daemon=True).start()
 
-    def serve(self, s: socket.socket, hello: dict) -> None:
+    def serve(self, s: Link, hello: dict) -> None:
         if hello.get("role") == "reader":
             self.reader = s
             self.reader_up.set()
         else:
             with self.lock:
                 self.sources.append(s)
-        s.settimeout(None)
         try:
             while True:
-                m = read_message(s)
+                m = s.read()
                 if m is None:
                     return
                 if m.get("type") == "end":
@@ -137,12 +140,12 @@ class Hub(threading.Thread):
                         self.report = m
                         self.reported.set()
                     self.send(s, {"type": "bye", "status": 0})
-        except OSError:
+        except (OSError, ValueError):
             return
 
-    def send(self, s: socket.socket, body: dict) -> None:
+    def send(self, s: Link, body: dict) -> None:
         with self.lock:
-            s.sendall(message(body))
+            s.send(body)
 
     def to_reader(self, *bodies: dict) -> None:
         assert self.reader_up.wait(15), "the reader never dialled the hub"

@@ -93,11 +93,11 @@ class SessionNotifyTest(E2ETestCase):
         self.hub.listener.settimeout(10)
         self.hub.conn, _ = self.hub.listener.accept()
         self.hub.conn.settimeout(10)
-        self.hub.send({"type": "challenge", "nonce": "0" * 64})
+        self.hub.send({"type": "challenge", "nonce": self.hub.NONCE})
         hello = read_message(self.hub.conn)
         self.assertEqual((hello["role"], hello["id"], hello["channel"]), ("source", 2, "session"))
         self.notify.assert_quiet(self)
-        self.hub.send({"type": "welcome", "run_id": 0, "role": "builder", "id": 0})
+        self.hub.welcome(hello)
         self.assertEqual(self.notify.next(), ("READY=1\nSTATUS=joined the hub's session; idle",
                                               src.pid))
         self.assertEqual(self.hub.state()["state"], "idle")
@@ -139,7 +139,7 @@ class SessionNotifyTest(E2ETestCase):
         self.hub.state()
         self.assertTrue(self.notify.next()[0].startswith("READY=1\n"))
         self.hub.conn.close()
-        self.hub.conn = None
+        self.hub.conn = self.hub.link = None
         self.assertEqual(self.notify.next(), ("STOPPING=1", src.pid))
         self.assertEqual(self.h.wait(src, 10), 1, src.tail())
         # A manager that went away: said once, and the daemon serves on.

@@ -13,7 +13,7 @@ import socket
 import time
 
 from harness import E2ETestCase
-from fakesource import message, read_message
+from fakesource import Link, message, read_message
 
 
 class SessionHub:
@@ -25,21 +25,32 @@ class SessionHub:
         self.listener.listen(4)
         self.port = self.listener.getsockname()[1]
         self.conn: socket.socket | None = None
+        self.link: Link | None = None     # once welcomed: the sealed messages
 
     def accept(self, timeout_s: float = 10) -> dict:
         self.listener.settimeout(timeout_s)
         self.conn, _ = self.listener.accept()
         self.conn.settimeout(timeout_s)
-        self.conn.sendall(message({"type": "challenge", "nonce": "0" * 64}))
+        self.conn.sendall(message({"type": "challenge", "nonce": self.NONCE}))
         hello = read_message(self.conn)
-        self.conn.sendall(message({"type": "welcome", "run_id": 0, "role": "builder", "id": 0}))
+        self.welcome(hello)
         return hello
 
+    NONCE = "0" * 64
+
+    def welcome(self, hello: dict) -> None:
+        self.conn.sendall(message({"type": "welcome", "run_id": 0, "role": "builder", "id": 0}))
+        self.link = Link.listener(self.conn, self.NONCE, hello)
+
     def send(self, body: dict) -> None:
-        self.conn.sendall(message(body))
+        """The greeting's messages go as they are, the rest sealed."""
+        if self.link is None:
+            self.conn.sendall(message(body))
+        else:
+            self.link.send(body)
 
     def state(self) -> dict:
-        m = read_message(self.conn)
+        m = self.link.read()
         assert m is not None and m["type"] == "state", m
         return m
 
@@ -126,7 +137,7 @@ class SessionPeerTest(E2ETestCase):
         self.assertEqual((hello["role"], hello["channel"]), ("source", "session"))
         self.hub.state()
         self.hub.conn.close()
-        self.hub.conn = None
+        self.hub.conn = self.hub.link = None
         self.assertEqual(self.h.wait(source, 10), 1, source.tail())
         self.assertIn("Lost the hub's session link", source.log())
         # No hub at all: it says so and exits 1 once its dial gives up.

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from harness import REPO, E2ETestCase, HarnessError, Proc, read_metrics, unbalanced, wait_for_line
-from wire import greet, greet_tcp, hello, message, read_message
+from wire import greet, greet_sealed, greet_tcp, hello, message, read_message
 
 FORGED = b"12:00:00.000 builderd ERROR FORGED"
 BAD_HOSTS = {
@@ -111,13 +111,14 @@ class PeerStringTest(E2ETestCase):
         self.assertIn(b"welcome", greet(data, hello(role="source", id=1, sources=())))
         ctl = socket.create_connection(("127.0.0.1", ports["control"]), timeout=10)
         self.addCleanup(ctl.close)
-        self.assertIn(b"welcome", greet(ctl, hello(role="source", id=1, channel="control",
-                                                   sources=())))
+        welcomed, link = greet_sealed(ctl, hello(role="source", id=1, channel="control",
+                                                 sources=()))
+        self.assertIn(b"welcome", welcomed)
         deadline = time.monotonic() + 30
-        while b"start" not in read_message(ctl):
+        while b"start" not in link.read_raw():
             self.assertLess(time.monotonic(), deadline, "no START for source 1")
         end = message({"type": "end", "status": 0, "groups": {BAD_GROUP: {"frags_sent": 0}}})
-        ctl.sendall(end)
+        link.send_raw(end)
         self.assertEqual(h.wait(builder, 60), 1, builder.tail())
         # The reader dropped a source at the builder's request: an error of
         # its run, so it ends non-zero too; source 0 finished cleanly.

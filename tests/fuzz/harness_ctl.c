@@ -76,7 +76,7 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b, const ui
 		       strcmp(x->host, y->host) == 0 && x->source_count == y->source_count &&
 		       x->source_count <= CTL_MAX_SOURCE_LIST &&
 		       memcmp(x->sources, y->sources, x->source_count * sizeof x->sources[0]) == 0 &&
-		       strcmp(x->proof, y->proof) == 0;
+		       strcmp(x->proof, y->proof) == 0 && strcmp(x->nonce, y->nonce) == 0;
 	}
 	case CTL_CHALLENGE:
 		return strcmp(a->u.challenge.nonce, b->u.challenge.nonce) == 0;

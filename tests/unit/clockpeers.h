@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "seals.h"
 #include "wire/counters.h"
 #include "builderd/clocks.h"
 #include "builderd/peers.h"
@@ -118,8 +119,10 @@ static inline void clockpeers_join(struct fake_peer *f, struct event_base *base,
 	f->offset_ns = offset_ns;
 	bp->connected = true;
 	snprintf(bp->host, sizeof bp->host, "%s", host);
-	bp->conn = msgconn_new(base, builder_fd, "builder end", &clockpeers_builder_ops, f);
-	f->conn = msgconn_new(base, peer_fd, "peer end", &clockpeers_peer_ops, f);
+	struct msgseal peer_seal, builder_seal;
+	test_seal_pair(&peer_seal, &builder_seal);
+	bp->conn = msgconn_new(base, builder_fd, &builder_seal, "builder end", &clockpeers_builder_ops, f);
+	f->conn = msgconn_new(base, peer_fd, &peer_seal, "peer end", &clockpeers_peer_ops, f);
 	ck_assert_ptr_nonnull(bp->conn);
 	ck_assert_ptr_nonnull(f->conn);
 	bdc_peer_joined(clocks, bp);

@@ -274,7 +274,9 @@ END_TEST
 
 START_TEST(test_late_and_lost_frames_close_the_reader_hop)
 {
-	/* Source 1: 2 frames late, 3 lost with a builder, not forwarded. */
+	/* Source 1: 2 frames late, 3 lost with builder 1, which the hub lost
+	 * (30 of its events in flight), not forwarded. */
+	builders[1].lost = 30;
 	set(&reader_report, "source.1", "frames_forwarded", EVENTS - 5);
 	set(&reader_report, "source.1", "frames_late", 2);
 	set(&reader_report, "source.1", "frames_lost_builder", 3);
@@ -283,7 +285,31 @@ START_TEST(test_late_and_lost_frames_close_the_reader_hop)
 	const struct acct_equation *e = find(&a, "hop reader 0, source 1");
 	ck_assert(e->ok);
 	ck_assert_uint_eq(e->rhs, EVENTS);
+	ck_assert(!has_violation(&a, "but the hub lost no builder"));
 	acct_free(&a);
+}
+END_TEST
+
+/* A reader that dropped frames as lost with a builder the hub never lost
+ * (told so by a forged LOST): its hop equation balances, since it counted
+ * every frame, but the counter is impossible by name and the run is not
+ * balanced; with one builder (no builder to lose) alike. */
+START_TEST(test_lost_frames_without_a_lost_builder_are_impossible)
+{
+	set(&reader_report, "source.0", "frames_forwarded", EVENTS - 7);
+	set(&reader_report, "source.0", "frames_lost_builder", 7);
+	for (int one = 0; one < 2; one++) {
+		if (one) {
+			run.builder_count = 0;
+			run.builders = NULL;
+		}
+		struct acct a;
+		ck_assert_int_eq(acct_compute(&run, &a), 0);
+		ck_assert(find(&a, "hop reader 0, source 0")->ok);
+		ck_assert(has_violation(&a, "reader 0's source.0 frames_lost_builder = 7 but the hub lost no builder"));
+		ck_assert(!acct_balanced(&a));
+		acct_free(&a);
+	}
 }
 END_TEST
 
@@ -337,6 +363,7 @@ static Suite *acct_builders_suite(void)
 	tcase_add_test(tc, test_token_beyond_decided_is_impossible);
 	tcase_add_test(tc, test_builder_disagrees_with_the_manager);
 	tcase_add_test(tc, test_late_and_lost_frames_close_the_reader_hop);
+	tcase_add_test(tc, test_lost_frames_without_a_lost_builder_are_impossible);
 	tcase_add_test(tc, test_gone_builder_counts_lost);
 	tcase_add_test(tc, test_missing_builder_report_fails_by_name);
 	suite_add_tcase(s, tc);

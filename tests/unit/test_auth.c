@@ -11,6 +11,11 @@
 #include "sys/auth.h"
 #include "sys/log.h"
 
+/* The session keys of test_session_keys, as Python's hmac computes them
+ * (tests/e2e/wire.py derives them so). */
+#define NO_KEY_SESSION "a11166b744755318cd100d4d35adf9e9a497fbdc06139e33ae9d33ff8e9651a1"
+#define KEYED_SESSION "a36d91f66fb9795b0a54007a661ed8280a2eba52635bb1654504ade971ac131e"
+
 static char key_path[] = "/tmp/es-test-key-XXXXXX";
 
 static void write_key(const char *text, size_t len)
@@ -96,6 +101,9 @@ START_TEST(test_proofs)
 	t.proof[10] = t.proof[10] == 'a' ? 'b' : 'a';
 	ck_assert(!auth_check_hello(nonce, &t));
 	t = h;
+	strcpy(t.nonce, "another client nonce");
+	ck_assert(!auth_check_hello(nonce, &t));
+	t = h;
 	t.proof[63] = '\0';
 	ck_assert(!auth_check_hello(nonce, &t));
 	strcpy(t.proof, "not hex at all");
@@ -108,6 +116,47 @@ START_TEST(test_proofs)
 }
 END_TEST
 
+/* The session key: the same from the same challenge and HELLO (both ends
+ * derive it), another from another challenge, client nonce, identity or
+ * run key, and one without a key too (loopback peers). Known answers: a
+ * peer written in another language must derive the same bytes. */
+START_TEST(test_session_keys)
+{
+	struct ctl_hello h = hello();
+	strcpy(h.nonce, "c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1");
+	const char *challenge = "0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f";
+	unsigned char k1[AUTH_SESSION_KEY_BYTES], k2[AUTH_SESSION_KEY_BYTES];
+	char hex[2 * AUTH_SESSION_KEY_BYTES + 1];
+
+	auth_session_key(challenge, &h, k1);
+	auth_session_key(challenge, &h, k2);
+	ck_assert_mem_eq(k1, k2, sizeof k1);
+	/* HMAC-SHA256("", "session|" challenge "|source|2|7|data|99|daq-03|0/1|" nonce) */
+	for (size_t i = 0; i < sizeof k1; i++)
+		snprintf(hex + 2 * i, 3, "%02x", k1[i]);
+	ck_assert_str_eq(hex, NO_KEY_SESSION);
+
+	struct ctl_hello t = h;
+	t.nonce[0] = 'd';
+	auth_session_key(challenge, &t, k2);
+	ck_assert_mem_ne(k1, k2, sizeof k1);
+	auth_session_key("0f", &h, k2);
+	ck_assert_mem_ne(k1, k2, sizeof k1);
+	t = h;
+	t.id = 3;
+	auth_session_key(challenge, &t, k2);
+	ck_assert_mem_ne(k1, k2, sizeof k1);
+
+	write_key("the run key of run 7, 32 bytes!!", 32);
+	ck_assert_int_eq(auth_load_key_file(key_path), 0);
+	auth_session_key(challenge, &h, k2);
+	ck_assert_mem_ne(k1, k2, sizeof k1);
+	for (size_t i = 0; i < sizeof k2; i++)
+		snprintf(hex + 2 * i, 3, "%02x", k2[i]);
+	ck_assert_str_eq(hex, KEYED_SESSION);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("auth");
@@ -115,6 +164,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, key_setup, key_teardown);
 	tcase_add_test(tc, test_key_files);
 	tcase_add_test(tc, test_proofs);
+	tcase_add_test(tc, test_session_keys);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -77,6 +77,7 @@ static bool msg_equal(const struct ctl_msg *a, const struct ctl_msg *b)
 		return x->role == y->role && x->id == y->id && x->channel == y->channel &&
 		       x->run_id == y->run_id && x->protocol == y->protocol && x->pid == y->pid &&
 		       strcmp(x->host, y->host) == 0 && strcmp(x->proof, y->proof) == 0 &&
+		       strcmp(x->nonce, y->nonce) == 0 &&
 		       x->source_count == y->source_count &&
 		       x->source_count <= CTL_MAX_SOURCE_LIST &&
 		       memcmp(x->sources, y->sources, x->source_count * sizeof x->sources[0]) == 0;
@@ -184,6 +185,7 @@ static void make_hello(struct ctl_msg *m)
 	m->u.hello.sources[2] = 7;
 	m->u.hello.rail = 1;
 	m->u.hello.rails = 2;
+	strcpy(m->u.hello.nonce, "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8");
 	strcpy(m->u.hello.proof, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
 }
 
@@ -288,7 +290,7 @@ static void pk_kv_uint(msgpack_packer *pk, const char *key, uint64_t value)
 }
 
 static const char *const hello_keys[] = {
-	"role", "id", "channel", "run_id", "protocol", "pid", "host", "sources",
+	"role", "id", "channel", "run_id", "protocol", "pid", "host", "sources", "nonce",
 };
 
 /* The hello of make_hello(), less the key omit (NULL for none), announcing
@@ -297,7 +299,7 @@ static void pack_hello(msgpack_packer *pk, const char *omit, unsigned extra)
 {
 	const char *o = omit != NULL ? omit : "";
 
-	msgpack_pack_map(pk, 12 + extra - (omit != NULL));
+	msgpack_pack_map(pk, 13 + extra - (omit != NULL));
 	pk_kv(pk, "type", "hello");
 	if (strcmp(o, "role") != 0)
 		pk_kv(pk, "role", "reader");
@@ -313,6 +315,8 @@ static void pack_hello(msgpack_packer *pk, const char *omit, unsigned extra)
 		pk_kv_uint(pk, "pid", 1234);
 	if (strcmp(o, "host") != 0)
 		pk_kv(pk, "host", "daq-ro-03");
+	if (strcmp(o, "nonce") != 0)
+		pk_kv(pk, "nonce", "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8");
 	if (strcmp(o, "rail") != 0)
 		pk_kv_uint(pk, "rail", 0);
 	if (strcmp(o, "rails") != 0)
@@ -853,11 +857,11 @@ START_TEST(test_bad_body)
 	pk = body_init(&b);
 	pack_hello(pk, "proof", 0);
 	b.len -= 1;
-	EXPECT_ERROR(&b, "array at body offset 102 declares 3 elements but only 2 byte(s) follow");
+	EXPECT_ERROR(&b, "array at body offset 174 declares 3 elements but only 2 byte(s) follow");
 	pk = body_init(&b);
 	pack_hello(pk, "proof", 0);
 	b.len -= 33;
-	EXPECT_ERROR(&b, "msgpack data truncated: a str at body offset 71 runs past the end of the 73-byte body");
+	EXPECT_ERROR(&b, "msgpack data truncated: a str at body offset 87 runs past the end of the 145-byte body");
 	pk = body_init(&b);
 	msgpack_pack_map(pk, 3);
 	pk_kv(pk, "type", "ping");
@@ -879,7 +883,7 @@ START_TEST(test_bad_body)
 	pk = body_init(&b);
 	pack_hello(pk, NULL, 0);
 	msgpack_pack_nil(pk);
-	EXPECT_ERROR(&b, "1 trailing byte(s) after the map in a body of 179 bytes");
+	EXPECT_ERROR(&b, "1 trailing byte(s) after the map in a body of 251 bytes");
 	pk = body_init(&b);
 	msgpack_pack_map(pk, 0);
 	msgpack_pack_map(pk, 0);
@@ -894,8 +898,8 @@ START_TEST(test_bad_body)
 	at = b.len;
 	msgpack_pack_array(pk, UINT32_MAX);
 	msgpack_pack_nil(pk);
-	EXPECT_ERROR(&b, "array at body offset 180 declares 4294967295 elements but only 1 byte(s) follow");
-	ck_assert_uint_eq(at, 180);
+	EXPECT_ERROR(&b, "array at body offset 252 declares 4294967295 elements but only 1 byte(s) follow");
+	ck_assert_uint_eq(at, 252);
 	pk = body_init(&b);
 	msgpack_pack_map(pk, UINT32_MAX);
 	pk_kv(pk, "type", "ping");
@@ -1979,6 +1983,7 @@ static void random_msg(uint64_t *s, struct ctl_msg *m)
 		m->u.hello.rail = (uint32_t)rng_below(s, m->u.hello.rails);
 		random_of(s, m->u.hello.host, sizeof m->u.hello.host, TEXT_HOST_MAX, HOST_SET);
 		random_text(s, m->u.hello.proof, sizeof m->u.hello.proof);
+		random_text(s, m->u.hello.nonce, sizeof m->u.hello.nonce);
 		m->u.hello.source_count = (uint32_t)rng_below(s, CTL_MAX_SOURCE_LIST + 1);
 		for (uint32_t i = 0; i < m->u.hello.source_count; i++)
 			m->u.hello.sources[i] = (uint16_t)rng_u64(s);

@@ -56,14 +56,14 @@ static const struct msgconn_ops conn_ops = { conn_message, conn_close };
 
 /* As the hub does: the connection becomes the peer's control link. */
 static void hook_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_hello *h,
-			const char *peer)
+			const struct msgseal *seal, const char *peer)
 {
 	(void)ctx;
 	(void)h;
 	joined++;
 	joined_peer = p;
 	snprintf(joined_address, sizeof joined_address, "%s", peer);
-	p->conn = msgconn_new(base, fd, peer, &conn_ops, p);
+	p->conn = msgconn_new(base, fd, seal, peer, &conn_ops, p);
 	ck_assert_ptr_nonnull(p->conn);
 }
 
@@ -100,8 +100,9 @@ struct dialed {
 	struct ctl_msg reply;
 };
 
-static void on_dialed(int fd, const struct ctl_msg *reply, void *arg)
+static void on_dialed(int fd, const struct ctl_msg *reply, const struct msgseal *seal, void *arg)
 {
+	(void)seal;
 	struct dialed *d = arg;
 	d->fd = fd;
 	if (reply != NULL)

@@ -63,12 +63,16 @@ struct door_server {
 	struct event *ev;
 	int failed;                /* greetings reported failed (fd < 0) */
 	int welcomed;
+	struct msgseal seal;       /* the last welcomed connection's */
 };
 
-static void door_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+static void door_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+			    const char *peer, void *arg)
 {
 	struct door_server *s = arg;
 	(void)peer;
+	if (seal != NULL)
+		s->seal = *seal;
 	if (fd < 0) {
 		s->failed++;
 		s->refused++;
@@ -330,12 +334,18 @@ struct client {
 	bool done;
 	int fd;
 	struct ctl_msg reply;
+	bool sealed;
+	struct msgseal seal;
 };
 
-static void client_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
+static void client_on_greeted(int fd, const struct ctl_msg *reply, const struct msgseal *seal,
+			      void *arg)
 {
 	struct client *c = arg;
 	c->fd = fd;
+	c->sealed = seal != NULL;
+	if (seal != NULL)
+		c->seal = *seal;
 	if (reply != NULL)
 		c->reply = *reply;
 	c->done = true;
@@ -363,6 +373,28 @@ START_TEST(test_dial_unix_through_door)
 	ck_assert_int_eq(s.welcomed, 1);
 	ck_assert_int_eq(s.failed, 0);
 	close(c.fd);
+	/* Both ends got the same session key from the greeting, each its own
+	 * direction: what one seals the other opens, and not itself. */
+	ck_assert(c.sealed);
+	const uint8_t msg[] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	uint8_t header[MSGSEAL_HEADER_BYTES];
+	uint64_t seq;
+	msgseal_seal(&c.seal, msg, sizeof msg, header);
+	ck_assert_int_eq(msgseal_open(&s.seal, header, msg, sizeof msg, &seq), MSGSEAL_OK);
+	msgseal_seal(&s.seal, msg, sizeof msg, header);
+	ck_assert_int_eq(msgseal_open(&c.seal, header, msg, sizeof msg, &seq), MSGSEAL_OK);
+	ck_assert_int_eq(msgseal_open(&s.seal, header, msg, sizeof msg, &seq), MSGSEAL_BAD_TAG);
+	/* Another greeting, another key: a fresh nonce at each end. */
+	struct msgseal first = s.seal;
+	memset(&c, 0, sizeof c);
+	greet_dial_start(base, "the test socket", name, 0, true, &hello, 2000, -1, client_on_greeted,
+			 &c);
+	test_run_until(base, &c.done, 3000);
+	ck_assert_int_ge(c.fd, 0);
+	close(c.fd);
+	msgseal_seal(&c.seal, msg, sizeof msg, header);
+	ck_assert_int_eq(msgseal_open(&first, header, msg, sizeof msg, &seq), MSGSEAL_BAD_TAG);
+	ck_assert_int_eq(msgseal_open(&s.seal, header, msg, sizeof msg, &seq), MSGSEAL_OK);
 
 	/* Nobody listening under that name: unreachable, said so. */
 	memset(&c, 0, sizeof c);

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "seals.h"
 #include "io/ctlclient.h"
 #include "io/handshake.h"
 #include "sys/log.h"
@@ -254,12 +255,14 @@ struct server {
 	int refused;
 	int failed;
 	struct ctl_hello last;
+	struct msgseal seal;       /* of the connection welcomed last */
 	int conn_fd;
 	int busy_first;     /* refuse this many greetings "busy" first */
 	int busy_sent;
 };
 
-static void server_on_greeted(int fd, const struct ctl_hello *h, const char *peer, void *arg)
+static void server_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+			      const char *peer, void *arg)
 {
 	struct server *s = arg;
 	if (fd < 0) {
@@ -279,6 +282,7 @@ static void server_on_greeted(int fd, const struct ctl_hello *h, const char *pee
 	ck_assert_int_eq(greet_reply_welcome(fd, 1, CTL_ROLE_BUILDER, 0), 0);
 	s->accepted++;
 	s->conn_fd = fd;
+	s->seal = *seal;
 }
 
 static void server_on_accept(evutil_socket_t fd, short what, void *arg)
@@ -315,8 +319,10 @@ struct client {
 	bool got_reply;
 };
 
-static void client_on_greeted(int fd, const struct ctl_msg *reply, void *arg)
+static void client_on_greeted(int fd, const struct ctl_msg *reply, const struct msgseal *seal,
+			      void *arg)
 {
+	(void)seal;
 	struct client *c = arg;
 	c->fd = fd;
 	c->got_reply = reply != NULL;
@@ -504,7 +510,7 @@ START_TEST(test_ctllink_round_trip)
 	run_until(&ps.ready, 3000);
 	ck_assert(ps.ready);
 	ck_assert_int_ge(fb.s.conn_fd, 0);
-	fb.conn = msgconn_new(base, fb.s.conn_fd, "peer", &fb_ops, &fb);
+	fb.conn = msgconn_new(base, fb.s.conn_fd, &fb.s.seal, "peer", &fb_ops, &fb);
 	fb.s.conn_fd = -1;
 
 	struct ctl_msg m = { .type = CTL_PING };
@@ -563,10 +569,14 @@ START_TEST(test_malformed_control_message_closes)
 	memset(&fb, 0, sizeof fb);
 	int sv[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	fb.conn = msgconn_new(base, sv[0], "peer", &fb_ops, &fb);
-	/* A length prefix of 70000: refused before the body is read. */
-	const unsigned char big[4] = { 0x00, 0x01, 0x11, 0x70 };
-	ck_assert_int_eq(write(sv[1], big, 4), 4);
+	struct msgseal far, near;
+	test_seal_pair(&far, &near);
+	fb.conn = msgconn_new(base, sv[0], &near, "peer", &fb_ops, &fb);
+	/* A length prefix of 70000, sealed: refused before the body is read. */
+	uint8_t big[MSGSEAL_HEADER_BYTES + 4] = { 0 };
+	memcpy(big + MSGSEAL_HEADER_BYTES, (const uint8_t[]){ 0x00, 0x01, 0x11, 0x70 }, 4);
+	msgseal_seal(&far, big + MSGSEAL_HEADER_BYTES, 4, big);
+	ck_assert_int_eq(write(sv[1], big, sizeof big), (ssize_t)sizeof big);
 	bool never = false;
 	run_until(&never, 100);
 	ck_assert_ptr_null(fb.conn);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "seals.h"
 #include "clockpeers.h"
 
 #include "builderd/clocks.h"
@@ -197,9 +198,11 @@ static void setup(void)
 		p->pid = 10 + i;
 		snprintf(p->host, sizeof p->host, "host%u", i);
 		snprintf(p->address, sizeof p->address, "127.0.0.1:%u", 1000 + i);
-		plink_attach(link_, p, b, p->address);
+		struct msgseal far_seal, hub_seal;
+		test_seal_pair(&far_seal, &hub_seal);
+		plink_attach(link_, p, b, &hub_seal, p->address);
 		ck_assert_ptr_nonnull(p->conn);
-		far[i].conn = msgconn_new(base, a, "far end", &far_ops, &far[i]);
+		far[i].conn = msgconn_new(base, a, &far_seal, "far end", &far_ops, &far[i]);
 		ck_assert_ptr_nonnull(far[i].conn);
 	}
 }
