@@ -181,13 +181,9 @@ int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struc
 	metrics_json_set(root, "groups", groups);
 	char path[2048];
 	snprintf(path, sizeof path, "%s/builder.json", dir);
-	int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+	int rc = metrics_json_write(path, root, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(root);
-	if (rc < 0) {
-		log_error("Cannot write %s", path);
-		return -EIO;
-	}
-	return 0;
+	return rc;
 }
 
 void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,

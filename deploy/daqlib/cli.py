@@ -93,7 +93,8 @@ OPTIONS = (
            "accepted events are determined by the parameters alone", default="auto",
            choices=("auto", "always", "never")),
     Option("--fault", "list", "send a daemon a signal that many seconds after the start, e.g. "
-           "reader:0:KILL@2 (a crash), source:1:STOP@1.5 (a stall), builder:1:KILL@2 or "
+           "reader:0:KILL@2 (a crash), source:1:STOP@1.5 (a stall; builder:1:CONT@4 resumes it "
+           "mid-run, else it is continued once the run has ended), builder:1:KILL@2 or "
            "builder:0:USR2@3 (an operator's drained stop of the one builder; ROLE "
            "source, reader, builder or hub); repeatable",
            metavar="ROLE:ID:SIGNAL@SECONDS"),
@@ -160,9 +161,9 @@ def parse_fault(text: str) -> dict:
         raise TopologyError(f"--fault {text}: expected ROLE:ID:SIGNAL@SECONDS, "
                             "e.g. reader:0:KILL@2") from None
     if role not in ("source", "reader", "builder", "hub") or \
-            fault["signal"] not in ("KILL", "STOP", "TERM", "INT", "USR2"):
+            fault["signal"] not in ("KILL", "STOP", "CONT", "TERM", "INT", "USR2"):
         raise TopologyError(f"--fault {text}: ROLE is source, reader, builder or hub (hub:0, the "
-                            "hub of several builders); SIGNAL is KILL, STOP, TERM, INT or USR2 "
+                            "hub of several builders); SIGNAL is KILL, STOP, CONT, TERM, INT or USR2 "
                             "(the drained stop of a hub)")
     return fault
 

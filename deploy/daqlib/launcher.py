@@ -96,9 +96,24 @@ def prepare_run_dir(run_dir: Path) -> None:
 
 
 def write_json(path: Path, doc: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """The document whole or not at all, as the daemons write theirs
+    (common/sys/afile): a temporary beside it, fsynced, renamed over it,
+    the directory fsynced."""
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc, indent=2) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_ports(backend: Backend, h: Handle, path: Path, keys: tuple[str, ...],
@@ -503,6 +518,8 @@ class Launcher:
             self.backend.kill(h, getattr(signal, "SIG" + f["signal"]))
             if f["signal"] == "STOP":
                 self.stopped.append(h)
+            elif f["signal"] == "CONT" and h in self.stopped:
+                self.stopped.remove(h)
 
     def wait_all(self) -> str:
         """Waits for every daemon. Returns "done" or "timeout"."""
