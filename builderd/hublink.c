@@ -143,3 +143,8 @@ uint64_t hublink_tokens_sent(const struct hublink *h)
 {
 	return h->tokens_sent;
 }
+
+bool hublink_hub_closed(const struct hublink *h)
+{
+	return ctllink_peer_closed(h->ctl);
+}

@@ -48,4 +48,8 @@ int hublink_send_end(struct hublink *h, const struct ctl_msg *end);
 
 uint64_t hublink_tokens_sent(const struct hublink *h);
 
+/* The hub has closed the link (ctllink_peer_closed): a TOKEN sent now
+ * would never be read. */
+bool hublink_hub_closed(const struct hublink *h);
+
 #endif
