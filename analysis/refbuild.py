@@ -452,6 +452,31 @@ def compare(expected: Expected, p: RunParams, path: str, report: int = 10,
 # A run of several builders: builders/B/events.jsonl and expired.jsonl.
 
 @dataclass
+class Fence:
+    """A builder the hub gave up (metrics.json builders.B, docs/BUILDERS.md,
+    "A given-up builder is fenced"): its records count below `below` (its
+    last token's decided_below); `lost` of its events the books count lost."""
+    below: int
+    lost: int
+
+
+def fences_of(run_dir: str) -> dict[int, Fence]:
+    """The given-up builders of a run of several, from its metrics.json
+    (none when it has no such section)."""
+    try:
+        with open(os.path.join(run_dir, "metrics.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {}
+    section = doc.get("builders") if isinstance(doc, dict) else None
+    out = {}
+    for b, s in (section or {}).items() if isinstance(section, dict) else ():
+        if isinstance(s, dict) and s.get("lost_reason") is not None and str(b).isdigit():
+            out[int(b)] = Fence(int(s.get("decided_below") or 0), int(s.get("lost") or 0))
+    return out
+
+
+@dataclass
 class BuilderFiles:
     builder: int
     events: str
@@ -464,6 +489,8 @@ class BuildersComparison(Comparison):
     expired_mismatch: int = 0    # expired where the reference says complete, or a partial
                                  # event no builder expired
     misplaced: int = 0           # static routing: an event not in its batch's builder
+    past_fence: int = 0          # records of a given-up builder the books count lost
+    lost_excused: int = 0        # expected events absent, lost with a given-up builder
     per_builder: dict[int, tuple[int, int]] = field(default_factory=dict)  # events, expired
 
     @property
@@ -472,7 +499,9 @@ class BuildersComparison(Comparison):
 
     def counts(self) -> str:
         return (super().counts() + f" expired-mismatch={self.expired_mismatch} "
-                f"misplaced={self.misplaced}")
+                f"misplaced={self.misplaced}"
+                + (f" past-fence={self.past_fence} lost-with-builders={self.lost_excused}"
+                   if self.past_fence or self.lost_excused else ""))
 
 
 def builder_files(run_dir: str, builders: int | None = None) -> list[BuilderFiles] | None:
@@ -506,12 +535,18 @@ def static_owner(event: int, batch: int, builders: int) -> int:
 
 def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles],
                      report: int = 10, out=sys.stdout,
-                     static_batch: int | None = None) -> BuildersComparison:
+                     static_batch: int | None = None,
+                     fences: dict[int, Fence] | None = None) -> BuildersComparison:
     """Compares the union of every builder's events.jsonl with the expected
     events and every expired.jsonl with the events that retire incomplete;
     no event ID may appear twice, in one builder or across them. With
-    static_batch (static routing), each event must be in its batch's builder."""
+    static_batch (static routing), each event must be in its batch's builder.
+    fences: the builders the hub gave up. Their records at or past the
+    fence do not count (the books call those events lost), and expected
+    events absent from every record, from the lowest fence on, are excused
+    as lost up to the books' total lost with them."""
     c = BuildersComparison()
+    fences = fences or {}
     where_seen: dict[int, str] = {}        # event -> "builder B line N (recorded|expired)"
     recorded: set[int] = set()
     note = Notes(report, out)
@@ -535,11 +570,22 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
     # both recorded and expired is counted recorded, and its expiry the
     # duplicate.
     n_events = {f.builder: 0 for f in files}
+
+    def past_fence(b: int, event: int, what: str) -> bool:
+        if b not in fences or event < fences[b].below:
+            return False
+        c.past_fence += 1
+        note("past-fence", f"event {event} {what} by builder {b}, given up at event "
+                           f"{fences[b].below}: not counted (the books count it lost)")
+        return True
+
     for f in files:
         for number, rec in read_events(f.events):
             c.lines += 1
-            n_events[f.builder] += 1
             event = rec["event"]
+            if past_fence(f.builder, event, "recorded"):
+                continue
+            n_events[f.builder] += 1
             if first_sighting(event, f"recorded by builder {f.builder} (line {number})"):
                 recorded.add(event)
                 placed(event, f.builder, "recorded")
@@ -547,8 +593,10 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
     for f in files:
         n_expired = 0
         for number, rec in read_events(f.expired, ("event",)) if f.expired else ():
-            n_expired += 1
             event = rec["event"]
+            if past_fence(f.builder, event, "expired"):
+                continue
+            n_expired += 1
             if first_sighting(event, f"expired by builder {f.builder} (line {number})"):
                 placed(event, f.builder, "expired")
                 if event not in expected.partial:
@@ -556,8 +604,14 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
                     note("expired-mismatch", f"builder {f.builder} line {number}: event {event} "
                                              f"expired, but every source sent it or none did")
         c.per_builder[f.builder] = (n_events[f.builder], n_expired)
-    note_missing(c, expected, recorded, "any builder's events.jsonl", note)
-    unexpired = sorted(e for e in expected.partial if e not in where_seen)
+    lost_room = sum(fn.lost for fn in fences.values())
+    lowest = min((fn.below for fn in fences.values()), default=None)
+    absent = sorted(e for e in set(expected.accepted) | expected.partial
+                    if e not in where_seen and lowest is not None and e >= lowest)
+    c.lost_excused = min(len(absent), lost_room)
+    excused = set(absent[:c.lost_excused]) if len(absent) <= lost_room else set()
+    note_missing(c, expected, recorded | excused, "any builder's events.jsonl", note)
+    unexpired = sorted(e for e in expected.partial if e not in where_seen and e not in excused)
     c.expired_mismatch += len(unexpired)
     for e in unexpired[:report]:
         note("expired-mismatch", f"event {e} lacks fragments of some sources but no builder "
@@ -752,7 +806,12 @@ def check_builders(run_dir: str, exp: Expected, p: RunParams, files: list[Builde
     """The union of the builders' records against the reference: the
     outcome of a run of several builders."""
     static_batch = layout_of(run_dir)[1]
-    c = compare_builders(exp, p, files, report=report, static_batch=static_batch)
+    fences = fences_of(run_dir)
+    for b, fn in sorted(fences.items()):
+        print(f"refbuild: builder {b} was given up: its records count below event {fn.below}; "
+              f"the books count {fn.lost} of its events lost")
+    c = compare_builders(exp, p, files, report=report, static_batch=static_batch,
+                         fences=fences)
     for b, (events, expired) in sorted(c.per_builder.items()):
         print(f"refbuild: builder {b}: {events} events, {expired} expired "
               f"({os.path.join(run_dir, 'builders', str(b))})")

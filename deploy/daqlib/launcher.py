@@ -157,14 +157,34 @@ def log_tail(h: Handle, backend: Backend | None = None, lines: int = 12) -> str:
     return "\n".join(f"  | {line}" for line in text[-lines:]) + f"\n  (log: {h.log_path})"
 
 
-def records(path: Path) -> tuple[int | None, float | None]:
+def fence_of(entry: dict) -> int | None:
+    """A builder the hub gave up counts its records below this event (its
+    last token's decided_below, docs/BUILDERS.md, "A given-up builder is
+    fenced"); None for a builder not given up."""
+    if entry.get("lost_reason") is None:
+        return None
+    below = entry.get("decided_below")
+    return below if isinstance(below, int) else 0
+
+
+def below_fence(line: bytes, fence: int | None) -> bool:
+    if fence is None:
+        return True
+    try:
+        return json.loads(line)["event"] < fence
+    except (TypeError, ValueError, KeyError):
+        return False
+
+
+def records(path: Path, fence: int | None = None) -> tuple[int | None, float | None]:
     """(records in a .jsonl file, None when it does not exist; their rate
-    from the first record's t_ns to the last's, None when unknown)."""
+    from the first record's t_ns to the last's, None when unknown); with a
+    fence, only the records of events below it count."""
     count, first, last = 0, None, None
     try:
         with open(path, "rb") as f:
             for line in f:
-                if line.strip():
+                if line.strip() and below_fence(line, fence):
                     count += 1
                     first = first or line
                     last = line
@@ -224,11 +244,15 @@ def builder_lines(run_dir: Path, t: Topology) -> list[str]:
     lines = []
     for b in t.builders:
         out = builder_out(run_dir, b["id"])
-        recorded, rate = records(out / "events.jsonl")
-        expired, _ = records(out / "expired.jsonl")
+        entry = section.get(b["id"], {})
+        fence = fence_of(entry)
+        recorded, rate = records(out / "events.jsonl", fence)
+        expired, _ = records(out / "expired.jsonl", fence)
         parts = [f"{recorded} events recorded" if recorded is not None else "no events.jsonl",
                  f"{expired} expired" if expired is not None else "no expired.jsonl"]
-        entry = section.get(b["id"], {})
+        if fence is not None:
+            parts.append(f"given up ({entry.get('lost_reason')}): records count below event "
+                         f"{fence}, {entry.get('lost')} events lost")
         assigned = figure(entry, "assigned", depth=0)
         complete = figure(entry, "events_complete")
         hub_rate = figure(entry, "events_per_s", "rate")
