@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))
 # The launcher's summary reads the same section the same way.
-from daqlib.launcher import builders_section, fence_of, figure as find  # noqa: E402
+from daqlib.launcher import builders_section, fence_of, figure as find, in_progress  # noqa: E402,F401
 
 
 def read_times(path: Path, fence: int | None = None) -> tuple[int | None, list[int]]:

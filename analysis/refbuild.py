@@ -783,6 +783,21 @@ def build_params(args: argparse.Namespace) -> tuple[RunParams, str]:
 DEFAULT_BATCH = 64               # builderd's --batch
 
 
+def run_in_progress(run_dir: str) -> str | None:
+    """builderd's running.json in RUN_DIR or a builders/B/ (docs/METRICS.md,
+    "A run in progress"): the run is still going or was killed, and its
+    records are partial. A sentence saying so, or None."""
+    paths = [os.path.join(run_dir, "running.json")]
+    top = os.path.join(run_dir, "builders")
+    if os.path.isdir(top):
+        paths += [os.path.join(top, b, "running.json") for b in sorted(os.listdir(top))]
+    for path in paths:
+        if os.path.exists(path):
+            return (f"{path} says the run is in progress: it is still running or was killed "
+                    f"before its end; its records are partial")
+    return None
+
+
 def layout_of(run_dir: str) -> tuple[int | None, int | None]:
     """(how many builders params.json names, the batch of static routing or
     None) of a run of several builders; (None, None) when it does not say."""
@@ -872,6 +887,10 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 if out is not sys.stdout:
                     out.close()
+        unfinished = run_in_progress(args.run_dir) if args.run_dir else None
+        if unfinished:
+            print(f"FAIL refbuild {args.run_dir}: {unfinished}")
+            return EXIT_FAIL
         files = None if args.events_file or not args.run_dir else \
             builder_files(args.run_dir, layout_of(args.run_dir)[0])
         if files is not None:

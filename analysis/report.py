@@ -357,6 +357,10 @@ def main() -> int:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--out", type=Path, help="folder for report.html and the PNGs (default RUN_DIR)")
     args = ap.parse_args()
+    unfinished = several.in_progress(args.run_dir)
+    if unfinished:
+        print(f"report: no report of an unfinished run: {unfinished}", file=sys.stderr)
+        return 1
     if not (args.run_dir / "metrics.json").exists():
         print(f"report: {args.run_dir}/metrics.json not found: is this a run directory?",
               file=sys.stderr)

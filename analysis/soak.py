@@ -206,7 +206,10 @@ def main() -> int:
             if hostile is not None:
                 hostile.join(30)
             problem = None
+            marker = out / "running.json"
             try:
+                if marker.exists():
+                    raise OSError(f"{marker} remains: the run did not finish")
                 m = json.loads((out / "metrics.json").read_text())
                 if not m["balanced"]:
                     problem = "unbalanced: " + "; ".join(

@@ -6,6 +6,7 @@
 #include "ingest.h"
 #include "output.h"
 #include "ownroute.h"
+#include "rundir.h"
 #include "shm.h"
 #include "tcp.h"
 
@@ -98,7 +99,7 @@ static void brun_leave(struct brun *b, int after_s)
  * the hub's books count this builder's events below its last TOKEN's
  * decided_below as decided and the rest as lost, so nothing more is built,
  * written or sent, and the record files are cut back to exactly those. */
-static void brun_fence(struct brun *b, const char *why)
+static void brun_fence(struct brun *b, const char *what, const char *why)
 {
 	if (b->fenced)
 		return;
@@ -109,17 +110,18 @@ static void brun_fence(struct brun *b, const char *why)
 	uint64_t dropped = ing_fence(b->ing);
 	struct fence_cut ev = { 0 }, ex = { 0 };
 	int rc = fence_cut_records(b->opt.out_dir, below, &ev, &ex);
-	brun_error(b, "Builder %u was given up by its hub (%s): fenced at event %" PRIu64
+	brun_error(b, "Builder %u %s (%s): fenced at event %" PRIu64
 		      " (its last token: %" PRIu64 " events decided); its records keep %" PRIu64
 		      " events and %" PRIu64 " expired below it, %" PRIu64
 		      " records past it removed and %" PRIu64 " never written; it writes nothing more for run %u",
-		   b->opt.builder_id, why, below, b->token_decided, ev.kept, ex.kept,
+		   b->opt.builder_id, what, why, below, b->token_decided, ev.kept, ex.kept,
 		   ev.removed + ex.removed, dropped, b->opt.run_id);
 	struct brep_fence f = { .below = below, .decided = b->token_decided,
 				.events_kept = ev.kept, .expired_kept = ex.kept,
 				.removed = ev.removed + ex.removed, .unwritten = dropped,
 				.complete = rc == 0 };
-	brep_write_fenced(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &f);
+	if (brep_write_fenced(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &f) == 0)
+		rundir_end(b->opt.out_dir);
 	brun_leave(b, 0);
 }
 
@@ -130,7 +132,7 @@ static void brun_fence(struct brun *b, const char *why)
 static bool brun_send_token(struct brun *b, uint64_t decided, uint64_t decided_below)
 {
 	if (hublink_hub_closed(b->hub)) {
-		brun_fence(b, "its control link was closed");
+		brun_fence(b, "lost its hub's control connection", "closed before its next token");
 		return false;
 	}
 	if (hublink_send_token(b->hub, b->opt.max_inflight, decided, decided_below) == 0) {
@@ -214,6 +216,8 @@ static void brun_finish(struct brun *b)
 	b->end->u.report.status = b->status;
 	if (brep_write_json(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &b->end->u.report) < 0)
 		b->status = 1;
+	else
+		rundir_end(b->opt.out_dir);
 	b->end->type = CTL_END;
 	b->end->u.report.status = b->status;
 	if (!b->opt.quiet)
@@ -334,7 +338,7 @@ static void brun_on_lost(const struct ctl_lost *l, void *arg)
 {
 	struct brun *b = arg;
 	if (l->builder == b->opt.builder_id) {
-		brun_fence(b, l->reason);
+		brun_fence(b, "was given up by its hub", l->reason);
 		return;
 	}
 	struct owr *plan = ing_plan(b->ing);
@@ -396,7 +400,7 @@ static void brun_on_gone(const char *reason, void *arg)
 	if (b->joined && !b->reported) {
 		/* Mid-run: given up (a stall), or the hub died; either way the
 		 * hub's books, if any, end at the last TOKEN it read. */
-		brun_fence(b, reason);
+		brun_fence(b, "lost its hub's control connection", reason);
 		return;
 	}
 	if (b->hub_ready)
@@ -501,6 +505,9 @@ struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
 	b->base = base;
 	b->opt = *opt;
 	b->end = calloc(1, sizeof *b->end);
+	if (b->end == NULL || rundir_begin(opt->out_dir, "builder.json", opt->run_id, "builder",
+					   opt->builder_id) < 0)
+		goto fail;
 	struct ing_hooks hooks = {
 		.ctx = b,
 		.error = brun_hook_error,

@@ -1,5 +1,6 @@
 #include "run.h"
 #include "run_internal.h"
+#include "rundir.h"
 
 #include "books.h"
 #include "clocks.h"
@@ -509,6 +510,11 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 	if (peer_table_init_builders(&b->peers, opt->sources, opt->readers,
 				     b->hub ? opt->builders : 0) < 0 ||
 	    !b->source_offsets_ns || !b->snap_links || b->prog == NULL)
+		goto fail;
+	/* Before any record: an earlier run's metrics.json must not sit
+	 * beside this run's records should this one never finish. */
+	if (rundir_begin(opt->out_dir, "metrics.json", opt->run_id, b->hub ? "hub" : "builder",
+			 0) < 0)
 		goto fail;
 	uint16_t data_port, control_port;
 	if (bd_create_data(b, &data_port) < 0 || bd_create_hub(b, &control_port) < 0)

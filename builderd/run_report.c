@@ -1,4 +1,5 @@
 #include "run_internal.h"
+#include "rundir.h"
 
 #include "ctlport.h"
 #include "fleet.h"
@@ -90,6 +91,8 @@ void bd_report(struct bd *b, const struct acct *a)
 	bd_snapshot_fill(b, &snap, self);
 	if (metrics_write(&snap, a) < 0)
 		b->status = 1;
+	else
+		rundir_end(b->opt.out_dir);
 	snap.status = b->status;
 	metrics_print_summary(stdout, &snap, a);
 	fflush(stdout);

@@ -20,8 +20,8 @@ from .backends import BACKENDS, Backend, LaunchError
 from .backends.base import DAEMONS
 from .daemons import make_run_key, num, shm_segments
 from .launcher import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, REPO,
-                       STOP_SIGNALS, Interrupted, Launcher, on_stop_signal, prepare_run_dir, say,
-                       write_json)
+                       STOP_SIGNALS, Interrupted, Launcher, in_progress, on_stop_signal,
+                       prepare_run_dir, say, write_json)
 from .schema import TopologyError
 from .topology import Topology, load_topology
 from .serving import ServingLauncher, finish_serving, run_plan
@@ -341,6 +341,9 @@ def finish(launcher: Launcher, outcome: str) -> int:
         how = "had to be stopped" if h.killed else f"exited with status {h.returncode}"
         note = launcher.backend.exit_note(h)
         say(f"{h.name} {how}" + (f": {note}" if note else "") + f" (log: {h.log_path})")
+    unfinished = in_progress(launcher.run_dir)
+    if unfinished:
+        say(f"the run did not finish: {unfinished}")
     ref = launcher.refbuild()
     truth = launcher.truthcheck()
     write_report(launcher.run_dir)
@@ -349,13 +352,15 @@ def finish(launcher: Launcher, outcome: str) -> int:
         status = EXIT_FAIL
     elif builder_rc != 0:
         status = builder_rc
-    elif others or (ref is not None and ref != 0) or (truth is not None and truth != 0) \
+    elif unfinished or others or (ref is not None and ref != 0) or (truth is not None and truth != 0) \
             or launcher.teardown_problems:
         status = EXIT_FAIL
     else:
         status = EXIT_OK
     verdict = "PASS" if status == 0 else "FAIL"
     parts = [f"builderd status {builder_rc}"]
+    if unfinished:
+        parts.append("run in progress or killed")
     if others:
         parts.append(f"{len(others)} other daemon(s) failed")
     if launcher.teardown_problems:

@@ -77,7 +77,35 @@ def say(msg: str) -> None:
     print(f"daqrun: {msg}", flush=True)
 
 
-OUTPUTS = ("events.jsonl", "expired.jsonl", "metrics.json", "params.json")
+OUTPUTS = ("events.jsonl", "expired.jsonl", "metrics.json", "params.json", "running.json")
+# builderd writes it as a run starts and removes it once its end document
+# (metrics.json, a builder's builder.json) is written (docs/METRICS.md, "A
+# run in progress"): a directory holding it is a run still going or killed.
+RUN_MARKER = "running.json"
+
+
+def in_progress(run_dir: Path) -> str | None:
+    """A sentence naming the unfinished run when RUN_DIR (or one of its
+    builders/B/) holds running.json, else None."""
+    run_dir = Path(run_dir)
+    markers = [run_dir / RUN_MARKER] + sorted((run_dir / "builders").glob(f"*/{RUN_MARKER}"))
+    for path in markers:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            if path.exists():
+                doc = {}
+            else:
+                continue
+        doc = doc if isinstance(doc, dict) else {}
+        who = f"{doc.get('role', 'builderd')}" + (f" {doc['id']}" if doc.get("role") == "builder"
+                                                 and "id" in doc else "")
+        return (f"{path} says run {doc.get('run', '?')} is in progress ({who}, pid "
+                f"{doc.get('pid', '?')} on {doc.get('host', '?')}, started "
+                f"{doc.get('started', '?')}): it is still running or was killed before writing "
+                f"its {doc.get('end_document', 'end document')}; its records are partial and "
+                f"it has no books")
+    return None
 
 
 def prepare_run_dir(run_dir: Path) -> None:
