@@ -124,8 +124,14 @@ int hublink_send_token(struct hublink *h, uint32_t slots, uint64_t decided,
 					       .decided_below = decided_below,
 					       .sequence = h->tokens_sent };
 	int rc = ctllink_send(h->ctl, &h->token);
-	if (rc == 0)
+	if (rc == 0) {
 		h->tokens_sent++;
+		/* Out of the process at once: a TOKEN queued here when a
+		 * SIGSTOP lands would otherwise leave only after the hub gave
+		 * this builder up, and the builder's fence would pass the
+		 * hub's (docs/BUILDERS.md, "A given-up builder is fenced"). */
+		ctllink_write_now(h->ctl);
+	}
 	return rc;
 }
 

@@ -35,7 +35,8 @@ struct hublink *hublink_start(struct event_base *base, const struct bd_options *
 			      const struct hublink_ops *ops, void *arg);
 void hublink_free(struct hublink *h);
 
-/* A TOKEN with the next sequence; -ENOTCONN before the link is up. */
+/* A TOKEN with the next sequence, written to the socket at once
+ * (ctllink_write_now); -ENOTCONN before the link is up. */
 int hublink_send_token(struct hublink *h, uint32_t slots, uint64_t decided,
 		       uint64_t decided_below);
 

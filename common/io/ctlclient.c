@@ -224,3 +224,8 @@ bool ctllink_peer_closed(const struct ctllink *l)
 	struct pollfd p = { .fd = msgconn_fd(l->conn), .events = POLLRDHUP };
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
+
+int ctllink_write_now(struct ctllink *l)
+{
+	return l->conn != NULL ? msgconn_write_now(l->conn) : -ENOTCONN;
+}

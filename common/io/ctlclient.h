@@ -47,6 +47,10 @@ struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_
  * by the link itself once welcomed, carries the same read at start. */
 int ctllink_send(struct ctllink *l, const struct ctl_msg *msg);
 
+/* Writes the messages queued to the socket now (msgconn_write_now). 0 or
+ * -errno; -ENOTCONN before the link is up. */
+int ctllink_write_now(struct ctllink *l);
+
 /* true once the other side has closed the connection: a FIN or a reset
  * waiting in the kernel, even behind messages not read yet. A builder asks
  * before each TOKEN, so that one its hub gave up while it was stopped sends
