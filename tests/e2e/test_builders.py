@@ -148,13 +148,16 @@ class FencedBuilderTest(E2ETestCase):
     needs_daemons = True
 
     def test_stopped_builder_resumed_mid_run_is_fenced(self) -> None:
-        topo = builders_topology(2, events=120000, timeout_ms=200)
+        # 8 s of events; the hub's stall limit (2 s by default) gives
+        # builder 1 up at about 3.5 s, and it resumes at 5.5 s, mid-run.
+        topo = builders_topology(2, events=160000, timeout_ms=200)
         topo["run"]["rate"] = 20000
-        topo["hub"]["extra"] = ["--stall-timeout-ms", "800"]
         r = self.h.daqrun(topo, timeout_s=180, args=["--fault", "builder:1:STOP@1.5",
-                                                     "--fault", "builder:1:CONT@4"])
+                                                     "--fault", "builder:1:CONT@5.5"])
         self.assertNotEqual(r.returncode, 0, r.output)
         self.assertIn("fault: sending SIGCONT to builder-1", r.output)
+        self.assertLess(r.output.index("fault: sending SIGCONT to builder-1"),
+                        r.output.index("hub exited with status"), "resumed after the run ended")
         m = r.metrics()
         self.assertTrue(m["balanced"], f"{unbalanced(m)}\n{m.get('errors')}")
         gone = [(g["role"], g["id"], g["how"]) for g in m["losses"]["peers_gone"]]
@@ -182,7 +185,7 @@ class FencedBuilderTest(E2ETestCase):
                               r"decided\).*it writes nothing more for run 1")
         # The survivor took everything else, and the reference agrees with
         # what was recorded once the books' loss is excused.
-        self.assertEqual(m["builders"]["0"]["assigned"] + b1["assigned"], 120000)
+        self.assertEqual(m["builders"]["0"]["assigned"] + b1["assigned"], 160000)
         self.assertIn(f"builder 1 was given up: its records count below event "
                       f"{b1['decided_below']}; the books count {b1['lost']} of its events lost",
                       r.output)
