@@ -472,7 +472,8 @@ def fences_of(run_dir: str) -> dict[int, Fence]:
     out = {}
     for b, s in (section or {}).items() if isinstance(section, dict) else ():
         if isinstance(s, dict) and s.get("lost_reason") is not None and str(b).isdigit():
-            out[int(b)] = Fence(int(s.get("decided_below") or 0), int(s.get("lost") or 0))
+            out[int(b)] = Fence(max(0, int(s.get("decided_below") or 0)),
+                                max(0, int(s.get("lost") or 0)))
     return out
 
 
@@ -608,8 +609,10 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
     lowest = min((fn.below for fn in fences.values()), default=None)
     absent = sorted(e for e in set(expected.accepted) | expected.partial
                     if e not in where_seen and lowest is not None and e >= lowest)
-    c.lost_excused = min(len(absent), lost_room)
-    excused = set(absent[:c.lost_excused]) if len(absent) <= lost_room else set()
+    # All or nothing: which absent events are the lost ones cannot be told
+    # apart, so a loss that does not cover them all excuses none.
+    c.lost_excused = len(absent) if len(absent) <= lost_room else 0
+    excused = set(absent) if c.lost_excused else set()
     note_missing(c, expected, recorded | excused, "any builder's events.jsonl", note)
     unexpired = sorted(e for e in expected.partial if e not in where_seen and e not in excused)
     c.expired_mismatch += len(unexpired)
