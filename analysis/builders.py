@@ -16,11 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy"))
 # The launcher's summary reads the same section the same way.
-from daqlib.launcher import builders_section, figure as find  # noqa: E402
+from daqlib.launcher import builders_section, fence_of, figure as find, in_progress  # noqa: E402,F401
 
 
-def read_times(path: Path) -> tuple[int | None, list[int]]:
-    """(records, their t_ns) of a builder's events.jsonl; (None, []) when absent."""
+def read_times(path: Path, fence: int | None = None) -> tuple[int | None, list[int]]:
+    """(records, their t_ns) of a builder's events.jsonl; (None, []) when
+    absent. A given-up builder's (fence: launcher.fence_of) count only below
+    its fence: the books count the rest lost."""
     try:
         f = path.open(encoding="utf-8", errors="replace")
     except OSError:
@@ -30,21 +32,27 @@ def read_times(path: Path) -> tuple[int | None, list[int]]:
         for line in f:
             if not line.strip():
                 continue
-            count += 1
             try:
-                t = json.loads(line).get("t_ns")
-            except (ValueError, AttributeError):
+                rec = json.loads(line)
+            except ValueError:
                 continue
+            if not isinstance(rec, dict) or (fence is not None and
+                                             not (isinstance(rec.get("event"), int)
+                                                  and rec["event"] < fence)):
+                continue
+            count += 1
+            t = rec.get("t_ns")
             if isinstance(t, int):
                 times.append(t)
     return count, times
 
 
-def count_lines(path: Path) -> int | None:
+def count_lines(path: Path, fence: int | None = None) -> int | None:
     try:
         with path.open("rb") as f:
-            return sum(1 for line in f if line.strip())
-    except OSError:
+            return sum(1 for line in f if line.strip() and
+                       (fence is None or json.loads(line).get("event", fence) < fence))
+    except (OSError, ValueError):
         return None
 
 
@@ -67,12 +75,14 @@ def per_builder(run_dir: Path, metrics: dict | None = None) -> list[dict]:
     out = []
     for b in sorted(set(ids) | set(section)):
         hub = section.get(b, {})
-        recorded, times = read_times(top / str(b) / "events.jsonl")
+        fence = fence_of(hub)
+        recorded, times = read_times(top / str(b) / "events.jsonl", fence)
         rate = find(hub, "events_per_s", "rate", "accepted_events_per_s")
         host = hub.get("host")
         out.append({
             "id": b, "host": host if isinstance(host, str) else None,
-            "recorded": recorded, "expired": count_lines(top / str(b) / "expired.jsonl"),
+            "recorded": recorded, "expired": count_lines(top / str(b) / "expired.jsonl", fence),
+            "fenced_below": fence,
             "assigned": find(hub, "assigned", depth=0),
             "complete": find(hub, "events_complete"),
             "rate": rate if rate is not None else rate_of(times),

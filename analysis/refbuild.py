@@ -452,6 +452,32 @@ def compare(expected: Expected, p: RunParams, path: str, report: int = 10,
 # A run of several builders: builders/B/events.jsonl and expired.jsonl.
 
 @dataclass
+class Fence:
+    """A builder the hub gave up (metrics.json builders.B, docs/BUILDERS.md,
+    "A given-up builder is fenced"): its records count below `below` (its
+    last token's decided_below); `lost` of its events the books count lost."""
+    below: int
+    lost: int
+
+
+def fences_of(run_dir: str) -> dict[int, Fence]:
+    """The given-up builders of a run of several, from its metrics.json
+    (none when it has no such section)."""
+    try:
+        with open(os.path.join(run_dir, "metrics.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {}
+    section = doc.get("builders") if isinstance(doc, dict) else None
+    out = {}
+    for b, s in (section or {}).items() if isinstance(section, dict) else ():
+        if isinstance(s, dict) and s.get("lost_reason") is not None and str(b).isdigit():
+            out[int(b)] = Fence(max(0, int(s.get("decided_below") or 0)),
+                                max(0, int(s.get("lost") or 0)))
+    return out
+
+
+@dataclass
 class BuilderFiles:
     builder: int
     events: str
@@ -464,6 +490,8 @@ class BuildersComparison(Comparison):
     expired_mismatch: int = 0    # expired where the reference says complete, or a partial
                                  # event no builder expired
     misplaced: int = 0           # static routing: an event not in its batch's builder
+    past_fence: int = 0          # records of a given-up builder the books count lost
+    lost_excused: int = 0        # expected events absent, lost with a given-up builder
     per_builder: dict[int, tuple[int, int]] = field(default_factory=dict)  # events, expired
 
     @property
@@ -472,7 +500,9 @@ class BuildersComparison(Comparison):
 
     def counts(self) -> str:
         return (super().counts() + f" expired-mismatch={self.expired_mismatch} "
-                f"misplaced={self.misplaced}")
+                f"misplaced={self.misplaced}"
+                + (f" past-fence={self.past_fence} lost-with-builders={self.lost_excused}"
+                   if self.past_fence or self.lost_excused else ""))
 
 
 def builder_files(run_dir: str, builders: int | None = None) -> list[BuilderFiles] | None:
@@ -506,12 +536,18 @@ def static_owner(event: int, batch: int, builders: int) -> int:
 
 def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles],
                      report: int = 10, out=sys.stdout,
-                     static_batch: int | None = None) -> BuildersComparison:
+                     static_batch: int | None = None,
+                     fences: dict[int, Fence] | None = None) -> BuildersComparison:
     """Compares the union of every builder's events.jsonl with the expected
     events and every expired.jsonl with the events that retire incomplete;
     no event ID may appear twice, in one builder or across them. With
-    static_batch (static routing), each event must be in its batch's builder."""
+    static_batch (static routing), each event must be in its batch's builder.
+    fences: the builders the hub gave up. Their records at or past the
+    fence do not count (the books call those events lost), and expected
+    events absent from every record, from the lowest fence on, are excused
+    as lost up to the books' total lost with them."""
     c = BuildersComparison()
+    fences = fences or {}
     where_seen: dict[int, str] = {}        # event -> "builder B line N (recorded|expired)"
     recorded: set[int] = set()
     note = Notes(report, out)
@@ -535,11 +571,22 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
     # both recorded and expired is counted recorded, and its expiry the
     # duplicate.
     n_events = {f.builder: 0 for f in files}
+
+    def past_fence(b: int, event: int, what: str) -> bool:
+        if b not in fences or event < fences[b].below:
+            return False
+        c.past_fence += 1
+        note("past-fence", f"event {event} {what} by builder {b}, given up at event "
+                           f"{fences[b].below}: not counted (the books count it lost)")
+        return True
+
     for f in files:
         for number, rec in read_events(f.events):
             c.lines += 1
-            n_events[f.builder] += 1
             event = rec["event"]
+            if past_fence(f.builder, event, "recorded"):
+                continue
+            n_events[f.builder] += 1
             if first_sighting(event, f"recorded by builder {f.builder} (line {number})"):
                 recorded.add(event)
                 placed(event, f.builder, "recorded")
@@ -547,8 +594,10 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
     for f in files:
         n_expired = 0
         for number, rec in read_events(f.expired, ("event",)) if f.expired else ():
-            n_expired += 1
             event = rec["event"]
+            if past_fence(f.builder, event, "expired"):
+                continue
+            n_expired += 1
             if first_sighting(event, f"expired by builder {f.builder} (line {number})"):
                 placed(event, f.builder, "expired")
                 if event not in expected.partial:
@@ -556,8 +605,16 @@ def compare_builders(expected: Expected, p: RunParams, files: list[BuilderFiles]
                     note("expired-mismatch", f"builder {f.builder} line {number}: event {event} "
                                              f"expired, but every source sent it or none did")
         c.per_builder[f.builder] = (n_events[f.builder], n_expired)
-    note_missing(c, expected, recorded, "any builder's events.jsonl", note)
-    unexpired = sorted(e for e in expected.partial if e not in where_seen)
+    lost_room = sum(fn.lost for fn in fences.values())
+    lowest = min((fn.below for fn in fences.values()), default=None)
+    absent = sorted(e for e in set(expected.accepted) | expected.partial
+                    if e not in where_seen and lowest is not None and e >= lowest)
+    # All or nothing: which absent events are the lost ones cannot be told
+    # apart, so a loss that does not cover them all excuses none.
+    c.lost_excused = len(absent) if len(absent) <= lost_room else 0
+    excused = set(absent) if c.lost_excused else set()
+    note_missing(c, expected, recorded | excused, "any builder's events.jsonl", note)
+    unexpired = sorted(e for e in expected.partial if e not in where_seen and e not in excused)
     c.expired_mismatch += len(unexpired)
     for e in unexpired[:report]:
         note("expired-mismatch", f"event {e} lacks fragments of some sources but no builder "
@@ -729,6 +786,21 @@ def build_params(args: argparse.Namespace) -> tuple[RunParams, str]:
 DEFAULT_BATCH = 64               # builderd's --batch
 
 
+def run_in_progress(run_dir: str) -> str | None:
+    """builderd's running.json in RUN_DIR or a builders/B/ (docs/METRICS.md,
+    "A run in progress"): the run is still going or was killed, and its
+    records are partial. A sentence saying so, or None."""
+    paths = [os.path.join(run_dir, "running.json")]
+    top = os.path.join(run_dir, "builders")
+    if os.path.isdir(top):
+        paths += [os.path.join(top, b, "running.json") for b in sorted(os.listdir(top))]
+    for path in paths:
+        if os.path.exists(path):
+            return (f"{path} says the run is in progress: it is still running or was killed "
+                    f"before its end; its records are partial")
+    return None
+
+
 def layout_of(run_dir: str) -> tuple[int | None, int | None]:
     """(how many builders params.json names, the batch of static routing or
     None) of a run of several builders; (None, None) when it does not say."""
@@ -752,7 +824,12 @@ def check_builders(run_dir: str, exp: Expected, p: RunParams, files: list[Builde
     """The union of the builders' records against the reference: the
     outcome of a run of several builders."""
     static_batch = layout_of(run_dir)[1]
-    c = compare_builders(exp, p, files, report=report, static_batch=static_batch)
+    fences = fences_of(run_dir)
+    for b, fn in sorted(fences.items()):
+        print(f"refbuild: builder {b} was given up: its records count below event {fn.below}; "
+              f"the books count {fn.lost} of its events lost")
+    c = compare_builders(exp, p, files, report=report, static_batch=static_batch,
+                         fences=fences)
     for b, (events, expired) in sorted(c.per_builder.items()):
         print(f"refbuild: builder {b}: {events} events, {expired} expired "
               f"({os.path.join(run_dir, 'builders', str(b))})")
@@ -813,6 +890,10 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 if out is not sys.stdout:
                     out.close()
+        unfinished = run_in_progress(args.run_dir) if args.run_dir else None
+        if unfinished:
+            print(f"FAIL refbuild {args.run_dir}: {unfinished}")
+            return EXIT_FAIL
         files = None if args.events_file or not args.run_dir else \
             builder_files(args.run_dir, layout_of(args.run_dir)[0])
         if files is not None:

@@ -240,7 +240,8 @@ def number(x) -> str:
 
 def builders_table(builders: list[dict]) -> str:
     """The builders of a run of several: what the hub assigned each, what
-    it recorded and expired, its rate; "" for a run of one builder."""
+    it recorded and expired (a given-up builder's below its fence), its
+    rate; "" for a run of one builder."""
     if not builders:
         return ""
     rows = "\n".join(
@@ -251,7 +252,11 @@ def builders_table(builders: list[dict]) -> str:
         for b in builders)
     return (f"<h2>Builders: {len(builders)}</h2>\n<table id=\"builders\"><tr><th>builder</th>"
             "<th>host</th><th>assigned</th><th>complete</th><th>recorded</th><th>expired</th>"
-            "<th>events/s</th><th>rate from</th></tr>\n" + rows + "\n</table>")
+            "<th>events/s</th><th>rate from</th></tr>\n" + rows + "\n</table>"
+            + "".join(f"\n<p>Builder {b['id']} was given up by the hub: its records count "
+                      f"below event {b['fenced_below']} only; the books count the rest of its "
+                      "events lost (docs/BUILDERS.md, \"A given-up builder is fenced\").</p>"
+                      for b in builders if b.get("fenced_below") is not None))
 
 
 def fig_outcomes(m: dict, path: Path) -> None:
@@ -357,6 +362,10 @@ def main() -> int:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--out", type=Path, help="folder for report.html and the PNGs (default RUN_DIR)")
     args = ap.parse_args()
+    unfinished = several.in_progress(args.run_dir)
+    if unfinished:
+        print(f"report: no report of an unfinished run: {unfinished}", file=sys.stderr)
+        return 1
     if not (args.run_dir / "metrics.json").exists():
         print(f"report: {args.run_dir}/metrics.json not found: is this a run directory?",
               file=sys.stderr)

@@ -290,8 +290,27 @@ def lines_of(path: Path) -> int:
         return 0
 
 
+def records_below(path: Path, fence: int | None) -> int:
+    """Records of an events.jsonl or expired.jsonl, those of an event below
+    fence only when one is given."""
+    if fence is None:
+        return lines_of(path)
+    n = 0
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if json.loads(line)["event"] < fence:
+                    n += 1
+    except OSError:
+        pass
+    return n
+
+
 def books_problem(out: Path) -> str | None:
     """Why a one-shot run's books fail the soak, or None."""
+    marker = out / "running.json"
+    if marker.exists():
+        return f"{marker} remains: the run did not finish"
     try:
         m = json.loads((out / "metrics.json").read_text())
         if not m["balanced"]:
@@ -301,9 +320,13 @@ def books_problem(out: Path) -> str | None:
         return f"no usable metrics.json ({e})"
     for b, doc in (m.get("builders") or {}).items():
         # A builder's records are exactly the events the books say it
-        # decided: a given-up builder that went on writing breaks this.
-        written = lines_of(out / "builders" / b / "events.jsonl") + \
-            lines_of(out / "builders" / b / "expired.jsonl")
+        # decided: a given-up builder that went on writing breaks this. A
+        # builder given up counts its records below its fence only, the
+        # hub's decided_below (docs/BUILDERS.md, "A given-up builder is
+        # fenced"); one that was killed may have left more in its files.
+        fence = doc.get("decided_below") if doc.get("lost_reason") else None
+        written = records_below(out / "builders" / b / "events.jsonl", fence) + \
+            records_below(out / "builders" / b / "expired.jsonl", fence)
         decided = doc.get("decided")
         if decided is not None and written != decided:
             return (f"builder {b} ({doc.get('status')}): {written} records written, the books "

@@ -182,13 +182,31 @@ int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struc
 	metrics_json_set(root, "groups", groups);
 	char path[2048];
 	snprintf(path, sizeof path, "%s/builder.json", dir);
-	int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_SORT_KEYS);
+	int rc = metrics_json_write(path, root, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(root);
-	if (rc < 0) {
-		log_error("Cannot write %s", path);
-		return -EIO;
-	}
-	return 0;
+	return rc;
+}
+
+int brep_write_fenced(const char *dir, uint32_t builder, uint32_t run,
+		      const struct brep_fence *f)
+{
+	json_t *root = json_object(), *fence = json_object();
+	metrics_json_set(root, "builder", metrics_json_u64(builder));
+	metrics_json_set(root, "run", metrics_json_u64(run));
+	metrics_json_set(root, "status", metrics_json_text("fenced"));
+	metrics_json_set(fence, "below", metrics_json_u64(f->below));
+	metrics_json_set(fence, "decided", metrics_json_u64(f->decided));
+	metrics_json_set(fence, "events_kept", metrics_json_u64(f->events_kept));
+	metrics_json_set(fence, "expired_kept", metrics_json_u64(f->expired_kept));
+	metrics_json_set(fence, "records_removed", metrics_json_u64(f->removed));
+	metrics_json_set(fence, "records_unwritten", metrics_json_u64(f->unwritten));
+	metrics_json_set(fence, "cut", json_boolean(f->complete));
+	metrics_json_set(root, "fence", fence);
+	char path[2048];
+	snprintf(path, sizeof path, "%s/builder.json", dir);
+	int rc = metrics_json_write(path, root, JSON_INDENT(2) | JSON_SORT_KEYS);
+	json_decref(root);
+	return rc;
 }
 
 void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,

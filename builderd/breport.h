@@ -32,6 +32,21 @@ bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role
 /* Writes r as builder.json in dir. 0 or -errno (logged). */
 int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r);
 
+/* A fenced builder's cut (docs/BUILDERS.md, "A given-up builder is
+ * fenced"): below, the event its records end before (its last TOKEN's
+ * decided_below), decided that TOKEN's total, what the cut kept and
+ * removed, the records dropped unwritten; complete false when a file could
+ * not be cut. */
+struct brep_fence {
+	uint64_t below, decided, events_kept, expired_kept, removed, unwritten;
+	bool complete;
+};
+
+/* builder.json of a fenced builder: status "fenced" and its "fence",
+ * no END groups (the hub never had them). 0 or -errno (logged). */
+int brep_write_fenced(const char *dir, uint32_t builder, uint32_t run,
+		      const struct brep_fence *f);
+
 /* r as /metrics (Prometheus text) or /status (JSON), with the events
  * completed per second over the last second. */
 void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,

@@ -1,10 +1,12 @@
 #include "brun.h"
 
 #include "breport.h"
+#include "fence.h"
 #include "hublink.h"
 #include "ingest.h"
 #include "output.h"
 #include "ownroute.h"
+#include "rundir.h"
 #include "shm.h"
 #include "tcp.h"
 
@@ -41,8 +43,10 @@ struct brun {
 	bool joined;                    /* first TOKEN sent */
 	bool reported;                  /* END sent (or the run ended without a hub) */
 	bool done;                      /* BYE heard, or the hub lost: leaving */
+	bool fenced;                    /* given up by the hub: writes nothing more */
 	bool warned_full;
 	uint64_t token_decided;         /* decided of the last TOKEN */
+	uint64_t token_decided_below;   /* and its decided_below: the fence */
 	struct event *ev_stats;         /* a STATS to the hub every second */
 	struct ctl_msg stats;
 	double events_per_s;            /* completed over the last second */
@@ -89,14 +93,54 @@ static void brun_leave(struct brun *b, int after_s)
 	brun_exit_after(b, after_s);
 }
 
+/* ---- the fence ------------------------------------------------------------- */
+
+/* Given up by the hub (docs/BUILDERS.md, "A given-up builder is fenced"):
+ * the hub's books count this builder's events below its last TOKEN's
+ * decided_below as decided and the rest as lost, so nothing more is built,
+ * written or sent, and the record files are cut back to exactly those. */
+static void brun_fence(struct brun *b, const char *what, const char *why)
+{
+	if (b->fenced)
+		return;
+	b->fenced = true;
+	b->reported = true;   /* no TOKEN, no records, no END from here on */
+	event_del(b->ev_tick);
+	uint64_t below = b->joined ? b->token_decided_below : 0;
+	uint64_t dropped = ing_fence(b->ing);
+	struct fence_cut ev = { 0 }, ex = { 0 };
+	int rc = fence_cut_records(b->opt.out_dir, below, &ev, &ex);
+	brun_error(b, "Builder %u %s (%s): fenced at event %" PRIu64
+		      " (its last token: %" PRIu64 " events decided); its records keep %" PRIu64
+		      " events and %" PRIu64 " expired below it, %" PRIu64
+		      " records past it removed and %" PRIu64 " never written; it writes nothing more for run %u",
+		   b->opt.builder_id, what, why, below, b->token_decided, ev.kept, ex.kept,
+		   ev.removed + ex.removed, dropped, b->opt.run_id);
+	struct brep_fence f = { .below = below, .decided = b->token_decided,
+				.events_kept = ev.kept, .expired_kept = ex.kept,
+				.removed = ev.removed + ex.removed, .unwritten = dropped,
+				.complete = rc == 0 };
+	if (brep_write_fenced(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &f) == 0)
+		rundir_end(b->opt.out_dir);
+	brun_leave(b, 0);
+}
+
 /* ---- tokens --------------------------------------------------------------- */
 
-static void brun_send_token(struct brun *b, uint64_t decided, uint64_t decided_below)
+/* false when the hub has closed the link: it gave this builder up, and a
+ * TOKEN now would count events its books already call lost. */
+static bool brun_send_token(struct brun *b, uint64_t decided, uint64_t decided_below)
 {
+	if (hublink_hub_closed(b->hub)) {
+		brun_fence(b, "lost its hub's control connection", "closed before its next token");
+		return false;
+	}
 	if (hublink_send_token(b->hub, b->opt.max_inflight, decided, decided_below) == 0) {
 		b->token_decided = decided;
+		b->token_decided_below = decided_below;
 		b->role.ids_decided = decided;
 	}
+	return true;
 }
 
 /* The first TOKEN joins the builder, once the hub's plan is here and every
@@ -163,8 +207,8 @@ static void brun_finish(struct brun *b)
 		brun_error(b, "Writing the record files in %s failed", b->opt.out_dir);
 	/* The last TOKEN, whatever the one before said: the hub's books
 	 * check it against the END (docs/BUILDERS.md, The books). */
-	if (b->joined)
-		brun_send_token(b, assigned, owr_assigned_end(plan));
+	if (b->joined && !brun_send_token(b, assigned, owr_assigned_end(plan)))
+		return;
 	const struct bld_counters *c = ing_counters(b->ing);
 	brun_refresh_report(b);
 	if (!ing_close_output(b->ing))
@@ -172,6 +216,8 @@ static void brun_finish(struct brun *b)
 	b->end->u.report.status = b->status;
 	if (brep_write_json(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &b->end->u.report) < 0)
 		b->status = 1;
+	else
+		rundir_end(b->opt.out_dir);
 	b->end->type = CTL_END;
 	b->end->u.report.status = b->status;
 	if (!b->opt.quiet)
@@ -292,9 +338,7 @@ static void brun_on_lost(const struct ctl_lost *l, void *arg)
 {
 	struct brun *b = arg;
 	if (l->builder == b->opt.builder_id) {
-		brun_error(b, "Builder %u: the hub gave this builder up (%s); stopping",
-			   b->opt.builder_id, l->reason);
-		brun_finish(b);
+		brun_fence(b, "was given up by its hub", l->reason);
 		return;
 	}
 	struct owr *plan = ing_plan(b->ing);
@@ -353,6 +397,12 @@ static void brun_on_gone(const char *reason, void *arg)
 	struct brun *b = arg;
 	if (b->done)
 		return;
+	if (b->joined && !b->reported) {
+		/* Mid-run: given up (a stall), or the hub died; either way the
+		 * hub's books, if any, end at the last TOKEN it read. */
+		brun_fence(b, "lost its hub's control connection", reason);
+		return;
+	}
 	if (b->hub_ready)
 		brun_error(b, "Builder %u lost its hub's control connection: %s; stopping",
 			   b->opt.builder_id, reason);
@@ -451,6 +501,9 @@ struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
 	b->base = base;
 	b->opt = *opt;
 	b->end = calloc(1, sizeof *b->end);
+	if (b->end == NULL || rundir_begin(opt->out_dir, "builder.json", opt->run_id, "builder",
+					   opt->builder_id) < 0)
+		goto fail;
 	struct ing_hooks hooks = {
 		.ctx = b,
 		.error = brun_hook_error,

@@ -124,8 +124,14 @@ int hublink_send_token(struct hublink *h, uint32_t slots, uint64_t decided,
 					       .decided_below = decided_below,
 					       .sequence = h->tokens_sent };
 	int rc = ctllink_send(h->ctl, &h->token);
-	if (rc == 0)
+	if (rc == 0) {
 		h->tokens_sent++;
+		/* Out of the process at once: a TOKEN queued here when a
+		 * SIGSTOP lands would otherwise leave only after the hub gave
+		 * this builder up, and the builder's fence would pass the
+		 * hub's (docs/BUILDERS.md, "A given-up builder is fenced"). */
+		ctllink_write_now(h->ctl);
+	}
 	return rc;
 }
 
@@ -142,4 +148,9 @@ int hublink_send_end(struct hublink *h, const struct ctl_msg *end)
 uint64_t hublink_tokens_sent(const struct hublink *h)
 {
 	return h->tokens_sent;
+}
+
+bool hublink_hub_closed(const struct hublink *h)
+{
+	return ctllink_peer_closed(h->ctl);
 }

@@ -35,7 +35,8 @@ struct hublink *hublink_start(struct event_base *base, const struct bd_options *
 			      const struct hublink_ops *ops, void *arg);
 void hublink_free(struct hublink *h);
 
-/* A TOKEN with the next sequence; -ENOTCONN before the link is up. */
+/* A TOKEN with the next sequence, written to the socket at once
+ * (ctllink_write_now); -ENOTCONN before the link is up. */
 int hublink_send_token(struct hublink *h, uint32_t slots, uint64_t decided,
 		       uint64_t decided_below);
 
@@ -47,5 +48,9 @@ int hublink_send_stats(struct hublink *h, const struct ctl_msg *stats);
 int hublink_send_end(struct hublink *h, const struct ctl_msg *end);
 
 uint64_t hublink_tokens_sent(const struct hublink *h);
+
+/* The hub has closed the link (ctllink_peer_closed): a TOKEN sent now
+ * would never be read. */
+bool hublink_hub_closed(const struct hublink *h);
 
 #endif

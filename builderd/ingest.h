@@ -185,6 +185,11 @@ uint64_t ing_misrouted(const struct ing *g);
 uint64_t ing_wrong_rail(const struct ing *g);
 uint64_t ing_held_unassigned(const struct ing *g);
 
+/* Given up by the hub (docs/BUILDERS.md, "A given-up builder is fenced"):
+ * cuts every reader's data path and seals the record files (out_seal):
+ * nothing more is built or written. Returns the records dropped unwritten. */
+uint64_t ing_fence(struct ing *g);
+
 /* Local IDs decided: those below the lowest undecided one (the core's
  * admission limit less its window), at most the IDs assigned. */
 uint64_t ing_decided(const struct ing *g);

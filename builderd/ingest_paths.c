@@ -301,6 +301,13 @@ void ing_cut(struct ing *g, uint32_t r)
 		ing_close(rd, BD_DATA_FAILED);
 }
 
+uint64_t ing_fence(struct ing *g)
+{
+	for (uint32_t r = 0; r < g->opt.readers; r++)
+		ing_cut(g, r);
+	return out_seal(g->out);
+}
+
 bool ing_done(const struct ing *g)
 {
 	for (uint32_t r = 0; r < g->opt.readers; r++)

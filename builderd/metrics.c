@@ -426,28 +426,11 @@ json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
 
 int metrics_write(const struct bd_snapshot *b, const struct acct *a)
 {
-	char path[2048], tmp[2100];
-	int rc = 0;
+	char path[2048];
 	snprintf(path, sizeof path, "%s/metrics.json", b->opt->out_dir);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
 	json_t *root = metrics_json(b, a);
-	FILE *f = fopen(tmp, "w");
-	if (f == NULL) {
-		rc = -errno;
-		log_error("Cannot write %s: %s", path, strerror(errno));
-		goto out;
-	}
 	/* 15 digits print every rounded real as its decimal text. */
-	int dumped = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-	if (dumped == 0)
-		dumped = fputc('\n', f) == EOF ? -1 : 0;
-	errno = 0;
-	if (fclose(f) != 0 || dumped != 0 || rename(tmp, path) != 0) {
-		rc = errno ? -errno : -EIO;
-		log_error("Cannot write %s: %s", path, strerror(-rc));
-		unlink(tmp);
-	}
-out:
+	int rc = metrics_json_write(path, root, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	json_decref(root);
 	return rc;
 }

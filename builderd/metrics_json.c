@@ -1,7 +1,10 @@
 #include "metrics_json.h"
 
+#include "sys/afile.h"
+#include "sys/log.h"
 #include "wire/text.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,4 +56,19 @@ json_t *metrics_json_real(double v, int decimals)
 	double r = round(v * scale) / scale;
 	/* jansson refuses NaN and infinities; JSON has no spelling for them. */
 	return isfinite(r) ? json_real(r) : json_null();
+}
+
+int metrics_json_write(const char *path, const json_t *root, size_t flags)
+{
+	char *text = json_dumps(root, flags);
+	int rc = text == NULL ? -ENOMEM : 0;
+	if (rc == 0) {
+		size_t len = strlen(text);
+		text[len] = '\n';   /* over its NUL: written by length */
+		rc = afile_write_all(path, text, len + 1);
+	}
+	free(text);
+	if (rc < 0)
+		log_error("Cannot write %s: %s", path, strerror(-rc));
+	return rc;
 }

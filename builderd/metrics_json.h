@@ -1,5 +1,5 @@
-/* The one JSON writer of builderd's report (metrics.json, the clocks part
- * of it): jansson values made from C values. Private to builderd. */
+/* The one JSON writer of builderd's documents (metrics.json, the clocks part
+ * of it, builder.json, running.json): jansson values made from C values. Private to builderd. */
 #ifndef ES_METRICS_JSON_H
 #define ES_METRICS_JSON_H
 
@@ -18,5 +18,10 @@ void metrics_json_set(json_t *obj, const char *key, json_t *value);
 json_t *metrics_json_u64(uint64_t v);
 /* A real rounded to decimals places, as the fixed-point text it replaces. */
 json_t *metrics_json_real(double v, int decimals);
+
+/* Writes root to path, with a final newline, through the one atomic writer
+ * (sys/afile): a reader never sees it empty or cut. flags: jansson's dump
+ * flags. 0 or -errno, the failure logged with the path. */
+int metrics_json_write(const char *path, const json_t *root, size_t flags);
 
 #endif

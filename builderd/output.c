@@ -50,6 +50,7 @@ struct out {
 	uint64_t negative;
 	uint64_t write_calls;
 	bool failed;
+	bool sealed;                    /* out_seal: nothing more is written */
 };
 
 static int out_open_file(const char *dir, const char *name)
@@ -228,6 +229,8 @@ int out_flush(struct out *o)
 
 void out_add_event(struct out *o, const struct bld_event *e)
 {
+	if (o->sealed)
+		return;
 	o->pending[o->pending_count++] = (struct out_pending){
 		.event_id = e->event_id,
 		.bytes = e->bytes,
@@ -242,6 +245,8 @@ void out_add_event(struct out *o, const struct bld_event *e)
 
 void out_add_expired(struct out *o, const struct bld_expired *x)
 {
+	if (o->sealed)
+		return;
 	size_t need = OUT_EXPIRED_LINE_MAX + (size_t)x->missing_count * OUT_MISSING_ITEM_MAX;
 	if (o->expired_cap - o->expired_len < need)
 		out_flush(o);
@@ -306,6 +311,22 @@ uint64_t out_buffer_bytes(const struct out *o)
 {
 	return (uint64_t)o->flush_every * sizeof *o->pending + o->event_lines_cap + o->expired_cap +
 	       (uint64_t)o->sources * (sizeof *o->clocks + sizeof *o->source_uncertainty);
+}
+
+uint64_t out_seal(struct out *o)
+{
+	uint64_t dropped = o->pending_count;
+	for (size_t i = 0; i < o->expired_len; i++)
+		dropped += o->expired_lines[i] == '\n';
+	o->pending_count = 0;
+	o->expired_len = 0;
+	o->sealed = true;
+	if (o->events_fd >= 0 && close(o->events_fd) < 0)
+		o->failed = true;
+	if (o->expired_fd >= 0 && close(o->expired_fd) < 0)
+		o->failed = true;
+	o->events_fd = o->expired_fd = -1;
+	return dropped;
 }
 
 bool out_close(struct out *o)

@@ -76,6 +76,11 @@ uint64_t out_write_calls(const struct out *o);
 /* Memory held by the output buffers. */
 uint64_t out_buffer_bytes(const struct out *o);
 
+/* A fenced builder (docs/BUILDERS.md): drops the records queued and not
+ * yet written, closes both files, and from here on writes nothing, adding
+ * and flushing being no-ops. Returns the records dropped. */
+uint64_t out_seal(struct out *o);
+
 /* Flushes and closes; false if a write failed at any time. */
 bool out_close(struct out *o);
 

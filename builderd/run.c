@@ -1,5 +1,6 @@
 #include "run.h"
 #include "run_internal.h"
+#include "rundir.h"
 
 #include "books.h"
 #include "clocks.h"
@@ -522,6 +523,9 @@ struct bd *bd_create(struct event_base *base, const struct bd_options *opt)
 				     b->hub ? opt->builders : 0) < 0 ||
 	    !b->source_offsets_ns || !b->snap_links || b->prog == NULL)
 		goto fail;
+	/* An earlier run's metrics.json must not sit beside this one's records. */
+	if (rundir_begin(opt->out_dir, "metrics.json", opt->run_id, b->hub ? "hub" : "builder", 0))
+		goto fail;
 	uint16_t data_port, control_port;
 	if (bd_create_data(b, &data_port) < 0 || bd_create_hub(b, &control_port) < 0)
 		goto fail;
@@ -555,21 +559,6 @@ void bd_release_start(struct bd *b)
 {
 	b->start_released = true;
 	bd_maybe_start(b);
-}
-
-bool bd_books_balanced(const struct bd *b)
-{
-	return b->books_balanced;
-}
-
-uint64_t bd_events_decided(const struct bd *b)
-{
-	return bd_events_done(b);
-}
-
-int bd_exit_status(const struct bd *b)
-{
-	return b->status;
 }
 
 void bd_destroy(struct bd *b)

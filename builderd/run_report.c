@@ -1,4 +1,5 @@
 #include "run_internal.h"
+#include "rundir.h"
 
 #include "ctlport.h"
 #include "fleet.h"
@@ -91,6 +92,8 @@ void bd_report(struct bd *b, const struct acct *a)
 	bd_snapshot_fill(b, &snap, self);
 	if (metrics_write(&snap, a) < 0)
 		b->status = 1;
+	else
+		rundir_end(b->opt.out_dir);
 	snap.status = b->status;
 	metrics_print_summary(stdout, &snap, a);
 	fflush(stdout);
@@ -196,3 +199,18 @@ void bd_log_waiting(const struct bd *b)
 			 opt->timeout_ms, opt->no_admission ? "off" : "on");
 }
 
+/* What the serving session reads of a run that is over. */
+bool bd_books_balanced(const struct bd *b)
+{
+	return b->books_balanced;
+}
+
+uint64_t bd_events_decided(const struct bd *b)
+{
+	return bd_events_done(b);
+}
+
+int bd_exit_status(const struct bd *b)
+{
+	return b->status;
+}

@@ -11,6 +11,7 @@
 #include "io/probe.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,4 +216,17 @@ void ctllink_free(struct ctllink *l)
 	msgconn_free(l->conn);
 	prb_responder_free(l->probe);
 	free(l);
+}
+
+bool ctllink_peer_closed(const struct ctllink *l)
+{
+	if (l == NULL || l->conn == NULL)
+		return false;
+	struct pollfd p = { .fd = msgconn_fd(l->conn), .events = POLLRDHUP };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+int ctllink_write_now(struct ctllink *l)
+{
+	return l->conn != NULL ? msgconn_write_now(l->conn) : -ENOTCONN;
 }

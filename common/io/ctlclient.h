@@ -47,6 +47,17 @@ struct ctllink *ctllink_start(struct event_base *base, const char *host, uint16_
  * by the link itself once welcomed, carries the same read at start. */
 int ctllink_send(struct ctllink *l, const struct ctl_msg *msg);
 
+/* Writes the messages queued to the socket now (msgconn_write_now). 0 or
+ * -errno; -ENOTCONN before the link is up. */
+int ctllink_write_now(struct ctllink *l);
+
+/* true once the other side has closed the connection: a FIN or a reset
+ * waiting in the kernel, even behind messages not read yet. A builder asks
+ * before each TOKEN, so that one its hub gave up while it was stopped sends
+ * nothing the hub will never read (docs/BUILDERS.md, "A given-up builder is
+ * fenced"). false before the link is up. */
+bool ctllink_peer_closed(const struct ctllink *l);
+
 void ctllink_free(struct ctllink *l);
 
 #endif

@@ -183,6 +183,17 @@ const char *msgconn_peer(const struct msgconn *c)
 	return c->peer;
 }
 
+int msgconn_write_now(struct msgconn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	if (evbuffer_get_length(out) == 0)
+		return 0;
+	if (evbuffer_write(out, bufferevent_getfd(c->bev)) < 0 && errno != EAGAIN &&
+	    errno != EINTR)
+		return -errno;
+	return 0;
+}
+
 int msgconn_fd(const struct msgconn *c)
 {
 	return c->bev != NULL ? (int)bufferevent_getfd(c->bev) : -1;

@@ -43,6 +43,13 @@ uint64_t msgconn_refused_total(void);
  * peer is not reading. */
 int msgconn_send(struct msgconn *c, const struct ctl_msg *msg);
 
+/* Writes what is queued to the socket now rather than at the loop's next
+ * turn, as much as the socket takes (the rest stays queued): a message that
+ * has left the process before a SIGSTOP is one the peer can read while
+ * this process is stopped. 0, or -errno (the loop reports a broken socket
+ * as usual). */
+int msgconn_write_now(struct msgconn *c);
+
 /* Closes once everything queued is written (then on_close is not called). */
 void msgconn_close_when_flushed(struct msgconn *c);
 

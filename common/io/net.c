@@ -2,6 +2,7 @@
 #include "io/net_internal.h"
 
 #include "sys/clock.h"
+#include "sys/afile.h"
 #include "sys/log.h"
 #include "wire/text.h"
 
@@ -256,19 +257,9 @@ void net_host_name(char *buf, size_t len)
 
 int net_write_port_file(const char *path, const char *text)
 {
-	char tmp[4096];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-	FILE *f = fopen(tmp, "w");
-	if (f == NULL)
-		goto fail;
-	fputs(text, f);
-	if (fclose(f) != 0 || rename(tmp, path) != 0)
-		goto fail;
-	return 0;
-fail:;
-	int rc = -errno;
-	log_error("Cannot write port file %s: %s", path, strerror(errno));
-	unlink(tmp);
+	int rc = afile_write_all(path, text, strlen(text));
+	if (rc < 0)
+		log_error("Cannot write port file %s: %s", path, strerror(-rc));
 	return rc;
 }
 

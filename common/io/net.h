@@ -37,8 +37,8 @@ void net_close_kept(void);
  * waits). peer receives "host:port" of the other side. */
 int net_accept(int listen_fd, char *peer, size_t peer_len);
 
-/* Writes text to path atomically (a temporary file renamed over it), so a
- * reader polling for the file never sees half of it. */
+/* Writes text to path atomically (sys/afile), so a reader polling for the
+ * file never sees half of it. */
 int net_write_port_file(const char *path, const char *text);
 
 /* A daemon's port file: one line "NAME PORT" per port it listens on, in

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "sys/afile.h"
 #include "wire/crc.h"
 #include "wire/frame.h"
 
@@ -362,11 +363,11 @@ unwritten:
 	return rc;
 }
 
-/* NAME.json beside the closed file, written to a temporary name, fsynced
- * and renamed, so a manifest is whole or absent. */
+/* NAME.json beside the closed file, through the one writer of documents
+ * (sys/afile): whole or absent. */
 static int evw_write_manifest(struct evw *w, const struct evw_file_info *info)
 {
-	char tmp[96], name[80];
+	char path[PATH_MAX + 96];
 	json_t *doc = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:b}",
 				"format", "esdq-event-file-manifest/1", "name", info->name,
 				"bytes", (json_int_t)info->bytes, "event_count", (json_int_t)info->events,
@@ -376,22 +377,17 @@ static int evw_write_manifest(struct evw *w, const struct evw_file_info *info)
 				"builder", (int)w->cfg.builder_id, "file_seq", (json_int_t)info->file_seq,
 				"slice", (json_int_t)info->slice, "recovered", 0);
 	char *text = doc ? json_dumps(doc, JSON_INDENT(1)) : NULL;
-	int fd, rc = 0;
+	int rc;
 
 	json_decref(doc);
 	if (text == NULL)
 		return evw_fail(w, ENOMEM, "%s: manifest in %s: %s", "output");
-	snprintf(name, sizeof(name), "%s.json", info->name);
-	snprintf(tmp, sizeof(tmp), "%s.json.tmp", info->name);
-	fd = openat(w->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	snprintf(path, sizeof(path), "%s/%s.json", w->dir, info->name);
 	size_t len = strlen(text);
-	if (fd < 0 || write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 ||
-	    (w->cfg.sync != EVW_SYNC_NEVER && fsync(fd) != 0) || renameat(w->dir_fd, tmp, w->dir_fd, name) != 0)
-		rc = evw_fail(w, errno ? errno : EIO, "%s: manifest in %s: %s", "output");
-	if (fd >= 0)
-		close(fd);
+	text[len] = '\n';    /* json_dumps leaves room: its NUL becomes the newline */
+	rc = afile_write_all(path, text, len + 1);
 	free(text);
-	return rc;
+	return rc == 0 ? 0 : evw_fail(w, -rc, "%s: manifest in %s: %s", "output");
 }
 
 /* Trailer, fdatasync, rename to NAME, directory fsync, manifest. */

@@ -20,8 +20,8 @@ from .backends import BACKENDS, Backend, LaunchError
 from .backends.base import DAEMONS
 from .daemons import make_run_key, num, shm_segments
 from .launcher import (EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, REPO,
-                       STOP_SIGNALS, Interrupted, Launcher, on_stop_signal, prepare_run_dir, say,
-                       write_json)
+                       STOP_SIGNALS, Interrupted, Launcher, in_progress, on_stop_signal,
+                       prepare_run_dir, say, write_json)
 from .schema import TopologyError
 from .topology import Topology, load_topology
 from .serving import ServingLauncher, finish_serving, run_plan
@@ -93,7 +93,8 @@ OPTIONS = (
            "accepted events are determined by the parameters alone", default="auto",
            choices=("auto", "always", "never")),
     Option("--fault", "list", "send a daemon a signal that many seconds after the start, e.g. "
-           "reader:0:KILL@2 (a crash), source:1:STOP@1.5 (a stall), builder:1:KILL@2 or "
+           "reader:0:KILL@2 (a crash), source:1:STOP@1.5 (a stall; builder:1:CONT@4 resumes it "
+           "mid-run, else it is continued once the run has ended), builder:1:KILL@2 or "
            "builder:0:USR2@3 (an operator's drained stop of the one builder; ROLE "
            "source, reader, builder or hub; with --runs, seconds after the first run's start, and a "
            "daemon it kills is named by the hub and fails the next configure); repeatable",
@@ -161,9 +162,9 @@ def parse_fault(text: str) -> dict:
         raise TopologyError(f"--fault {text}: expected ROLE:ID:SIGNAL@SECONDS, "
                             "e.g. reader:0:KILL@2") from None
     if role not in ("source", "reader", "builder", "hub") or \
-            fault["signal"] not in ("KILL", "STOP", "TERM", "INT", "USR2"):
+            fault["signal"] not in ("KILL", "STOP", "CONT", "TERM", "INT", "USR2"):
         raise TopologyError(f"--fault {text}: ROLE is source, reader, builder or hub (hub:0, the "
-                            "hub of several builders); SIGNAL is KILL, STOP, TERM, INT or USR2 "
+                            "hub of several builders); SIGNAL is KILL, STOP, CONT, TERM, INT or USR2 "
                             "(the drained stop of a hub)")
     return fault
 
@@ -341,6 +342,9 @@ def finish(launcher: Launcher, outcome: str) -> int:
         how = "had to be stopped" if h.killed else f"exited with status {h.returncode}"
         note = launcher.backend.exit_note(h)
         say(f"{h.name} {how}" + (f": {note}" if note else "") + f" (log: {h.log_path})")
+    unfinished = in_progress(launcher.run_dir)
+    if unfinished:
+        say(f"the run did not finish: {unfinished}")
     ref = launcher.refbuild()
     truth = launcher.truthcheck()
     write_report(launcher.run_dir)
@@ -349,13 +353,15 @@ def finish(launcher: Launcher, outcome: str) -> int:
         status = EXIT_FAIL
     elif builder_rc != 0:
         status = builder_rc
-    elif others or (ref is not None and ref != 0) or (truth is not None and truth != 0) \
+    elif unfinished or others or (ref is not None and ref != 0) or (truth is not None and truth != 0) \
             or launcher.teardown_problems:
         status = EXIT_FAIL
     else:
         status = EXIT_OK
     verdict = "PASS" if status == 0 else "FAIL"
     parts = [f"builderd status {builder_rc}"]
+    if unfinished:
+        parts.append("run in progress or killed")
     if others:
         parts.append(f"{len(others)} other daemon(s) failed")
     if launcher.teardown_problems:

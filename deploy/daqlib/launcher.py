@@ -77,7 +77,35 @@ def say(msg: str) -> None:
     print(f"daqrun: {msg}", flush=True)
 
 
-OUTPUTS = ("events.jsonl", "expired.jsonl", "metrics.json", "params.json")
+OUTPUTS = ("events.jsonl", "expired.jsonl", "metrics.json", "params.json", "running.json")
+# builderd writes it as a run starts and removes it once its end document
+# (metrics.json, a builder's builder.json) is written (docs/METRICS.md, "A
+# run in progress"): a directory holding it is a run still going or killed.
+RUN_MARKER = "running.json"
+
+
+def in_progress(run_dir: Path) -> str | None:
+    """A sentence naming the unfinished run when RUN_DIR (or one of its
+    builders/B/) holds running.json, else None."""
+    run_dir = Path(run_dir)
+    markers = [run_dir / RUN_MARKER] + sorted((run_dir / "builders").glob(f"*/{RUN_MARKER}"))
+    for path in markers:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            if path.exists():
+                doc = {}
+            else:
+                continue
+        doc = doc if isinstance(doc, dict) else {}
+        who = f"{doc.get('role', 'builderd')}" + (f" {doc['id']}" if doc.get("role") == "builder"
+                                                 and "id" in doc else "")
+        return (f"{path} says run {doc.get('run', '?')} is in progress ({who}, pid "
+                f"{doc.get('pid', '?')} on {doc.get('host', '?')}, started "
+                f"{doc.get('started', '?')}): it is still running or was killed before writing "
+                f"its {doc.get('end_document', 'end document')}; its records are partial and "
+                f"it has no books")
+    return None
 
 
 def prepare_run_dir(run_dir: Path) -> None:
@@ -96,9 +124,24 @@ def prepare_run_dir(run_dir: Path) -> None:
 
 
 def write_json(path: Path, doc: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """The document whole or not at all, as the daemons write theirs
+    (common/sys/afile): a temporary beside it, fsynced, renamed over it,
+    the directory fsynced."""
+    tmp = path.with_name(f"{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(doc, indent=2) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_ports(backend: Backend, h: Handle, path: Path, keys: tuple[str, ...],
@@ -142,14 +185,34 @@ def log_tail(h: Handle, backend: Backend | None = None, lines: int = 12) -> str:
     return "\n".join(f"  | {line}" for line in text[-lines:]) + f"\n  (log: {h.log_path})"
 
 
-def records(path: Path) -> tuple[int | None, float | None]:
+def fence_of(entry: dict) -> int | None:
+    """A builder the hub gave up counts its records below this event (its
+    last token's decided_below, docs/BUILDERS.md, "A given-up builder is
+    fenced"); None for a builder not given up."""
+    if entry.get("lost_reason") is None:
+        return None
+    below = entry.get("decided_below")
+    return below if isinstance(below, int) else 0
+
+
+def below_fence(line: bytes, fence: int | None) -> bool:
+    if fence is None:
+        return True
+    try:
+        return json.loads(line)["event"] < fence
+    except (TypeError, ValueError, KeyError):
+        return False
+
+
+def records(path: Path, fence: int | None = None) -> tuple[int | None, float | None]:
     """(records in a .jsonl file, None when it does not exist; their rate
-    from the first record's t_ns to the last's, None when unknown)."""
+    from the first record's t_ns to the last's, None when unknown); with a
+    fence, only the records of events below it count."""
     count, first, last = 0, None, None
     try:
         with open(path, "rb") as f:
             for line in f:
-                if line.strip():
+                if line.strip() and below_fence(line, fence):
                     count += 1
                     first = first or line
                     last = line
@@ -209,11 +272,15 @@ def builder_lines(run_dir: Path, t: Topology) -> list[str]:
     lines = []
     for b in t.builders:
         out = builder_out(run_dir, b["id"])
-        recorded, rate = records(out / "events.jsonl")
-        expired, _ = records(out / "expired.jsonl")
+        entry = section.get(b["id"], {})
+        fence = fence_of(entry)
+        recorded, rate = records(out / "events.jsonl", fence)
+        expired, _ = records(out / "expired.jsonl", fence)
         parts = [f"{recorded} events recorded" if recorded is not None else "no events.jsonl",
                  f"{expired} expired" if expired is not None else "no expired.jsonl"]
-        entry = section.get(b["id"], {})
+        if fence is not None:
+            parts.append(f"given up ({entry.get('lost_reason')}): records count below event "
+                         f"{fence}, {entry.get('lost')} events lost")
         assigned = figure(entry, "assigned", depth=0)
         complete = figure(entry, "events_complete")
         hub_rate = figure(entry, "events_per_s", "rate")
@@ -504,6 +571,8 @@ class Launcher:
             self.backend.kill(h, getattr(signal, "SIG" + f["signal"]))
             if f["signal"] == "STOP":
                 self.stopped.append(h)
+            elif f["signal"] == "CONT" and h in self.stopped:
+                self.stopped.remove(h)
 
     def wait_all(self) -> str:
         """Waits for every daemon. Returns "done" or "timeout"."""

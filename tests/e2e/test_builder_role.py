@@ -314,21 +314,44 @@ class BuilderRoleTest(E2ETestCase):
         reader.sock.close()
 
     def test_given_up_by_the_hub(self) -> None:
-        """lost naming another builder is noted; naming this one stops it
-        with the hub's reason, its END status 1."""
+        """lost naming another builder is noted; naming this one fences it
+        (docs/BUILDERS.md, "A given-up builder is fenced"): no END, its
+        records cut back to the events below its last token's
+        decided_below (those the hub's books count decided), builder.json
+        says fenced, exit 1."""
         proc, ports, out = self.start()
         self.hub.routing(builders=2, events=32, batch=8)
         reader = FakeReader(ports["data"])
         self.hub.wait_for("token")
         self.hub.assign(0, 8, 0)
+        reader.send_events(range(8))
+        deadline = time.monotonic() + 10
+        while not any(t["decided"] == 8 for t in self.hub.of_type("token")):
+            self.assertLess(time.monotonic(), deadline, self.hub.received)
+            time.sleep(0.02)
+        self.hub.assign(8, 8, 1)
+        self.hub.assign(16, 8, 0)
+        # 17..19 complete above the undecided 16: recorded, not decided.
+        reader.send_events(range(17, 20))
+        while len(read_jsonl(out / "events.jsonl")) < 11:
+            self.assertLess(time.monotonic(), deadline, proc.tail())
+            time.sleep(0.02)
         self.hub.send({"type": "lost", "builder": 1, "reason": "stalled for 2000 ms"})
         self.hub.send({"type": "lost", "builder": 0, "reason": "no token for 2000 ms"})
-        end = self.finish(proc, status=1)
-        self.assertEqual(end["status"], 1)
+        self.assertEqual(self.h.wait(proc, 20), 1, proc.tail())
+        self.assertEqual(self.hub.of_type("end"), [])
+        self.assertEqual(max(t["decided"] for t in self.hub.of_type("token")), 8)
+        self.assertEqual([r["event"] for r in read_jsonl(out / "events.jsonl")], list(range(8)))
+        doc = json.loads((out / "builder.json").read_text())
+        self.assertEqual((doc["status"], doc["fence"]["below"], doc["fence"]["decided"],
+                          doc["fence"]["events_kept"], doc["fence"]["records_removed"]),
+                         ("fenced", 8, 8, 8, 3), doc)
+        self.assertFalse((out / "running.json").exists())
         log = proc.log()
         self.assertIn("Builder 0: the hub gave builder 1 up (stalled for 2000 ms)", log)
-        self.assertIn("Builder 0: the hub gave this builder up (no token for 2000 ms); stopping",
-                      log)
+        self.assertIn("Builder 0 was given up by its hub (no token for 2000 ms): fenced at "
+                      "event 8 (its last token: 8 events decided); its records keep 8 events "
+                      "and 0 expired below it, 3 records past it removed", log)
         reader.sock.close()
 
     def test_signal_reports_what_arrived(self) -> None:
@@ -376,7 +399,10 @@ class BuilderRoleTest(E2ETestCase):
         self.hub.wait_for("token")
         self.hub.close()
         self.assertEqual(self.h.wait(proc, 20), 1, proc.tail())
-        self.assertIn("Builder 0 lost its hub's control connection", proc.log())
+        # Mid-run, the builder cannot tell a hub that gave it up from one
+        # that died: either way it is fenced at its last token.
+        self.assertIn("Builder 0 lost its hub's control connection (", proc.log())
+        self.assertIn("fenced at event 0 (its last token: 0 events decided)", proc.log())
         reader.sock.close()
         self.h.assert_clean()
 

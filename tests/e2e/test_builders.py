@@ -8,6 +8,8 @@ parameters alone the reference builder must agree with the union."""
 
 from __future__ import annotations
 
+import json
+
 from harness import E2ETestCase, read_jsonl, topology, unbalanced
 
 EVENTS = 6000
@@ -134,3 +136,62 @@ class BuilderFaultTest(E2ETestCase):
 
     def test_builder_stopped(self) -> None:
         self.run_with_fault("builder:1:STOP@1", "stalled")
+
+
+class FencedBuilderTest(E2ETestCase):
+    """A builder stopped past the hub's stall limit, then continued while
+    the run goes on (docs/BUILDERS.md, "A given-up builder is fenced"): the
+    hub names it and books its loss; the resumed builder writes nothing
+    more, its records are exactly what the books call decided, and the
+    reference builder agrees with what was recorded, the lost events
+    excused by the books' count."""
+    needs_daemons = True
+
+    def test_stopped_builder_resumed_mid_run_is_fenced(self) -> None:
+        # 8 s of events; the hub's stall limit (2 s by default) gives
+        # builder 1 up at about 3.5 s, and it resumes at 5.5 s, mid-run.
+        topo = builders_topology(2, events=160000, timeout_ms=200)
+        topo["run"]["rate"] = 20000
+        r = self.h.daqrun(topo, timeout_s=180, args=["--fault", "builder:1:STOP@1.5",
+                                                     "--fault", "builder:1:CONT@5.5"])
+        self.assertNotEqual(r.returncode, 0, r.output)
+        self.assertIn("fault: sending SIGCONT to builder-1", r.output)
+        self.assertLess(r.output.index("fault: sending SIGCONT to builder-1"),
+                        r.output.index("hub exited with status"), "resumed after the run ended")
+        m = r.metrics()
+        self.assertTrue(m["balanced"], f"{unbalanced(m)}\n{m.get('errors')}")
+        gone = [(g["role"], g["id"], g["how"]) for g in m["losses"]["peers_gone"]]
+        self.assertEqual(gone, [("builder", 1, "stalled")], m["losses"])
+        b1 = m["builders"]["1"]
+        self.assertGreater(b1["lost"], 0, b1)
+        self.assertEqual(b1["assigned"], b1["decided"] + b1["lost"], b1)
+        out = r.run_dir / "builders" / "1"
+        events = [x["event"] for x in read_jsonl(out / "events.jsonl")]
+        expired = [x["event"] for x in read_jsonl(out / "expired.jsonl")]
+        # No fault but the stop: every decided event is recorded, once.
+        self.assertEqual(len(events) + len(expired), b1["decided"], b1)
+        self.assertEqual(len(set(events + expired)), b1["decided"])
+        self.assertLess(max(events + expired), b1["decided_below"], b1)
+        doc = json.loads((out / "builder.json").read_text())
+        self.assertEqual(doc["status"], "fenced", doc)
+        self.assertEqual(doc["fence"]["below"], b1["decided_below"], doc)
+        self.assertEqual(doc["fence"]["events_kept"] + doc["fence"]["expired_kept"],
+                         b1["decided"], doc)
+        self.assertTrue(doc["fence"]["cut"], doc)
+        log = (r.run_dir / "logs" / "builder-1.log").read_text()
+        self.assertRegex(log, rf"Builder 1 (was given up by its hub|lost its hub's control connection) \(.*\): "
+                              rf"fenced at event "
+                              rf"{b1['decided_below']} \(its last token: {b1['decided']} events "
+                              r"decided\).*it writes nothing more for run 1")
+        # The survivor took everything else, and the reference agrees with
+        # what was recorded once the books' loss is excused.
+        self.assertEqual(m["builders"]["0"]["assigned"] + b1["assigned"], 160000)
+        self.assertIn(f"builder 1 was given up: its records count below event "
+                      f"{b1['decided_below']}; the books count {b1['lost']} of its events lost",
+                      r.output)
+        self.assertRegex(r.output, rf"past-fence=0 lost-with-builders={b1['lost']}\b")
+        self.assertIn("PASS refbuild", r.output)
+        self.assertRegex(r.output, rf"builder 1 \(127.0.0.1\): {len(events)} events recorded, "
+                                   rf"{len(expired)} expired, given up \(stalled\): records "
+                                   rf"count below event {b1['decided_below']}")
+        self.h.assert_clean()

@@ -6,11 +6,16 @@ daemon that loses its builder stops and says so."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
-from harness import E2ETestCase, read_metrics, unbalanced
+from harness import E2ETestCase, read_jsonl, read_metrics, topology, unbalanced
+
+REPORT = Path(__file__).resolve().parents[2] / "analysis" / "report.py"
 
 SOURCES = 4
 EVENTS = 40000      # 2 s at the rate below
@@ -134,6 +139,68 @@ class ProcessFaultTest(E2ETestCase):
             self.assertEqual(self.h.wait(p, 20), 1, p.tail())
             self.assertIn("lost the builder's control connection", p.log())
         self.assertLess(time.monotonic() - t0, 15)
+        self.h.assert_clean()
+
+
+class KilledInAnEarlierRunTest(E2ETestCase):
+    """A run killed in the output directory of an earlier, balanced run
+    (docs/METRICS.md, "A run in progress"): builderd removes the earlier
+    metrics.json and writes running.json as it starts, so the crashed run
+    can never pass for a complete one; daqrun, report.py and refbuild say
+    it is in progress or was killed."""
+    needs_daemons = True
+
+    def earlier_balanced_run(self) -> Path:
+        r = self.h.daqrun(topology(events=2000, payload=64, rate=0), timeout_s=120)
+        self.assertRunOk(r)
+        self.assertBalanced(r)
+        self.assertFalse((r.run_dir / "running.json").exists(), "a finished run left running.json")
+        return r.run_dir
+
+    def test_builderd_killed_in_an_earlier_runs_directory(self) -> None:
+        run_dir = self.earlier_balanced_run()
+        h = self.h
+        # Run 2 by hand (as a service manager would start it), same --out.
+        builder, ports = h.start_builder(run=2, sources=2, readers=1, events=200000, out=run_dir,
+                                         stall_timeout_ms=800)
+        reader, rport = h.start_reader(id=0, run=2, sources=(0, 1), builder=ports)
+        sources = [h.start_source(id=s, run=2, seed=5, events=200000, payload=64, rate=20000,
+                                  reader_port=rport, builder=ports) for s in range(2)]
+        deadline = time.monotonic() + 20
+        while len(read_jsonl(run_dir / "events.jsonl")) < 1000:
+            self.assertLess(time.monotonic(), deadline, builder.tail())
+            time.sleep(0.05)
+        os.killpg(builder.pid, signal.SIGKILL)
+        for p in [reader] + sources:
+            self.assertEqual(h.wait(p, 20), 1, p.tail())
+        self.assertFalse((run_dir / "metrics.json").exists(),
+                         "the earlier run's metrics.json sits beside run 2's records")
+        marker = json.loads((run_dir / "running.json").read_text())
+        self.assertEqual((marker["state"], marker["run"], marker["pid"], marker["end_document"]),
+                         ("running", 2, builder.pid, "metrics.json"), marker)
+        self.assertEqual({r["run"] for r in read_jsonl(run_dir / "events.jsonl")}, {2})
+        rep = h.run("report", [sys.executable, REPORT, run_dir], 60)
+        self.assertEqual(rep.returncode, 1, rep.output)
+        self.assertIn(f"report: no report of an unfinished run: {run_dir}/running.json says run 2 "
+                      f"is in progress (builder 0, pid {builder.pid} on", rep.output)
+        self.assertIn("it is still running or was killed before writing its metrics.json",
+                      rep.output)
+        ref = h.refbuild(run_dir)
+        self.assertEqual(ref.returncode, 1, ref.output)
+        self.assertIn(f"FAIL refbuild {run_dir}: {run_dir}/running.json says the run is in "
+                      "progress", ref.output)
+        h.assert_clean()
+
+    def test_daqrun_says_a_killed_run_did_not_finish(self) -> None:
+        run_dir = self.earlier_balanced_run()
+        r = self.h.daqrun(topology(events=200000, payload=64, rate=20000), timeout_s=120,
+                          out=run_dir, args=["--fault", "builder:0:KILL@1"])
+        self.assertNotEqual(r.returncode, 0, r.output)
+        self.assertFalse((run_dir / "metrics.json").exists())
+        self.assertIn(f"daqrun: the run did not finish: {run_dir}/running.json says run 1 is in "
+                      "progress (builder 0, pid", r.output)
+        self.assertIn("run in progress or killed", r.output)
+        self.assertIn("says the run is in progress", r.output)   # refbuild's refusal
         self.h.assert_clean()
 
 

@@ -289,3 +289,52 @@ class RefbuildBuildersTest(RunDir):
         self.assertEqual(r.returncode, 2, r.describe())
         self.assertIn("expired.jsonl:", r.output)
         self.assertIn("field 'event' missing", r.output)
+
+    # A builder the hub gave up (docs/BUILDERS.md, "A given-up builder is
+    # fenced"): metrics.json names it with the decided_below of its last
+    # token and the events the books count lost with it.
+
+    def give_up_builder_1(self, short_by: int | None = None) -> tuple[int, int, int]:
+        """Builder 1 keeps every record, as a killed builder would, but the
+        hub gave it up at the middle of its IDs: (fence, its records past
+        the fence, the books' lost: all its IDs from the fence on, or its
+        records past the fence less short_by)."""
+        events, expired = self.split()
+        self.write_builders(events, expired)
+        own = sorted(e for e, _ in events[1]) + sorted(expired[1])
+        fence = sorted(own)[len(own) // 2]
+        past = sum(1 for e in own if e >= fence)
+        p = self.params
+        lost = sum(1 for e in range(fence, p["first_event"] + p["events"])
+                   if self.owner(e) == 1) if short_by is None else past - short_by
+        (self.run_dir / "metrics.json").write_text(json.dumps({"builders": {
+            "0": {"lost_reason": None, "decided_below": 0, "lost": 0},
+            "1": {"lost_reason": "died", "decided_below": fence, "lost": lost}}}))
+        return fence, past, lost
+
+    def test_given_up_builder_counts_below_its_fence(self) -> None:
+        fence, past, lost = self.give_up_builder_1()
+        out = self.check(0, missing=0, duplicate=0, expired_mismatch=0, past_fence=past,
+                         lost_with_builders=past)
+        self.assertIn(f"builder 1 was given up: its records count below event {fence}; the "
+                      f"books count {lost} of its events lost", out)
+        self.assertRegex(out, rf"past-fence: event {fence} (recorded|expired) by builder 1, "
+                              rf"given up at event {fence}: not counted")
+        self.assertIn("PASS refbuild", out)
+
+    def test_given_up_builder_loss_too_small(self) -> None:
+        """The books' loss cannot cover what is absent: nothing is excused,
+        every absent event is missing."""
+        fence, past, lost = self.give_up_builder_1(short_by=1)
+        out = self.check(1, past_fence=past, lost_with_builders=0)
+        self.assertGreater(self.counts(out)["missing"], 0)
+        self.assertIn("FAIL refbuild", out)
+
+    def test_a_run_in_progress_is_refused(self) -> None:
+        events, expired = self.split()
+        self.write_builders(events, expired)
+        (self.run_dir / "builders" / "1" / "running.json").write_text('{"state": "running"}')
+        r = self.h.refbuild(self.run_dir)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn(f"FAIL refbuild {self.run_dir}: {self.run_dir}/builders/1/running.json "
+                      "says the run is in progress", r.output)
