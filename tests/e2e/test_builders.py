@@ -166,30 +166,34 @@ class FencedBuilderTest(E2ETestCase):
         self.assertGreater(b1["lost"], 0, b1)
         self.assertEqual(b1["assigned"], b1["decided"] + b1["lost"], b1)
         out = r.run_dir / "builders" / "1"
-        events = [x["event"] for x in read_jsonl(out / "events.jsonl")]
-        expired = [x["event"] for x in read_jsonl(out / "expired.jsonl")]
+        # The hub's fence is the last token it read. The builder cuts its
+        # files at its own last token: the same one, or, when a token was
+        # on the wire as the hub gave it up, a later one, whose records the
+        # rule leaves out (docs/BUILDERS.md).
+        fence = b1["decided_below"]
+        events = [x["event"] for x in read_jsonl(out / "events.jsonl") if x["event"] < fence]
+        expired = [x["event"] for x in read_jsonl(out / "expired.jsonl") if x["event"] < fence]
         # No fault but the stop: every decided event is recorded, once.
         self.assertEqual(len(events) + len(expired), b1["decided"], b1)
         self.assertEqual(len(set(events + expired)), b1["decided"])
-        self.assertLess(max(events + expired), b1["decided_below"], b1)
         doc = json.loads((out / "builder.json").read_text())
         self.assertEqual(doc["status"], "fenced", doc)
-        self.assertEqual(doc["fence"]["below"], b1["decided_below"], doc)
-        self.assertEqual(doc["fence"]["events_kept"] + doc["fence"]["expired_kept"],
-                         b1["decided"], doc)
+        self.assertGreaterEqual(doc["fence"]["below"], fence, doc)
+        past = doc["fence"]["events_kept"] + doc["fence"]["expired_kept"] - b1["decided"]
+        self.assertGreaterEqual(past, 0, doc)
         self.assertTrue(doc["fence"]["cut"], doc)
         log = (r.run_dir / "logs" / "builder-1.log").read_text()
         self.assertRegex(log, rf"Builder 1 (was given up by its hub|lost its hub's control connection) \(.*\): "
                               rf"fenced at event "
-                              rf"{b1['decided_below']} \(its last token: {b1['decided']} events "
-                              r"decided\).*it writes nothing more for run 1")
+                              rf"{doc['fence']['below']} \(its last token: {b1['decided'] + past} "
+                              r"events decided\).*it writes nothing more for run 1")
         # The survivor took everything else, and the reference agrees with
         # what was recorded once the books' loss is excused.
         self.assertEqual(m["builders"]["0"]["assigned"] + b1["assigned"], 160000)
         self.assertIn(f"builder 1 was given up: its records count below event "
                       f"{b1['decided_below']}; the books count {b1['lost']} of its events lost",
                       r.output)
-        self.assertRegex(r.output, rf"past-fence=0 lost-with-builders={b1['lost']}\b")
+        self.assertRegex(r.output, rf"past-fence=\d+ lost-with-builders={b1['lost']}\b")
         self.assertIn("PASS refbuild", r.output)
         self.assertRegex(r.output, rf"builder 1 \(127.0.0.1\): {len(events)} events recorded, "
                                    rf"{len(expired)} expired, given up \(stalled\): records "
