@@ -1,0 +1,231 @@
+"""The operator's console over serving daemons (docs/RUNCONTROL.md): the
+real builderd, readoutd and sourced started once by deploy/daqrun --serve
+on loopback, driven by deploy/daqctl --session DIR: a run configured from
+a topology (daqlib's runconfig.configure_body, as daqrun --runs builds
+it), started, run to its end and checked by refbuild, then one stopped
+mid-run; a three-point scan to its table (JSON and CSV agreeing, every
+point balanced, the gaps between runs within 1 s by the builder's own
+record times); every bad scan file refused by name before anything
+starts (the hub idle, no run made)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import DAQRUN, REPO, E2ETestCase, HarnessError, read_json, unbalanced
+
+sys.path.insert(0, str(REPO / "deploy"))
+from daqlib.hubclient import Hub, read_key  # noqa: E402
+
+DAQCTL = REPO / "deploy" / "daqctl"
+SEED, EVENTS, PAYLOAD = 3, 2000, 64
+TOPOLOGY = {"run": {"run": 1, "seed": SEED, "events": EVENTS, "payload": PAYLOAD, "rate": 0},
+            "builder": {"host": "127.0.0.1", "quiet": True},
+            "reader": [{"id": 0, "sources": [0, 1], "host": "127.0.0.1", "transport": "tcp"}]}
+
+
+def record_times_ns(run_dir: Path) -> tuple[int, int]:
+    """The first and last built event's record time (the builder's clock)."""
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return json.loads(lines[0])["t_ns"], json.loads(lines[-1])["t_ns"]
+
+
+class OperatorSessionTest(E2ETestCase):
+    needs_daemons = True
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.topo = self.h.write_topology(TOPOLOGY)
+        self.dir = self.h.path("session")
+        self.serving = self.h.start("daqrun-serve", [
+            sys.executable, str(DAQRUN), str(self.topo), "--serve", "--quiet",
+            "--out", str(self.dir), "--bin", str(self.h.bin)])
+        deadline = time.monotonic() + 30
+        while not (self.dir / "session.json").exists():
+            if self.serving.returncode is not None or time.monotonic() > deadline:
+                raise HarnessError(f"daqrun --serve wrote no session.json:\n"
+                                   f"{self.serving.tail()}")
+            time.sleep(0.05)
+        s = read_json(self.dir / "session.json")
+        self.hub = Hub(s["hub"], read_key(Path(s["run_key_file"])))
+
+    def daqctl(self, *args: object) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DAQ_")}
+        return subprocess.run([sys.executable, str(DAQCTL), "--session", str(self.dir),
+                               *map(str, args)], capture_output=True, text=True,
+                              timeout=240, env=env)
+
+    def ok(self, *args: object) -> subprocess.CompletedProcess:
+        r = self.daqctl(*args)
+        self.assertEqual(r.returncode, 0, f"daqctl {args}: {r.stdout}{r.stderr}")
+        return r
+
+    def wait_state(self, want: tuple[str, ...], timeout_s: float = 60) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            st = self.hub.state()
+            if st["state"] in want:
+                return st
+            if time.monotonic() > deadline:
+                self.fail(f"hub still {st['state']}, not {want}: {st}")
+            time.sleep(0.02)
+
+    def summary(self, run: int) -> dict:
+        deadline = time.monotonic() + 60
+        while True:
+            st = self.wait_state(("idle", "error"))
+            done = [r for r in st["runs"] if r["run"] == run]
+            if done:
+                return done[-1]
+            if time.monotonic() > deadline:
+                self.fail(f"no summary of run {run}: {st}")
+            time.sleep(0.02)
+
+    def shut_down(self) -> None:
+        self.ok("shutdown")
+        self.assertEqual(self.h.wait(self.serving, 60), 0, self.serving.tail())
+        self.h.assert_clean()
+
+    def refbuild(self, run: int, run_dir: Path, events: int, payload: int) -> None:
+        empty = self.h.path("no-params.json")
+        empty.write_text("{}")
+        r = self.h.refbuild(run_dir, "--events-file", run_dir / "events.jsonl", "--params",
+                            empty, "--seed", SEED, "--run", run, "--sources", 2,
+                            "--events", events, "--payload", payload)
+        self.assertEqual(r.returncode, 0, r.output[-2000:])
+
+    def test_configure_a_topology_then_start_and_stop(self) -> None:
+        r = self.ok("configure", self.topo, "--run", 4)
+        self.assertEqual(json.loads(r.stdout)["accepted"], True)
+        body = read_json(self.dir / "run-4" / "configure.json")
+        self.assertEqual((body["run"], sorted(body["args"])),
+                         (4, ["hub", "reader.0", "source.0", "source.1"]))
+        self.wait_state(("configured",))
+        self.ok("start", "--run", 4)
+        done = self.summary(4)
+        self.assertEqual((done["status"], done["balanced"], done["events_decided"]),
+                         (0, True, EVENTS))
+        m = read_json(self.dir / "run-4" / "metrics.json")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.refbuild(4, self.dir / "run-4", EVENTS, PAYLOAD)
+        # A long paced run, --set as daqrun's, stopped by the operator.
+        self.ok("configure", self.topo, "--run", 5, "--set", "events=50000000",
+                "--set", "rate=3000", "--set", "payload=128")
+        self.wait_state(("configured",))
+        self.ok("start", "--run", 5)
+        time.sleep(0.5)
+        self.ok("stop", "--run", 5)
+        done = self.summary(5)
+        self.assertTrue(done["balanced"], done)
+        self.assertIsNotNone(done["stop_to_books_ms"], done)
+        m = read_json(self.dir / "run-5" / "metrics.json")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.assertGreater(m["counters"]["source.0"]["frags_cut_by_stop"], 0)
+        self.shut_down()
+
+    def test_a_three_point_scan_to_its_table(self) -> None:
+        scan = self.h.path("three.toml")
+        scan.write_text(f'topology = "{self.topo.name}"\nstop = {{ events = 3000 }}\n'
+                        "[[point]]\npayload = 64\n"
+                        "[[point]]\npayload = 512\nrate = 20000\n"
+                        "[[point]]\npayload = 64\nrate = 5000\nstop = { seconds = 0.3 }\n")
+        r = self.ok("scan", scan, "--first-run", 20)
+        for k in (1, 2, 3):
+            self.assertIn(f"daqctl: point {k}/3 (", r.stdout)
+        self.assertIn("scan PASS: 3 of 3 points balanced", r.stdout)
+        doc = read_json(self.dir / "scan-three.json")
+        rows = doc["rows"]
+        self.assertEqual([row["runs"] for row in rows], [[20], [21], [22]])
+        self.assertEqual([(row["payload"], row["rate"]) for row in rows],
+                         [(64, None), (512, 20000), (64, 5000)])
+        self.assertEqual([row["stop"] for row in rows],
+                         ["events=3000", "events=3000", "seconds=0.3"])
+        for row in rows:
+            self.assertEqual((row["verdict"], row["balanced"], row["status"]),
+                             ("balanced", True, 0), row)
+            for key in ("accepted_events_per_s", "p50_us", "p99_us", "p99_uncertainty_us",
+                        "cpu_us_per_fragment"):
+                self.assertIsNotNone(row[key], (key, row))
+        self.assertEqual([row["events_decided"] for row in rows[:2]], [3000, 3000])
+        # The CSV holds the same rows as the JSON.
+        with open(self.dir / "scan-three.csv", newline="") as f:
+            table = list(csv.DictReader(f))
+        self.assertEqual(len(table), 3)
+        for row, line in zip(rows, table):
+            self.assertEqual(list(line), list(row))
+            for key, value in row.items():
+                shown = (" ".join(map(str, value)) if isinstance(value, list) else
+                         "" if value is None else str(value))
+                self.assertEqual(line[key], shown, key)
+        # Gaps within 1 s: the scan's own and the builder's record times.
+        runs = self.hub.state()["runs"]
+        for number in (20, 21, 22):
+            mine = [x for x in runs if x["run"] == number]
+            self.assertTrue(mine and mine[-1]["balanced"], runs)
+            self.assertTrue(read_json(self.dir / f"run-{number}" / "metrics.json")["balanced"])
+        for prev, row in zip(rows, rows[1:]):
+            self.assertLessEqual(row["gap_s"], 1.0, row)
+            self.assertLessEqual(row["started_at"] - prev["ended_at"], 1.0)
+            _, last = record_times_ns(self.dir / f"run-{prev['runs'][0]}")
+            first, _ = record_times_ns(self.dir / f"run-{row['runs'][0]}")
+            self.assertLess((first - last) / 1e9, 1.0, (prev, row))
+        self.refbuild(20, self.dir / "run-20", 3000, 64)
+        self.refbuild(21, self.dir / "run-21", 3000, 512)
+        self.shut_down()
+
+    def test_bad_scan_files_are_refused_before_anything_starts(self) -> None:
+        head = f'topology = "{self.topo.name}"\n'
+        cases = [
+            ("speed = 1\n" + head + "stop = { events = 10 }\n[grid]\nrate = [1]\n",
+             "unknown key 'speed'"),
+            (head + "stop = { events = 10 }\n[grid]\nrat = [1, 2]\n", "unknown key 'rat'"),
+            (head + "stop = { events = 10 }\n[grid]\nevents = [1, 2]\n",
+             "unknown key 'events'; a run's length is stop = {events = N}"),
+            (head + "stop = { events = 10 }\ngrid = {}\n", "[grid] is empty"),
+            (head + "stop = { events = 10 }\n[grid]\nrate = []\n",
+             "grid key 'rate' needs a non-empty list"),
+            (head + "stop = { minutes = 1 }\n[grid]\nrate = [1]\n",
+             "a stop condition is {events = N} or {seconds = S}"),
+            (head + "stop = { events = 0 }\n[grid]\nrate = [1]\n",
+             "stop events must be a positive integer, got 0"),
+            (head + "stop = { seconds = -2 }\n[grid]\nrate = [1]\n",
+             "stop seconds must be a positive number, got -2"),
+            (head + "[grid]\nrate = [1]\n", "point 1 has no stop condition"),
+            (head + "repeats = 0\nstop = { events = 10 }\n[grid]\nrate = [1]\n",
+             "repeats must be an integer in 1..1000, got 0"),
+            (head + "repeats = \"two\"\nstop = { events = 10 }\n[grid]\nrate = [1]\n",
+             "repeats must be an integer in 1..1000, got 'two'"),
+            (head + "stop = { events = 10 }\n[grid]\npayload = [64, 2000000]\n",
+             "point 2 (payload=2000000): topology"),
+            (head + "stop = { events = 10 }\n[grid]\npayload = [64, 2000000]\n",
+             "[run] payload: expected an integer in 0..1048576, got 2000000"),
+            (head + "stop = { events = 10 }\n[[point]]\nrate = -5\n",
+             "point 1 (rate=-5): topology"),
+            (head + "stop = { events = 10 }\n[[point]]\nrate = -5\n",
+             "[run] rate: expected a number in 0..1000000000, got -5"),
+            (head + "stop = { events = 10 }\n[[point]]\nbatch = 8\n", "batch"),
+            (head + "stop = { events = 10 }\n[grid]\nrate = [1]\n[[point]]\nrate = 1\n",
+             "give either [grid] or [[point]] tables (not both)"),
+            (head + "stop = { events = 10 }\n", "(not neither)"),
+            ("stop = { events = 10 }\n[grid]\nrate = [1]\n", "no topology"),
+            (head + "stop = { events = 10 \n", "not valid TOML"),
+        ]
+        for n, (text, reason) in enumerate(cases):
+            with self.subTest(reason=reason):
+                path = self.h.path(f"bad-{n}.toml")
+                path.write_text(text)
+                r = self.daqctl("scan", path)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(f"daqctl: error: scan {path}", r.stderr)
+                self.assertIn(reason, r.stderr)
+                self.assertEqual(r.stdout, "")
+        st = self.hub.state()
+        self.assertEqual((st["state"], st["runs"]), ("idle", []))
+        self.assertEqual(sorted(p.name for p in self.dir.glob("run-*")), [])
+        self.shut_down()
