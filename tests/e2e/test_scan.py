@@ -107,6 +107,14 @@ class OperatorSessionTest(E2ETestCase):
         self.assertEqual((body["run"], sorted(body["args"])),
                          (4, ["hub", "reader.0", "source.0", "source.1"]))
         self.wait_state(("configured",))
+        # A scan starts from idle only.
+        scan = self.h.path("one.toml")
+        scan.write_text(f'topology = "{self.topo.name}"\nstop = {{ events = 10 }}\n'
+                        "[grid]\npayload = [64]\n")
+        r = self.daqctl("scan", scan)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("scan refused: the hub is configured (run 4); a scan starts from idle",
+                      r.stderr)
         self.ok("start", "--run", 4)
         done = self.summary(4)
         self.assertEqual((done["status"], done["balanced"], done["events_decided"]),
@@ -132,6 +140,7 @@ class OperatorSessionTest(E2ETestCase):
     def test_a_three_point_scan_to_its_table(self) -> None:
         scan = self.h.path("three.toml")
         scan.write_text(f'topology = "{self.topo.name}"\nstop = {{ events = 3000 }}\n'
+                        "repeats = 2\n"
                         "[[point]]\npayload = 64\n"
                         "[[point]]\npayload = 512\nrate = 20000\n"
                         "[[point]]\npayload = 64\nrate = 5000\nstop = { seconds = 0.3 }\n")
@@ -141,7 +150,7 @@ class OperatorSessionTest(E2ETestCase):
         self.assertIn("scan PASS: 3 of 3 points balanced", r.stdout)
         doc = read_json(self.dir / "scan-three.json")
         rows = doc["rows"]
-        self.assertEqual([row["runs"] for row in rows], [[20], [21], [22]])
+        self.assertEqual([row["runs"] for row in rows], [[20, 21], [22, 23], [24, 25]])
         self.assertEqual([(row["payload"], row["rate"]) for row in rows],
                          [(64, None), (512, 20000), (64, 5000)])
         self.assertEqual([row["stop"] for row in rows],
@@ -165,18 +174,18 @@ class OperatorSessionTest(E2ETestCase):
                 self.assertEqual(line[key], shown, key)
         # Gaps within 1 s: the scan's own and the builder's record times.
         runs = self.hub.state()["runs"]
-        for number in (20, 21, 22):
+        for number in range(20, 26):
             mine = [x for x in runs if x["run"] == number]
             self.assertTrue(mine and mine[-1]["balanced"], runs)
             self.assertTrue(read_json(self.dir / f"run-{number}" / "metrics.json")["balanced"])
         for prev, row in zip(rows, rows[1:]):
             self.assertLessEqual(row["gap_s"], 1.0, row)
             self.assertLessEqual(row["started_at"] - prev["ended_at"], 1.0)
-            _, last = record_times_ns(self.dir / f"run-{prev['runs'][0]}")
+            _, last = record_times_ns(self.dir / f"run-{prev['runs'][-1]}")
             first, _ = record_times_ns(self.dir / f"run-{row['runs'][0]}")
             self.assertLess((first - last) / 1e9, 1.0, (prev, row))
         self.refbuild(20, self.dir / "run-20", 3000, 64)
-        self.refbuild(21, self.dir / "run-21", 3000, 512)
+        self.refbuild(23, self.dir / "run-23", 3000, 512)
         self.shut_down()
 
     def test_bad_scan_files_are_refused_before_anything_starts(self) -> None:
@@ -229,3 +238,15 @@ class OperatorSessionTest(E2ETestCase):
         self.assertEqual((st["state"], st["runs"]), ("idle", []))
         self.assertEqual(sorted(p.name for p in self.dir.glob("run-*")), [])
         self.shut_down()
+
+
+class ServeUsageTest(E2ETestCase):
+    def test_serve_leaves_the_runs_to_the_operator(self) -> None:
+        topo = self.h.write_topology(TOPOLOGY)
+        for extra in (["--runs", "2"], ["--run-seconds", "1"]):
+            with self.subTest(extra=extra):
+                r = self.h.run("daqrun", [sys.executable, DAQRUN, topo, "--serve",
+                                          "--out", self.h.path("x"), *extra], 30)
+                self.assertEqual(r.returncode, 2, r.output)
+                self.assertIn("--serve leaves the runs to the operator: no --runs, "
+                              "--run-plan or --run-seconds", r.output)
