@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .hubclient import Hub, HubError
+from .hubclient import Hub
 from .launcher import prepare_run_dir
 from .runconfig import Session, configure_body
 from .schema import RUN_KEYS, TopologyError
@@ -48,6 +48,10 @@ POLL_S = 0.02
 
 class ScanError(Exception):
     """A scan file that cannot run; the message names the file and what is wrong."""
+
+
+class RunTimeout(Exception):
+    """The hub did not reach a state in time; the message names the run and the state."""
 
 
 @dataclass
@@ -164,6 +168,7 @@ class ScanRunner:
         self.scan, self.hub, self.session, self.sets = scan, hub, session, sets
         self.first_run, self.point_timeout_s, self.say = first_run, point_timeout_s, say
         self.last_end: float | None = None      # monotonic, the previous run's end
+        self.rows: list[dict] = []              # the points done so far
 
     def wait(self, done: Callable[[dict], bool], timeout_s: float, what: str) -> dict:
         deadline = time.monotonic() + timeout_s
@@ -172,7 +177,8 @@ class ScanRunner:
             if done(st):
                 return st
             if time.monotonic() > deadline:
-                raise HubError(f"{what}: the hub is still {st['state']} after {timeout_s:g} s")
+                raise RunTimeout(f"{what}: the hub is still {st['state']} after "
+                                 f"{timeout_s:g} s")
             time.sleep(POLL_S)
 
     def one_run(self, point: Point, number: int) -> dict:
@@ -185,9 +191,12 @@ class ScanRunner:
         run = {"run": number, "dir": str(run_dir)}
         ok, reason = self.hub.post("/configure", body)
         if ok:
-            st = self.wait(lambda s: s["state"] in ("configured", "error", "idle"),
-                           self.point_timeout_s, f"run {number}: configure")
-            ok, reason = st["state"] == "configured", st.get("error") or st["state"]
+            try:
+                st = self.wait(lambda s: s["state"] in ("configured", "error", "idle"),
+                               self.point_timeout_s, f"run {number}: configure")
+                ok, reason = st["state"] == "configured", st.get("error") or st["state"]
+            except RunTimeout as e:
+                ok, reason = False, str(e)
         if ok:
             ok, reason = self.hub.post("/start", {"run": number})
         if not ok:
@@ -221,16 +230,18 @@ class ScanRunner:
         return dict(run, metrics=read_metrics(run_dir))
 
     def run(self) -> list[dict]:
-        rows, number = [], self.first_run
+        """Every point in turn; self.rows holds those done when a HubError
+        (the hub gone) or RunTimeout (a reset that never ends) stops it."""
+        number = self.first_run
         for i, point in enumerate(self.scan.points, 1):
             runs = []
             for _ in range(self.scan.repeats):
                 runs.append(self.one_run(point, number))
                 number += 1
             row = point_row(i, point, self.scan, runs)
-            rows.append(row)
+            self.rows.append(row)
             self.say(progress_line(row, len(self.scan.points)))
-        return rows
+        return self.rows
 
 
 def read_metrics(run_dir: Path) -> dict:

@@ -188,6 +188,21 @@ class OperatorSessionTest(E2ETestCase):
         self.refbuild(23, self.dir / "run-23", 3000, 512)
         self.shut_down()
 
+    def test_a_point_not_over_in_time_is_reset_and_the_scan_goes_on(self) -> None:
+        scan = self.h.path("late.toml")
+        scan.write_text(f'topology = "{self.topo.name}"\n'
+                        "[[point]]\nrate = 1000\nstop = { events = 50000000 }\n"
+                        "[[point]]\nrate = 0\nstop = { events = 1000 }\n")
+        r = self.daqctl("scan", scan, "--point-timeout", 1, "--first-run", 3)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("scan FAIL: 1 of 2 points balanced", r.stdout)
+        rows = read_json(self.dir / "scan-late.json")["rows"]
+        self.assertEqual(rows[0]["verdict"], "run 3: not over after 1 s; reset")
+        self.assertEqual((rows[0]["balanced"], rows[0]["accepted_events_per_s"]), (False, None))
+        self.assertEqual((rows[1]["runs"], rows[1]["verdict"]), ([4], "balanced"))
+        self.assertEqual(self.hub.state()["state"], "idle")
+        self.shut_down()
+
     def test_bad_scan_files_are_refused_before_anything_starts(self) -> None:
         head = f'topology = "{self.topo.name}"\n'
         cases = [
