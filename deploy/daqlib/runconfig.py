@@ -21,6 +21,10 @@ from .topology import Topology
 # that a run's command line may leave out: the session keeps the base's.
 OMITTED_PER_RUN = ("--port-file", "--run-key-file", "--metrics-listen")
 DAEMONS = ("builderd", "readoutd", "sourced")
+# Backends whose addresses and paths follow from the topology alone; the
+# others (netns, slurm) learn them when they prepare the hosts, which only
+# the launcher that started the daemons has done.
+CLIENT_BACKENDS = ("local", "ssh")
 SESSION_FILE = "session.json"
 SESSION_FORMAT = "daq-session/1"
 
@@ -77,9 +81,15 @@ class Session:
     bin_dir: str
 
     def backend(self, t: Topology, run_dir: Path) -> Backend:
-        """The topology's backend, only asked for addresses and paths."""
+        """The topology's backend, only asked for addresses and paths;
+        SessionError for a backend a client cannot stand in for."""
+        name = t.deploy["backend"]
+        if name not in CLIENT_BACKENDS:
+            raise SessionError(f"a run of the {name} backend is built by the daqrun that "
+                               f"started its daemons (daqrun --runs); a client builds runs "
+                               f"for the {' and '.join(CLIENT_BACKENDS)} backends")
         set_shm_name(self.shm_name)
-        cls = BACKENDS[t.deploy["backend"]]
+        cls = BACKENDS[name]
         return cls(t.host_specs(), run_dir, Path(self.bin_dir), t.backend_options(),
                    lambda _msg: None)
 

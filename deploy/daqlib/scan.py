@@ -32,7 +32,7 @@ from typing import Callable
 
 from .hubclient import Hub
 from .launcher import prepare_run_dir
-from .runconfig import Session, configure_body
+from .runconfig import CLIENT_BACKENDS, Session, configure_body
 from .schema import RUN_KEYS, TopologyError
 from .topology import Topology, load_topology
 
@@ -156,6 +156,9 @@ def load_scan(path: str, topology: str | None, sets: list[str]) -> tuple[Scan, l
             topologies.append(load_topology(topo, sets + p.sets))
         except TopologyError as e:
             raise ScanError(f"{where}: point {i} ({p.label()}): {e}") from None
+    if topologies[0].deploy["backend"] not in CLIENT_BACKENDS:
+        raise ScanError(f"{where}: the topology's backend is {topologies[0].deploy['backend']}; "
+                        f"a scan runs on the {' and '.join(CLIENT_BACKENDS)} backends")
     keys = list(dict.fromkeys(k for p in points for k in p.values))
     return Scan(Path(path), topo, repeats, points, keys), topologies
 

@@ -36,12 +36,14 @@ def record_times_ns(run_dir: Path) -> tuple[int, int]:
     return json.loads(lines[0])["t_ns"], json.loads(lines[-1])["t_ns"]
 
 
-class OperatorSessionTest(E2ETestCase):
+class SessionCase(E2ETestCase):
+    """daqrun --serve started on self.topology, its session in self.dir."""
     needs_daemons = True
+    topology = TOPOLOGY
 
     def setUp(self) -> None:
         super().setUp()
-        self.topo = self.h.write_topology(TOPOLOGY)
+        self.topo = self.h.write_topology(self.topology)
         self.dir = self.h.path("session")
         self.serving = self.h.start("daqrun-serve", [
             sys.executable, str(DAQRUN), str(self.topo), "--serve", "--quiet",
@@ -100,7 +102,16 @@ class OperatorSessionTest(E2ETestCase):
                             "--events", events, "--payload", payload)
         self.assertEqual(r.returncode, 0, r.output[-2000:])
 
+
+
+class OperatorSessionTest(SessionCase):
     def test_configure_a_topology_then_start_and_stop(self) -> None:
+        r = self.daqctl("configure", REPO / "deploy" / "topologies" / "three-hosts.toml",
+                        "--run", 4)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("a run of the netns backend is built by the daqrun that started its "
+                      "daemons", r.stderr)
+        self.assertFalse((self.dir / "run-4").exists())
         r = self.ok("configure", self.topo, "--run", 4)
         self.assertEqual(json.loads(r.stdout)["accepted"], True)
         body = read_json(self.dir / "run-4" / "configure.json")
@@ -252,6 +263,26 @@ class OperatorSessionTest(E2ETestCase):
         st = self.hub.state()
         self.assertEqual((st["state"], st["runs"]), ("idle", []))
         self.assertEqual(sorted(p.name for p in self.dir.glob("run-*")), [])
+        self.shut_down()
+
+
+class ShmSessionTest(SessionCase):
+    """The rings' name is fixed at the daemons' start: a client names the
+    same rings (session.json's shm_name)."""
+    topology = dict(TOPOLOGY, reader=[dict(TOPOLOGY["reader"][0], transport="shm")])
+
+    def test_a_run_over_shared_memory_from_the_session(self) -> None:
+        self.ok("configure", self.topo, "--run", 2)
+        body = read_json(self.dir / "run-2" / "configure.json")
+        shm = read_json(self.dir / "session.json")["shm_name"]
+        self.assertIn(f"shm://{shm}", body["args"]["reader.0"])
+        self.wait_state(("configured",))
+        self.ok("start", "--run", 2)
+        done = self.summary(2)
+        self.assertEqual((done["balanced"], done["events_decided"]), (True, EVENTS))
+        m = read_json(self.dir / "run-2" / "metrics.json")
+        self.assertTrue(m["balanced"], unbalanced(m))
+        self.refbuild(2, self.dir / "run-2", EVENTS, PAYLOAD)
         self.shut_down()
 
 
