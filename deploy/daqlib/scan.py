@@ -310,7 +310,7 @@ def _fig(v, unit: str, digits: int = 1) -> str:
 def progress_line(row: dict, points: int) -> str:
     lat = (f"p99 {_fig(row['p99_us'], 'us')} ± {_fig(row['p99_uncertainty_us'], 'us')}"
            if row["p99_us"] is not None else "no latency")
-    values = " ".join(f"{k}={row[k]}" for k in row if k not in ROW_FIXED)
+    values = " ".join(f"{k}={row[k]}" for k in row if k not in ROW_FIXED and row[k] is not None)
     return (f"point {row['point']}/{points} ({values}; runs "
             f"{' '.join(map(str, row['runs']))}): {row['verdict']}, "
             f"{_fig(row['accepted_events_per_s'], 'ev/s', 0)}, {lat}, "

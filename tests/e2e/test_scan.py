@@ -5,8 +5,10 @@ a topology (daqlib's runconfig.configure_body, as daqrun --runs builds
 it), started, run to its end and checked by refbuild, then one stopped
 mid-run; a three-point scan to its table (JSON and CSV agreeing, every
 point balanced, the gaps between runs within 1 s by the builder's own
-record times); every bad scan file refused by name before anything
-starts (the hub idle, no run made)."""
+record times); a point not over in time reset and the scan going on; the
+hub killed mid-scan ending it (exit 3) with the points done in the table;
+a run over shared memory; every bad scan file refused by name before
+anything starts (the hub idle, no run made)."""
 
 from __future__ import annotations
 
@@ -213,6 +215,33 @@ class OperatorSessionTest(SessionCase):
         self.assertEqual((rows[1]["runs"], rows[1]["verdict"]), ([4], "balanced"))
         self.assertEqual(self.hub.state()["state"], "idle")
         self.shut_down()
+
+    def test_the_hub_killed_mid_scan_ends_it_with_the_points_done(self) -> None:
+        scan = self.h.path("killed.toml")
+        scan.write_text(f'topology = "{self.topo.name}"\nstop = {{ events = 1000 }}\n'
+                        "[[point]]\npayload = 64\n"
+                        "[[point]]\nrate = 1000\nstop = { seconds = 30 }\n")
+        proc = subprocess.Popen([sys.executable, str(DAQCTL), "--session", str(self.dir),
+                                 "scan", str(scan)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        self.addCleanup(proc.kill)
+        self.wait_state(("running",))
+        deadline = time.monotonic() + 30
+        while self.hub.state()["run"] != 2 or self.hub.state()["state"] != "running":
+            self.assertLess(time.monotonic(), deadline, "the second point never ran")
+            time.sleep(0.05)
+        pids = {p["name"]: p["pid"] for p in read_json(self.dir / "params.json")["processes"]}
+        os.kill(pids["builder-0"], 9)
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 3, out + err)
+        self.assertIn("daqctl: point 1/2 (payload=64; runs 1): balanced", out)
+        self.assertIn("scan stopped after 1 of 2 points: the hub at", err)
+        self.assertIn("is unreachable", err)
+        rows = read_json(self.dir / "scan-killed.json")["rows"]
+        self.assertEqual([(r["runs"], r["verdict"]) for r in rows], [([1], "balanced")])
+        # daqrun --serve names the hub's death and fails; no peer outlives it.
+        self.assertEqual(self.h.wait(self.serving, 60), 1, self.serving.tail())
+        self.h.assert_clean()
 
     def test_bad_scan_files_are_refused_before_anything_starts(self) -> None:
         head = f'topology = "{self.topo.name}"\n'
