@@ -204,6 +204,11 @@ bench-runs: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)ES_BIN=$(abspath $(BIN)) $(PYTHON) analysis/bench_runs.py
 
+# A 20-point daqctl scan against 20 daqrun launches (docs/RUNCONTROL.md).
+bench-scan: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)ES_BIN=$(abspath $(BIN)) $(PYTHON) analysis/bench_scan.py
+
 # The CMS 2003 bare event builder on the netns cluster, beside the note's
 # figures (root; results/cms2003-<date>/). cms2003-quick: 2x2, 2 sizes.
 .PHONY: cms2003 cms2003-quick
@@ -324,7 +329,7 @@ INSTALL_DOCDIR ?= $(PREFIX)/share/doc/eventbuilder
 INSTALL_MANDIR ?= $(PREFIX)/share/man/man1
 UNIT_TEMPLATES := $(wildcard deploy/systemd/*@.service)
 
-.PHONY: install compare man launcher-docs bench-builders bench-runs
+.PHONY: install compare man launcher-docs bench-builders bench-runs bench-scan
 # man/*.1 are written from each daemon's --help, so the two agree;
 # test_cli.CliTest.test_man_pages_match_help fails when they do not.
 man: all

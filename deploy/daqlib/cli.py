@@ -105,6 +105,10 @@ OPTIONS = (
            "for run K (or --set runs.K.KEY=VALUE)", metavar="FILE"),
     Option("--run-seconds", "float", "with --runs: stop each run (a drained stop) this long "
            "after its start if it has not ended", metavar="S"),
+    Option("--serve", "flag", "start the daemons serving runs and leave the runs to the "
+           "operator: DIR/session.json tells deploy/daqctl --session DIR where they listen; "
+           "ends when the hub is shut down (daqctl shutdown) or on a signal "
+           "(docs/RUNCONTROL.md)"),
     Option("--quiet", "flag", "no progress line while the run goes"),
     Option("--cleanup", "flag", "instead of a run: remove what launchers that are no longer "
            "running left behind (network namespaces esdq<pid>-*, /tmp/esdq<pid>-*, "
@@ -197,14 +201,19 @@ def main(argv: list[str] | None = None) -> int:
         from .cleanup import cleanup
         _, problems = cleanup(say=say)
         return EXIT_FAIL if problems else EXIT_OK
-    if args.runs is None and (args.run_plan or args.run_seconds is not None
+    if args.runs is None and not args.serve and (args.run_plan or args.run_seconds is not None
                               or any(x.startswith("runs.") for x in args.sets)):
         return fail_usage("--run-plan, --run-seconds and --set runs.K.KEY=VALUE need --runs N")
     if args.runs is not None and args.runs < 1:
         return fail_usage("--runs must be at least 1")
+    if args.serve:
+        if args.runs is not None or args.run_plan or args.run_seconds is not None:
+            return fail_usage("--serve leaves the runs to the operator: no --runs, --run-plan "
+                              "or --run-seconds")
+        args.runs = 0
     try:
         t = load_topology(args.topology, [x for x in args.sets if not x.startswith("runs.")])
-        plan = run_plan(args.run_plan, args.sets, args.runs) if args.runs else {}
+        plan = run_plan(args.run_plan, args.sets, args.runs) if args.runs is not None else {}
     except TopologyError as e:
         return fail_usage(str(e))
     if args.timeout is not None and args.timeout <= 0:
@@ -225,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
     backend = cls(specs, run_dir, bin_dir, t.backend_options(), say)
     timeout_s = args.timeout if args.timeout is not None else default_timeout(t)
-    if args.runs:
+    if args.runs is not None:
         launcher = ServingLauncher(t, backend, bin_dir, run_dir, timeout_s, args.check,
                                    [x for x in args.sets if not x.startswith("runs.")],
                                    runs=args.runs, plan=plan, run_seconds=args.run_seconds,
@@ -246,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         f"timeout {timeout_s:g} s")
     outcome = run(launcher, backend, t, run_dir)
     try:
-        if args.runs:
+        if args.runs is not None:
             return finish_serving(launcher, outcome)
         return finish(launcher, outcome)
     except KeyboardInterrupt:

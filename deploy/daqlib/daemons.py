@@ -27,11 +27,23 @@ def opt(argv: list[str], flag: str, value: Any) -> None:
         argv += [flag, num(value) if isinstance(value, (int, float)) else str(value)]
 
 
+_shm_name: str | None = None
+
+
 def shm_name() -> str:
     """NAME of this launch's shared-memory rings: the builder's abstract
     socket @es-NAME and segments /dev/shm/es-NAME-r<id> must not collide with
-    another run on the same host, so it carries the launcher's pid."""
-    return f"daq{os.getpid()}"
+    another run on the same host, so it carries the launcher's pid (or the
+    name set_shm_name() gave)."""
+    return _shm_name or f"daq{os.getpid()}"
+
+
+def set_shm_name(name: str) -> None:
+    """The rings' NAME of serving daemons another process started: a
+    client building their run's arguments must name the rings they fixed
+    at their start (deploy/daqlib/runconfig.py)."""
+    global _shm_name
+    _shm_name = name
 
 
 def run_key_path(t: Topology, run_dir: Path) -> Path:

@@ -14,17 +14,12 @@ import tomllib
 from pathlib import Path
 
 from .backends import LaunchError
-from .daemons import addr, builder_out, command_lines, run_key_path
+from .daemons import addr, builder_out, run_key_path, shm_name
 from .hubclient import Hub, HubError, read_key
+from .runconfig import Session, configure_body, write_session
 from .launcher import (EXIT_FAIL, EXIT_OK, Launcher, prepare_run_dir, say, write_json)
 from .schema import TopologyError
 from .topology import Topology, load_topology
-
-# Options every run shares with the process's start (fixed, docs/RUNCONTROL.md)
-# that a run's command line may leave out: the session keeps the base's.
-OMITTED_PER_RUN = ("--port-file", "--run-key-file", "--metrics-listen")
-DAEMONS = ("builderd", "readoutd", "sourced")
-
 
 def run_plan(path: str | None, sets: list[str], runs: int) -> dict[int, list[str]]:
     """Each run's own --set assignments (runs.K.KEY=VALUE, or a [runs.K]
@@ -51,30 +46,6 @@ def run_plan(path: str | None, sets: list[str], runs: int) -> dict[int, list[str
         if not 1 <= k <= runs:
             raise TopologyError(f"runs.{k}: there are runs 1 .. {runs} (--runs {runs})")
     return plan
-
-
-def daemon_key(name: str, several: bool) -> str:
-    """The configure's args key of a daemon: "hub", "source.0", "reader.1", "builder.2"."""
-    if name == "hub" or (name == "builder-0" and not several):
-        return "hub"
-    role, ident = name.rsplit("-", 1)
-    return f"{role}.{ident}"
-
-
-def run_args(argv: list[str]) -> list[str]:
-    """A run's arguments from a command line: what follows the binary (a
-    taskset/chrt prefix dropped), less the fixed paths the base gave."""
-    i = next(i for i, a in enumerate(argv) if Path(a).name in DAEMONS)
-    out, rest = [], argv[i + 1:]
-    skip = False
-    for a in rest:
-        if skip:
-            skip = False
-        elif a in OMITTED_PER_RUN:
-            skip = True
-        elif not any(a.startswith(o + "=") for o in OMITTED_PER_RUN):
-            out.append(a)
-    return out
 
 
 class ServingLauncher(Launcher):
@@ -191,11 +162,6 @@ class ServingLauncher(Launcher):
                                   f"{', '.join(st['missing'])}")
             time.sleep(0.02)
 
-    def configure_body(self, t: Topology, run_dir: Path) -> dict:
-        lines = command_lines(t, self.backend, run_dir, self.ports)
-        return {"run": t.run["run"],
-                "args": {daemon_key(name, t.several): run_args(argv) for name, _, argv in lines}}
-
     def one_run(self, k: int) -> dict:
         t = self.topology_of(k)
         number = t.run["run"]
@@ -203,7 +169,7 @@ class ServingLauncher(Launcher):
         prepare_run_dir(run_dir)
         for b in t.builders if t.several else ():
             self.backend.make_dir(b["host"], builder_out(run_dir, b["id"]))
-        body = self.configure_body(t, run_dir)
+        body = configure_body(t, self.backend, run_dir, self.ports)
         write_json(run_dir / "configure.json", body)
         row = {"k": k, "run": number, "dir": run_dir, "t": t}
         t_configure = time.monotonic()
@@ -258,12 +224,31 @@ class ServingLauncher(Launcher):
         finally:
             self.t, self.run_dir = base_t, base_dir
 
+    def write_session(self) -> None:
+        """DIR/session.json: where a client (deploy/daqctl --session DIR)
+        finds the hub, the run key and every daemon's ports."""
+        path = write_session(Session(
+            self.base_dir, self.hub.url, str(run_key_path(self.t, self.base_dir)),
+            self.ports, shm_name(), str(self.bin_dir)))
+        say(f"session: {path} (deploy/daqctl --session {self.base_dir} ...)")
+
+    def serve(self) -> None:
+        """--serve: the runs are the operator's (deploy/daqctl); the
+        session lasts until the hub is told to shut down, or a signal."""
+        hub = next(h for h in self.handles if h.name in ("hub", "builder-0"))
+        say("serving until deploy/daqctl shutdown (or a signal)")
+        while self.backend.wait(hub, 0.2) is None:
+            pass
+
     def wait_all(self) -> str:
         """Every run in turn, then shutdown; "done" or "failed"."""
         self.started_at = time.monotonic()
         outcome = "done"
         try:
             self.wait_joined()
+            self.write_session()
+            if self.runs == 0:
+                self.serve()
             for k in range(1, self.runs + 1):
                 row = self.one_run(k)
                 row["refbuild"] = self.per_run_outputs(row)

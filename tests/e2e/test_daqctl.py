@@ -141,19 +141,27 @@ class DaqctlTest(E2ETestCase):
         no_run = self.h.path("norun.json")
         no_run.write_text("{\"args\": {}}")
         short = self.write_key("short.key", "short\n")
+        args_ok = self.h.path("ok.json")
+        args_ok.write_text("{\"run\": 1, \"args\": {}}")
         cases = [
             (["start"], "the following arguments are required: --run"),
             (["stop", "--run", "0"], "0 is not a run number (1 .. 4294967295)"),
             (["start", "--run", "seven"], "'seven' is not a run number"),
             (["launch"], "invalid choice: 'launch'"),
             ([], "the following arguments are required: COMMAND"),
-            (["configure", "--run", "2"], "configure: --args-file FILE.json is required"),
+            (["configure", "--run", "2"],
+             "configure: --args-file FILE.json or TOPOLOGY is required"),
             (["configure", "--args-file", not_json], "is not JSON"),
             (["configure", "--args-file", no_args], "is not {\"run\": N, \"args\": {...}}"),
             (["configure", "--args-file", no_run], "no run number: give --run N"),
             (["configure", "--args-file", self.h.dir / "absent.json"], "cannot read"),
             (["configure", "--run", "2", "topo.toml"],
-             "building the arguments from a topology is not there yet; give --args-file"),
+             "configure topo.toml needs --session DIR (the directory of daqrun --serve)"),
+            (["--session", self.h.dir, "configure", "topo.toml"],
+             f"--session: cannot read {self.h.dir / 'session.json'}: No such file"),
+            (["configure", "--args-file", args_ok, "--set", "rate=5"],
+             "configure: --set needs a TOPOLOGY"),
+            (["scan", "x.toml"], "scan needs --session DIR"),
             (["--hub", "ftp://x:1", "status"], "--hub: 'ftp://x:1' is not http://HOST:PORT"),
             (["--hub", "127.0.0.1:port", "status"], "has a bad port"),
             (["--run-key-file", self.h.dir / "absent.key", "status"],
@@ -170,7 +178,8 @@ class DaqctlTest(E2ETestCase):
                 self.assertEqual(r.stdout, "")
         r = self.daqctl("--help")
         self.assertEqual(r.returncode, 0)
-        for words in ("status", "configure", "start", "stop", "reset", "shutdown",
+        for words in ("status", "configure", "start", "stop", "reset", "shutdown", "scan",
+                      "--session DIR",
                       "--run-key-file", "$DAQ_HUB", "http://127.0.0.1:7190",
                       "3 the hub cannot be reached"):
             self.assertIn(words, " ".join(r.stdout.split()))
