@@ -120,7 +120,15 @@ def hosts_doc(count: int, port: int, key: Path, known: Path, remote: Path) -> di
 
 
 def control_dirs() -> set[str]:
-    return {str(p) for p in Path("/tmp").glob("esdq*-ssh")}
+    """The ssh backends' control directories (/tmp/esdq<launcher pid>-ssh)
+    of launchers no longer running: what a test's own launcher left. A
+    live launcher's is another run's, a suite's beside this one."""
+    dirs = set()
+    for p in Path("/tmp").glob("esdq*-ssh"):
+        pid = p.name[len("esdq"):-len("-ssh")]
+        if not (pid.isdigit() and Path(f"/proc/{pid}").exists()):
+            dirs.add(str(p))
+    return dirs
 
 
 class Cms2003HostsErrorsTest(E2ETestCase):
