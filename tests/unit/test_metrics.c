@@ -1,4 +1,4 @@
-/* Unit tests of builderd/metrics.c: metrics.json's tree from a snapshot
+/* Unit tests of builderd/report/metrics.c: metrics.json's tree from a snapshot
  * built by hand (a peer table with reports, data paths, builder counters,
  * a real output and clock module): the fields docs/METRICS.md promises,
  * the losses of a reader that died, peers gone by name and how, strings of
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "builderd/clocks.h"
-#include "builderd/metrics.h"
-#include "builderd/output.h"
+#include "builderd/clock/clocks.h"
+#include "builderd/report/metrics.h"
+#include "builderd/data/output.h"
 #include "builderd/peers.h"
 #include "builderd/snapshot.h"
 #include "core/acct.h"
@@ -158,7 +158,8 @@ START_TEST(test_top_level_fields)
 	json_t *root = tree();
 	static const char *const keys[] = { "run", "status", "exit_status", "balanced", "equations",
 					    "impossible_counters", "losses", "start_to_first_event_ms",
-					    "stop_to_books_ms", "stop_last_event", "errors", "counters",
+					    "stop_to_books_ms", "stop_last_event", "fault_to_books_ms",
+					    "errors", "counters",
 					    "latency", "clocks", "rates", "processes", "cpu",
 					    "reader_links", "memory_bounds" };
 	ck_assert_uint_eq(json_object_size(root), sizeof keys / sizeof keys[0]);
