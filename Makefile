@@ -100,8 +100,12 @@ $(BUILD)/%.o: %.c
 	@$(if $(Q),echo "  CC $<")
 	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
-# builderd's modules but main.c, for the unit tests of those modules.
-BUILDERD_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out builderd/main.c,$(wildcard builderd/*.c)))
+# builderd's modules but main.c, for the unit tests of those modules. Its
+# role folders (docs/CODE.md) include each other as "data/ingest.h", the
+# root's headers as "options.h": builderd/ is on their include path.
+BUILDERD_SRC := $(wildcard builderd/*.c builderd/*/*.c)
+BUILDERD_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out builderd/main.c,$(BUILDERD_SRC)))
+$(BUILD)/builderd/%.o: CFLAGS += -Ibuilderd
 $(BUILD)/libbuilderd.a: $(BUILDERD_OBJ)
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
@@ -121,7 +125,7 @@ $(BIN)/%: $(BUILD)/%/main.o $(BUILD)/libcommon.a
 DAEMON_TESTS_readoutd := intake intake_rails forward outq
 DAEMON_TESTS_sourced := pace faults
 define daemon_modules
-DAEMON_OBJ_$(1) := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(1)/main.c,$(wildcard $(1)/*.c)))
+DAEMON_OBJ_$(1) := $(patsubst %.c,$(BUILD)/%.o,$(filter-out $(1)/main.c,$(wildcard $(1)/*.c $(1)/*/*.c)))
 $(BIN)/$(1): $$(DAEMON_OBJ_$(1))
 $$(DAEMON_TESTS_$(1):%=$(BUILD)/tests/test_%): $$(DAEMON_OBJ_$(1))
 endef
@@ -140,7 +144,7 @@ $(BUILD)/tests/evfile_vectors.h: tests/data/evfile-vectors.json tests/gen_vector
 $(BUILD)/tests/unit/%.o: tests/unit/%.c $(BUILD)/tests/vectors.h $(BUILD)/tests/evfile_vectors.h
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC $<")
-	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -I$(BUILD)/tests -Itests/unit -I. -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -I$(BUILD)/tests -Itests/unit -I. -Ibuilderd -c -o $@ $<
 
 # A test links only the archive members it uses: a builderd module's test
 # gets that module (and what it needs) from libbuilderd.a.

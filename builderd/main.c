@@ -2,12 +2,12 @@
  * options (options.c) and wires the run to the event loop: --role both and
  * hub run the hub (run.c), --role builder one builder of several (brun.c);
  * with --session-listen the hub serves many runs (hubsession.h). */
-#include "brun.h"
-#include "hubserve.h"
+#include "builder/brun.h"
+#include "serve/hubserve.h"
 #include "io/daemon.h"
 #include "io/session.h"
 #include "options.h"
-#include "run.h"
+#include "hub/run.h"
 
 static struct bd_options o;
 

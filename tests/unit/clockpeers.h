@@ -19,7 +19,7 @@
 
 #include "seals.h"
 #include "wire/counters.h"
-#include "builderd/clocks.h"
+#include "builderd/clock/clocks.h"
 #include "builderd/peers.h"
 #include "io/msgstream.h"
 #include "io/probe.h"

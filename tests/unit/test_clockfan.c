@@ -1,4 +1,4 @@
-/* Unit tests of builderd/clockfan.c: a source's clock as a builder
+/* Unit tests of builderd/clock/clockfan.c: a source's clock as a builder
  * applies it, from the hub's estimates of both: off(s) − off(b), the sum
  * of the bounds grown by their drift, unknown when either is, at the
  * builder's clock. */
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "builderd/clockfan.h"
+#include "builderd/clock/clockfan.h"
 
 #define NOW INT64_C(1700000000000000000)
 

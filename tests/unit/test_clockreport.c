@@ -1,4 +1,4 @@
-/* Unit tests of builderd/clockreport.c, the clocks' part of the report,
+/* Unit tests of builderd/report/clockreport.c, the clocks' part of the report,
  * from a real clock module whose peers answered over loopback
  * (tests/unit/clockpeers.h) and a real output that wrote an event: a source
  * 5 ms ahead that says so and a reader on our clock. metrics.json's
@@ -15,9 +15,9 @@
 
 #include "clockpeers.h"
 
-#include "builderd/clockreport.h"
-#include "builderd/clocks.h"
-#include "builderd/output.h"
+#include "builderd/report/clockreport.h"
+#include "builderd/clock/clocks.h"
+#include "builderd/data/output.h"
 #include "builderd/peers.h"
 #include "sys/clock.h"
 

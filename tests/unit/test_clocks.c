@@ -1,4 +1,4 @@
-/* Unit tests of builderd/clocks.c, the clock exchanges, over real loopback
+/* Unit tests of builderd/clock/clocks.c, the clock exchanges, over real loopback
  * connections (tests/unit/clockpeers.h): the first burst and readiness for
  * START, the period after it, a peer that never answers, PONGs that answer
  * no PING, the UDP probe socket a STATS announces, the final burst and its
@@ -11,7 +11,7 @@
 
 #include "clockpeers.h"
 
-#include "builderd/clocks.h"
+#include "builderd/clock/clocks.h"
 #include "builderd/peers.h"
 #include "sys/clock.h"
 

@@ -1,4 +1,4 @@
-/* Unit tests of builderd/ctlport.c over real loopback connections: peers
+/* Unit tests of builderd/hub/ctlport.c over real loopback connections: peers
  * greet the control port as the daemons do (io/handshake's client); the
  * welcomed are handed to the hub with their slot filled in, everyone else
  * gets the refusal that names why (wrong run, wrong channel, not a peer of
@@ -13,7 +13,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "builderd/ctlport.h"
+#include "builderd/hub/ctlport.h"
 #include "builderd/options.h"
 #include "builderd/peers.h"
 #include "builderd/snapshot.h"

@@ -1,4 +1,4 @@
-/* Unit tests of builderd/hubfsm.c: the serving hub's state machine as its
+/* Unit tests of builderd/serve/hubfsm.c: the serving hub's state machine as its
  * rules say (docs/RUNCONTROL.md, "The hub's states"): a whole run, the
  * failures, every state that waits having a deadline and leaving it to
  * error, reset from any state but idle, and a run's end that comes after
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builderd/hubfsm.h"
+#include "builderd/serve/hubfsm.h"
 
 static enum hub_state step(enum hub_state from, enum hub_event ev)
 {

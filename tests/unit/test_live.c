@@ -1,4 +1,4 @@
-/* Unit tests of builderd/live.c: /status and /metrics from a snapshot
+/* Unit tests of builderd/report/live.c: /status and /metrics from a snapshot
  * built by hand (a peer table, two readers' data paths, builder counters),
  * while the run goes on and after: /status is strict JSON with the
  * figures, /metrics has each family with its samples and leaves out the
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builderd/live.h"
+#include "builderd/report/live.h"
 #include "builderd/options.h"
 #include "builderd/peers.h"
 #include "builderd/snapshot.h"

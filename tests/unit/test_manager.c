@@ -1,4 +1,4 @@
-/* Unit tests of builderd/manager.c: routing to readers and builders only,
+/* Unit tests of builderd/hub/manager.c: routing to readers and builders only,
  * tokens joining builders and refused by name, assignments from START on
  * to every reader and builder alike and in order, a dead builder's loss
  * and LOST to everyone, a stalled builder found by its tokens, and the
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builderd/manager.h"
+#include "builderd/hub/manager.h"
 #include "builderd/peers.h"
 
 enum { S = 1, N = 1, M = 2, EVENTS = 256, BATCH = 64, SLOTS = 1024 };

@@ -1,4 +1,4 @@
-/* Unit tests of builderd/ownroute.c, the builder role's view of the plan:
+/* Unit tests of builderd/data/ownroute.c, the builder role's view of the plan:
  * a plan that is not this builder's refused with its sentence, and the
  * verdict on each fragment (build at its local ID, hold past the assigned
  * end, misrouted with its owner, late once forgotten, invalid outside the
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "builderd/ownroute.h"
+#include "builderd/data/ownroute.h"
 
 static struct ctl_routing plan(uint32_t builders, uint64_t events, uint32_t batch)
 {

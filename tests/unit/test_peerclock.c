@@ -1,4 +1,4 @@
-/* Unit tests of builderd/peerclock.c, one peer's clock against the
+/* Unit tests of builderd/clock/peerclock.c, one peer's clock against the
  * builder's, with the times passed in: exchanges into the in-band estimate
  * and their stamps, the injected offsets as the truth each estimate is
  * checked against, chrony's interval of both hosts (drift bound, widening
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builderd/peerclock.h"
+#include "builderd/clock/peerclock.h"
 #include "core/chrony.h"
 #include "sys/clock.h"
 #include "wire/control.h"

@@ -1,4 +1,4 @@
-/* Unit tests of builderd/peerlink.c: each peer's control link over a real
+/* Unit tests of builderd/hub/peerlink.c: each peer's control link over a real
  * loopback connection, with a real data side (ingest, two readers'
  * paths opened by hand) and clock module: what arrives (END, STATS, PONG, a
  * reader's STOP giving up a source, a message a peer should not send), a
@@ -14,11 +14,11 @@
 #include "seals.h"
 #include "clockpeers.h"
 
-#include "builderd/clocks.h"
-#include "builderd/dataview.h"
-#include "builderd/ingest.h"
-#include "builderd/link.h"
-#include "builderd/peerlink.h"
+#include "builderd/clock/clocks.h"
+#include "builderd/hub/dataview.h"
+#include "builderd/data/ingest.h"
+#include "builderd/data/link.h"
+#include "builderd/hub/peerlink.h"
 #include "builderd/peers.h"
 #include "core/acct.h"
 #include "io/msgstream.h"

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builderd/credits.h"
+#include "builderd/hub/credits.h"
 #include "builderd/peers.h"
 
 START_TEST(test_layout)
@@ -89,7 +89,7 @@ START_TEST(test_words)
 }
 END_TEST
 
-/* When a reader is due a new admission limit (builderd/credits.c). */
+/* When a reader is due a new admission limit (builderd/hub/credits.c). */
 START_TEST(test_credits_due)
 {
 	struct bd_peer p;

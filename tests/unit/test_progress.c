@@ -1,4 +1,4 @@
-/* Unit tests of builderd/progress.c with the time passed in: the progress
+/* Unit tests of builderd/hub/progress.c with the time passed in: the progress
  * line's text from a snapshot, the completion rate over the last second,
  * when a line is due on a terminal and in a log, and how it is rewritten
  * in place and ended. */
@@ -9,7 +9,7 @@
 
 #include "builderd/options.h"
 #include "builderd/peers.h"
-#include "builderd/progress.h"
+#include "builderd/hub/progress.h"
 #include "builderd/snapshot.h"
 #include "core/hist.h"
 

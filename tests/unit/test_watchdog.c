@@ -1,4 +1,4 @@
-/* Unit tests of builderd/watchdog.c, the hub's judgement of its peers,
+/* Unit tests of builderd/hub/watchdog.c, the hub's judgement of its peers,
  * driven without sockets: a real peer table and a real data side (ingest,
  * its per-frame path fed frames by hand), the time passed in. Who stalls,
  * who is stuck at a wind-up and why, who is asked for final counters, and
@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "builderd/dataview.h"
-#include "builderd/ingest.h"
-#include "builderd/link.h"
+#include "builderd/hub/dataview.h"
+#include "builderd/data/ingest.h"
+#include "builderd/data/link.h"
 #include "builderd/peers.h"
-#include "builderd/watchdog.h"
+#include "builderd/hub/watchdog.h"
 #include "wire/control.h"
 #include "wire/frame.h"
 

@@ -1,0 +1,573 @@
+#include "builder/brun.h"
+
+#include "builder/breport.h"
+#include "builder/fence.h"
+#include "builder/hublink.h"
+#include "data/ingest.h"
+#include "data/output.h"
+#include "data/ownroute.h"
+#include "report/rundir.h"
+#include "data/shm.h"
+#include "data/tcp.h"
+
+#include "io/daemon.h"
+#include "io/prom.h"
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "wire/counters.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BRUN_TICK_US 2000u
+/* After our END, how long to wait for the hub's BYE before leaving. */
+#define BRUN_BYE_WAIT_S 10
+
+struct brun {
+	struct event_base *base;
+	struct bd_options opt;
+	int status;
+	struct ing *ing;
+	struct hublink *hub;
+	struct event *ev_tick;
+	struct event *ev_leave;         /* the loop's end, after a wait */
+	struct prom_server *prom;       /* --metrics-listen */
+	struct ctl_msg *end;            /* the END report, kept for /metrics */
+	struct brep_role role;
+	bool hub_ready;
+	bool joined;                    /* first TOKEN sent */
+	bool reported;                  /* END sent (or the run ended without a hub) */
+	bool done;                      /* BYE heard, or the hub lost: leaving */
+	bool fenced;                    /* given up by the hub: writes nothing more */
+	bool warned_full;
+	uint64_t token_decided;         /* decided of the last TOKEN */
+	uint64_t token_decided_below;   /* and its decided_below: the fence */
+	struct event *ev_stats;         /* a STATS to the hub every second */
+	struct ctl_msg stats;
+	double events_per_s;            /* completed over the last second */
+	uint64_t rate_complete;         /* events_complete at rate_ns */
+	uint64_t rate_ns;
+};
+
+static void brun_error(struct brun *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void brun_error(struct brun *b, const char *fmt, ...)
+{
+	char text[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	log_error("%s", text);
+	b->status = 1;
+}
+
+static void brun_on_leave(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct brun *b = arg;
+	event_base_loopexit(b->base, NULL);
+}
+
+/* Ends the loop after_s from now: a timer of the run's own, not a timed
+ * loopexit, which would outlive the run and end the next one of a builder
+ * serving runs. */
+static void brun_exit_after(struct brun *b, int after_s)
+{
+	struct timeval tv = { after_s, 0 };
+	if (after_s > 0 && b->ev_leave == NULL)
+		b->ev_leave = evtimer_new(b->base, brun_on_leave, b);
+	if (after_s == 0 || b->ev_leave == NULL || evtimer_add(b->ev_leave, &tv) < 0)
+		event_base_loopexit(b->base, NULL);
+}
+
+static void brun_leave(struct brun *b, int after_s)
+{
+	b->done = true;
+	brun_exit_after(b, after_s);
+}
+
+/* ---- the fence ------------------------------------------------------------- */
+
+/* Given up by the hub (docs/BUILDERS.md, "A given-up builder is fenced"):
+ * the hub's books count this builder's events below its last TOKEN's
+ * decided_below as decided and the rest as lost, so nothing more is built,
+ * written or sent, and the record files are cut back to exactly those. */
+static void brun_fence(struct brun *b, const char *what, const char *why)
+{
+	if (b->fenced)
+		return;
+	b->fenced = true;
+	b->reported = true;   /* no TOKEN, no records, no END from here on */
+	event_del(b->ev_tick);
+	uint64_t below = b->joined ? b->token_decided_below : 0;
+	uint64_t dropped = ing_fence(b->ing);
+	struct fence_cut ev = { 0 }, ex = { 0 };
+	int rc = fence_cut_records(b->opt.out_dir, below, &ev, &ex);
+	brun_error(b, "Builder %u %s (%s): fenced at event %" PRIu64
+		      " (its last token: %" PRIu64 " events decided); its records keep %" PRIu64
+		      " events and %" PRIu64 " expired below it, %" PRIu64
+		      " records past it removed and %" PRIu64 " never written; it writes nothing more for run %u",
+		   b->opt.builder_id, what, why, below, b->token_decided, ev.kept, ex.kept,
+		   ev.removed + ex.removed, dropped, b->opt.run_id);
+	struct brep_fence f = { .below = below, .decided = b->token_decided,
+				.events_kept = ev.kept, .expired_kept = ex.kept,
+				.removed = ev.removed + ex.removed, .unwritten = dropped,
+				.complete = rc == 0 };
+	if (brep_write_fenced(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &f) == 0)
+		rundir_end(b->opt.out_dir);
+	brun_leave(b, 0);
+}
+
+/* ---- tokens --------------------------------------------------------------- */
+
+/* false when the hub has closed the link: it gave this builder up, and a
+ * TOKEN now would count events its books already call lost. */
+static bool brun_send_token(struct brun *b, uint64_t decided, uint64_t decided_below)
+{
+	if (hublink_hub_closed(b->hub)) {
+		brun_fence(b, "lost its hub's control connection", "closed before its next token");
+		return false;
+	}
+	if (hublink_send_token(b->hub, b->opt.max_inflight, decided, decided_below) == 0) {
+		b->token_decided = decided;
+		b->token_decided_below = decided_below;
+		b->role.ids_decided = decided;
+	}
+	return true;
+}
+
+/* The first TOKEN joins the builder, once the hub's plan is here and every
+ * reader's data path to it is up: from then on the hub may assign it
+ * events, and every reader can forward them. */
+static void brun_maybe_join(struct brun *b)
+{
+	struct owr *plan = ing_plan(b->ing);
+	if (b->joined || b->reported || !b->hub_ready || plan == NULL)
+		return;
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		if (ing_reader_state(b->ing, r) == BD_DATA_WAITING)
+			return;
+	b->joined = true;
+	brun_send_token(b, 0, owr_first_event(plan));
+	if (!b->opt.quiet)
+		log_info("Builder %u joined run %u with %u slots: every reader's data path is up",
+			 b->opt.builder_id, b->opt.run_id, b->opt.max_inflight);
+}
+
+/* A TOKEN when decided grew by half a batch, or on the tick by anything.
+ * decided counts only the local IDs below the lowest undecided one, so the
+ * hub never assigns past the core's window. */
+static void brun_tokens(struct brun *b, bool tick)
+{
+	struct owr *plan = ing_plan(b->ing);
+	if (!b->joined || b->reported || plan == NULL)
+		return;
+	uint64_t decided = ing_decided(b->ing);
+	uint64_t half = owr_batch(plan) / 2 ? owr_batch(plan) / 2 : 1;   /* the hub's batch */
+	if (decided <= b->token_decided || (!tick && decided - b->token_decided < half))
+		return;
+	brun_send_token(b, decided, owr_decided_below(plan, decided));
+}
+
+/* ---- the end --------------------------------------------------------------- */
+
+static void brun_refresh_report(struct brun *b)
+{
+	b->role.tokens_sent = hublink_tokens_sent(b->hub);
+	b->role.frags_misrouted = ing_misrouted(b->ing);
+	b->role.frames_held_unassigned = ing_held_unassigned(b->ing);
+	struct owr *plan = ing_plan(b->ing);
+	b->role.events_assigned = plan != NULL ? owr_assigned(plan) : 0;
+	if (!brep_fill(&b->end->u.report, b->ing, &b->role, b->status) && !b->warned_full) {
+		b->warned_full = true;
+		log_warn("Builder %u: its report has more groups or counters than a message holds; the hub gets only those that fit",
+			 b->opt.builder_id);
+	}
+}
+
+/* Every reader's data path has ended (or the run is stopped): the core
+ * closes over the IDs assigned to this builder, the records are written,
+ * a last TOKEN says every one is decided, then the END. */
+static void brun_finish(struct brun *b)
+{
+	if (b->reported)
+		return;
+	b->reported = true;
+	event_del(b->ev_tick);
+	struct owr *plan = ing_plan(b->ing);
+	uint64_t assigned = plan != NULL ? owr_assigned(plan) : 0;
+	if (ing_finish(b->ing, assigned) < 0)
+		brun_error(b, "Writing the record files in %s failed", b->opt.out_dir);
+	/* The last TOKEN, whatever the one before said: the hub's books
+	 * check it against the END (docs/BUILDERS.md, The books). */
+	if (b->joined && !brun_send_token(b, assigned, owr_assigned_end(plan)))
+		return;
+	const struct bld_counters *c = ing_counters(b->ing);
+	brun_refresh_report(b);
+	if (!ing_close_output(b->ing))
+		b->status = 1;
+	b->end->u.report.status = b->status;
+	if (brep_write_json(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &b->end->u.report) < 0)
+		b->status = 1;
+	else
+		rundir_end(b->opt.out_dir);
+	b->end->type = CTL_END;
+	b->end->u.report.status = b->status;
+	if (!b->opt.quiet)
+		log_info("Builder %u: %" PRIu64 " events assigned, %" PRIu64 " complete, %" PRIu64
+			 " expired, %" PRIu64 " never observed; %" PRIu64 " misrouted fragments, %" PRIu64
+			 " tokens",
+			 b->opt.builder_id, assigned, c->events_complete, c->events_expired,
+			 c->events_unobserved, ing_misrouted(b->ing), hublink_tokens_sent(b->hub));
+	if (!b->hub_ready || hublink_send_end(b->hub, b->end) < 0) {
+		log_error("Builder %u could not send its final counters to the hub", b->opt.builder_id);
+		b->status = 1;
+		brun_leave(b, 0);
+		return;
+	}
+	/* The hub answers with BYE; do not wait for ever for one that won't. */
+	brun_exit_after(b, BRUN_BYE_WAIT_S);
+}
+
+static void brun_maybe_finish(struct brun *b)
+{
+	if (!b->reported && ing_plan(b->ing) != NULL && ing_done(b->ing))
+		brun_finish(b);
+}
+
+/* ---- what ingest asks ------------------------------------------------------- */
+
+static void brun_hook_error(void *ctx, const char *text)
+{
+	brun_error(ctx, "%s", text);
+}
+
+static void brun_hook_started(void *ctx)
+{
+	brun_maybe_join(ctx);
+}
+
+static void brun_hook_progress(void *ctx, uint64_t now)
+{
+	(void)ctx;
+	(void)now;
+}
+
+static void brun_hook_after_frames(void *ctx)
+{
+	struct brun *b = ctx;
+	brun_tokens(b, false);
+	brun_maybe_finish(b);
+}
+
+/* No reader's control link comes here: the hub knows it. A data path that
+ * ends before carrying a byte gave nothing, so its slot is free again for
+ * the real reader's (ingest keeps it once the run is over). */
+static bool brun_hook_holds_slot(void *ctx, uint32_t reader, uint32_t pid)
+{
+	(void)ctx;
+	(void)reader;
+	(void)pid;
+	return false;
+}
+
+/* ---- what the hub says ------------------------------------------------------- */
+
+static void brun_on_ready(void *arg)
+{
+	struct brun *b = arg;
+	b->hub_ready = true;
+	if (!b->opt.quiet)
+		log_info("Builder %u joined hub %s:%u for run %u", b->opt.builder_id, b->opt.hub_host,
+			 (unsigned)b->opt.hub_port, b->opt.run_id);
+}
+
+static void brun_on_routing(const struct ctl_routing *r, void *arg)
+{
+	struct brun *b = arg;
+	char why[512];
+	if (ing_plan(b->ing) != NULL) {
+		brun_error(b, "Builder %u: the hub sent its routing twice; refusing the run",
+			   b->opt.builder_id);
+		brun_leave(b, 0);
+		return;
+	}
+	struct owr *plan = owr_create(r, b->opt.builders, b->opt.builder_id, b->opt.max_inflight,
+				      why, sizeof why);
+	if (plan == NULL) {
+		brun_error(b, "Builder %u refuses run %u: %s", b->opt.builder_id, b->opt.run_id, why);
+		brun_leave(b, 0);
+		return;
+	}
+	ing_set_plan(b->ing, plan);
+	if (!b->opt.quiet)
+		log_info("Builder %u: %s routing over %u builders, events %" PRIu64 "..+%" PRIu64
+			 ", batches of %u, %u live", b->opt.builder_id, ctl_routing_mode_name(r->mode),
+			 r->builders, r->first_event, r->events, r->batch, r->window_batches);
+	brun_maybe_join(b);
+}
+
+static void brun_on_assign(const struct ctl_assign *a, void *arg)
+{
+	struct brun *b = arg;
+	char why[512];
+	if (b->reported)
+		return;
+	b->role.assignments_received++;
+	if (ing_plan(b->ing) == NULL) {
+		brun_error(b, "Builder %u: the hub assigned events %" PRIu64 "..+%u before its routing; stopping",
+			   b->opt.builder_id, a->first, a->count);
+		brun_finish(b);
+		return;
+	}
+	if (ing_assign(b->ing, a, why, sizeof why) < 0) {
+		brun_error(b, "Builder %u refuses the hub's %s; the hub and this builder disagree on the plan, stopping",
+			   b->opt.builder_id, why);
+		brun_finish(b);
+	}
+}
+
+static void brun_on_lost(const struct ctl_lost *l, void *arg)
+{
+	struct brun *b = arg;
+	if (l->builder == b->opt.builder_id) {
+		brun_fence(b, "was given up by its hub", l->reason);
+		return;
+	}
+	struct owr *plan = ing_plan(b->ing);
+	if (plan != NULL && owr_lose(plan, l->builder) == 0 && !b->opt.quiet)
+		log_info("Builder %u: the hub gave builder %u up (%s)", b->opt.builder_id, l->builder,
+			 l->reason);
+}
+
+/* The hub's estimate of a source's clock against this builder's: later
+ * records of that source are corrected by it and carry its bound. */
+static void brun_on_clock(const struct ctl_clock *c, void *arg)
+{
+	struct brun *b = arg;
+	struct out *o = ing_output(b->ing);
+	if (b->reported || o == NULL)
+		return;   /* the records are written: the hub's last rounds come too late */
+	if (c->source >= b->opt.sources) {
+		log_warn("Builder %u: ignoring the hub's clock of source %u, which is not in the run",
+			 b->opt.builder_id, c->source);
+		return;
+	}
+	struct out_clock oc = {
+		.offset_ns = c->offset_ns,
+		.bound_ns = c->bound_ns < 0 ? OUT_UNBOUNDED : c->bound_ns,
+		.at_ns = c->at_ns > INT64_MAX ? INT64_MAX : (int64_t)c->at_ns,
+		.drift_ppm = (double)c->drift_ppb / 1000.0,
+	};
+	out_set_clock(o, (uint16_t)c->source, &oc);
+	b->role.clocks_received++;
+}
+
+static void brun_on_stop(const char *reason, void *arg)
+{
+	struct brun *b = arg;
+	log_warn("Builder %u stopping at the hub's request: %s", b->opt.builder_id, reason);
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		ing_cut(b->ing, r);
+	brun_finish(b);
+}
+
+static void brun_on_bye(int32_t status, void *arg)
+{
+	struct brun *b = arg;
+	if (!b->reported) {
+		log_warn("Builder %u: the hub ended the run (status %d) before every reader's data ended",
+			 b->opt.builder_id, status);
+		b->status = 1;
+	}
+	if (status != 0)
+		b->status = 1;
+	brun_leave(b, 0);
+}
+
+static void brun_on_gone(const char *reason, void *arg)
+{
+	struct brun *b = arg;
+	if (b->done)
+		return;
+	if (b->joined && !b->reported) {
+		/* Mid-run: given up (a stall), or the hub died; either way the
+		 * hub's books, if any, end at the last TOKEN it read. */
+		brun_fence(b, "lost its hub's control connection", reason);
+		return;
+	}
+	if (b->hub_ready)
+		brun_error(b, "Builder %u lost its hub's control connection: %s; stopping",
+			   b->opt.builder_id, reason);
+	else
+		brun_error(b, "Builder %u could not join its hub at %s:%u: %s; stopping",
+			   b->opt.builder_id, b->opt.hub_host, (unsigned)b->opt.hub_port, reason);
+	brun_leave(b, 0);
+}
+
+static const struct hublink_ops brun_hub_ops = {
+	.ready = brun_on_ready,
+	.routing = brun_on_routing,
+	.assign = brun_on_assign,
+	.lost = brun_on_lost,
+	.clock = brun_on_clock,
+	.stop = brun_on_stop,
+	.bye = brun_on_bye,
+	.gone = brun_on_gone,
+};
+
+/* ---- life ------------------------------------------------------------------ */
+
+static void brun_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct brun *b = arg;
+	if (b->reported)
+		return;
+	ing_tick(b->ing, clk_monotonic_ns());
+	brun_tokens(b, true);
+	brun_maybe_finish(b);
+}
+
+static void brun_fill_live(struct evbuffer *out, bool json, void *arg)
+{
+	struct brun *b = arg;
+	if (!b->reported)
+		brun_refresh_report(b);
+	brep_exposition(out, json, &b->end->u.report, b->events_per_s);
+}
+
+/* Once a second: the rate over the last second, and the hub hears how
+ * this builder is doing (docs/BUILDERS.md, the live view). */
+static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct brun *b = arg;
+	uint64_t now = clk_monotonic_ns();
+	const struct bld_counters *c = ing_counters(b->ing);
+	if (b->rate_ns != 0 && now > b->rate_ns)
+		b->events_per_s = (double)(c->events_complete - b->rate_complete) * 1e9 /
+				  (double)(now - b->rate_ns);
+	b->rate_ns = now;
+	b->rate_complete = c->events_complete;
+	struct owr *plan = ing_plan(b->ing);
+	if (!b->hub_ready || b->reported || plan == NULL)
+		return;
+	uint64_t assigned = owr_assigned(plan), decided = ing_decided(b->ing);
+	b->stats.type = CTL_STATS;
+	memset(&b->stats.u.report, 0, sizeof b->stats.u.report);
+	struct ctl_group *g = ctl_report_group(&b->stats.u.report, CNT_GROUP_TOTALS);
+	ctl_group_set(g, CNT_BUILDER_CORE(events_complete), c->events_complete);
+	ctl_group_set(g, CNT_BUILDER_CORE(events_expired), c->events_expired);
+	ctl_group_set(g, CNT_BUILDER_CORE(events_accepted), c->events_accepted);
+	ctl_group_set(g, CNT_BUILDER_ROLE(tokens_sent), hublink_tokens_sent(b->hub));
+	ctl_group_set(g, CNT_BUILDER_STATS(events_in_flight),
+		      assigned > decided ? assigned - decided : 0);
+	ctl_group_set(g, CNT_BUILDER_STATS(events_complete_per_s),
+		      (uint64_t)(b->events_per_s + 0.5));
+	hublink_send_stats(b->hub, &b->stats);
+}
+
+/* The port file and the "listening" lines the launcher reads back. */
+static int brun_announce(struct brun *b, uint16_t data_port)
+{
+	const struct bd_options *opt = &b->opt;
+	uint16_t metrics_port = 0;
+	if (opt->metrics_host[0] != '\0') {
+		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,
+					    brun_fill_live, b, &metrics_port);
+		if (b->prom == NULL)
+			return -EADDRNOTAVAIL;
+	}
+	const struct daemon_port ports[] = { { "data", opt->listen_hosts[0], data_port, false },
+					     { "metrics", opt->metrics_host, metrics_port, true } };
+	return daemon_announce(ports, 2, opt->port_file);
+}
+
+struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
+{
+	struct brun *b = calloc(1, sizeof *b);
+	if (b == NULL)
+		return NULL;
+	b->base = base;
+	b->opt = *opt;
+	b->end = calloc(1, sizeof *b->end);
+	if (b->end == NULL || rundir_begin(opt->out_dir, "builder.json", opt->run_id, "builder",
+					   opt->builder_id) < 0)
+		goto fail;
+	struct ing_hooks hooks = {
+		.ctx = b,
+		.error = brun_hook_error,
+		.data_started = brun_hook_started,
+		.progress = brun_hook_progress,
+		.after_frames = brun_hook_after_frames,
+		.reader_holds_slot = brun_hook_holds_slot,
+	};
+	uint16_t data_port;
+	b->ing = b->end != NULL ? ing_create(base, opt, NULL, &hooks) : NULL;
+	if (b->ing == NULL || btcp_start(b->ing, &data_port) < 0 || bshm_start(b->ing) < 0)
+		goto fail;
+	b->ev_tick = event_new(base, -1, EV_PERSIST, brun_on_tick, b);
+	b->ev_stats = event_new(base, -1, EV_PERSIST, brun_on_stats, b);
+	if (b->ev_tick == NULL || b->ev_stats == NULL)
+		goto fail;
+	struct timeval tick = { 0, BRUN_TICK_US }, second = { 1, 0 };
+	event_add(b->ev_tick, &tick);
+	event_add(b->ev_stats, &second);
+	if (brun_announce(b, data_port) < 0)
+		goto fail;
+	b->hub = hublink_start(base, opt, &brun_hub_ops, b);
+	if (b->hub == NULL)
+		goto fail;
+	if (!opt->quiet)
+		log_info("Builder %u of %u, run %u: waiting for %u readers and the hub at %s:%u; window %u events",
+			 opt->builder_id, opt->builders, opt->run_id, opt->readers, opt->hub_host,
+			 (unsigned)opt->hub_port, opt->max_inflight);
+	return b;
+fail:
+	brun_destroy(b);
+	return NULL;
+}
+
+void brun_stop(struct brun *b, const char *why)
+{
+	if (b->reported) {
+		brun_leave(b, 0);
+		return;
+	}
+	brun_error(b, "Builder %u stopped: %s", b->opt.builder_id, why);
+	for (uint32_t r = 0; r < b->opt.readers; r++)
+		ing_cut(b->ing, r);
+	brun_finish(b);
+}
+
+int brun_exit_status(const struct brun *b)
+{
+	return b->status ? 1 : 0;
+}
+
+void brun_destroy(struct brun *b)
+{
+	if (b == NULL)
+		return;
+	hublink_free(b->hub);
+	prom_server_stop(b->prom);
+	ing_destroy(b->ing);
+	if (b->ev_tick)
+		event_free(b->ev_tick);
+	if (b->ev_leave != NULL)
+		event_free(b->ev_leave);
+	if (b->ev_stats)
+		event_free(b->ev_stats);
+	free(b->end);
+	free(b);
+}

@@ -1,0 +1,588 @@
+#include "data/shm.h"
+
+#include "data/ingest.h"
+#include "data/link.h"
+#include "snapshot.h"
+
+#include "sys/clock.h"
+#include "io/handshake.h"
+#include "sys/log.h"
+#include "io/net.h"
+#include "io/shmlink.h"
+#include "io/shmring.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Bytes taken from a ring before handing them back to the reader: small
+ * enough that a reader waiting on a full ring restarts early, large enough
+ * that the release's cache line does not bounce per record. */
+#define BSHM_RELEASE_BYTES (64u << 10)
+/* How often the tick looks at the readers' processes. */
+#define BSHM_ALIVE_CHECK_NS 100000000u
+
+struct bshm_link {
+	struct bshm *set;
+	struct bd_reader *rd;
+	struct shr_ring ring;
+	bool ring_open;
+	bool named;                 /* the segment name is still in /dev/shm */
+	bool attached;
+	bool peer_died;
+	bool suspect;               /* looked dead at the previous check */
+	char segment[96];
+	int sock, data_efd, space_efd;
+	struct event *ev_sock, *ev_data;
+	struct event *ev_attach;    /* the deadline of the reader's "attached" */
+	uint32_t pid;
+	char host[CTL_MAX_TEXT];
+	uint64_t wakeups;
+	/* --role builder: the record peeked and held for an unassigned event
+	 * (rd->held); it and those before it stay unreleased, so valid. */
+	const void *held_rec;
+	uint32_t held_len;
+};
+
+struct bshm {
+	struct ing *ing;
+	int listen_fd;
+	struct event *ev_accept;
+	struct greet_door door;
+	uint64_t refused;           /* the door's and the ring set-ups' */
+	uint32_t readers;
+	struct bshm_link **links;   /* [readers], kept for the report once made */
+	char sock_name[96];
+	uint64_t capacity_bytes;
+	uint64_t alive_checked_ns;
+};
+
+static void bshm_unlink(struct bshm_link *l)
+{
+	if (!l->named)
+		return;
+	int rc = shr_unlink(l->segment);
+	if (rc < 0)
+		log_warn("Cannot remove shared-memory segment %s: %s", l->segment, strerror(-rc));
+	l->named = false;
+}
+
+/* Closes a reader's ring (a blocked reader wakes and stops), its eventfds
+ * and socket, and unlinks the segment name. The link stays for the report. */
+static void bshm_link_close(struct bshm_link *l)
+{
+	if (l->ev_data != NULL) {
+		event_free(l->ev_data);
+		l->ev_data = NULL;
+	}
+	if (l->ev_sock != NULL) {
+		event_free(l->ev_sock);
+		l->ev_sock = NULL;
+	}
+	if (l->ev_attach != NULL) {
+		event_free(l->ev_attach);
+		l->ev_attach = NULL;
+	}
+	if (l->ring_open) {
+		/* CLOSED wakes a reader waiting for space: it stops forwarding. */
+		shr_close(&l->ring, l->space_efd);
+		l->ring_open = false;
+	}
+	bshm_unlink(l);
+	if (l->data_efd >= 0)
+		close(l->data_efd);
+	if (l->space_efd >= 0)
+		close(l->space_efd);
+	if (l->sock >= 0)
+		close(l->sock);
+	l->data_efd = l->space_efd = l->sock = -1;
+}
+
+static void bshm_close(struct bd_reader *rd)
+{
+	bshm_link_close(rd->link_state);
+}
+
+static void bshm_describe(const struct bd_reader *rd, struct bd_snapshot_link *info)
+{
+	const struct bshm_link *l = rd->link_state;
+	info->segment = l->segment;
+	info->ring_capacity_bytes = l->set->capacity_bytes;
+	info->attached = l->attached;
+	info->peer_died = l->peer_died;
+	info->wakeups = l->wakeups;
+}
+
+static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len);
+static void bshm_drain(struct bshm_link *l, uint64_t budget);
+
+/* An assign passed the held record: drain on from it. */
+static void bshm_resume(struct bd_reader *rd)
+{
+	struct bshm_link *l = rd->link_state;
+	if (!l->ring_open)
+		return;
+	bshm_drain(l, ing_options(rd->ing)->batch_bytes);
+	ing_after_frames(rd->ing);
+}
+
+static const struct bd_link_ops bshm_ops = {
+	.transport = "shm",
+	.close = bshm_close,
+	.describe = bshm_describe,
+	.resume = bshm_resume,
+};
+
+/* The next record: the one held for an assign first, then the ring's. */
+static int bshm_next(struct bshm_link *l, const void **rec, uint32_t *len)
+{
+	if (l->held_rec == NULL)
+		return shr_peek(&l->ring, rec, len);
+	*rec = l->held_rec;
+	*len = l->held_len;
+	l->held_rec = NULL;
+	return 0;
+}
+
+/* Takes records from the ring into the builder core, at most budget bytes
+ * in one go so that other readers and the tick get their turn. Ends with
+ * the wake-up armed (empty), the data event re-activated (budget spent) or
+ * the data path closed (the reader's end of stream, or a corrupt ring). */
+static void bshm_drain(struct bshm_link *l, uint64_t budget)
+{
+	struct bd_reader *rd = l->rd;
+	struct ing *g = rd->ing;
+	uint64_t now = clk_monotonic_ns();
+	uint64_t taken = 0, unreleased = 0;
+	int rc;
+	if (rd->held)
+		return;   /* ring left as it is until an assign resumes it */
+	rd->read_calls++;
+	for (;;) {
+		const void *rec;
+		uint32_t len;
+		rc = bshm_next(l, &rec, &len);
+		if (rc == 0) {
+			size_t frame_bytes;
+			enum frm_status st = ing_take(rd, rec, len, true, &frame_bytes, now);
+			if (st == FRM_NEED_MORE && rd->held) {
+				/* Neither it nor what came before is released:
+				 * the producer waits for the room, which is the
+				 * hold's back-pressure. */
+				l->held_rec = rec;
+				l->held_len = len;
+				break;
+			}
+			if (st != FRM_OK) {
+				if (shr_status(&l->ring) == -EFAULT)
+					ing_error(g, "Reader %u (pid %u on %s): shared-memory ring %s: %s while its record was read; the bad frame above came from the lost pages",
+						 rd->id, l->pid, l->host, l->segment, shr_strerror(-EFAULT));
+				ing_close(rd, BD_DATA_FAILED);
+				break;
+			}
+			rd->bytes_received += len;
+			taken += len;
+			unreleased += len;
+			if (unreleased >= BSHM_RELEASE_BYTES) {
+				shr_release(&l->ring);
+				shr_notify_producer(&l->ring, l->space_efd);
+				unreleased = 0;
+			}
+			if (taken >= budget || clk_monotonic_ns() - now >= ING_TURN_NS) {
+				shr_release(&l->ring);
+				shr_notify_producer(&l->ring, l->space_efd);
+				event_active(l->ev_data, EV_READ, 0);
+				break;
+			}
+			continue;
+		}
+		shr_release(&l->ring);
+		shr_notify_producer(&l->ring, l->space_efd);
+		if (rc == -EAGAIN) {
+			if (shr_wait_data(&l->ring))
+				break;   /* asleep: the reader's next commit wakes us */
+			continue;
+		}
+		if (rc == -EPIPE) {
+			/* Detached and drained: the clean end of a TCP stream, if the
+			 * reader confirmed its attach first. Its byte was sent before
+			 * it detached, so it is on the socket by now if at all. */
+			char why[96];
+			if (!l->attached && bshm_read_sock(l, why, sizeof why) == -EPROTO) {
+				ing_close(rd, BD_DATA_FAILED);
+				break;
+			}
+			if (!l->attached)
+				ing_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (it detached); see its log",
+					 rd->id, l->pid, l->host, l->segment);
+			ing_close(rd, l->attached ? BD_DATA_CLOSED : BD_DATA_FAILED);
+			break;
+		}
+		ing_error(g, "Reader %u (pid %u on %s): shared-memory ring %s is corrupt: %s; closing it after %" PRIu64 " frames",
+			 rd->id, l->pid, l->host, l->segment, shr_strerror(rc), rd->frames_received);
+		ing_close(rd, BD_DATA_FAILED);
+		break;
+	}
+	if (taken > 0)
+		ing_progress(g, now);
+}
+
+static void bshm_on_data(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct bshm_link *l = arg;
+	struct ing *g = l->rd->ing;
+	shr_clear_wakeup(fd);
+	l->wakeups++;
+	bshm_drain(l, ing_options(g)->batch_bytes);
+	ing_after_frames(g);
+}
+
+/* The reader's end of the link is gone (socket closed, or process gone).
+ * What it committed is still good: drain it first. A ring it had detached
+ * then ends cleanly; otherwise the reader died mid-run. */
+static void bshm_peer_gone(struct bshm_link *l, const char *why)
+{
+	struct bd_reader *rd = l->rd;
+	struct ing *g = rd->ing;
+	if (rd->state != BD_DATA_STREAMING)
+		return;
+	if (l->attached)
+		bshm_drain(l, UINT64_MAX);
+	char left[CTL_MAX_TEXT + 256];
+	snprintf(left, sizeof left, "(pid %u on %s) left ring %s before confirming its attach (%s)",
+		 l->pid, l->host, l->segment, why);
+	/* A peer that took the slot and left before attaching carried
+	 * nothing: the real reader may still come. */
+	if (!l->attached && ing_release(rd, left)) {
+		ing_after_frames(g);
+		return;
+	}
+	if (rd->state == BD_DATA_STREAMING) {
+		l->peer_died = true;
+		if (l->attached)
+			ing_error(g, "Reader %u (pid %u on %s) died: shared-memory peer gone (%s); %" PRIu64 " frames received from it through ring %s",
+				 rd->id, l->pid, l->host, why, rd->frames_received, l->segment);
+		else
+			ing_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (%s); see its log",
+				 rd->id, l->pid, l->host, l->segment, why);
+		ing_close(rd, BD_DATA_FAILED);
+	}
+	ing_after_frames(g);
+}
+
+/* After the handshake the socket carries one byte, the reader's "attached";
+ * then only its closing, the instant sign that the reader is gone. Reads
+ * what waits: 0 when nothing more does, -EPIPE at the socket's end (why
+ * says how), -EPROTO after a byte that has no business there (reported). */
+static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len)
+{
+	struct bd_reader *rd = l->rd;
+	for (;;) {
+		uint8_t buf[16];
+		ssize_t n = read(l->sock, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0) {
+			snprintf(why, why_len, "its socket %s", n == 0 ? "closed" : strerror(errno));
+			return -EPIPE;
+		}
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] == SHL_ATTACHED_BYTE && !l->attached) {
+				/* Both processes map it now: the name has served its
+				 * purpose, and without it nothing is left in /dev/shm
+				 * whoever dies. */
+				l->attached = true;
+				bshm_unlink(l);
+				if (l->ev_attach != NULL)
+					evtimer_del(l->ev_attach);
+				continue;
+			}
+			ing_error(rd->ing, "Reader %u (pid %u on %s) sent an unexpected byte 0x%02x on its shared-memory socket; closing ring %s",
+				 rd->id, l->pid, l->host, buf[i], l->segment);
+			return -EPROTO;
+		}
+	}
+}
+
+/* The reader has not said "attached" within the handshake timeout of its
+ * WELCOME: a reader that never will (or a local process holding the window
+ * open) must not keep the segment's name in /dev/shm, nor the slot. */
+static void bshm_on_attach_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct bshm_link *l = arg;
+	struct bd_reader *rd = l->rd;
+	struct ing *g = rd->ing;
+	char why[CTL_MAX_TEXT + 256];
+	if (l->attached)
+		return;
+	l->set->door.timed_out++;
+	l->set->refused++;
+	snprintf(why, sizeof why,
+		 "(pid %u on %s) did not confirm its attach to ring %s within the handshake timeout (%" PRIu64 " ms): segment removed",
+		 l->pid, l->host, l->segment, ing_options(g)->handshake_timeout_ms);
+	if (!ing_release(rd, why)) {
+		ing_error(g, "Reader %u's data connection from %s %s, data path closed", rd->id,
+			 rd->address, why);
+		ing_close(rd, BD_DATA_FAILED);
+	}
+	ing_after_frames(g);
+}
+
+static void bshm_on_sock(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct bshm_link *l = arg;
+	struct bd_reader *rd = l->rd;
+	char why[96];
+	int rc = bshm_read_sock(l, why, sizeof why);
+	if (rc == 0)
+		return;
+	if (rc == -EPIPE) {
+		event_del(l->ev_sock);
+		bshm_peer_gone(l, why);
+		return;
+	}
+	ing_close(rd, BD_DATA_FAILED);
+	ing_after_frames(rd->ing);
+}
+
+/* Refuses a reader whose ring cannot be set up; the run goes on and fails
+ * by name when that reader's data never arrives. */
+static void bshm_refuse(struct ing *g, struct bshm_link *l, int fd, const char *peer,
+			const char *what, int rc)
+{
+	ing_error(g, "Reader %u: cannot set up shared-memory ring %s: %s: %s", l->rd->id, l->segment,
+		 what, shr_strerror(rc));
+	greet_reply_error(fd, peer, "shm_failed", "the builder cannot set up ring %s: %s: %s",
+			  l->segment, what, shr_strerror(rc));
+	l->set->refused++;
+}
+
+static void bshm_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+                            const char *peer, void *arg)
+{
+	(void)seal;   /* a data connection: no control messages follow */
+	struct bshm *set = arg;
+	struct ing *g = set->ing;
+	if (fd < 0) {
+		set->refused++;
+		return;
+	}
+	struct bd_reader *rd = ing_admit(g, fd, h, peer);
+	if (rd == NULL)
+		return;
+	struct bshm_link *l = set->links[rd->id];
+	if (l == NULL)
+		l = set->links[rd->id] = calloc(1, sizeof *l);
+	if (l == NULL) {
+		greet_reply_error(fd, peer, "no_memory", "the builder is out of memory");
+		set->refused++;
+		return;
+	}
+	memset(l, 0, sizeof *l);
+	l->set = set;
+	l->rd = rd;
+	l->sock = l->data_efd = l->space_efd = -1;
+	l->pid = h->pid;
+	snprintf(l->host, sizeof l->host, "%s", h->host);
+	shl_segment_name(l->segment, sizeof l->segment, ing_options(g)->shm_name, rd->id);
+	/* The ring is the reader's link from here: a refusal below is
+	 * reported as a ring that was never attached. */
+	rd->link = &bshm_ops;
+	rd->link_state = l;
+	int rc = shr_create(&l->ring, l->segment, ing_options(g)->run_id, set->capacity_bytes);
+	if (rc < 0) {
+		bshm_refuse(g, l, fd, peer, "cannot create the segment", rc);
+		return;
+	}
+	l->ring_open = l->named = true;
+	if (rc == SHR_REPLACED)
+		log_warn("Replaced shared-memory segment %s left by an earlier run or a crashed builder; its contents were not read",
+			 l->segment);
+	rc = shr_eventfds(&l->data_efd, &l->space_efd);
+	if (rc < 0) {
+		bshm_refuse(g, l, fd, peer, "cannot create eventfds", rc);
+		bshm_link_close(l);
+		return;
+	}
+	/* Asleep from the start: the reader's first commit must wake us. */
+	shr_wait_data(&l->ring);
+	if (greet_reply_welcome(fd, ing_options(g)->run_id, CTL_ROLE_BUILDER, ing_builder_id(g)) < 0 ||
+	    (rc = shr_send_fds(fd, l->data_efd, l->space_efd)) < 0) {
+		log_warn("Reader %u (%s) left during the shared-memory handshake", rd->id, peer);
+		close(fd);
+		bshm_link_close(l);
+		return;
+	}
+	l->sock = fd;
+	l->ev_sock = event_new(ing_base(g), fd, EV_READ | EV_PERSIST, bshm_on_sock, l);
+	l->ev_data = event_new(ing_base(g), l->data_efd, EV_READ | EV_PERSIST, bshm_on_data, l);
+	l->ev_attach = evtimer_new(ing_base(g), bshm_on_attach_deadline, l);
+	uint64_t t = ing_options(g)->handshake_timeout_ms;
+	struct timeval deadline = { .tv_sec = (time_t)(t / 1000),
+				    .tv_usec = (suseconds_t)(t % 1000) * 1000 };
+	event_add(l->ev_sock, NULL);
+	event_add(l->ev_data, NULL);
+	evtimer_add(l->ev_attach, &deadline);
+	if (!ing_options(g)->quiet)
+		log_info("Reader %u data through shared-memory ring %s of %" PRIu64 " bytes (pid %u on %s)",
+			 rd->id, l->segment, l->ring.capacity_bytes, h->pid, h->host);
+	ing_started(rd, &bshm_ops, h, peer);
+}
+
+static void bshm_on_accept(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct bshm *set = arg;
+	greet_accept_all(&set->door, fd, bshm_on_greeted, set);
+}
+
+/* Segments of this NAME whose builder died before it could remove them
+ * (killed between creating a ring and its reader's attach): removed at
+ * start, whatever reader they were for, so none outlives the next run. */
+static void bshm_sweep(const struct bd_options *opt)
+{
+	char prefix[96];
+	int n = snprintf(prefix, sizeof prefix, "es-%s-r", opt->shm_name);
+	DIR *dir = opendir("/dev/shm");
+	if (dir == NULL)
+		return;
+	struct dirent *e;
+	while ((e = readdir(dir)) != NULL) {
+		if (strncmp(e->d_name, prefix, (size_t)n) != 0 || e->d_name[n] == '\0' ||
+		    strspn(e->d_name + n, "0123456789") != strlen(e->d_name + n))
+			continue;
+		char segment[300];
+		snprintf(segment, sizeof segment, "/%s", e->d_name);
+		int32_t pid;
+		int rc = shr_remove_orphan(segment, &pid);
+		if (rc > 0)
+			log_warn("Removed shared-memory segment %s left by builder pid %d, which is gone",
+				 segment, (int)pid);
+		else if (rc < 0)
+			log_warn("Cannot look at shared-memory segment %s: %s", segment, strerror(-rc));
+	}
+	closedir(dir);
+}
+
+static void bshm_stop(void *arg)
+{
+	struct bshm *s = arg;
+	if (s == NULL)
+		return;
+	for (uint32_t r = 0; s->links && r < s->readers; r++) {
+		if (s->links[r] != NULL)
+			bshm_link_close(s->links[r]);
+		free(s->links[r]);
+	}
+	if (s->ev_accept)
+		event_free(s->ev_accept);
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	greet_door_close(&s->door);
+	free(s->links);
+	free(s);
+}
+
+/* From the builder's tick: a reader whose process is gone without closing
+ * its ring is reported even if its socket's end were somehow held open. */
+static void bshm_tick(void *arg, uint64_t now_ns)
+{
+	struct bshm *s = arg;
+	if (s == NULL || now_ns - s->alive_checked_ns < BSHM_ALIVE_CHECK_NS)
+		return;
+	s->alive_checked_ns = now_ns;
+	for (uint32_t r = 0; r < s->readers; r++) {
+		struct bshm_link *l = s->links[r];
+		/* A held ring is not drained, so a reader that detached
+		 * cleanly (its pid cleared) would look dead: the assign that
+		 * resumes it finds the ring's end. */
+		if (l == NULL || l->rd->link_state != l || !l->attached || !l->ring_open ||
+		    l->rd->state != BD_DATA_STREAMING || l->rd->held)
+			continue;
+		/* A clean close clears the pid a moment before it marks the
+		 * ring detached: only a second look in a row says dead. */
+		/* A reader that closed its ring cleanly may leave records a slow
+		 * builder has yet to read: the drain meets its end. */
+		if (shr_peer_alive(&l->ring) || shr_producer_detached(&l->ring)) {
+			l->suspect = false;
+		} else if (!l->suspect) {
+			l->suspect = true;
+		} else {
+			bshm_peer_gone(l, "its process is gone");
+			if (!ing_running(s->ing))
+				return;
+		}
+	}
+}
+
+static void bshm_report(const void *arg, struct bd_snapshot *snap)
+{
+	const struct bshm *s = arg;
+	snap->shm_capacity_bytes = s->capacity_bytes;
+	snap->greetings_busy += s->door.busy;
+	snap->greetings_evicted += s->door.evicted;
+	snap->greetings_timed_out += s->door.timed_out;
+	snap->refused_connections += s->refused;
+}
+
+static const struct bd_listener_ops bshm_listener_ops = {
+	.tick = bshm_tick,
+	.report = bshm_report,
+	.stop = bshm_stop,
+};
+
+int bshm_start(struct ing *g)
+{
+	const struct bd_options *opt = ing_options(g);
+	if (opt->shm_name[0] == '\0')
+		return 0;
+	struct bshm *s = calloc(1, sizeof *s);
+	if (s == NULL)
+		return -ENOMEM;
+	int rc = ing_add_link(g, &bshm_listener_ops, s);
+	if (rc < 0) {
+		free(s);
+		return rc;
+	}
+	s->ing = g;
+	s->listen_fd = -1;
+	s->readers = opt->readers;
+	greet_door_init(&s->door, ing_base(g), "the builder's shared-memory socket", "the builder",
+			opt->handshake_timeout_ms, &s->refused);
+	s->links = calloc(opt->readers + 1, sizeof *s->links);
+	if (s->links == NULL)
+		return -ENOMEM;
+	bool raised;
+	uint64_t requested = opt->shm_capacity_bytes ? opt->shm_capacity_bytes
+						     : SHL_DEFAULT_CAPACITY_BYTES;
+	s->capacity_bytes = shl_capacity(requested, opt->max_fragment_bytes, &raised);
+	if (raised && opt->shm_capacity_bytes != 0)
+		log_warn("Shared-memory ring capacity %" PRIu64 " bytes raised to %" PRIu64
+			 ": a power of two holding two frames of --max-fragment %u",
+			 requested, s->capacity_bytes, opt->max_fragment_bytes);
+	shl_socket_name(s->sock_name, sizeof s->sock_name, opt->shm_name);
+	s->listen_fd = net_listen_unix(s->sock_name);
+	if (s->listen_fd < 0)
+		return s->listen_fd;
+	/* After the listen: holding the name, we are the only builder of it. */
+	bshm_sweep(opt);
+	s->ev_accept = event_new(ing_base(g), s->listen_fd, EV_READ | EV_PERSIST, bshm_on_accept, s);
+	event_add(s->ev_accept, NULL);
+	if (!opt->quiet)
+		log_info("Run %u: co-located readers greet @%s for shared-memory rings of %" PRIu64 " bytes",
+			 opt->run_id, s->sock_name, s->capacity_bytes);
+	return 0;
+}
+

@@ -1,0 +1,160 @@
+/* The operator's drained stop of the run (docs/RUNCONTROL.md, "stop"):
+ * every source is told the last event to generate and ends as at the
+ * run's natural end, so the run closes the normal way: every event up to
+ * that one built, the books balanced with the cut-off as its own bucket.
+ * And the stop at a fault a peer found: every source stops now. */
+#include "hub/run.h"
+#include "hub/run_internal.h"
+
+#include "clock/clocks.h"
+#include "hub/manager.h"
+#include "clock/peerclock.h"
+#include "hub/progress.h"
+
+#include "io/msgstream.h"
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "wire/control.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+/* The least time the stop's margin covers. The event the hub knows was
+ * generated lags the sources' position by the path from a source to a
+ * decided event (the reader's batching, the builder's tick, with several
+ * builders a token every 2 ms), and the STOP then travels to the sources
+ * and is read between two pacing ticks. A source the STOP reaches past
+ * last_event stops where it is, and the events it sent beyond the others
+ * would expire incomplete; 50 ms of events more is a small price for an
+ * operator's stop, and more than those lags on a LAN. */
+#define BD_DRAIN_MARGIN_MIN_NS 50000000u
+/* Round trips of the control link the margin covers at least: the lag of
+ * what the hub knows (one way) and the STOP's travel (the other). */
+#define BD_DRAIN_MARGIN_RTTS 4u
+
+/* The longest best round trip of a source's clock exchanges (the control
+ * link or its probe socket), 0 when none was measured. */
+static uint64_t bd_drain_rtt_ns(const struct bd *b)
+{
+	uint64_t rtt = 0;
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		struct bdc_peer_view v;
+		bdc_peer_view(b->clocks, s, &v);
+		if (v.clock.best_delay_ns > 0 && (uint64_t)v.clock.best_delay_ns > rtt)
+			rtt = (uint64_t)v.clock.best_delay_ns;
+	}
+	return rtt;
+}
+
+/* Events per second decided: the last second's, or since START while the
+ * run is younger than that. */
+static double bd_drain_rate(const struct bd *b, uint64_t now, uint64_t done)
+{
+	double rate = prog_rate(b->prog);
+	if (rate <= 0.0 && b->started_ns != 0 && now > b->started_ns)
+		rate = (double)done * 1e9 / (double)(now - b->started_ns);
+	return rate;
+}
+
+/* The event boundary: the highest event the hub knows was generated
+ * (decided so far: the core's complete ones in role both, the builders'
+ * tokens in role hub) plus the events of the margin at the run's rate. */
+static uint64_t bd_drain_boundary(const struct bd *b, uint64_t now)
+{
+	uint64_t done = bd_events_done(b);
+	uint64_t margin_ns = BD_DRAIN_MARGIN_RTTS * bd_drain_rtt_ns(b);
+	if (margin_ns < BD_DRAIN_MARGIN_MIN_NS)
+		margin_ns = BD_DRAIN_MARGIN_MIN_NS;
+	double margin = bd_drain_rate(b, now, done) * (double)margin_ns / 1e9;
+	uint64_t extra = margin < 1e15 ? (uint64_t)margin + 1 : (uint64_t)1e15;
+	uint64_t last = b->opt.first_event + done + extra - 1;
+	if (b->opt.events != 0 && last >= b->opt.first_event + b->opt.events)
+		last = b->opt.first_event + b->opt.events - 1;
+	return last;
+}
+
+void bd_stop_drained(struct bd *b, const char *why)
+{
+	if (b->phase != BD_RUNNING || b->drain_ns != 0) {
+		log_info("Run %u: operator stop (%s) ignored: %s", b->opt.run_id, why,
+			 b->phase != BD_RUNNING ? "the run has ended" : "already stopping");
+		return;
+	}
+	uint64_t now = clk_monotonic_ns();
+	b->drain_ns = now;
+	b->drain_last_event = bd_drain_boundary(b, now);
+	struct ctl_msg m = { .type = CTL_STOP };
+	m.u.stop.source = CTL_STOP_ALL;
+	m.u.stop.last_event = b->drain_last_event;
+	snprintf(m.u.stop.reason, sizeof m.u.stop.reason, "operator stop (%s)", why);
+	for (uint16_t s = 0; s < b->opt.sources; s++)
+		if (peer_source(&b->peers, s)->conn != NULL)
+			msgconn_send(peer_source(&b->peers, s)->conn, &m);
+	log_info("Run %u: operator stop at event %" PRIu64 " (%s)", b->opt.run_id,
+		 b->drain_last_event, why);
+	if (b->mgr != NULL)
+		mgr_drain(b->mgr, b->drain_last_event);
+}
+
+/* Whether the builders of a run stopped for a fault before START are due
+ * their STOP: once every reader has reported or is gone, none will dial
+ * them any more (a builder that ended sooner would turn a reader's late
+ * data connection away), and nothing is on its way to them. */
+static bool bd_fault_builders_due(const struct bd *b)
+{
+	if (b->started)
+		return false;   /* they end with their readers' data */
+	for (uint32_t r = 0; r < b->opt.readers; r++) {
+		const struct bd_peer *rd = peer_reader(&b->peers, r);
+		if (!rd->reported && !rd->lost)
+			return false;
+	}
+	return true;
+}
+
+/* Tells one peer of a run stopped for a fault to stop now: a source stops
+ * sending, a reader closes its sources and reports, and a builder, before
+ * START, ends, so that none waits for a reader that will never forward. */
+void bd_fault_tell(struct bd *b, struct bd_peer *p)
+{
+	if (b->fault_ns == 0 || p->conn == NULL || p->reported || p->lost ||
+	    (p->role == CTL_ROLE_BUILDER && !bd_fault_builders_due(b)))
+		return;
+	struct ctl_msg m = { .type = CTL_STOP };
+	m.u.stop.source = CTL_STOP_ALL;
+	m.u.stop.last_event = CTL_STOP_NOW;
+	snprintf(m.u.stop.reason, sizeof m.u.stop.reason, "%s", b->fault_reason);
+	msgconn_send(p->conn, &m);
+}
+
+void bd_fault_tell_builders(struct bd *b)
+{
+	if (b->fault_ns == 0 || b->fault_builders_told || !bd_fault_builders_due(b))
+		return;
+	b->fault_builders_told = true;
+	for (uint32_t k = 0; k < b->peers.builders; k++)
+		bd_fault_tell(b, peer_builder(&b->peers, k));
+}
+
+void bd_stop_at_fault(struct bd *b, const struct bd_peer *p)
+{
+	if (b->phase != BD_RUNNING || b->fault_ns != 0)
+		return;
+	b->fault_ns = clk_monotonic_ns();
+	snprintf(b->fault_reason, sizeof b->fault_reason,
+		 "the run ends: %s %u stopped it for a fault (see the hub's log)",
+		 ctl_role_name(p->role), p->id);
+	/* The readers close their sources at once and forward what they
+	 * verified: frames still on their way are never read, and the books
+	 * count them (frames_unread_at_stop) rather than wait for frames of
+	 * IDs that will not be assigned. Peers that join later are told as
+	 * they join. */
+	for (uint32_t i = 0; i < b->opt.sources + b->opt.readers; i++)
+		bd_fault_tell(b, peer_at(&b->peers, i));
+	bd_fault_tell_builders(b);
+	if (b->mgr != NULL)
+		mgr_cut(b->mgr);
+	log_warn("Run %u ends: %s %u stopped it for a fault; every source and reader is told to stop now%s",
+		 b->opt.run_id, ctl_role_name(p->role), p->id,
+		 b->mgr != NULL ? ", nothing more is assigned" : "");
+}

@@ -1,0 +1,465 @@
+/* The hub serving many runs (hubsession.h, docs/RUNCONTROL.md): the run
+ * slot holding the hub's run object, the operator's transitions and the
+ * events of the run and the peers, each through hubfsm's rules, and the
+ * deadline of every state that waits on its peers. The session port and
+ * the peers' links are hubsession_peers.c's. */
+#include "serve/hubsession_internal.h"
+
+#include "options.h"
+#include "hub/run.h"
+
+#include "io/msgstream.h"
+#include "io/net.h"
+#include "io/session.h"
+#include "sys/clock.h"
+#include "sys/log.h"
+#include "sys/notify.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Time for the last messages to be written before the process exits. */
+#define HUB_LINGER_US 200000
+#define HUB_TICK_US 1000
+
+static void hub_notify(const struct hub_session *hs)
+{
+	switch (hs->state) {
+	case HUB_IDLE:
+		log_info("Idle: ready for the next configure");
+		notify_status("idle");
+		break;
+	case HUB_CONFIGURED:
+		log_info("Run %u configured: every peer in, START held for the operator", hs->run);
+		notify_status("configured for run %u", hs->run);
+		break;
+	case HUB_RUNNING:
+		notify_status("running run %u", hs->run);
+		break;
+	case HUB_ERROR:
+		log_error("Error: %s", hs->error);
+		notify_status("error: %s", hs->error);
+		break;
+	default:
+		notify_status("%s run %u", hub_state_name(hs->state), hs->run);
+		break;
+	}
+}
+
+/* The one place the state changes: event's rule from the current state,
+ * the deadline (re)armed when the new state waits on its peers. false
+ * when no rule applies (nothing changes). */
+static bool hub_enter(struct hub_session *hs, enum hub_event event)
+{
+	enum hub_state to;
+	if (!hub_fsm_next(hs->state, event, &to))
+		return false;
+	bool changed = to != hs->state;
+	hs->state = to;
+	event_del(hs->ev_deadline);
+	if (hub_state_has_deadline(to)) {
+		uint64_t ms = hs->opt->transition_timeout_ms;
+		const struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+		event_add(hs->ev_deadline, &tv);
+	}
+	if (changed)
+		hub_notify(hs);
+	return true;
+}
+
+/* A linked peer still holding a run object (as it last said), or one that
+ * has not answered the reset it was sent. */
+static bool hub_peer_busy(const struct hub_peer *p)
+{
+	return p->link != NULL && (p->last.run != 0 || !p->answered);
+}
+
+/* Stopping or resetting is over once the run object is gone and every
+ * linked peer is idle. */
+static void hub_settle(struct hub_session *hs)
+{
+	if (hs->state != HUB_STOPPING && hs->state != HUB_RESETTING)
+		return;
+	if (run_slot_object(hs->slot) != NULL)
+		return;
+	for (size_t i = 0; i < hs->n_peers; i++)
+		if (hub_peer_busy(&hs->peers[i]))
+			return;
+	hub_enter(hs, HUB_EV_SETTLED);
+}
+
+/* The current run object is given up: its end will only be summarised.
+ * The hub's run object stops (BYE to the peers' run objects) and every
+ * peer is told to reset, its answer awaited. */
+static void hub_abandon(struct hub_session *hs, const char *why)
+{
+	hs->live_epoch = 0;
+	if (hs->ended_by[0] == '\0')
+		snprintf(hs->ended_by, sizeof hs->ended_by, "%s", why);
+	for (size_t i = 0; i < hs->n_peers; i++)
+		hs->peers[i].answered = hs->peers[i].link == NULL;
+	hub_order_all(hs, CTL_RESET, why);
+	run_slot_stop(hs->slot, why);
+}
+
+/* A transition failed (event FAILED or DEADLINE): the run abandoned, the
+ * hub in error with the reason until the operator's reset. */
+static void hub_fail(struct hub_session *hs, enum hub_event event, const char *reason)
+{
+	snprintf(hs->error, sizeof hs->error, "%s", reason);
+	hub_abandon(hs, reason);
+	hub_enter(hs, event);
+}
+
+static void hub_check_configured(struct hub_session *hs)
+{
+	if (hs->state != HUB_CONFIGURING || !hs->run_ready)
+		return;
+	for (size_t i = 0; i < hs->n_peers; i++)
+		if (!hs->peers[i].configured)
+			return;
+	hub_enter(hs, HUB_EV_CONFIGURED);
+}
+
+static void hub_on_peer_state(struct hub_session *hs, struct hub_peer *p, const struct ctl_state *st)
+{
+	p->last = *st;
+	p->answered = true;
+	if (hs->state == HUB_CONFIGURING && !p->configured) {
+		char name[48], reason[512];
+		hub_peer_name(p, name, sizeof name);
+		if (!st->accepted) {
+			snprintf(reason, sizeof reason, "%s refused run %u: %s", name, hs->run, st->reason);
+			log_error("Configure of run %u failed: %s", hs->run, reason);
+			hub_fail(hs, HUB_EV_FAILED, reason);
+			return;
+		}
+		if (st->state == CTL_SESSION_CONFIGURED && st->run == hs->run) {
+			p->configured = true;
+			hub_check_configured(hs);
+		}
+		return;
+	}
+	hub_settle(hs);
+}
+
+static void hub_on_peer_left(struct hub_session *hs, struct hub_peer *p)
+{
+	if (hs->state == HUB_CONFIGURING) {
+		char name[48], reason[512];
+		hub_peer_name(p, name, sizeof name);
+		snprintf(reason, sizeof reason, "%s left during the configure of run %u", name, hs->run);
+		hub_fail(hs, HUB_EV_FAILED, reason);
+	}
+	hub_settle(hs);
+}
+
+/* ---- the deadline --------------------------------------------------------- */
+
+/* Whether peer p is one the current state still waits for. */
+static bool hub_peer_silent(const struct hub_session *hs, const struct hub_peer *p)
+{
+	if (hs->state == HUB_CONFIGURING)
+		return p->link != NULL && !p->configured;
+	return hub_peer_busy(p);
+}
+
+static void hub_on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct hub_session *hs = arg;
+	if (hs->quit)
+		return;         /* shutting down: the process exits once its run object is over */
+	char reason[512], what_of[64];
+	double s = (double)hs->opt->transition_timeout_ms / 1000.0;
+	if (hs->state == HUB_CONFIGURING)
+		snprintf(what_of, sizeof what_of, "configure of run %u", hs->run);
+	else if (hs->state == HUB_STOPPING)
+		snprintf(what_of, sizeof what_of, "stop of run %u", hs->run);
+	else
+		snprintf(what_of, sizeof what_of, "reset");
+	int used = snprintf(reason, sizeof reason, "%s: no answer within %g s from", what_of, s);
+	size_t named = 0;
+	for (size_t i = 0; i < hs->n_peers && used > 0 && (size_t)used < sizeof reason; i++) {
+		const struct hub_peer *p = &hs->peers[i];
+		if (!hub_peer_silent(hs, p))
+			continue;
+		used += snprintf(reason + used, sizeof reason - (size_t)used, "%s %s %u (pid %u on %s)",
+				 named++ ? "," : "", ctl_role_name(p->role), p->id, p->pid, p->host);
+	}
+	if (named == 0 && used > 0 && (size_t)used < sizeof reason)
+		snprintf(reason + used, sizeof reason - (size_t)used, " the hub's run %u: %s", hs->run,
+			 hs->state == HUB_CONFIGURING ? "not every peer greeted or clocks not measured"
+						      : "its run object has not ended");
+	log_error("Deadline passed: %s", reason);
+	hub_fail(hs, HUB_EV_DEADLINE, reason);
+}
+
+/* ---- the operator's transitions ----------------------------------------- */
+
+enum hub_state hub_state_now(const struct hub_session *hs) { return hs->state; }
+uint32_t hub_run_now(const struct hub_session *hs) { return hs->run; }
+const char *hub_error(const struct hub_session *hs) { return hs->state == HUB_ERROR ? hs->error : ""; }
+size_t hub_summary_count(const struct hub_session *hs) { return hs->n_summaries; }
+
+const struct hub_run_summary *hub_summary_at(const struct hub_session *hs, size_t i)
+{
+	size_t first = hs->n_summaries > HUB_SUMMARIES_KEPT ? hs->n_summaries - HUB_SUMMARIES_KEPT : 0;
+	return &hs->summaries[(first + i) % HUB_SUMMARIES_KEPT];
+}
+
+static void hub_on_run_ready(void *arg)
+{
+	struct hub_session *hs = arg;
+	hs->run_ready = true;
+	hub_check_configured(hs);
+}
+
+/* The configure's preconditions besides the state; false with the reason. */
+static bool hub_configure_ready(const struct hub_session *hs, uint32_t run, char *reason,
+				size_t len)
+{
+	char names[CTL_MAX_TEXT];
+	if (run == 0) {
+		snprintf(reason, len, "run: 1 .. 4294967295");
+		return false;
+	}
+	if (hub_missing(hs, false, names, sizeof names)) {
+		snprintf(reason, len, "no session link from %s: not started, dead or unreachable", names);
+		return false;
+	}
+	if (!hs->has_hub_args || hub_missing(hs, true, names, sizeof names)) {
+		snprintf(reason, len, "args: none for %s", hs->has_hub_args ? names : "hub");
+		return false;
+	}
+	return true;
+}
+
+bool hub_configure(struct hub_session *hs, uint32_t run, char *reason, size_t len)
+{
+	enum hub_state to;
+	if (!hub_fsm_next(hs->state, HUB_EV_CONFIGURE, &to)) {
+		snprintf(reason, len, "the hub is %s (run %u); %s first", hub_state_name(hs->state),
+			 hs->run, hs->state == HUB_ERROR ? "reset" : "stop or reset it");
+		return false;
+	}
+	if (!hub_configure_ready(hs, run, reason, len))
+		return false;
+	char *argv[256], text[CTL_MAX_ARGS_TEXT], err[CTL_MAX_TEXT];
+	snprintf(text, sizeof text, "%s", hs->hub_args);
+	int argc = session_split_args(text, argv, 256);
+	if (argc < 0) {
+		snprintf(reason, len, "args: the hub's are more than 256");
+		return false;
+	}
+	net_kept_rewind();
+	if (!run_slot_configure(hs->slot, run, argc, argv, err, sizeof err)) {
+		snprintf(reason, len, "hub: %s", err);
+		return false;
+	}
+	bd_hold_start(run_slot_object(hs->slot), hub_on_run_ready, hs);
+	hs->run = run;
+	hs->live_epoch = ++hs->epoch;
+	hs->run_ready = hs->run_started = false;
+	hs->start_ns = hs->first_event_ns = hs->stop_ns = 0;
+	hs->error[0] = hs->ended_by[0] = '\0';
+	hub_enter(hs, HUB_EV_CONFIGURE);
+	for (size_t i = 0; i < hs->n_peers; i++) {
+		struct hub_peer *p = &hs->peers[i];
+		struct ctl_msg m = { .type = CTL_CONFIGURE };
+		m.u.configure.run = run;
+		snprintf(m.u.configure.args, sizeof m.u.configure.args, "%s", p->args);
+		p->configured = false;
+		hub_send(p, &m);
+	}
+	log_info("Configuring run %u", run);
+	return true;
+}
+
+static bool hub_check_run(const struct hub_session *hs, enum hub_event event, uint32_t run,
+			  char *reason, size_t len)
+{
+	enum hub_state to;
+	if (!hub_fsm_next(hs->state, event, &to)) {
+		enum hub_state want = event == HUB_EV_START ? HUB_CONFIGURED : HUB_RUNNING;
+		snprintf(reason, len, "cannot %s: the hub is %s (run %u), not %s",
+			 hub_event_name(event), hub_state_name(hs->state), hs->run,
+			 hub_state_name(want));
+		return false;
+	}
+	if (run != hs->run) {
+		snprintf(reason, len, "cannot %s run %u: the hub is %s run %u", hub_event_name(event),
+			 run, hub_state_name(hs->state), hs->run);
+		return false;
+	}
+	return true;
+}
+
+bool hub_start(struct hub_session *hs, uint32_t run, char *reason, size_t len)
+{
+	if (!hub_check_run(hs, HUB_EV_START, run, reason, len))
+		return false;
+	hs->run_started = true;
+	hs->start_ns = clk_monotonic_ns();
+	log_info("Starting run %u", run);
+	hub_enter(hs, HUB_EV_START);
+	bd_release_start(run_slot_object(hs->slot));
+	return true;
+}
+
+bool hub_stop(struct hub_session *hs, uint32_t run, char *reason, size_t len)
+{
+	if (!hub_check_run(hs, HUB_EV_STOP, run, reason, len))
+		return false;
+	hs->stop_ns = clk_monotonic_ns();
+	snprintf(hs->ended_by, sizeof hs->ended_by, "operator stop");
+	log_info("Stopping run %u: a drained stop", run);
+	hub_enter(hs, HUB_EV_STOP);
+	bd_stop_drained(run_slot_object(hs->slot), "operator stop");
+	return true;
+}
+
+bool hub_reset(struct hub_session *hs, char *reason, size_t len)
+{
+	enum hub_state to;
+	if (!hub_fsm_next(hs->state, HUB_EV_RESET, &to)) {
+		snprintf(reason, len, "nothing to reset: the hub is %s", hub_state_name(hs->state));
+		return false;
+	}
+	log_info("Reset by the operator (the hub was %s, run %u)", hub_state_name(hs->state),
+		 hs->run);
+	hs->error[0] = '\0';
+	hub_abandon(hs, "reset by the operator");
+	hub_enter(hs, HUB_EV_RESET);
+	hub_settle(hs);
+	return true;
+}
+
+void hub_shutdown(struct hub_session *hs, const char *why)
+{
+	log_info("Shutting down: %s", why);
+	notify_stopping();
+	hub_order_all(hs, CTL_SHUTDOWN, why);
+	hs->quit = true;
+	hs->live_epoch = 0;
+	if (run_slot_object(hs->slot) != NULL) {
+		hub_enter(hs, HUB_EV_SHUTDOWN);
+		run_slot_stop(hs->slot, why);
+		return;
+	}
+	const struct timeval linger = { 0, HUB_LINGER_US };
+	event_base_loopexit(hs->base, &linger);
+}
+
+/* ---- the run's end, the tick, the main loop ----------------------------- */
+
+static double ms_between(uint64_t from, uint64_t to)
+{ return from != 0 && to >= from ? (double)(to - from) / 1e6 : -1.0; }
+
+/* The run object's loop is over: it is summarised and destroyed; its end
+ * drives the state only when it is the live run (not one the hub abandoned
+ * at a failure, a deadline or a reset, whose end may come after the hub
+ * has moved on). Everything is decided before the loop runs again. */
+static void hub_run_over(struct hub_session *hs)
+{
+	uint64_t now = clk_monotonic_ns();
+	bool live = hs->live_epoch != 0 && hs->live_epoch == hs->epoch;
+	struct hub_run_summary *s = &hs->summaries[hs->n_summaries % HUB_SUMMARIES_KEPT];
+	*s = (struct hub_run_summary){ .run = hs->run, .started = hs->run_started };
+	s->events_decided = bd_events_decided(run_slot_object(hs->slot));
+	s->balanced = bd_books_balanced(run_slot_object(hs->slot));
+	s->status = run_slot_finish(hs->slot);
+	s->start_to_first_event_ms = ms_between(hs->start_ns, hs->first_event_ns);
+	s->stop_to_books_ms = ms_between(hs->stop_ns, now);
+	snprintf(s->ended_by, sizeof s->ended_by, "%s", hs->ended_by[0] ? hs->ended_by : "its end");
+	session_find_arg(hs->hub_args, "--out", s->out, sizeof s->out);
+	hs->n_summaries++;
+	hs->live_epoch = 0;
+	log_info("Run %u over (status %d, %llu events decided, ended by %s%s)", s->run, s->status,
+		 (unsigned long long)s->events_decided, s->ended_by, live ? "" : "; abandoned");
+	notify_status("run %u over (status %d)", s->run, s->status);
+	if (live && hs->state != HUB_RUNNING && hs->state != HUB_STOPPING) {
+		char reason[128];
+		snprintf(reason, sizeof reason, "run %u ended before it was configured (status %d)",
+			 s->run, s->status);
+		hub_fail(hs, HUB_EV_RUN_OVER, reason);
+	} else if (live) {
+		hub_enter(hs, HUB_EV_RUN_OVER);
+	}
+	hub_settle(hs);
+	/* A second loopexit the run asked for would end the next run at once:
+	 * let it fire now, with nothing to end. */
+	event_base_loop(hs->base, EVLOOP_NONBLOCK);
+}
+
+static void hub_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct hub_session *hs = arg;
+	void *bd = run_slot_object(hs->slot);
+	if (bd != NULL && hs->run_started && hs->first_event_ns == 0 && bd_events_decided(bd) > 0)
+		hs->first_event_ns = clk_monotonic_ns();
+}
+
+static void hub_on_signal(void *arg, const char *why) { hub_shutdown(arg, why); }
+
+struct hub_session *hub_session_new(const struct daemon_def *def, struct event_base *base,
+				    int argc, char **argv, uint16_t *session_port)
+{
+	struct hub_session *hs = calloc(1, sizeof *hs);
+	if (hs == NULL)
+		return NULL;
+	hs->base = base;
+	hs->opt = def->opts;
+	hs->session_fd = -1;
+	hs->on_peer_state = hub_on_peer_state;
+	hs->on_peer_left = hub_on_peer_left;
+	hs->slot = run_slot_new(def, base, argc, argv);
+	if (hs->slot == NULL || !hub_peers_open(hs, session_port))
+		goto fail;
+	hs->ev_tick = event_new(base, -1, EV_PERSIST, hub_on_tick, hs);
+	hs->ev_deadline = evtimer_new(base, hub_on_deadline, hs);
+	const struct timeval tick = { 0, HUB_TICK_US };
+	if (hs->ev_tick == NULL || hs->ev_deadline == NULL || event_add(hs->ev_tick, &tick) < 0)
+		goto fail;
+	return hs;
+fail:
+	hub_session_free(hs);
+	return NULL;
+}
+
+void hub_session_free(struct hub_session *hs)
+{
+	if (hs == NULL)
+		return;
+	if (hs->ev_tick != NULL)
+		event_free(hs->ev_tick);
+	if (hs->ev_deadline != NULL)
+		event_free(hs->ev_deadline);
+	hub_peers_close(hs);
+	run_slot_free(hs->slot);
+	free(hs);
+}
+
+int hub_session_run(struct hub_session *hs)
+{
+	log_info("Serving runs: %zu peers expected on the session port", hs->n_peers);
+	for (;;) {
+		daemon_run(hs->base, hub_on_signal, hs);
+		if (run_slot_object(hs->slot) != NULL) {
+			hub_run_over(hs);
+			if (hs->quit) {
+				const struct timeval linger = { 0, HUB_LINGER_US };
+				event_base_loopexit(hs->base, &linger);
+				daemon_run(hs->base, hub_on_signal, hs);
+			}
+		}
+		if (hs->quit)
+			break;
+	}
+	return 0;          /* a shutdown or a signal: the hub's own failures end before */
+}
