@@ -47,6 +47,7 @@ struct brun {
 	bool warned_full;
 	uint64_t token_decided;         /* decided of the last TOKEN */
 	uint64_t token_decided_below;   /* and its decided_below: the fence */
+	uint64_t last_take_ns;          /* when frames were last taken (monotonic) */
 	struct event *ev_stats;         /* a STATS to the hub every second */
 	struct ctl_msg stats;
 	double events_per_s;            /* completed over the last second */
@@ -258,6 +259,26 @@ static void brun_hook_progress(void *ctx, uint64_t now)
 {
 	(void)ctx;
 	(void)now;
+}
+
+/* A gap in the builder's loop longer than this (a stopped or starved
+ * process) makes it ask whether its hub gave it up meanwhile before it
+ * takes another frame: it never builds, and so never records, events the
+ * hub's books already call lost. */
+#define BRUN_GAP_CHECK_NS (100ull * 1000 * 1000)
+
+static bool brun_hook_may_take(void *ctx, uint64_t now)
+{
+	struct brun *b = ctx;
+	uint64_t last = b->last_take_ns;
+	b->last_take_ns = now;
+	if (b->fenced)
+		return false;
+	if (last != 0 && now - last > BRUN_GAP_CHECK_NS && hublink_hub_closed(b->hub)) {
+		brun_fence(b, "lost its hub's control connection", "closed while it was stopped");
+		return false;
+	}
+	return true;
 }
 
 static void brun_hook_after_frames(void *ctx)
@@ -509,6 +530,7 @@ struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
 		.error = brun_hook_error,
 		.data_started = brun_hook_started,
 		.progress = brun_hook_progress,
+		.may_take = brun_hook_may_take,
 		.after_frames = brun_hook_after_frames,
 		.reader_holds_slot = brun_hook_holds_slot,
 	};

@@ -61,6 +61,10 @@ struct ing_hooks {
 	void (*data_started)(void *ctx);
 	/* Data arrived at now (monotonic): the run makes progress. */
 	void (*progress)(void *ctx, uint64_t now);
+	/* Before a batch of frames is taken, at now (monotonic): false when
+	 * none may be (a builder its hub gave up while the process was stopped
+	 * is fenced first). NULL: always. */
+	bool (*may_take)(void *ctx, uint64_t now);
 	/* After a batch of frames or a path's end: credits, end of run. */
 	void (*after_frames)(void *ctx);
 	/* true while reader id's own control link (same pid) is up, or it has
@@ -91,6 +95,9 @@ struct event_base *ing_base(const struct ing *g);
 struct out *ing_output(const struct ing *g);
 
 /* ---- for the links --------------------------------------------------- */
+
+/* Whether a batch of frames may be taken now (the hooks' may_take). */
+bool ing_may_take(struct ing *g, uint64_t now);
 
 /* Records an error of the run through the hub. */
 void ing_error(struct ing *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

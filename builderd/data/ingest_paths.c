@@ -244,6 +244,11 @@ enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t
 	return FRM_OK;
 }
 
+bool ing_may_take(struct ing *g, uint64_t now)
+{
+	return g->hooks.may_take == NULL || g->hooks.may_take(g->hooks.ctx, now);
+}
+
 void ing_progress(struct ing *g, uint64_t now)
 {
 	g->hooks.progress(g->hooks.ctx, now);

@@ -1,7 +1,8 @@
-/* The builder's record files: events.jsonl (accepted events) and
- * expired.jsonl. Records are collected in fixed buffers and written with one
- * write() per file per flush; an event's latency is measured at that write,
- * so it covers everything up to the record leaving the process. Each
+/* The builder's records: accepted events and expired ones, handed to a
+ * sink (data/recsink.h: the format, today events.jsonl and expired.jsonl)
+ * in batches of flush_every, each batch one write per file; an event's
+ * latency is measured at that flush, so it covers everything up to the
+ * record leaving the process. Each
  * latency is put on the builder's clock with the offset of the source whose
  * timestamp was earliest, and carries that offset's uncertainty
  * (docs/CLOCKS.md). */

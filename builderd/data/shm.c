@@ -162,6 +162,8 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 	int rc;
 	if (rd->held)
 		return;   /* ring left as it is until an assign resumes it */
+	if (!ing_may_take(g, now))
+		return;
 	rd->read_calls++;
 	for (;;) {
 		const void *rec;

@@ -172,6 +172,8 @@ static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
 	struct bd_rail *rail = &rd->rail[c->rail];
 	struct ing *g = rd->ing;
 	const struct bd_options *opt = ing_options(g);
+	if (!ing_may_take(g, clk_monotonic_ns()))
+		return;
 	if (c->unconsumed) {
 		btcp_consume(c, false, clk_monotonic_ns());
 		return;
