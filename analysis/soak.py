@@ -327,10 +327,17 @@ def books_problem(out: Path) -> str | None:
         fence = doc.get("decided_below") if doc.get("lost_reason") else None
         written = records_below(out / "builders" / b / "events.jsonl", fence) + \
             records_below(out / "builders" / b / "expired.jsonl", fence)
-        decided = doc.get("decided")
-        if decided is not None and written != decided:
-            return (f"builder {b} ({doc.get('status')}): {written} records written, the books "
-                    f"count {decided} decided")
+        own = (doc.get("counters") or {}).get("builder")
+        if fence is None and own:
+            # It reported: a record for each event it accepted or let
+            # expire (an ID it never saw is decided, and has none).
+            want = own["events_accepted"] + own["events_expired"]
+            if written != want:
+                return (f"builder {b} ({doc.get('status')}): {written} records written, its "
+                        f"report counts {want} accepted or expired")
+        elif doc.get("decided") is not None and written > doc["decided"]:
+            return (f"builder {b} ({doc.get('status')}): {written} records below its fence, "
+                    f"the books count {doc['decided']} decided")
     return None
 
 
