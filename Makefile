@@ -15,10 +15,12 @@ BIN ?= bin
 OPT ?= -O2
 
 MSGPACK_PC := $(shell $(PKG_CONFIG) --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
+# libhdf5 (sys/h5writer): Debian names it hdf5, some distributions only hdf5-serial.
+HDF5_PC := $(shell $(PKG_CONFIG) --exists hdf5 2>/dev/null && echo hdf5 || echo hdf5-serial)
 DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson \
-	libsystemd 2>/dev/null)
+	libsystemd $(HDF5_PC) 2>/dev/null)
 DEP_LIBS := $(shell $(PKG_CONFIG) --libs libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson \
-	libsystemd 2>/dev/null)
+	libsystemd $(HDF5_PC) 2>/dev/null)
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
