@@ -46,7 +46,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Test programs of their own (a main each, driven by tests/e2e), not linked
 # into the unit tests.
-TEST_PROGRAM_SRC := tests/unit/ctlhttp_serve.c
+TEST_PROGRAM_SRC := tests/unit/ctlhttp_serve.c tests/unit/evrecord_both.c
 TEST_PROGRAMS := $(TEST_PROGRAM_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRC := $(filter-out $(UNIT_SRC) $(TEST_PROGRAM_SRC),$(wildcard tests/unit/*.c))
 HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)
