@@ -15,11 +15,12 @@
 
 #include "sys/evwriter.h"
 
-/* The file `name` of directory dir_fd read through buf (size bytes), its
- * pages dropped from the cache behind the read: *bytes and *crc. With
- * `sync`, fdatasynced on the same descriptor. */
-int evp_crc_and_sync(int dir_fd, const char *name, bool sync, uint8_t *buf, size_t size,
-		     uint64_t *bytes, uint32_t *crc);
+/* The file `name` of directory dir_fd mapped `window` bytes at a time
+ * (the CRC runs over the page cache, nothing copied), each window dropped
+ * from the cache behind it: *bytes and *crc. With `sync`, fdatasynced on
+ * the same descriptor. */
+int evp_crc_and_sync(int dir_fd, const char *name, bool sync, size_t window, uint64_t *bytes,
+		     uint32_t *crc);
 
 /* open_name renamed to name, then (with `sync`) the directory fsynced. */
 int evp_rename(int dir_fd, const char *open_name, const char *name, bool sync);

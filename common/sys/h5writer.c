@@ -21,19 +21,14 @@
  * the largest payload), then one append per dataset. */
 #define H5W_BATCH_EVENTS 4096u
 #define H5W_BATCH_PAYLOAD_BYTES (16ull << 20)
-/* Free space is looked at again after this many bytes are written. */
-#define H5W_SPACE_CHECK_BYTES (64ull << 20)
-/* Written data is handed to writeback in windows of this size, so dirty
- * pages, and the kernel's throttling of the writer, stay low. The pages
- * stay cached (clean): the CRC at close reads the file back. */
-#define H5W_WRITEBACK_WINDOW_BYTES (8ull << 20)
-#define H5W_READ_BYTES (1u << 20)   /* the read back's buffer, for the file CRC */
+#define H5W_SPACE_CHECK_BYTES (64ull << 20)       /* free space read again after this */
+#define H5W_WRITEBACK_WINDOW_BYTES (8ull << 20)   /* h5w_writeback() */
+#define H5W_READ_BYTES (16u << 20)   /* the read back's window, for the file CRC */
 /* Rows per table chunk (h5writer_layout.c) times the widest row. */
 #define H5W_TABLE_CHUNK_BYTES (4096ull * sizeof(struct h5w_frame_row))
-/* What the library adds besides the data: superblock, object headers,
- * attributes, chunk indexes; a bound, which the unit test checks. */
+/* Superblock, object headers, attributes, chunk indexes: a bound, tested. */
 #define H5W_METADATA_BYTES (64ull << 10)
-#define H5W_RESUM_FRAME_BYTES 2048u
+#define H5W_RESUM_FRAME_BYTES 2048u   /* frames up to this are summed again, as evwriter's */
 
 struct h5w_open_file {
 	hid_t id;                /* -1 when none is open */
@@ -72,7 +67,6 @@ struct h5w {
 	uint64_t batch_first;
 	uint64_t batch_last;
 	uint64_t since_space_check;
-	uint8_t *read_buf;
 	struct crc_shift_cache frame_shift;
 	struct crc_shift_cache record_shift;
 	struct evw_stats stats;
@@ -127,17 +121,14 @@ static int h5w_alloc(struct h5w *w)
 {
 	uint16_t n = w->cfg.sources;
 
-	w->source_capacity = H5W_BATCH_PAYLOAD_BYTES / n;
-	if (w->source_capacity < FRM_MAX_PAYLOAD_BYTES)
-		w->source_capacity = FRM_MAX_PAYLOAD_BYTES;
+	w->source_capacity = H5W_BATCH_PAYLOAD_BYTES / n > FRM_MAX_PAYLOAD_BYTES ?
+				     H5W_BATCH_PAYLOAD_BYTES / n : FRM_MAX_PAYLOAD_BYTES;
 	w->rows = calloc(H5W_BATCH_EVENTS, sizeof(*w->rows));
 	w->batch = calloc(n, sizeof(*w->batch));
 	w->file.sources = calloc(n, sizeof(*w->file.sources));
-	w->read_buf = malloc(H5W_READ_BYTES);
-	if (!w->rows || !w->batch || !w->file.sources || !w->read_buf)
+	if (!w->rows || !w->batch || !w->file.sources)
 		return -ENOMEM;
 	for (unsigned int s = 0; s < n; s++) {
-		/* Zeroed: the rows' padding-free layout is written whole. */
 		w->batch[s].rows = calloc(H5W_BATCH_EVENTS, sizeof(struct h5w_frame_row));
 		w->batch[s].payload = malloc(w->source_capacity);
 		if (!w->batch[s].rows || !w->batch[s].payload)
@@ -401,13 +392,23 @@ static void h5w_abandon(struct h5w *w)
 	snprintf(w->error + len, sizeof(w->error) - len, "; %s.writing left unfinished", f->name);
 }
 
+/* Starts writeback of each full window, waits for the one before it
+ * (mostly done by then) and drops it from the page cache: dirty pages and
+ * the cache stay small, as evwriter's; the CRC at close reads the file
+ * again (docs/RECORDING.md, "Measured", weighs this). Advice only. */
 static void h5w_writeback(struct h5w *w)
 {
 	struct h5w_open_file *f = &w->file;
+	const uint64_t win = H5W_WRITEBACK_WINDOW_BYTES;
 
-	while (f->fd >= 0 && f->data_bytes - f->kicked >= H5W_WRITEBACK_WINDOW_BYTES) {
-		sync_file_range(f->fd, (off_t)f->kicked, H5W_WRITEBACK_WINDOW_BYTES, SYNC_FILE_RANGE_WRITE);
-		f->kicked += H5W_WRITEBACK_WINDOW_BYTES;
+	while (f->fd >= 0 && f->data_bytes - f->kicked >= win) {
+		sync_file_range(f->fd, (off_t)f->kicked, win, SYNC_FILE_RANGE_WRITE);
+		if (f->kicked >= win) {
+			sync_file_range(f->fd, (off_t)(f->kicked - win), win, SYNC_FILE_RANGE_WAIT_BEFORE |
+					SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+			posix_fadvise(f->fd, (off_t)(f->kicked - win), (off_t)win, POSIX_FADV_DONTNEED);
+		}
+		f->kicked += win;
 	}
 }
 
@@ -508,8 +509,7 @@ static int h5w_close_file(struct h5w *w)
 		return rc;
 	}
 	t0 = h5w_now_ns(CLOCK_MONOTONIC);
-	rc = evp_crc_and_sync(w->dir_fd, open_name, sync, w->read_buf, H5W_READ_BYTES, &info.bytes,
-			      &info.file_crc);
+	rc = evp_crc_and_sync(w->dir_fd, open_name, sync, H5W_READ_BYTES, &info.bytes, &info.file_crc);
 	if (rc != 0)
 		return h5w_fail(w, -rc, "output", "read back or fdatasync in");
 	if ((rc = evp_rename(w->dir_fd, open_name, f->name, sync)) != 0)
@@ -595,6 +595,5 @@ void h5w_destroy(struct h5w *w)
 	free(w->batch);
 	free(w->rows);
 	free(w->file.sources);
-	free(w->read_buf);
 	free(w);
 }
