@@ -249,7 +249,7 @@ static uint64_t scan_dir(uint64_t first, uint64_t max_bytes, unsigned int *files
 	for (int i = 0; i < n; i++) {
 		const char *name = names[i]->d_name;
 		size_t len = strlen(name);
-		char path[160], manifest[180];
+		char path[sizeof(dir) + 256 + 2], manifest[sizeof(path) + 8];
 		struct stat st;
 
 		ck_assert_msg(strstr(name, ".writing") == NULL && strstr(name, ".tmp") == NULL,
