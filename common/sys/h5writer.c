@@ -159,8 +159,11 @@ int h5w_open(struct h5w **out, const struct h5w_config *config, evw_closed_fn on
 	w->on_closed_arg = arg;
 	w->file.id = w->event_type = w->frame_type = -1;
 	w->file.fd = -1;
-	/* The writer names every failure itself; the library's own printing
-	 * of its error stack would only repeat it on stderr. */
+	/* The library's clean-up at exit closes files still open, and a file
+	 * whose close failed (a full disk) crashes it: the writer closes its
+	 * files itself. It names every failure itself too: the library's
+	 * printing of its error stack would only repeat it. */
+	H5dont_atexit();
 	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 	w->dir_fd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (w->dir_fd < 0 || faccessat(w->dir_fd, ".", W_OK, AT_EACCESS) != 0) {
@@ -528,17 +531,14 @@ static int h5w_close_file(struct h5w *w)
 
 /* The writer stopped on the free space, not on a write to this file:
  * the file holds whole batches and is closed as any other (the reserve is
- * for this), what the batch held counted unwritten. */
+ * for this), what the batch held counted unwritten. Should even that
+ * fail, the file is left NAME.h5.writing, named after the first error. */
 static void h5w_salvage(struct h5w *w)
 {
-	bool failed = w->stats.failed;
-
 	w->stats.events_unwritten += w->row_count;
 	h5w_batch_clear(w);
-	w->stats.failed = false;
 	if (h5w_close_file(w) != 0 && w->file.id >= 0)
 		h5w_abandon(w);
-	w->stats.failed = failed;
 }
 
 int h5w_roll(struct h5w *w, uint32_t slice)

@@ -19,7 +19,8 @@
  * NAME.h5.writing, never renamed as if whole (the library cannot promise a
  * consistent file after a failed write), and every event not written is
  * counted. Blocking file I/O on the caller's thread; the library's error
- * printing is turned off for the whole process. */
+ * printing and its clean-up at exit are turned off for the whole process
+ * (a file whose close failed would crash that clean-up). */
 #ifndef ES_SYS_H5WRITER_H
 #define ES_SYS_H5WRITER_H
 

@@ -8,7 +8,9 @@
  * an event the layout cannot hold refused, the writer going on; and, as
  * root, a small tmpfs filled up: the named "disk full" error before the
  * batch that would not fit, the file closed whole with the batches before,
- * and written + unwritten = handed over.
+ * and written + unwritten = handed over; the same tmpfs filled behind the
+ * writer's back: a file the library cannot close left NAME.h5.writing and
+ * named, never renamed as whole.
  *
  * The payload sizes are drawn at random; the seed is printed and
  * TEST_SEED=n repeats a run. */
@@ -415,6 +417,62 @@ START_TEST(test_a_full_disk_is_named_and_nothing_is_torn)
 }
 END_TEST
 
+/* The disk filled by someone else once the writer's file is open: the
+ * writer may learn it from its check before a batch or from a failed write
+ * or close; either way the error says "disk full", the books balance, and
+ * the file is either closed whole (read back) or left NAME.h5.writing and
+ * named in the error, never renamed unless whole. The process exits
+ * cleanly after the library failed to close a file. */
+START_TEST(test_a_disk_filled_behind_the_writer_leaves_nothing_torn)
+{
+	struct evw_frame frames[SOURCES];
+	struct evw_event ev;
+	struct evw_stats st;
+	struct h5w *w;
+	char err[256], left[96], path[160];
+	unsigned int files;
+	struct stat sb;
+	static char junk[1 << 16];
+
+	if (geteuid() != 0 || mount("tmpfs", dir, "tmpfs", 0, "size=8m") != 0) {
+		printf("test_h5writer: full disk test skipped (needs root to mount a tmpfs)\n");
+		return;
+	}
+	struct h5w_config c = config(64u << 20);
+	ck_assert_int_eq(h5w_open(&w, &c, NULL, NULL, err, sizeof(err)), 0);
+	make_event(0, 600, frames, &ev);
+	ck_assert_int_eq(h5w_add(w, &ev), 0);
+	snprintf(path, sizeof(path), "%s/filler", dir);
+	FILE *filler = fopen(path, "w");
+	ck_assert_ptr_nonnull(filler);
+	while (fwrite(junk, 1, sizeof(junk), filler) == sizeof(junk) && fflush(filler) == 0)
+		;
+	fclose(filler);
+	for (uint64_t id = 1; id < 20000; id++) {
+		make_event(id, 600, frames, &ev);
+		h5w_add(w, &ev);
+	}
+	ck_assert_int_ne(h5w_close(w), 0);
+	h5w_stats(w, &st);
+	ck_assert_msg(strncmp(h5w_error(w), "disk full", 9) == 0, "%s", h5w_error(w));
+	ck_assert_uint_eq(st.events_written + st.events_unwritten, 20000);
+	ck_assert_int_eq(unlink(path), 0);
+	h5w_file_name(left, sizeof(left), RUN, 2, 0, 0);
+	snprintf(path, sizeof(path), "%s/%s", dir, left);
+	if (st.files_closed == 0) {
+		strcat(left, ".writing");
+		ck_assert_msg(strstr(h5w_error(w), left) != NULL, "%s does not name %s", h5w_error(w), left);
+		ck_assert_msg(stat(path, &sb) != 0, "%s renamed as if whole", path);
+		strcat(path, ".writing");
+		ck_assert_msg(stat(path, &sb) == 0, "%s is not there", path);
+		ck_assert_int_eq(unlink(path), 0);
+	} else {
+		ck_assert_uint_eq(scan_dir(0, c.max_file_bytes, &files), st.events_written);
+	}
+	h5w_destroy(w);
+}
+END_TEST
+
 static Suite *h5writer_suite(void)
 {
 	Suite *s = suite_create("h5writer");
@@ -427,6 +485,7 @@ static Suite *h5writer_suite(void)
 	tcase_add_test(tc, test_a_missing_directory_is_named);
 	tcase_add_test(tc, test_an_event_the_layout_cannot_hold_is_refused);
 	tcase_add_test(tc, test_a_full_disk_is_named_and_nothing_is_torn);
+	tcase_add_test(tc, test_a_disk_filled_behind_the_writer_leaves_nothing_torn);
 	suite_add_tcase(s, tc);
 	return s;
 }
