@@ -15,10 +15,12 @@ BIN ?= bin
 OPT ?= -O2
 
 MSGPACK_PC := $(shell $(PKG_CONFIG) --exists msgpack-c 2>/dev/null && echo msgpack-c || echo msgpack)
+# libhdf5 (sys/h5writer): Debian names it hdf5, some distributions only hdf5-serial.
+HDF5_PC := $(shell $(PKG_CONFIG) --exists hdf5 2>/dev/null && echo hdf5 || echo hdf5-serial)
 DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson \
-	libsystemd 2>/dev/null)
+	libsystemd $(HDF5_PC) 2>/dev/null)
 DEP_LIBS := $(shell $(PKG_CONFIG) --libs libevent $(MSGPACK_PC) zlib libdeflate libsodium jansson \
-	libsystemd 2>/dev/null)
+	libsystemd $(HDF5_PC) 2>/dev/null)
 CHECK_CFLAGS := $(shell $(PKG_CONFIG) --cflags check 2>/dev/null)
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
@@ -44,7 +46,7 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Test programs of their own (a main each, driven by tests/e2e), not linked
 # into the unit tests.
-TEST_PROGRAM_SRC := tests/unit/ctlhttp_serve.c
+TEST_PROGRAM_SRC := tests/unit/ctlhttp_serve.c tests/unit/evrecord_both.c
 TEST_PROGRAMS := $(TEST_PROGRAM_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HELPER_SRC := $(filter-out $(UNIT_SRC) $(TEST_PROGRAM_SRC),$(wildcard tests/unit/*.c))
 HELPER_OBJ := $(HELPER_SRC:%.c=$(BUILD)/%.o)

@@ -15,8 +15,9 @@ set_name="${1:-test}"
 # Building the daemons, running deploy/daqrun on one host and its report.
 # chrony: the daemons read the host's clock state with chronyc.
 # libsystemd-dev: sd_notify, the daemons' readiness as Type=notify units.
+# libhdf5-dev: the HDF5 output (common/sys/h5writer.c).
 run_packages="build-essential pkg-config libevent-dev libmsgpack-dev zlib1g-dev libdeflate-dev
-libsodium-dev libjansson-dev libsystemd-dev python3 python3-matplotlib chrony"
+libsodium-dev libjansson-dev libsystemd-dev libhdf5-dev python3 python3-matplotlib chrony"
 # What only the tests (and the other backends they drive) use.
 # check: the unit tests. python3-numpy: analysis/compare.py.
 # iproute2, iputils-ping: the netns backend's virtual cluster.
@@ -26,8 +27,10 @@ libsodium-dev libjansson-dev libsystemd-dev python3 python3-matplotlib chrony"
 # systemd: systemd-analyze checks the installed units (verify, security).
 # prometheus: its promtool checks every daemon's /metrics scrape (Debian
 # ships promtool in no smaller package; the server itself is never started).
+# python3-h5py, hdf5-tools: the HDF5 files read back and h5dump'ed
+# (tests/e2e/test_h5writer.py, analysis/h5events.py).
 test_packages="check python3-numpy iproute2 iputils-ping procps openssh-client openssh-server tar
-chromium systemd prometheus"
+chromium systemd prometheus python3-h5py hdf5-tools"
 case "$set_name" in
 run) packages="$run_packages" ;;
 test) packages="$run_packages $test_packages" ;;

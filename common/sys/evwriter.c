@@ -13,9 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <jansson.h>
 
-#include "sys/afile.h"
+#include "sys/evpublish.h"
 #include "wire/crc.h"
 #include "wire/frame.h"
 
@@ -363,30 +362,10 @@ unwritten:
 	return rc;
 }
 
-/* NAME.json beside the closed file, through the one writer of documents
- * (sys/afile): whole or absent. */
+/* NAME.json beside the closed file (sys/evpublish, through sys/afile). */
 static int evw_write_manifest(struct evw *w, const struct evw_file_info *info)
 {
-	char path[PATH_MAX + 96];
-	json_t *doc = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:b}",
-				"format", "esdq-event-file-manifest/1", "name", info->name,
-				"bytes", (json_int_t)info->bytes, "event_count", (json_int_t)info->events,
-				"first_event", (json_int_t)info->first_event,
-				"last_event", (json_int_t)info->last_event,
-				"file_crc", (json_int_t)info->file_crc, "run", (json_int_t)w->cfg.run,
-				"builder", (int)w->cfg.builder_id, "file_seq", (json_int_t)info->file_seq,
-				"slice", (json_int_t)info->slice, "recovered", 0);
-	char *text = doc ? json_dumps(doc, JSON_INDENT(1)) : NULL;
-	int rc;
-
-	json_decref(doc);
-	if (text == NULL)
-		return evw_fail(w, ENOMEM, "%s: manifest in %s: %s", "output");
-	snprintf(path, sizeof(path), "%s/%s.json", w->dir, info->name);
-	size_t len = strlen(text);
-	text[len] = '\n';    /* json_dumps leaves room: its NUL becomes the newline */
-	rc = afile_write_all(path, text, len + 1);
-	free(text);
+	int rc = evp_manifest(w->dir, info, w->cfg.run, w->cfg.builder_id);
 	return rc == 0 ? 0 : evw_fail(w, -rc, "%s: manifest in %s: %s", "output");
 }
 

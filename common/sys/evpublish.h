@@ -1,0 +1,33 @@
+/* Publishing a closed event file, whichever its format (docs/RECORDING.md,
+ * "Crash safety"): its bytes read back once for their CRC and fdatasynced,
+ * NAME.writing renamed to NAME and the directory fsynced, then the
+ * manifest NAME.json written to a temporary name, fsynced and renamed, so
+ * a manifest is whole or absent. For a writer that cannot follow its
+ * file's CRC as it writes (HDF5's library rewrites its metadata in place);
+ * evwriter keeps the CRC of its append-only files itself. Each function
+ * returns 0 or -errno and names nothing: the writer names the failure. */
+#ifndef ES_SYS_EVPUBLISH_H
+#define ES_SYS_EVPUBLISH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sys/evwriter.h"
+
+/* The file `name` of directory dir_fd mapped `window` bytes at a time
+ * (the CRC runs over the page cache, nothing copied), each window dropped
+ * from the cache behind it: *bytes and *crc. With `sync`, fdatasynced on
+ * the same descriptor. */
+int evp_crc_and_sync(int dir_fd, const char *name, bool sync, size_t window, uint64_t *bytes,
+		     uint32_t *crc);
+
+/* open_name renamed to name, then (with `sync`) the directory fsynced. */
+int evp_rename(int dir_fd, const char *open_name, const char *name, bool sync);
+
+/* dir/info->name + ".json", through the one writer of documents
+ * (sys/afile): the raw writer's manifest keys (docs/RECORDING.md). */
+int evp_manifest(const char *dir, const struct evw_file_info *info, uint32_t run,
+		 uint16_t builder_id);
+
+#endif
