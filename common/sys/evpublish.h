@@ -1,8 +1,7 @@
 /* Publishing a closed event file, whichever its format (docs/RECORDING.md,
  * "Crash safety"): its bytes read back once for their CRC and fdatasynced,
  * NAME.writing renamed to NAME and the directory fsynced, then the
- * manifest NAME.json written to a temporary name, fsynced and renamed, so
- * a manifest is whole or absent. For a writer that cannot follow its
+ * manifest NAME.json written whole or not at all (sys/afile). For a writer that cannot follow its
  * file's CRC as it writes (HDF5's library rewrites its metadata in place);
  * evwriter keeps the CRC of its append-only files itself. Each function
  * returns 0 or -errno and names nothing: the writer names the failure. */
@@ -13,7 +12,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sys/evwriter.h"
+/* A closed file, as its manifest says. */
+struct evw_file_info {
+	char name[64];
+	uint32_t file_seq;
+	uint32_t slice;
+	uint64_t bytes;
+	uint64_t events;
+	uint64_t first_event;
+	uint64_t last_event;
+	uint32_t file_crc;
+};
 
 /* The file `name` of directory dir_fd mapped `window` bytes at a time
  * (the CRC runs over the page cache, nothing copied), each window dropped

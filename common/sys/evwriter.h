@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sys/evpublish.h"
 #include "wire/evfile.h"
 
 /* When file data reaches the disk. */
@@ -59,17 +60,6 @@ struct evw_event {
 	const struct evw_frame *frames;   /* in ascending source order */
 };
 
-/* A closed file, as its manifest says. */
-struct evw_file_info {
-	char name[64];
-	uint32_t file_seq;
-	uint32_t slice;
-	uint64_t bytes;
-	uint64_t events;
-	uint64_t first_event;
-	uint64_t last_event;
-	uint32_t file_crc;
-};
 
 struct evw_stats {
 	uint64_t files_closed;
