@@ -2,12 +2,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -50,6 +52,26 @@ int evp_crc_and_sync(int dir_fd, const char *name, bool sync, size_t window, uin
 out:
 	close(fd);
 	return rc;
+}
+
+int evp_check_space(int dir_fd, const char *dir, uint64_t need, uint64_t reserve,
+		    uint64_t *free_bytes, char *error, size_t error_size)
+{
+	struct statvfs sv;
+
+	if (fstatvfs(dir_fd, &sv) != 0) {
+		int err = errno;
+		snprintf(error, error_size, "output: cannot read the free space of %s: %s", dir,
+			 strerror(err));
+		return -err;
+	}
+	*free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (*free_bytes < need + reserve) {
+		snprintf(error, error_size, "disk full: %" PRIu64 " bytes free in %s, %" PRIu64
+			 " needed beside a reserve of %" PRIu64, *free_bytes, dir, need, reserve);
+		return -ENOSPC;
+	}
+	return 0;
 }
 
 int evp_rename(int dir_fd, const char *open_name, const char *name, bool sync)

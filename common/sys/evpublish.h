@@ -31,6 +31,13 @@ struct evw_file_info {
 int evp_crc_and_sync(int dir_fd, const char *name, bool sync, size_t window, uint64_t *bytes,
 		     uint32_t *crc);
 
+/* The free bytes of the file system of dir_fd (dir names it in messages)
+ * for an unprivileged writer into *free_bytes, and whether `need` more fit
+ * beside `reserve`: 0, -ENOSPC with error "disk full: N bytes free in
+ * DIR, ...", or -errno with error naming the failed call. */
+int evp_check_space(int dir_fd, const char *dir, uint64_t need, uint64_t reserve,
+		    uint64_t *free_bytes, char *error, size_t error_size);
+
 /* open_name renamed to name, then (with `sync`) the directory fsynced. */
 int evp_rename(int dir_fd, const char *open_name, const char *name, bool sync);
 

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,25 +101,21 @@ static int evw_fail(struct evw *w, int err, const char *fmt, const char *what)
 	return -err;
 }
 
-/* Free bytes for an unprivileged writer, and whether `need` more fit
- * beside the reserve. */
+/* Whether `need` more bytes fit beside the reserve; else the writer stops
+ * with the reason (sys/evpublish). */
 static int evw_check_space(struct evw *w, uint64_t need)
 {
-	struct statvfs sv;
 	uint64_t reserve = w->cfg.reserve_bytes ? w->cfg.reserve_bytes : w->cfg.max_file_bytes;
+	char why[sizeof(w->error)];
+	int rc = evp_check_space(w->dir_fd, w->dir, need, reserve, &w->stats.free_bytes, why,
+				 sizeof(why));
 
-	if (fstatvfs(w->dir_fd, &sv) != 0)
-		return evw_fail(w, errno, "%s: cannot read the free space of %s: %s", "output");
-	w->stats.free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
 	w->since_space_check = 0;
-	if (w->stats.free_bytes < need + reserve) {
-		snprintf(w->error, sizeof(w->error),
-			 "disk full: %" PRIu64 " bytes free in %s, %" PRIu64 " needed beside a reserve "
-			 "of %" PRIu64, w->stats.free_bytes, w->dir, need, reserve);
+	if (rc != 0 && !w->stats.failed) {   /* the first reason stands */
+		memcpy(w->error, why, sizeof(why));
 		w->stats.failed = true;
-		return -ENOSPC;
 	}
-	return 0;
+	return rc;
 }
 
 int evw_open(struct evw **out, const struct evw_config *config, evw_closed_fn on_closed,

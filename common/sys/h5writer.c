@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,21 +99,17 @@ static int h5w_fail(struct h5w *w, int err, const char *what, const char *how)
 
 static int h5w_check_space(struct h5w *w, uint64_t need)
 {
-	struct statvfs sv;
 	uint64_t reserve = w->cfg.reserve_bytes ? w->cfg.reserve_bytes : w->cfg.max_file_bytes;
+	char why[sizeof(w->error)];
+	int rc = evp_check_space(w->dir_fd, w->dir, need, reserve, &w->stats.free_bytes, why,
+				 sizeof(why));
 
-	if (fstatvfs(w->dir_fd, &sv) != 0)
-		return h5w_fail(w, errno, "output", "cannot read the free space of");
-	w->stats.free_bytes = (uint64_t)sv.f_bavail * sv.f_frsize;
 	w->since_space_check = 0;
-	if (w->stats.free_bytes < need + reserve) {
-		snprintf(w->error, sizeof(w->error),
-			 "disk full: %" PRIu64 " bytes free in %s, %" PRIu64 " needed beside a reserve "
-			 "of %" PRIu64, w->stats.free_bytes, w->dir, need, reserve);
+	if (rc != 0 && !w->stats.failed) {   /* the first reason stands */
+		memcpy(w->error, why, sizeof(why));
 		w->stats.failed = true;
-		return -ENOSPC;
 	}
-	return 0;
+	return rc;
 }
 
 static int h5w_alloc(struct h5w *w)
