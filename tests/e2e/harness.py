@@ -258,6 +258,42 @@ def listening_ports() -> set[int]:
     return ports
 
 
+def listening_inodes(ports: set[int]) -> dict[int, set[str]]:
+    """The socket inodes listening on each of ports (IPv4 and IPv6)."""
+    found: dict[int, set[str]] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    if len(fields) > 9 and fields[3] == "0A":
+                        port = int(fields[1].rsplit(":", 1)[1], 16)
+                        if port in ports:
+                            found.setdefault(port, set()).add(fields[9])
+        except OSError:
+            continue
+    return found
+
+
+def socket_owners(inodes: set[str]) -> dict[str, set[int]]:
+    """The processes holding each socket inode open."""
+    owners: dict[str, set[int]] = {}
+    for pid in _proc_pids():
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                owners.setdefault(target[8:-1], set()).add(pid)
+    return owners
+
+
 def read_port_file(path: Path) -> dict[str, int]:
     """Lines "<name> <port>" of a daemon's port file; {} if absent."""
     try:
@@ -471,8 +507,22 @@ class Harness:
         return found
 
     def listening(self) -> set[int]:
-        """Ports a daemon of this test reported that are still listening."""
-        return self.ports & listening_ports()
+        """Ports a daemon of this test reported that are still listening,
+        but for those held only by processes not of this test: on a machine
+        running another suite beside this one, a port number this test saw
+        may since have been given to the other's daemon."""
+        ports = self.ports & listening_ports()
+        if not ports:
+            return ports
+        inodes = listening_inodes(ports)
+        owners = socket_owners({i for s in inodes.values() for i in s})
+        mine = {pid for pid, _ in self.leftovers()} | {os.getpid()}
+        left = set()
+        for port in ports:
+            held = {pid for i in inodes.get(port, ()) for pid in owners.get(i, ())}
+            if not held or held & mine:
+                left.add(port)
+        return left
 
     def assert_clean(self, settle_s: float = 5.0) -> None:
         """Fails if any process of the test still runs or any of its ports

@@ -40,12 +40,13 @@ def all_processes() -> list[tuple[int, str]]:
 
 
 def left_behind(before: set[str]) -> list[str]:
-    """New namespaces whose owner (esdq<pid>-...) is gone: a living owner is
-    another test's cluster on this machine, not one of ours."""
+    """New namespaces of the netns backend (esdq<pid>-...) whose owner is
+    gone: a living owner is another test's cluster on this machine, and
+    another prefix (a virtual Slurm cluster's essl...) is not this test's."""
     left = []
     for name in sorted(set(netns_names()) - before):
         m = re.match(r"esdq([0-9]+)-", name)
-        if m is None or not os.path.exists(f"/proc/{m.group(1)}"):
+        if m is not None and not os.path.exists(f"/proc/{m.group(1)}"):
             left.append(name)
     return left
 
