@@ -35,6 +35,7 @@ struct hub_session {
 	struct event *ev_accept;
 	struct event *ev_tick;
 	struct event *ev_deadline;      /* the current state's, when it has one */
+	struct event *ev_abandoned;     /* an abandoned run object's last chance to end */
 	struct greet_door door;
 	uint64_t refused;
 	uint64_t session_lost;

@@ -23,6 +23,9 @@
 /* Time for the last messages to be written before the process exits. */
 #define HUB_LINGER_US 200000
 #define HUB_TICK_US 1000
+/* An abandoned run object ends within this, or the hub ends it: as long
+ * as a run object's own wait for its peers' close after BYE. */
+#define HUB_ABANDONED_END_S 2
 
 static void hub_notify(const struct hub_session *hs)
 {
@@ -102,6 +105,27 @@ static void hub_abandon(struct hub_session *hs, const char *why)
 		hs->peers[i].answered = hs->peers[i].link == NULL;
 	hub_order_all(hs, CTL_RESET, why);
 	run_slot_stop(hs->slot, why);
+	if (run_slot_object(hs->slot) != NULL) {
+		const struct timeval tv = { HUB_ABANDONED_END_S, 0 };
+		event_add(hs->ev_abandoned, &tv);
+	}
+}
+
+/* An abandoned run object that has not ended HUB_ABANDONED_END_S after
+ * the hub gave it up (its peers reset, its books of no interest) is ended
+ * here: its loop is left, and the run is summarised and destroyed as at
+ * any end. Its end once went missing in a reset that came in the same
+ * turn of the loop as the run object's own end. */
+static void hub_on_abandoned(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct hub_session *hs = arg;
+	if (run_slot_object(hs->slot) == NULL || hs->live_epoch != 0)
+		return;
+	log_warn("Run %u's object did not end within %d s of being abandoned; ending it", hs->run,
+		 HUB_ABANDONED_END_S);
+	event_base_loopexit(hs->base, NULL);
 }
 
 /* A transition failed (event FAILED or DEADLINE): the run abandoned, the
@@ -378,6 +402,7 @@ static void hub_run_over(struct hub_session *hs)
 	session_find_arg(hs->hub_args, "--out", s->out, sizeof s->out);
 	hs->n_summaries++;
 	hs->live_epoch = 0;
+	event_del(hs->ev_abandoned);
 	log_info("Run %u over (status %d, %llu events decided, ended by %s%s)", s->run, s->status,
 		 (unsigned long long)s->events_decided, s->ended_by, live ? "" : "; abandoned");
 	notify_status("run %u over (status %d)", s->run, s->status);
@@ -423,8 +448,10 @@ struct hub_session *hub_session_new(const struct daemon_def *def, struct event_b
 		goto fail;
 	hs->ev_tick = event_new(base, -1, EV_PERSIST, hub_on_tick, hs);
 	hs->ev_deadline = evtimer_new(base, hub_on_deadline, hs);
+	hs->ev_abandoned = evtimer_new(base, hub_on_abandoned, hs);
 	const struct timeval tick = { 0, HUB_TICK_US };
-	if (hs->ev_tick == NULL || hs->ev_deadline == NULL || event_add(hs->ev_tick, &tick) < 0)
+	if (hs->ev_tick == NULL || hs->ev_deadline == NULL || hs->ev_abandoned == NULL ||
+	    event_add(hs->ev_tick, &tick) < 0)
 		goto fail;
 	return hs;
 fail:
@@ -440,6 +467,8 @@ void hub_session_free(struct hub_session *hs)
 		event_free(hs->ev_tick);
 	if (hs->ev_deadline != NULL)
 		event_free(hs->ev_deadline);
+	if (hs->ev_abandoned != NULL)
+		event_free(hs->ev_abandoned);
 	hub_peers_close(hs);
 	run_slot_free(hs->slot);
 	free(hs);
