@@ -119,7 +119,7 @@ static uint64_t scan_dir(uint64_t first, unsigned int *files)
 	for (int i = 0; i < n; i++) {
 		const char *name = names[i]->d_name;
 		size_t len = strlen(name);
-		char path[160], manifest[180];
+		char path[400], manifest[420];
 
 		ck_assert_msg(strstr(name, ".writing") == NULL && strstr(name, ".tmp") == NULL,
 			      "%s left in %s", name, dir);
