@@ -324,13 +324,16 @@ def _file_key(p: Path) -> tuple:
         return (1 << 16, 0, str(p))
 
 
-def run_files(run_dir, include_open: bool = False) -> list[Path]:
-    """A run's event files, every builder's, each builder's by sequence."""
+def run_files(run_dir, include_open: bool = False, suffix: str = FILE_SUFFIX,
+              key=_file_key) -> list[Path]:
+    """A run's event files (named *suffix, and *suffix.writing with
+    include_open), every builder's, each builder's by sequence as key(path)
+    reads it from the file; h5events lists its HDF5 files with this too."""
     root = Path(run_dir)
-    found = [p for p in root.rglob("*" + FILE_SUFFIX) if p.is_file()]
+    found = [p for p in root.rglob("*" + suffix) if p.is_file()]
     if include_open:
-        found += [p for p in root.rglob("*" + FILE_SUFFIX + OPEN_SUFFIX) if p.is_file()]
-    return sorted(found, key=_file_key)
+        found += [p for p in root.rglob("*" + suffix + OPEN_SUFFIX) if p.is_file()]
+    return sorted(found, key=key)
 
 
 def iter_run_events(run_dir) -> Iterator[Event]:

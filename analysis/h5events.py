@@ -187,11 +187,7 @@ def _file_key(p: Path) -> tuple:
 
 def run_files(run_dir, include_open: bool = False) -> list[Path]:
     """A run's HDF5 event files, every builder's, each builder's by sequence."""
-    root = Path(run_dir)
-    found = [p for p in root.rglob("*" + FILE_SUFFIX) if p.is_file()]
-    if include_open:
-        found += [p for p in root.rglob("*" + FILE_SUFFIX + OPEN_SUFFIX) if p.is_file()]
-    return sorted(found, key=_file_key)
+    return evfile.run_files(run_dir, include_open, suffix=FILE_SUFFIX, key=_file_key)
 
 
 def iter_run_events(run_dir) -> Iterator[Event]:
