@@ -57,7 +57,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 # The documents with regions written from the code (scripts/gendocs.py).
 GENERATED_DOCS := docs/PROTOCOL.md docs/METRICS.md README.md
 
-.PHONY: all deps run test check-layers check-counters check-sizes check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
+.PHONY: all deps run test check-layers check-counters check-sizes check-prefixes check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
 all: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS)
 examples: $(EXAMPLES)
 .SECONDARY: $(DOCGEN:%=%.o) $(EXAMPLES:%=%.o)
@@ -96,6 +96,9 @@ check-counters:
 # No C file over 600 lines, no function over 80 (docs/CODE.md).
 check-sizes:
 	$(Q)$(PYTHON) scripts/check_sizes.py
+
+check-prefixes:
+	$(Q)$(PYTHON) scripts/check_prefixes.py
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -169,6 +172,7 @@ test:
 	$(Q)$(PYTHON) scripts/check_layers.py
 	$(Q)$(PYTHON) scripts/check_counters.py
 	$(Q)$(PYTHON) scripts/check_sizes.py
+	$(Q)$(PYTHON) scripts/check_prefixes.py
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory check-docs
 	$(Q)$(MAKE) --no-print-directory unit

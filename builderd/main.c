@@ -1,26 +1,26 @@
 /* builderd: the event builder and the run's control hub. Declares its
  * options (options.c) and wires the run to the event loop: --role both and
  * hub run the hub (run.c), --role builder one builder of several (brun.c);
- * with --session-listen the hub serves many runs (hubsession.h). */
+ * with --session-listen the hub serves many runs (serve_session.h). */
 #include "builder/brun.h"
-#include "serve/hubserve.h"
+#include "serve/serve.h"
 #include "io/daemon.h"
 #include "io/session.h"
 #include "options.h"
-#include "hub/run.h"
+#include "hub/hub.h"
 
-static struct bd_options o;
+static struct options o;
 
-static bool builder_role(void) { return o.role == BD_ROLE_BUILDER; }
+static bool builder_role(void) { return o.role == ROLE_BUILDER; }
 
 static bool hub_serves(const void *opts)
 {
-	return ((const struct bd_options *)opts)->session_listen_host[0] != '\0';
+	return ((const struct options *)opts)->session_listen_host[0] != '\0';
 }
 
 static void *create(struct event_base *base, const void *opts)
 {
-	return builder_role() ? (void *)brun_create(base, opts) : (void *)bd_create(base, opts);
+	return builder_role() ? (void *)brun_create(base, opts) : (void *)hub_create(base, opts);
 }
 
 static void stop(void *run, const char *why)
@@ -28,7 +28,7 @@ static void stop(void *run, const char *why)
 	if (builder_role())
 		brun_stop(run, why);
 	else
-		bd_stop(run, why);
+		hub_stop(run, why);
 }
 
 /* SIGUSR2: the operator's drained stop; a builder of several has none of
@@ -36,12 +36,12 @@ static void stop(void *run, const char *why)
 static void drain(void *run, const char *why)
 {
 	if (!builder_role())
-		bd_stop_drained(run, why);
+		hub_stop_drained(run, why);
 }
 
 static int exit_status(const void *run)
 {
-	return builder_role() ? brun_exit_status(run) : bd_exit_status(run);
+	return builder_role() ? brun_exit_status(run) : hub_exit_status(run);
 }
 
 static void destroy(void *run)
@@ -49,23 +49,23 @@ static void destroy(void *run)
 	if (builder_role())
 		brun_destroy(run);
 	else
-		bd_destroy(run);
+		hub_destroy(run);
 }
 
 int main(int argc, char **argv)
 {
 	const struct daemon_def def = {
 		.role = "builderd",
-		.synopsis = bd_usage_synopsis, .description = bd_usage_description,
-		.epilogue = bd_usage_epilogue, .example = bd_usage_example,
-		.specs = bd_option_specs, .n_specs = bd_option_count, .opts = &o,
+		.synopsis = options_usage_synopsis, .description = options_usage_description,
+		.epilogue = options_usage_epilogue, .example = options_usage_example,
+		.specs = options_specs, .n_specs = options_count, .opts = &o,
 		.quiet = &o.quiet, .title = "Run", .title_id = &o.run_id,
-		.check = bd_options_check, .check_listen = bd_options_check_listen,
+		.check = options_check, .check_listen = options_check_listen,
 		.create = create, .stop = stop, .drain = drain, .exit_status = exit_status,
 		.destroy = destroy,
-		.opts_size = sizeof o, .serve_runs = session_peer_main, .prepare = bd_prepare_builder,
+		.opts_size = sizeof o, .serve_runs = session_peer_main, .prepare = hub_prepare_builder,
 		.session_role = CTL_ROLE_BUILDER, .session_id = &o.builder_id,
-		.hub_serves = hub_serves, .hub_main = hub_serve_main,
+		.hub_serves = hub_serves, .hub_main = serve_main,
 	};
 	return daemon_main(&def, argc, argv);
 }

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-const char bd_usage_synopsis[] =
+const char options_usage_synopsis[] =
 	"--run R --sources S --readers N --listen HOST:PORT\n"
 	"--control-listen HOST:PORT --out DIR [options]\n"
 	"builderd --role hub --builders M --run R --sources S --readers N --events N\n"
@@ -18,7 +18,7 @@ const char bd_usage_synopsis[] =
 	"builderd --role builder --id B --builders M --hub HOST:PORT --run R\n"
 	"--sources S --readers N --listen HOST:PORT --out DIR [options]";
 
-const char bd_usage_description[] =
+const char options_usage_description[] =
 	"The event builder: assembles each event from one fragment per source,\n"
 	"filters and records it, gathers every daemon's final counters and checks\n"
 	"the conservation equations. Exits 0 only when every equation balances and\n"
@@ -27,7 +27,7 @@ const char bd_usage_description[] =
 	"the event manager, the books) and each builder (--role builder) builds\n"
 	"the events the hub assigns it (docs/BUILDERS.md).";
 
-const char bd_usage_epilogue[] =
+const char options_usage_epilogue[] =
 	"Signals:\n"
 	"  SIGTERM, SIGINT         end the run now, as a failed run (status 1)\n"
 	"  SIGUSR2                 --role both or hub: the operator's drained stop: every\n"
@@ -40,13 +40,13 @@ const char bd_usage_epilogue[] =
 	"  ES_CHRONY_SOCKET=PATH   chronyd command socket for this host's chrony reads\n"
 	"                          (chronyc -h PATH; every daemon honours it)\n";
 
-const char bd_usage_example[] =
+const char options_usage_example[] =
 	"  builderd --run 1 --sources 4 --readers 2 --listen 127.0.0.1:7100 \\\n"
 	"           --control-listen 127.0.0.1:6999 --out runs/1\n";
 
-static bool bd_take_shm_listen(const char *flag, const char *arg, void *opts)
+static bool options_take_shm_listen(const char *flag, const char *arg, void *opts)
 {
-	struct bd_options *o = opts;
+	struct options *o = opts;
 	if (!shl_name_valid(arg)) {
 		opt_error(flag, "expected a NAME of 1 to %u letters, digits, '.', '_' or '-' (not starting with '.'), got '%s'",
 			  SHL_NAME_MAX, arg);
@@ -57,9 +57,9 @@ static bool bd_take_shm_listen(const char *flag, const char *arg, void *opts)
 }
 
 /* --listen, once per rail: one port for every address, no address twice. */
-static bool bd_take_listen(const char *flag, const char *arg, void *opts)
+static bool options_take_listen(const char *flag, const char *arg, void *opts)
 {
-	struct bd_options *o = opts;
+	struct options *o = opts;
 	char host[sizeof o->listen_hosts[0]];
 	uint16_t port;
 	if (!opt_hostport(flag, arg, host, sizeof host, &port, true))
@@ -85,12 +85,12 @@ static bool bd_take_listen(const char *flag, const char *arg, void *opts)
 	return true;
 }
 
-const char *const bd_role_names[] = { "both", "hub", "builder", NULL };
-static const char *const bd_routing_names[] = { "manager", "static", NULL };
+const char *const options_role_names[] = { "both", "hub", "builder", NULL };
+static const char *const options_routing_names[] = { "manager", "static", NULL };
 
-#define O struct bd_options
+#define O struct options
 
-const struct opt_spec bd_option_specs[] = {
+const struct opt_spec options_specs[] = {
 	OPT_UINT("run", "R", O, run_id, 0, UINT32_MAX, .required = true, .group = "Run",
 		 .help = "run number"),
 	OPT_UINT("sources", "S", O, sources, 1, BLD_MAX_SOURCES, .fixed = true, .required = true,
@@ -101,7 +101,7 @@ const struct opt_spec bd_option_specs[] = {
 		 .help = "lowest event ID of the run (default {default})"),
 	OPT_UINT("events", "N", O, events, 0, UINT64_MAX / 2,
 		 .help = "number of event IDs, when known (default: from the sources)"),
-	OPT_CHOICE("role", "ROLE", O, role, bd_role_names, .fixed = true, .def = "both", .group = "Builders",
+	OPT_CHOICE("role", "ROLE", O, role, options_role_names, .fixed = true, .def = "both", .group = "Builders",
 		   .help = "both: the hub and the run's one builder (default);\n"
 			   "hub: the hub of --builders M builders, building nothing;\n"
 			   "builder: builder --id of M, reporting to --hub"),
@@ -111,7 +111,7 @@ const struct opt_spec bd_option_specs[] = {
 		 .help = "this builder's ID (--role builder)"),
 	OPT_HOSTPORT("hub", "HOST:PORT", O, hub_host, hub_port, 1,
 		     .fixed = true, .help = "the hub's control port (--role builder)"),
-	OPT_CHOICE("routing", "MODE", O, routing, bd_routing_names, .def = "manager",
+	OPT_CHOICE("routing", "MODE", O, routing, options_routing_names, .def = "manager",
 		   .help = "manager: batches go round-robin to builders holding\n"
 			   "tokens; static: batch k to builder k mod M (--role hub;\n"
 			   "default {default})"),
@@ -125,7 +125,7 @@ const struct opt_spec bd_option_specs[] = {
 		 .help = "give a builder at most what it decides in T ms at the\n"
 			 "pace its tokens show, within its slots (--role hub;\n"
 			 "default {default}; 0 = its slots alone)"),
-	OPT_CUSTOM("listen", "HOST:PORT", bd_take_listen, .fixed = true, .group = "Connections",
+	OPT_CUSTOM("listen", "HOST:PORT", options_take_listen, .fixed = true, .group = "Connections",
 		   .help = "data port for the readers (port 0: any free port;\n"
 			   "not --role hub); once per rail, at most 4, all on one\n"
 			   "port: a reader's link is then one connection per rail"),
@@ -145,7 +145,7 @@ const struct opt_spec bd_option_specs[] = {
 	OPT_UINT("stall-timeout-ms", "T", O, stall_timeout_ms, 500, 86400000, .def = "2000",
 		 .help = "a peer silent this long (it answers clock probes every\n"
 			 "200 ms) is given up as stalled (default {default})"),
-	OPT_CUSTOM("shm-listen", "NAME", bd_take_shm_listen,
+	OPT_CUSTOM("shm-listen", "NAME", options_take_shm_listen,
 		   .fixed = true, .help = "readers on this host may forward through shared-memory\n"
 			   "rings (readoutd --builder shm://NAME); one ring per\n"
 			   "reader, /dev/shm/es-NAME-r<id>, removed once attached"),
@@ -203,23 +203,23 @@ const struct opt_spec bd_option_specs[] = {
 			 "whose peers have not all answered within T ms fails,\n"
 			 "naming each silent peer (default {default})"),
 };
-const size_t bd_option_count = sizeof bd_option_specs / sizeof bd_option_specs[0];
+const size_t options_count = sizeof options_specs / sizeof options_specs[0];
 
 /* Which options each role needs and which it has no use for. */
-static bool bd_options_check_role(const struct bd_options *o)
+static bool options_check_role(const struct options *o)
 {
-	const char *role = bd_role_names[o->role];
-	bool hub = o->role != BD_ROLE_BUILDER, builds = o->role != BD_ROLE_HUB;
+	const char *role = options_role_names[o->role];
+	bool hub = o->role != ROLE_BUILDER, builds = o->role != ROLE_HUB;
 	const char *missing = NULL, *unused = NULL;
 	if (hub && o->control_host[0] == '\0')
 		missing = "--control-listen";
 	else if (builds && o->listen_count == 0)
 		missing = "--listen";
-	else if (o->role == BD_ROLE_BUILDER && o->hub_host[0] == '\0')
+	else if (o->role == ROLE_BUILDER && o->hub_host[0] == '\0')
 		missing = "--hub";
-	else if (o->role == BD_ROLE_HUB && o->events == 0)
+	else if (o->role == ROLE_HUB && o->events == 0)
 		missing = "--events (the event manager assigns every ID of the run)";
-	else if (o->role != BD_ROLE_BUILDER && o->hub_host[0] != '\0')
+	else if (o->role != ROLE_BUILDER && o->hub_host[0] != '\0')
 		unused = "--hub";
 	else if (!builds && (o->listen_count != 0 || o->shm_name[0] != '\0'))
 		unused = o->shm_name[0] != '\0' ? "--shm-listen" : "--listen";
@@ -230,17 +230,17 @@ static bool bd_options_check_role(const struct bd_options *o)
 			missing != NULL ? "needs" : "does not take", missing != NULL ? missing : unused);
 		return false;
 	}
-	if (o->role == BD_ROLE_BOTH && o->builders != 1) {
+	if (o->role == ROLE_BOTH && o->builders != 1) {
 		fprintf(stderr, "builderd: --builders %u needs --role hub and --role builder processes; --role both is the one builder of a run\n",
 			o->builders);
 		return false;
 	}
-	if (o->role != BD_ROLE_BOTH && o->timeout_ms == 0) {
+	if (o->role != ROLE_BOTH && o->timeout_ms == 0) {
 		fprintf(stderr, "builderd: --role %s --timeout-ms 0: a builder whose events never time out may hold one for ever without a token, and the hub gives a builder up after --timeout-ms + --stall-timeout-ms (%" PRIu64 " ms) without one; give the builders' event timeout\n",
 			role, o->stall_timeout_ms);
 		return false;
 	}
-	if (o->role == BD_ROLE_BUILDER && o->builder_id >= o->builders) {
+	if (o->role == ROLE_BUILDER && o->builder_id >= o->builders) {
 		fprintf(stderr, "builderd: --id %u is not a builder of --builders %u (IDs 0 .. %u)\n",
 			o->builder_id, o->builders, o->builders - 1);
 		return false;
@@ -248,15 +248,15 @@ static bool bd_options_check_role(const struct bd_options *o)
 	return true;
 }
 
-uint64_t bd_builder_stall_ms(const struct bd_options *o)
+uint64_t options_builder_stall_ms(const struct options *o)
 {
 	return o->stall_timeout_ms + o->timeout_ms;
 }
 
-bool bd_options_check(void *opts, const struct daemon_options *d)
+bool options_check(void *opts, const struct daemon_options *d)
 {
-	const struct bd_options *o = opts;
-	if (!bd_options_check_role(o))
+	const struct options *o = opts;
+	if (!options_check_role(o))
 		return false;
 	if (o->readers > o->sources) {
 		fprintf(stderr, "builderd: --readers %u exceeds --sources %u: every reader serves at least one source\n",
@@ -267,11 +267,11 @@ bool bd_options_check(void *opts, const struct daemon_options *d)
 		fprintf(stderr, "builderd: --session-listen and --control-http go together: the hub serves runs an operator drives\n");
 		return false;
 	}
-	if (o->session_listen_host[0] != '\0' && o->role == BD_ROLE_BUILDER) {
+	if (o->session_listen_host[0] != '\0' && o->role == ROLE_BUILDER) {
 		fprintf(stderr, "builderd: --session-listen is the hub's (--role both or hub); a --role builder serves runs with --session HUB:PORT\n");
 		return false;
 	}
-	if (d->session_port != 0 && o->role != BD_ROLE_BUILDER) {
+	if (d->session_port != 0 && o->role != ROLE_BUILDER) {
 		fprintf(stderr, "builderd: --session is for a --role builder; the hub serves runs with --session-listen\n");
 		return false;
 	}
@@ -282,9 +282,9 @@ bool bd_options_check(void *opts, const struct daemon_options *d)
 	return true;
 }
 
-bool bd_options_check_listen(void *opts, const struct daemon_options *d)
+bool options_check_listen(void *opts, const struct daemon_options *d)
 {
-	const struct bd_options *o = opts;
+	const struct options *o = opts;
 	for (uint32_t i = 0; i < o->listen_count; i++)
 		if (!daemon_listen_allowed(d, "--listen", o->listen_hosts[i]))
 			return false;

@@ -12,28 +12,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-extern const struct opt_spec bd_option_specs[];
-extern const size_t bd_option_count;
-extern const char bd_usage_synopsis[], bd_usage_description[], bd_usage_epilogue[],
-	bd_usage_example[];
+extern const struct opt_spec options_specs[];
+extern const size_t options_count;
+extern const char options_usage_synopsis[], options_usage_description[], options_usage_epilogue[],
+	options_usage_example[];
 
 /* What no single option can check: readers against sources, --shm-capacity
  * without --shm-listen, a hub's or builder's --timeout-ms 0. */
-bool bd_options_check(void *opts, const struct daemon_options *d);
+bool options_check(void *opts, const struct daemon_options *d);
 
 /* Once the run key is loaded: the listeners on loopback unless there is one. */
-bool bd_options_check_listen(void *opts, const struct daemon_options *d);
+bool options_check_listen(void *opts, const struct daemon_options *d);
 
 /* Which part of a run this process plays (docs/BUILDERS.md): the hub and
  * the one builder of a run (both), the hub of M builders that only manages
  * (hub), or one of those builders (builder). */
-enum bd_role { BD_ROLE_BOTH, BD_ROLE_HUB, BD_ROLE_BUILDER };
+enum role { ROLE_BOTH, ROLE_HUB, ROLE_BUILDER };
 
 /* "both", "hub", "builder": --role's choices, in enum order. */
-extern const char *const bd_role_names[];
+extern const char *const options_role_names[];
 
-struct bd_options {
-	int role;                       /* enum bd_role */
+struct options {
+	int role;                       /* enum role */
 	uint32_t builders;              /* M, builder ids 0 .. M-1 */
 	uint32_t builder_id;            /* --id, role builder */
 	char hub_host[256];             /* --hub, role builder: the hub's control port */
@@ -87,6 +87,6 @@ struct bd_options {
  * --stall-timeout-ms past --timeout-ms, the builders' event timeout (a
  * healthy builder may wait that long for an event's last fragment before
  * it decides it; docs/BUILDERS.md, "A dead or stalled builder"). */
-uint64_t bd_builder_stall_ms(const struct bd_options *o);
+uint64_t options_builder_stall_ms(const struct options *o);
 
 #endif

@@ -13,7 +13,7 @@
 #include "core/builder.h"
 #include "core/evm.h"
 #include "core/hist.h"
-#include "peers.h"
+#include "peer.h"
 #include "options.h"
 #include "wire/counters.h"
 
@@ -22,32 +22,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct bdc;
+struct clocks;
 struct ctl_report;
-struct out_uncertainty;
+struct output_uncertainty;
 
 /* A section of metrics.json a module owns whole (the event manager's
  * "routing", "manager" and "builders"), made only when the document is
  * written: the report calls make(owner) and knows nothing of the owner. */
-struct bd_snap_section {
+struct snapshot_section {
 	const char *name;
 	json_t *(*make)(const void *owner);
 	const void *owner;
 };
-#define BD_SNAP_SECTIONS 4
+#define SNAPSHOT_SECTIONS 4
 
 /* One TCP connection (rail, core/rails.h) of a reader's data path: its
  * counters, metrics.json's "builder.from_reader.R.rail.K" (wire/counters.h,
  * CNT_LIST_BUILDER_RAIL). */
-struct bd_rail {
-#define BD_RAIL_FIELD(name) uint64_t name;
-	CNT_LIST_BUILDER_RAIL(BD_RAIL_FIELD)
-#undef BD_RAIL_FIELD
+struct snapshot_rail {
+#define SNAPSHOT_RAIL_FIELD(name) uint64_t name;
+	CNT_LIST_BUILDER_RAIL(SNAPSHOT_RAIL_FIELD)
+#undef SNAPSHOT_RAIL_FIELD
 	char address[CTL_MAX_TEXT];      /* the connection's peer */
 };
 
 /* One reader's data path. */
-struct bd_snapshot_link {
+struct snapshot_link {
 	const char *transport;        /* "tcp", "shm", or "none" (never opened) */
 	const char *address;          /* tcp: the peer's address */
 	const char *segment;          /* shm: "/es-NAME-r<id>" */
@@ -62,11 +62,11 @@ struct bd_snapshot_link {
 	const uint16_t *sources;      /* the sources it serves */
 	size_t source_count;
 	uint32_t rails;               /* tcp: its connections (core/rails.h) */
-	const struct bd_rail *rail;   /* [rails]: each connection's counters */
+	const struct snapshot_rail *rail;   /* [rails]: each connection's counters */
 };
 
-struct bd_snapshot {
-	const struct bd_options *opt;
+struct snapshot {
+	const struct options *opt;
 	bool running;                 /* the run has not finished */
 	int status;                   /* 0 while nothing went wrong */
 
@@ -84,7 +84,7 @@ struct bd_snapshot {
 	double recent_events_per_s;
 
 	/* event building: the data paths and the builder core */
-	const struct bd_snapshot_link *links;   /* [opt->readers] */
+	const struct snapshot_link *links;   /* [opt->readers] */
 	uint64_t frames_read;
 	uint64_t first_fragment_ns;
 	uint64_t last_complete_ns;
@@ -115,20 +115,20 @@ struct bd_snapshot {
 	/* --role hub: the builders' latency uncertainty merged (NULL in role
 	 * both, where the output has it) and the longest builder's span from
 	 * its first fragment to its last complete event (0: unknown) */
-	const struct out_uncertainty *fleet_uncertainty;
+	const struct output_uncertainty *fleet_uncertainty;
 	uint64_t build_span_ns;
 
 	/* clocks, read through clocks.h only */
-	const struct bdc *clocks;
+	const struct clocks *clocks;
 
-	/* --role hub: the event manager's part, filled by mgr_snapshot()
+	/* --role hub: the event manager's part, filled by manager_snapshot()
 	 * (hub false, the rest empty, in role both): each builder as the
 	 * manager sees it (zero for an id it does not know), the IDs assigned
 	 * and not yet decided over every builder, its sections of metrics.json */
 	bool hub;
 	struct evm_builder_view builder_views[EVM_MAX_BUILDERS];
 	uint64_t assignment_backlog;
-	struct bd_snap_section sections[BD_SNAP_SECTIONS];
+	struct snapshot_section sections[SNAPSHOT_SECTIONS];
 	size_t n_sections;
 
 	/* the builder process itself */

@@ -9,7 +9,7 @@ Rules, each failing with the file, the line and the include:
   - A daemon's folder (builderd/ readoutd/ sourced/) sits above every layer
     and includes no other daemon's folder.
   - builderd/ is in role folders (docs/CODE.md), each of which includes its
-    own, the root's headers (options.h, peers.h, snapshot.h, ...) and only
+    own, the root's headers (options.h, peer.h, snapshot.h, ...) and only
     the folders below it: data/ < clock/ < report/ < hub/ and builder/ <
     serve/; hub/ never includes builder/ or serve/, builder/ never hub/ or
     serve/. A root file but main.c includes no folder, and a folder the

@@ -18,22 +18,22 @@
 #include <string.h>
 
 /* Counters per group of the sparse ones: unique.K and hist.K. */
-#define BREP_PER_GROUP CTL_MAX_COUNTERS
+#define BREPORT_PER_GROUP CTL_MAX_COUNTERS
 
 /* Group "": the core's counters, builderd's, the role's. */
-static bool brep_totals(struct ctl_report *r, const struct bd_snapshot *s,
-			const struct brep_role *role)
+static bool breport_totals(struct ctl_report *r, const struct snapshot *s,
+			const struct breport_role *role)
 {
 	struct ctl_group *g = ctl_report_group(r, CNT_GROUP_TOTALS);
 	bool ok = g != NULL;
-#define BREP_SET(list, from, name) ok = ctl_group_set(g, CNT_##list(name), (from)->name) && ok;
-#define BREP_CORE(name) BREP_SET(BUILDER_CORE, &s->builder, name)
-#define BREP_ROLE(name) BREP_SET(BUILDER_ROLE, role, name)
-	CNT_LIST_BUILDER_CORE(BREP_CORE)
-	CNT_LIST_BUILDER_ROLE(BREP_ROLE)
-#undef BREP_CORE
-#undef BREP_ROLE
-#undef BREP_SET
+#define BREPORT_SET(list, from, name) ok = ctl_group_set(g, CNT_##list(name), (from)->name) && ok;
+#define BREPORT_CORE(name) BREPORT_SET(BUILDER_CORE, &s->builder, name)
+#define BREPORT_ROLE(name) BREPORT_SET(BUILDER_ROLE, role, name)
+	CNT_LIST_BUILDER_CORE(BREPORT_CORE)
+	CNT_LIST_BUILDER_ROLE(BREPORT_ROLE)
+#undef BREPORT_CORE
+#undef BREPORT_ROLE
+#undef BREPORT_SET
 	const uint64_t own[CNT_BUILDER_COUNT] = {
 		[CNT_BUILDER_greetings_busy] = s->greetings_busy,
 		[CNT_BUILDER_greetings_evicted] = s->greetings_evicted,
@@ -52,12 +52,12 @@ static bool brep_totals(struct ctl_report *r, const struct bd_snapshot *s,
 }
 
 /* Groups reader.R: each reader's data link. */
-static bool brep_links(struct ctl_report *r, const struct bd_snapshot *s, uint32_t readers)
+static bool breport_links(struct ctl_report *r, const struct snapshot *s, uint32_t readers)
 {
 	bool ok = true;
 	for (uint32_t i = 0; i < readers; i++) {
 		char name[CNT_GROUP_BYTES];
-		const struct bd_snapshot_link *l = &s->links[i];
+		const struct snapshot_link *l = &s->links[i];
 		struct ctl_group *g = ctl_report_group(r, cnt_group_peer(name, CTL_ROLE_READER, i));
 		ok = ctl_group_set(g, CNT_BUILDER_LINK(frames_received), l->frames_received) &&
 		     ctl_group_set(g, CNT_BUILDER_LINK(end_frames), l->end_frames) &&
@@ -67,28 +67,28 @@ static bool brep_links(struct ctl_report *r, const struct bd_snapshot *s, uint32
 	return ok;
 }
 
-/* The groups added after brep_fill's own: process here, clock and chrony by
+/* The groups added after breport_fill's own: process here, clock and chrony by
  * the control link (io/ctlclient) as it sends the END. */
-#define BREP_LATER_GROUPS 3u
+#define BREPORT_LATER_GROUPS 3u
 
 /* Groups reader.R.rail.K: each connection of a link of two rails or more,
  * while room is left for the later groups; false when some did not fit. */
-static bool brep_rails(struct ctl_report *r, const struct bd_snapshot *s, uint32_t readers)
+static bool breport_rails(struct ctl_report *r, const struct snapshot *s, uint32_t readers)
 {
 	bool ok = true;
 	for (uint32_t i = 0; i < readers; i++) {
-		const struct bd_snapshot_link *l = &s->links[i];
+		const struct snapshot_link *l = &s->links[i];
 		char link[CNT_GROUP_BYTES], name[CNT_GROUP_BYTES];
 		cnt_group_peer(link, CTL_ROLE_READER, i);
 		for (uint32_t k = 0; l->rails > 1 && k < l->rails; k++) {
-			if (r->group_count + BREP_LATER_GROUPS >= CTL_MAX_GROUPS) {
+			if (r->group_count + BREPORT_LATER_GROUPS >= CTL_MAX_GROUPS) {
 				ok = false;
 				continue;
 			}
 			struct ctl_group *g = ctl_report_group(r, cnt_group_rail(name, link, k));
-#define BREP_RAIL(field) ok = ctl_group_set(g, CNT_BUILDER_RAIL(field), l->rail[k].field) && ok;
-			CNT_LIST_BUILDER_RAIL(BREP_RAIL)
-#undef BREP_RAIL
+#define BREPORT_RAIL(field) ok = ctl_group_set(g, CNT_BUILDER_RAIL(field), l->rail[k].field) && ok;
+			CNT_LIST_BUILDER_RAIL(BREPORT_RAIL)
+#undef BREPORT_RAIL
 		}
 	}
 	return ok;
@@ -96,15 +96,15 @@ static bool brep_rails(struct ctl_report *r, const struct bd_snapshot *s, uint32
 
 /* Groups unique.K: source s's unique fragments as "s<s>" in group s / 48,
  * the sources with none left out. */
-static bool brep_unique(struct ctl_report *r, const struct ing *g, uint16_t sources)
+static bool breport_unique(struct ctl_report *r, const struct ingest *g, uint16_t sources)
 {
 	bool ok = true;
 	for (uint16_t s = 0; s < sources; s++) {
-		uint64_t n = ing_unique_from(g, s);
+		uint64_t n = ingest_unique_from(g, s);
 		if (n == 0)
 			continue;
 		char group[CNT_GROUP_BYTES], name[CTL_MAX_NAME];
-		snprintf(group, sizeof group, "unique.%u", (unsigned)(s / BREP_PER_GROUP));
+		snprintf(group, sizeof group, "unique.%u", (unsigned)(s / BREPORT_PER_GROUP));
 		snprintf(name, sizeof name, "s%u", (unsigned)s);
 		ok = ctl_group_set(ctl_report_group(r, group), name, n) && ok;
 	}
@@ -113,7 +113,7 @@ static bool brep_unique(struct ctl_report *r, const struct ing *g, uint16_t sour
 
 /* Group hist and groups hist.K: the latency histogram's figures, then its
  * non-empty buckets as "b<index>", 48 to a group in bucket order. */
-static bool brep_hist(struct ctl_report *r, const struct hist *h, const struct out_uncertainty *u)
+static bool breport_hist(struct ctl_report *r, const struct hist *h, const struct output_uncertainty *u)
 {
 	struct ctl_group *g = ctl_report_group(r, CNT_GROUP_LATENCY);
 	bool empty = h == NULL || h->samples == 0;
@@ -130,7 +130,7 @@ static bool brep_hist(struct ctl_report *r, const struct hist *h, const struct o
 		if (h->counts[b] == 0)
 			continue;
 		char group[CNT_GROUP_BYTES], name[CTL_MAX_NAME];
-		snprintf(group, sizeof group, "%s.%u", CNT_GROUP_LATENCY, written / BREP_PER_GROUP);
+		snprintf(group, sizeof group, "%s.%u", CNT_GROUP_LATENCY, written / BREPORT_PER_GROUP);
 		snprintf(name, sizeof name, "b%u", b);
 		ok = ctl_group_set(ctl_report_group(r, group), name, h->counts[b]) && ok;
 		written++;
@@ -138,35 +138,35 @@ static bool brep_hist(struct ctl_report *r, const struct hist *h, const struct o
 	return ok;
 }
 
-bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role *role,
+bool breport_fill(struct ctl_report *r, const struct ingest *g, const struct breport_role *role,
 	       int32_t status)
 {
-	const struct bd_options *opt = ing_options(g);
+	const struct options *opt = ingest_options(g);
 	memset(r, 0, sizeof *r);
 	r->status = status;
-	struct bd_snapshot s = { .opt = opt };
-	struct bd_snapshot_link *links = calloc(opt->readers + 1, sizeof *links);
+	struct snapshot s = { .opt = opt };
+	struct snapshot_link *links = calloc(opt->readers + 1, sizeof *links);
 	if (links == NULL)
 		return false;
 	s.links = links;
-	ing_snapshot(g, &s);
-	struct out_uncertainty u = { 0 };
-	if (ing_output(g) != NULL)
-		u = out_uncertainty(ing_output(g));
-	struct brep_role own = *role;
+	ingest_snapshot(g, &s);
+	struct output_uncertainty u = { 0 };
+	if (ingest_output(g) != NULL)
+		u = output_uncertainty(ingest_output(g));
+	struct breport_role own = *role;
 	if (s.first_fragment_ns != 0 && s.last_complete_ns > s.first_fragment_ns)
 		own.build_span_ns = s.last_complete_ns - s.first_fragment_ns;
-	bool ok = brep_totals(r, &s, &own);
-	ok = brep_links(r, &s, opt->readers) && ok;
-	ok = brep_unique(r, g, opt->sources) && ok;
-	ok = brep_hist(r, s.latency, &u) && ok;
-	ok = brep_rails(r, &s, opt->readers) && ok;
+	bool ok = breport_totals(r, &s, &own);
+	ok = breport_links(r, &s, opt->readers) && ok;
+	ok = breport_unique(r, g, opt->sources) && ok;
+	ok = breport_hist(r, s.latency, &u) && ok;
+	ok = breport_rails(r, &s, opt->readers) && ok;
 	procstat_report(r);
 	free(links);
 	return ok;
 }
 
-int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r)
+int breport_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r)
 {
 	json_t *root = json_object(), *groups = json_object();
 	metrics_json_set(root, "builder", metrics_json_u64(builder));
@@ -187,8 +187,8 @@ int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struc
 	return rc;
 }
 
-int brep_write_fenced(const char *dir, uint32_t builder, uint32_t run,
-		      const struct brep_fence *f)
+int breport_write_fenced(const char *dir, uint32_t builder, uint32_t run,
+		      const struct breport_fence *f)
 {
 	json_t *root = json_object(), *fence = json_object();
 	metrics_json_set(root, "builder", metrics_json_u64(builder));
@@ -209,7 +209,7 @@ int brep_write_fenced(const char *dir, uint32_t builder, uint32_t run,
 	return rc;
 }
 
-void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,
+void breport_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,
 		     double events_per_s)
 {
 	const struct ctl_group *g = ctl_report_find(r, CNT_GROUP_TOTALS);

@@ -14,42 +14,42 @@
 #include <stdint.h>
 
 struct evbuffer;
-struct ing;
+struct ingest;
 
 /* The role's counters, from their list (wire/counters.h). */
-struct brep_role {
-#define BREP_ROLE_FIELD(name) uint64_t name;
-	CNT_LIST_BUILDER_ROLE(BREP_ROLE_FIELD)
-#undef BREP_ROLE_FIELD
+struct breport_role {
+#define BREPORT_ROLE_FIELD(name) uint64_t name;
+	CNT_LIST_BUILDER_ROLE(BREPORT_ROLE_FIELD)
+#undef BREPORT_ROLE_FIELD
 };
 
 /* Fills r (zeroed first) with every group but the host's clock ones, which
  * the control link adds. false when a group or counter did not fit (the
  * hub then lacks some; logged once by the caller). */
-bool brep_fill(struct ctl_report *r, const struct ing *g, const struct brep_role *role,
+bool breport_fill(struct ctl_report *r, const struct ingest *g, const struct breport_role *role,
 	       int32_t status);
 
 /* Writes r as builder.json in dir. 0 or -errno (logged). */
-int brep_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r);
+int breport_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r);
 
 /* A fenced builder's cut (docs/BUILDERS.md, "A given-up builder is
  * fenced"): below, the event its records end before (its last TOKEN's
  * decided_below), decided that TOKEN's total, what the cut kept and
  * removed, the records dropped unwritten; complete false when a file could
  * not be cut. */
-struct brep_fence {
+struct breport_fence {
 	uint64_t below, decided, events_kept, expired_kept, removed, unwritten;
 	bool complete;
 };
 
 /* builder.json of a fenced builder: status "fenced" and its "fence",
  * no END groups (the hub never had them). 0 or -errno (logged). */
-int brep_write_fenced(const char *dir, uint32_t builder, uint32_t run,
-		      const struct brep_fence *f);
+int breport_write_fenced(const char *dir, uint32_t builder, uint32_t run,
+		      const struct breport_fence *f);
 
 /* r as /metrics (Prometheus text) or /status (JSON), with the events
  * completed per second over the last second. */
-void brep_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,
+void breport_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,
 		     double events_per_s);
 
 #endif

@@ -7,8 +7,8 @@
 #include "data/output.h"
 #include "data/ownroute.h"
 #include "report/rundir.h"
-#include "data/shm.h"
-#include "data/tcp.h"
+#include "data/link_shm.h"
+#include "data/link_tcp.h"
 
 #include "io/daemon.h"
 #include "io/prom.h"
@@ -30,15 +30,15 @@
 
 struct brun {
 	struct event_base *base;
-	struct bd_options opt;
+	struct options opt;
 	int status;
-	struct ing *ing;
+	struct ingest *ing;
 	struct hublink *hub;
 	struct event *ev_tick;
 	struct event *ev_leave;         /* the loop's end, after a wait */
 	struct prom_server *prom;       /* --metrics-listen */
 	struct ctl_msg *end;            /* the END report, kept for /metrics */
-	struct brep_role role;
+	struct breport_role role;
 	bool hub_ready;
 	bool joined;                    /* first TOKEN sent */
 	bool reported;                  /* END sent (or the run ended without a hub) */
@@ -108,7 +108,7 @@ static void brun_fence(struct brun *b, const char *what, const char *why)
 	b->reported = true;   /* no TOKEN, no records, no END from here on */
 	event_del(b->ev_tick);
 	uint64_t below = b->joined ? b->token_decided_below : 0;
-	uint64_t dropped = ing_fence(b->ing);
+	uint64_t dropped = ingest_fence(b->ing);
 	struct fence_cut ev = { 0 }, ex = { 0 };
 	int rc = fence_cut_records(b->opt.out_dir, below, &ev, &ex);
 	brun_error(b, "Builder %u %s (%s): fenced at event %" PRIu64
@@ -117,11 +117,11 @@ static void brun_fence(struct brun *b, const char *what, const char *why)
 		      " records past it removed and %" PRIu64 " never written; it writes nothing more for run %u",
 		   b->opt.builder_id, what, why, below, b->token_decided, ev.kept, ex.kept,
 		   ev.removed + ex.removed, dropped, b->opt.run_id);
-	struct brep_fence f = { .below = below, .decided = b->token_decided,
+	struct breport_fence f = { .below = below, .decided = b->token_decided,
 				.events_kept = ev.kept, .expired_kept = ex.kept,
 				.removed = ev.removed + ex.removed, .unwritten = dropped,
 				.complete = rc == 0 };
-	if (brep_write_fenced(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &f) == 0)
+	if (breport_write_fenced(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &f) == 0)
 		rundir_end(b->opt.out_dir);
 	brun_leave(b, 0);
 }
@@ -149,14 +149,14 @@ static bool brun_send_token(struct brun *b, uint64_t decided, uint64_t decided_b
  * events, and every reader can forward them. */
 static void brun_maybe_join(struct brun *b)
 {
-	struct owr *plan = ing_plan(b->ing);
+	struct ownroute *plan = ingest_plan(b->ing);
 	if (b->joined || b->reported || !b->hub_ready || plan == NULL)
 		return;
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		if (ing_reader_state(b->ing, r) == BD_DATA_WAITING)
+		if (ingest_reader_state(b->ing, r) == INGEST_DATA_WAITING)
 			return;
 	b->joined = true;
-	brun_send_token(b, 0, owr_first_event(plan));
+	brun_send_token(b, 0, ownroute_first_event(plan));
 	if (!b->opt.quiet)
 		log_info("Builder %u joined run %u with %u slots: every reader's data path is up",
 			 b->opt.builder_id, b->opt.run_id, b->opt.max_inflight);
@@ -167,14 +167,14 @@ static void brun_maybe_join(struct brun *b)
  * hub never assigns past the core's window. */
 static void brun_tokens(struct brun *b, bool tick)
 {
-	struct owr *plan = ing_plan(b->ing);
+	struct ownroute *plan = ingest_plan(b->ing);
 	if (!b->joined || b->reported || plan == NULL)
 		return;
-	uint64_t decided = ing_decided(b->ing);
-	uint64_t half = owr_batch(plan) / 2 ? owr_batch(plan) / 2 : 1;   /* the hub's batch */
+	uint64_t decided = ingest_decided(b->ing);
+	uint64_t half = ownroute_batch(plan) / 2 ? ownroute_batch(plan) / 2 : 1;   /* the hub's batch */
 	if (decided <= b->token_decided || (!tick && decided - b->token_decided < half))
 		return;
-	brun_send_token(b, decided, owr_decided_below(plan, decided));
+	brun_send_token(b, decided, ownroute_decided_below(plan, decided));
 }
 
 /* ---- the end --------------------------------------------------------------- */
@@ -182,11 +182,11 @@ static void brun_tokens(struct brun *b, bool tick)
 static void brun_refresh_report(struct brun *b)
 {
 	b->role.tokens_sent = hublink_tokens_sent(b->hub);
-	b->role.frags_misrouted = ing_misrouted(b->ing);
-	b->role.frames_held_unassigned = ing_held_unassigned(b->ing);
-	struct owr *plan = ing_plan(b->ing);
-	b->role.events_assigned = plan != NULL ? owr_assigned(plan) : 0;
-	if (!brep_fill(&b->end->u.report, b->ing, &b->role, b->status) && !b->warned_full) {
+	b->role.frags_misrouted = ingest_misrouted(b->ing);
+	b->role.frames_held_unassigned = ingest_held_unassigned(b->ing);
+	struct ownroute *plan = ingest_plan(b->ing);
+	b->role.events_assigned = plan != NULL ? ownroute_assigned(plan) : 0;
+	if (!breport_fill(&b->end->u.report, b->ing, &b->role, b->status) && !b->warned_full) {
 		b->warned_full = true;
 		log_warn("Builder %u: its report has more groups or counters than a message holds; the hub gets only those that fit",
 			 b->opt.builder_id);
@@ -202,20 +202,20 @@ static void brun_finish(struct brun *b)
 		return;
 	b->reported = true;
 	event_del(b->ev_tick);
-	struct owr *plan = ing_plan(b->ing);
-	uint64_t assigned = plan != NULL ? owr_assigned(plan) : 0;
-	if (ing_finish(b->ing, assigned) < 0)
+	struct ownroute *plan = ingest_plan(b->ing);
+	uint64_t assigned = plan != NULL ? ownroute_assigned(plan) : 0;
+	if (ingest_finish(b->ing, assigned) < 0)
 		brun_error(b, "Writing the record files in %s failed", b->opt.out_dir);
 	/* The last TOKEN, whatever the one before said: the hub's books
 	 * check it against the END (docs/BUILDERS.md, The books). */
-	if (b->joined && !brun_send_token(b, assigned, owr_assigned_end(plan)))
+	if (b->joined && !brun_send_token(b, assigned, ownroute_assigned_end(plan)))
 		return;
-	const struct bld_counters *c = ing_counters(b->ing);
+	const struct bld_counters *c = ingest_counters(b->ing);
 	brun_refresh_report(b);
-	if (!ing_close_output(b->ing))
+	if (!ingest_close_output(b->ing))
 		b->status = 1;
 	b->end->u.report.status = b->status;
-	if (brep_write_json(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &b->end->u.report) < 0)
+	if (breport_write_json(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &b->end->u.report) < 0)
 		b->status = 1;
 	else
 		rundir_end(b->opt.out_dir);
@@ -226,7 +226,7 @@ static void brun_finish(struct brun *b)
 			 " expired, %" PRIu64 " never observed; %" PRIu64 " misrouted fragments, %" PRIu64
 			 " tokens",
 			 b->opt.builder_id, assigned, c->events_complete, c->events_expired,
-			 c->events_unobserved, ing_misrouted(b->ing), hublink_tokens_sent(b->hub));
+			 c->events_unobserved, ingest_misrouted(b->ing), hublink_tokens_sent(b->hub));
 	if (!b->hub_ready || hublink_send_end(b->hub, b->end) < 0) {
 		log_error("Builder %u could not send its final counters to the hub", b->opt.builder_id);
 		b->status = 1;
@@ -239,7 +239,7 @@ static void brun_finish(struct brun *b)
 
 static void brun_maybe_finish(struct brun *b)
 {
-	if (!b->reported && ing_plan(b->ing) != NULL && ing_done(b->ing))
+	if (!b->reported && ingest_plan(b->ing) != NULL && ingest_done(b->ing))
 		brun_finish(b);
 }
 
@@ -314,20 +314,20 @@ static void brun_on_routing(const struct ctl_routing *r, void *arg)
 {
 	struct brun *b = arg;
 	char why[512];
-	if (ing_plan(b->ing) != NULL) {
+	if (ingest_plan(b->ing) != NULL) {
 		brun_error(b, "Builder %u: the hub sent its routing twice; refusing the run",
 			   b->opt.builder_id);
 		brun_leave(b, 0);
 		return;
 	}
-	struct owr *plan = owr_create(r, b->opt.builders, b->opt.builder_id, b->opt.max_inflight,
+	struct ownroute *plan = ownroute_create(r, b->opt.builders, b->opt.builder_id, b->opt.max_inflight,
 				      why, sizeof why);
 	if (plan == NULL) {
 		brun_error(b, "Builder %u refuses run %u: %s", b->opt.builder_id, b->opt.run_id, why);
 		brun_leave(b, 0);
 		return;
 	}
-	ing_set_plan(b->ing, plan);
+	ingest_set_plan(b->ing, plan);
 	if (!b->opt.quiet)
 		log_info("Builder %u: %s routing over %u builders, events %" PRIu64 "..+%" PRIu64
 			 ", batches of %u, %u live", b->opt.builder_id, ctl_routing_mode_name(r->mode),
@@ -342,13 +342,13 @@ static void brun_on_assign(const struct ctl_assign *a, void *arg)
 	if (b->reported)
 		return;
 	b->role.assignments_received++;
-	if (ing_plan(b->ing) == NULL) {
+	if (ingest_plan(b->ing) == NULL) {
 		brun_error(b, "Builder %u: the hub assigned events %" PRIu64 "..+%u before its routing; stopping",
 			   b->opt.builder_id, a->first, a->count);
 		brun_finish(b);
 		return;
 	}
-	if (ing_assign(b->ing, a, why, sizeof why) < 0) {
+	if (ingest_assign(b->ing, a, why, sizeof why) < 0) {
 		brun_error(b, "Builder %u refuses the hub's %s; the hub and this builder disagree on the plan, stopping",
 			   b->opt.builder_id, why);
 		brun_finish(b);
@@ -362,8 +362,8 @@ static void brun_on_lost(const struct ctl_lost *l, void *arg)
 		brun_fence(b, "was given up by its hub", l->reason);
 		return;
 	}
-	struct owr *plan = ing_plan(b->ing);
-	if (plan != NULL && owr_lose(plan, l->builder) == 0 && !b->opt.quiet)
+	struct ownroute *plan = ingest_plan(b->ing);
+	if (plan != NULL && ownroute_lose(plan, l->builder) == 0 && !b->opt.quiet)
 		log_info("Builder %u: the hub gave builder %u up (%s)", b->opt.builder_id, l->builder,
 			 l->reason);
 }
@@ -373,7 +373,7 @@ static void brun_on_lost(const struct ctl_lost *l, void *arg)
 static void brun_on_clock(const struct ctl_clock *c, void *arg)
 {
 	struct brun *b = arg;
-	struct out *o = ing_output(b->ing);
+	struct output *o = ingest_output(b->ing);
 	if (b->reported || o == NULL)
 		return;   /* the records are written: the hub's last rounds come too late */
 	if (c->source >= b->opt.sources) {
@@ -381,13 +381,13 @@ static void brun_on_clock(const struct ctl_clock *c, void *arg)
 			 b->opt.builder_id, c->source);
 		return;
 	}
-	struct out_clock oc = {
+	struct output_clock oc = {
 		.offset_ns = c->offset_ns,
-		.bound_ns = c->bound_ns < 0 ? OUT_UNBOUNDED : c->bound_ns,
+		.bound_ns = c->bound_ns < 0 ? OUTPUT_UNBOUNDED : c->bound_ns,
 		.at_ns = c->at_ns > INT64_MAX ? INT64_MAX : (int64_t)c->at_ns,
 		.drift_ppm = (double)c->drift_ppb / 1000.0,
 	};
-	out_set_clock(o, (uint16_t)c->source, &oc);
+	output_set_clock(o, (uint16_t)c->source, &oc);
 	b->role.clocks_received++;
 }
 
@@ -396,7 +396,7 @@ static void brun_on_stop(const char *reason, void *arg)
 	struct brun *b = arg;
 	log_warn("Builder %u stopping at the hub's request: %s", b->opt.builder_id, reason);
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		ing_cut(b->ing, r);
+		ingest_cut(b->ing, r);
 	brun_finish(b);
 }
 
@@ -453,7 +453,7 @@ static void brun_on_tick(evutil_socket_t fd, short what, void *arg)
 	struct brun *b = arg;
 	if (b->reported)
 		return;
-	ing_tick(b->ing, clk_monotonic_ns());
+	ingest_tick(b->ing, clk_monotonic_ns());
 	brun_tokens(b, true);
 	brun_maybe_finish(b);
 }
@@ -463,7 +463,7 @@ static void brun_fill_live(struct evbuffer *out, bool json, void *arg)
 	struct brun *b = arg;
 	if (!b->reported)
 		brun_refresh_report(b);
-	brep_exposition(out, json, &b->end->u.report, b->events_per_s);
+	breport_exposition(out, json, &b->end->u.report, b->events_per_s);
 }
 
 /* Once a second: the rate over the last second, and the hub hears how
@@ -474,16 +474,16 @@ static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct brun *b = arg;
 	uint64_t now = clk_monotonic_ns();
-	const struct bld_counters *c = ing_counters(b->ing);
+	const struct bld_counters *c = ingest_counters(b->ing);
 	if (b->rate_ns != 0 && now > b->rate_ns)
 		b->events_per_s = (double)(c->events_complete - b->rate_complete) * 1e9 /
 				  (double)(now - b->rate_ns);
 	b->rate_ns = now;
 	b->rate_complete = c->events_complete;
-	struct owr *plan = ing_plan(b->ing);
+	struct ownroute *plan = ingest_plan(b->ing);
 	if (!b->hub_ready || b->reported || plan == NULL)
 		return;
-	uint64_t assigned = owr_assigned(plan), decided = ing_decided(b->ing);
+	uint64_t assigned = ownroute_assigned(plan), decided = ingest_decided(b->ing);
 	b->stats.type = CTL_STATS;
 	memset(&b->stats.u.report, 0, sizeof b->stats.u.report);
 	struct ctl_group *g = ctl_report_group(&b->stats.u.report, CNT_GROUP_TOTALS);
@@ -501,7 +501,7 @@ static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
 /* The port file and the "listening" lines the launcher reads back. */
 static int brun_announce(struct brun *b, uint16_t data_port)
 {
-	const struct bd_options *opt = &b->opt;
+	const struct options *opt = &b->opt;
 	uint16_t metrics_port = 0;
 	if (opt->metrics_host[0] != '\0') {
 		b->prom = prom_server_start(b->base, opt->metrics_host, opt->metrics_port,
@@ -514,7 +514,7 @@ static int brun_announce(struct brun *b, uint16_t data_port)
 	return daemon_announce(ports, 2, opt->port_file);
 }
 
-struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
+struct brun *brun_create(struct event_base *base, const struct options *opt)
 {
 	struct brun *b = calloc(1, sizeof *b);
 	if (b == NULL)
@@ -525,7 +525,7 @@ struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
 	if (b->end == NULL || rundir_begin(opt->out_dir, "builder.json", opt->run_id, "builder",
 					   opt->builder_id) < 0)
 		goto fail;
-	struct ing_hooks hooks = {
+	struct ingest_hooks hooks = {
 		.ctx = b,
 		.error = brun_hook_error,
 		.data_started = brun_hook_started,
@@ -535,8 +535,8 @@ struct brun *brun_create(struct event_base *base, const struct bd_options *opt)
 		.reader_holds_slot = brun_hook_holds_slot,
 	};
 	uint16_t data_port;
-	b->ing = b->end != NULL ? ing_create(base, opt, NULL, &hooks) : NULL;
-	if (b->ing == NULL || btcp_start(b->ing, &data_port) < 0 || bshm_start(b->ing) < 0)
+	b->ing = b->end != NULL ? ingest_create(base, opt, NULL, &hooks) : NULL;
+	if (b->ing == NULL || link_tcp_start(b->ing, &data_port) < 0 || link_shm_start(b->ing) < 0)
 		goto fail;
 	b->ev_tick = event_new(base, -1, EV_PERSIST, brun_on_tick, b);
 	b->ev_stats = event_new(base, -1, EV_PERSIST, brun_on_stats, b);
@@ -568,7 +568,7 @@ void brun_stop(struct brun *b, const char *why)
 	}
 	brun_error(b, "Builder %u stopped: %s", b->opt.builder_id, why);
 	for (uint32_t r = 0; r < b->opt.readers; r++)
-		ing_cut(b->ing, r);
+		ingest_cut(b->ing, r);
 	brun_finish(b);
 }
 
@@ -583,7 +583,7 @@ void brun_destroy(struct brun *b)
 		return;
 	hublink_free(b->hub);
 	prom_server_stop(b->prom);
-	ing_destroy(b->ing);
+	ingest_destroy(b->ing);
 	if (b->ev_tick)
 		event_free(b->ev_tick);
 	if (b->ev_leave != NULL)

@@ -12,7 +12,7 @@
 struct event_base;
 struct brun;
 
-struct brun *brun_create(struct event_base *base, const struct bd_options *opt);
+struct brun *brun_create(struct event_base *base, const struct options *opt);
 void brun_destroy(struct brun *b);
 
 /* Ends the run now (a signal): cuts the data paths, reports what arrived

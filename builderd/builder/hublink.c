@@ -83,7 +83,7 @@ static const struct ctllink_ops hublink_ctl_ops = {
 	.on_message = hublink_on_other,
 };
 
-struct hublink *hublink_start(struct event_base *base, const struct bd_options *opt,
+struct hublink *hublink_start(struct event_base *base, const struct options *opt,
 			      const struct hublink_ops *ops, void *arg)
 {
 	struct hublink *h = calloc(1, sizeof *h);

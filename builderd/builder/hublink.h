@@ -25,13 +25,13 @@ struct hublink_ops {
 	/* Refused, unreachable, or lost before BYE. */
 	void (*gone)(const char *reason, void *arg);
 	/* How a source's timestamps are put on this builder's clock
-	 * (docs/BUILDERS.md, Latency: off(s) - off(b)), for out_set_clock(). */
+	 * (docs/BUILDERS.md, Latency: off(s) - off(b)), for output_set_clock(). */
 	void (*clock)(const struct ctl_clock *c, void *arg);
 };
 
 /* Dials opt->hub_host:hub_port (giving up after --peer-timeout-ms). NULL
  * when it cannot even start (logged). */
-struct hublink *hublink_start(struct event_base *base, const struct bd_options *opt,
+struct hublink *hublink_start(struct event_base *base, const struct options *opt,
 			      const struct hublink_ops *ops, void *arg);
 void hublink_free(struct hublink *h);
 

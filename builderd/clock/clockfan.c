@@ -5,7 +5,7 @@
 #include <math.h>
 
 /* A bound at now_ns: grown by its drift since at_ns; -1 when unknown. */
-static int64_t clockfan_bound_now(const struct out_clock *c, int64_t now_ns)
+static int64_t clockfan_bound_now(const struct output_clock *c, int64_t now_ns)
 {
 	if (c->bound_ns < 0)
 		return CTL_CLOCK_UNBOUNDED;
@@ -16,8 +16,8 @@ static int64_t clockfan_bound_now(const struct out_clock *c, int64_t now_ns)
 	return grown >= (double)INT64_MAX ? INT64_MAX : (int64_t)ceil(grown);
 }
 
-void clockfan_message(struct ctl_clock *m, uint16_t source, const struct out_clock *src,
-		      const struct out_clock *bld, int64_t now_ns)
+void clockfan_message(struct ctl_clock *m, uint16_t source, const struct output_clock *src,
+		      const struct output_clock *bld, int64_t now_ns)
 {
 	int64_t bs = clockfan_bound_now(src, now_ns), bb = clockfan_bound_now(bld, now_ns);
 	double drift_ppb = (src->drift_ppm + bld->drift_ppm) * 1000.0;

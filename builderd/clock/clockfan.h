@@ -14,9 +14,9 @@
 #include <stdint.h>
 
 /* m from the source's and the builder's clocks as the hub applies them
- * (struct out_clock: offset against the hub's clock, bound at at_ns),
+ * (struct output_clock: offset against the hub's clock, bound at at_ns),
  * now_ns on the hub's realtime clock. */
-void clockfan_message(struct ctl_clock *m, uint16_t source, const struct out_clock *src,
-		      const struct out_clock *bld, int64_t now_ns);
+void clockfan_message(struct ctl_clock *m, uint16_t source, const struct output_clock *src,
+		      const struct output_clock *bld, int64_t now_ns);
 
 #endif

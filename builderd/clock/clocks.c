@@ -4,7 +4,7 @@
 
 #include "data/output.h"
 #include "clock/peerclock.h"
-#include "peers.h"
+#include "peer.h"
 
 #include "io/msgstream.h"
 #include "io/net.h"
@@ -21,10 +21,10 @@
 #include <string.h>
 
 /* One peer's exchanges; its estimate is the pclk. */
-struct bdc_peer {
-	struct bdc *owner;
+struct clocks_peer {
+	struct clocks *owner;
 	uint32_t index;
-	struct pclk *clock;        /* offsets, bounds, chrony states, estimates */
+	struct peerclock *clock;        /* offsets, bounds, chrony states, estimates */
 	bool stats_seen;           /* its first STATS arrived: probe port known */
 	bool ready;                /* first burst answered, or given up on */
 	uint64_t joined_ns;        /* monotonic */
@@ -41,25 +41,25 @@ struct bdc_peer {
 	uint64_t pongs;
 	uint64_t pongs_unmatched;  /* PONGs answering no PING of ours */
 	bool local;                /* its control connection is from our own addresses */
-	struct out_clock applied;  /* --role hub: its clock against ours, as last estimated */
+	struct output_clock applied;  /* --role hub: its clock against ours, as last estimated */
 	bool applied_set;
 };
 
-struct bdc {
+struct clocks {
 	struct peer_table *table;  /* the hub's peers, whose connections carry the exchanges */
 	struct event_base *base;   /* for the probe sockets */
 	void (*ready)(void *arg);  /* every source measured: the hub may start */
 	void *ready_arg;
-	struct out *out;           /* where source offsets are applied */
+	struct output *out;           /* where source offsets are applied */
 	uint16_t sources;
 	uint32_t run_id;
 	bool quiet;
 	uint64_t probe_period_ns;
 	struct event *ev_timer;
 	uint32_t count;            /* sources, then readers */
-	struct bdc_peer *peers;
+	struct clocks_peer *peers;
 	char host[CTL_MAX_TEXT];
-	struct pclk_host clock;    /* the builder host's: injected offset, chrony reads */
+	struct peerclock_host clock;    /* the builder host's: injected offset, chrony reads */
 	bool correction;
 	bool closing;
 	bool finished;
@@ -70,12 +70,12 @@ struct bdc {
 	struct ctl_msg ping;       /* a control message is large: one, reused */
 };
 
-static uint32_t bdc_index(const struct bdc *c, const struct bd_peer *p)
+static uint32_t clocks_index(const struct clocks *c, const struct peer *p)
 {
 	return peer_index(c->table, p);
 }
 
-static struct bd_peer *bdc_bd_peer(const struct bdc *c, uint32_t i)
+static struct peer *clocks_table_peer(const struct clocks *c, uint32_t i)
 {
 	return peer_at(c->table, i);
 }
@@ -85,21 +85,21 @@ static struct bd_peer *bdc_bd_peer(const struct bdc *c, uint32_t i)
  * taken to mean the same kernel clock, so the true offset is the
  * difference of the injected offsets. The HELLO's host name is the peer's
  * say and is never trusted for this (docs/CLOCKS.md). */
-static bool bdc_same_host(const struct bdc *c, uint32_t i)
+static bool clocks_same_host(const struct clocks *c, uint32_t i)
 {
-	return bdc_bd_peer(c, i)->connected && c->peers[i].local;
+	return clocks_table_peer(c, i)->connected && c->peers[i].local;
 }
 
 /* The rule of docs/CLOCKS.md: same host and nothing injected on either
  * side. Until the peer's "clock" group arrives it is not known. */
-static bool bdc_same_clock(const struct bdc *c, uint32_t i)
+static bool clocks_same_clock(const struct clocks *c, uint32_t i)
 {
 	int64_t injected;
-	return pclk_injected(c->peers[i].clock, &injected) && injected == 0 &&
-	       c->clock.injected_ns == 0 && bdc_same_host(c, i);
+	return peerclock_injected(c->peers[i].clock, &injected) && injected == 0 &&
+	       c->clock.injected_ns == 0 && clocks_same_host(c, i);
 }
 
-static void bdc_read_chrony(struct bdc *c, int phase)
+static void clocks_read_chrony(struct clocks *c, int phase)
 {
 	struct cks_chrony *ch = &c->clock.chrony[phase];
 	int rc = cks_chrony_read(ch, cks_chrony_socket());
@@ -107,13 +107,13 @@ static void bdc_read_chrony(struct bdc *c, int phase)
 				       (int64_t)(clk_monotonic_ns() - ch->read_mono_ns);
 	if (rc < 0)
 		log_info("Builder: no chrony state at %s of run %u (%s); no chrony bound for this host",
-			 pclk_phase_name(phase), c->run_id, ch->reason);
+			 peerclock_phase_name(phase), c->run_id, ch->reason);
 	else if (!ch->synchronised)
 		log_info("Builder: chrony not synchronised at %s of run %u (leap status %s)",
-			 pclk_phase_name(phase), c->run_id, ch->leap);
+			 peerclock_phase_name(phase), c->run_id, ch->leap);
 	else if (!c->quiet)
 		log_info("Builder: chrony at %s of run %u: bound %" PRId64 " ns (system time %.9f s, root delay %.9f s, root dispersion %.9f s)",
-			 pclk_phase_name(phase), c->run_id, cks_chrony_bound_ns(ch),
+			 peerclock_phase_name(phase), c->run_id, cks_chrony_bound_ns(ch),
 			 ch->offset_s, ch->root_delay_s, ch->root_dispersion_s);
 }
 
@@ -121,7 +121,7 @@ static void bdc_read_chrony(struct bdc *c, int phase)
  * module how to correct source i's timestamps. */
 /* --role hub: each builder gets a source's clock as it applies it, when
  * either one's estimate (peer i's) changed. */
-static void bdc_tell_builders(struct bdc *c, uint32_t i, int64_t now)
+static void clocks_tell_builders(struct clocks *c, uint32_t i, int64_t now)
 {
 	uint32_t first_builder = c->count - c->table->builders;
 	if (i >= c->sources && i < first_builder)
@@ -129,7 +129,7 @@ static void bdc_tell_builders(struct bdc *c, uint32_t i, int64_t now)
 	struct ctl_msg m = { .type = CTL_CLOCK };
 	for (uint32_t s = 0; s < c->sources; s++)
 		for (uint32_t k = first_builder; k < c->count; k++) {
-			struct bd_peer *bp = bdc_bd_peer(c, k);
+			struct peer *bp = clocks_table_peer(c, k);
 			if ((s != i && k != i) || !c->peers[s].applied_set ||
 			    !c->peers[k].applied_set || bp->conn == NULL)
 				continue;
@@ -139,49 +139,49 @@ static void bdc_tell_builders(struct bdc *c, uint32_t i, int64_t now)
 		}
 }
 
-static void bdc_apply(struct bdc *c, uint32_t i)
+static void clocks_apply(struct clocks *c, uint32_t i)
 {
 	if (c->finished)
 		return;
-	struct bdc_peer *p = &c->peers[i];
-	struct out_clock oc = { .bound_ns = OUT_UNBOUNDED };
+	struct clocks_peer *p = &c->peers[i];
+	struct output_clock oc = { .bound_ns = OUTPUT_UNBOUNDED };
 	int64_t now = (int64_t)clk_realtime_ns();
-	struct ivl_estimate e = pclk_estimate(p->clock, &c->clock, now);
+	struct ivl_estimate e = peerclock_estimate(p->clock, &c->clock, now);
 	bool hub = c->table->builders > 0;
 	if (!hub && (i >= c->sources || c->out == NULL))
 		return;
-	if (bdc_same_clock(c, i)) {
+	if (clocks_same_clock(c, i)) {
 		oc.bound_ns = 0;
 	} else if (e.basis != IVL_BASIS_NONE) {
 		oc.at_ns = now;
-		oc.drift_ppm = pclk_drift_ppm(p->clock);
+		oc.drift_ppm = peerclock_drift_ppm(p->clock);
 		if (c->correction) {
 			oc.offset_ns = e.offset_ns;
 			oc.bound_ns = e.bound_ns;
 		} else {
 			/* Left uncorrected, a latency is off by the whole offset. */
-			oc.bound_ns = pclk_sat_add(pclk_abs(e.offset_ns), (uint64_t)e.bound_ns);
+			oc.bound_ns = peerclock_sat_add(peerclock_abs(e.offset_ns), (uint64_t)e.bound_ns);
 		}
 	}
 	if (hub) {
 		p->applied = oc;
 		p->applied_set = true;
-		bdc_tell_builders(c, i, now);
+		clocks_tell_builders(c, i, now);
 		return;
 	}
-	out_set_clock(c->out, (uint16_t)i, &oc);
+	output_set_clock(c->out, (uint16_t)i, &oc);
 }
 
-static void bdc_on_timer(evutil_socket_t fd, short what, void *arg);
+static void clocks_on_timer(evutil_socket_t fd, short what, void *arg);
 
-static void bdc_snapshot(struct bdc *c, uint32_t i, int phase)
+static void clocks_snapshot(struct clocks *c, uint32_t i, int phase)
 {
-	pclk_snapshot(c->peers[i].clock, &c->clock, phase, (int64_t)clk_realtime_ns());
+	peerclock_snapshot(c->peers[i].clock, &c->clock, phase, (int64_t)clk_realtime_ns());
 }
 
-struct bdc *bdc_create(const struct bdc_config *cfg)
+struct clocks *clocks_create(const struct clocks_config *cfg)
 {
-	struct bdc *c = calloc(1, sizeof *c);
+	struct clocks *c = calloc(1, sizeof *c);
 	if (c == NULL)
 		goto fail;
 	c->table = cfg->peers;
@@ -192,10 +192,10 @@ struct bdc *bdc_create(const struct bdc_config *cfg)
 	c->sources = cfg->peers->sources;
 	c->run_id = cfg->run_id;
 	c->quiet = cfg->quiet;
-	c->probe_period_ns = cfg->probe_period_ns != 0 ? cfg->probe_period_ns : BDC_PROBE_PERIOD_NS;
+	c->probe_period_ns = cfg->probe_period_ns != 0 ? cfg->probe_period_ns : CLOCKS_PROBE_PERIOD_NS;
 	c->count = peer_count(cfg->peers);
 	c->peers = calloc(c->count, sizeof *c->peers);
-	c->ev_timer = evtimer_new(cfg->base, bdc_on_timer, c);
+	c->ev_timer = evtimer_new(cfg->base, clocks_on_timer, c);
 	if (c->peers == NULL || c->ev_timer == NULL)
 		goto fail;
 	c->correction = cfg->correction;
@@ -204,21 +204,21 @@ struct bdc *bdc_create(const struct bdc_config *cfg)
 	for (uint32_t i = 0; i < c->count; i++) {
 		c->peers[i].owner = c;
 		c->peers[i].index = i;
-		c->peers[i].clock = pclk_create();
+		c->peers[i].clock = peerclock_create();
 		if (c->peers[i].clock == NULL)
 			goto fail;
 	}
-	cks_chrony_parse(&c->clock.chrony[PCLK_END], NULL);
-	bdc_read_chrony(c, PCLK_START);
+	cks_chrony_parse(&c->clock.chrony[PEERCLOCK_END], NULL);
+	clocks_read_chrony(c, PEERCLOCK_START);
 	return c;
 fail:
 	log_error("Run %u: no memory for the clock state of %u peers", cfg->run_id,
 		  peer_count(cfg->peers));
-	bdc_destroy(c);
+	clocks_destroy(c);
 	return NULL;
 }
 
-void bdc_destroy(struct bdc *c)
+void clocks_destroy(struct clocks *c)
 {
 	if (c == NULL)
 		return;
@@ -226,7 +226,7 @@ void bdc_destroy(struct bdc *c)
 		event_free(c->ev_timer);
 	for (uint32_t i = 0; c->peers != NULL && i < c->count; i++) {
 		prb_prober_free(c->peers[i].prober);
-		pclk_destroy(c->peers[i].clock);
+		peerclock_destroy(c->peers[i].clock);
 	}
 	free(c->peers);
 	free(c);
@@ -234,23 +234,23 @@ void bdc_destroy(struct bdc *c)
 
 /* ---- exchanges ------------------------------------------------------- */
 
-static void bdc_close_done(struct bdc *c);
-static void bdc_set_ready(struct bdc *c, uint32_t i);
+static void clocks_close_done(struct clocks *c);
+static void clocks_set_ready(struct clocks *c, uint32_t i);
 /* True when every connected peer answered the last PING of its final
  * burst. */
-static bool bdc_closed(const struct bdc *c)
+static bool clocks_closed(const struct clocks *c)
 {
 	for (uint32_t i = 0; i < c->count; i++) {
-		const struct bdc_peer *p = &c->peers[i];
-		if (bdc_bd_peer(c, i)->conn != NULL && p->last_pong_sequence < p->close_sequence)
+		const struct clocks_peer *p = &c->peers[i];
+		if (clocks_table_peer(c, i)->conn != NULL && p->last_pong_sequence < p->close_sequence)
 			return false;
 	}
 	return true;
 }
 
-static void bdc_ping(struct bdc *c, uint32_t i, struct bd_peer *bp)
+static void clocks_ping(struct clocks *c, uint32_t i, struct peer *bp)
 {
-	struct bdc_peer *p = &c->peers[i];
+	struct clocks_peer *p = &c->peers[i];
 	struct ctl_msg *m = &c->ping;
 	if (p->prober != NULL) {
 		if (prb_prober_send(p->prober, p->sequence + 1) == 0) {
@@ -271,7 +271,7 @@ static void bdc_ping(struct bdc *c, uint32_t i, struct bd_peer *bp)
 }
 
 /* Wakes the pump at `at` (monotonic) unless it wakes earlier already. */
-static void bdc_arm(struct bdc *c, uint64_t at)
+static void clocks_arm(struct clocks *c, uint64_t at)
 {
 	if (c->timer_at_ns != 0 && c->timer_at_ns <= at && evtimer_pending(c->ev_timer, NULL))
 		return;
@@ -284,34 +284,34 @@ static void bdc_arm(struct bdc *c, uint64_t at)
 }
 
 /* Sends every PING that is due and sleeps until the next one. */
-static void bdc_pump(struct bdc *c)
+static void clocks_pump(struct clocks *c)
 {
 	uint64_t now = clk_monotonic_ns(), next = UINT64_MAX;
 	for (uint32_t i = 0; i < c->count; i++) {
-		struct bdc_peer *p = &c->peers[i];
-		struct bd_peer *bp = bdc_bd_peer(c, i);
-		if (!p->ready && p->joined_ns != 0 && now - p->joined_ns >= BDC_READY_TIMEOUT_NS) {
+		struct clocks_peer *p = &c->peers[i];
+		struct peer *bp = clocks_table_peer(c, i);
+		if (!p->ready && p->joined_ns != 0 && now - p->joined_ns >= CLOCKS_READY_TIMEOUT_NS) {
 			log_warn("%s %u: first clock exchanges not answered within %u ms; starting without",
-				 ctl_role_title(bp->role), bp->id, BDC_READY_TIMEOUT_NS / 1000000u);
-			bdc_set_ready(c, i);
+				 ctl_role_title(bp->role), bp->id, CLOCKS_READY_TIMEOUT_NS / 1000000u);
+			clocks_set_ready(c, i);
 		}
-		if (!p->ready && p->joined_ns != 0 && p->joined_ns + BDC_READY_TIMEOUT_NS < next)
-			next = p->joined_ns + BDC_READY_TIMEOUT_NS;
+		if (!p->ready && p->joined_ns != 0 && p->joined_ns + CLOCKS_READY_TIMEOUT_NS < next)
+			next = p->joined_ns + CLOCKS_READY_TIMEOUT_NS;
 		/* Until its first STATS says where its probe socket is, the
 		 * PINGs go on the control connection: the first burst must not
 		 * wait, the sources start 2 ms after the last peer joins. */
 		if (bp->conn == NULL || p->next_ping_ns == 0)
 			continue;
 		if (p->next_ping_ns <= now) {
-			bdc_ping(c, i, bp);
+			clocks_ping(c, i, bp);
 			if (p->burst_left > 0)
 				p->burst_left--;
 			if (p->burst_left > 0)
-				p->next_ping_ns = now + BDC_BURST_GAP_NS;
+				p->next_ping_ns = now + CLOCKS_BURST_GAP_NS;
 			else
 				p->next_ping_ns = c->closing ? 0
 						  : now + (p->prober != NULL ? c->probe_period_ns
-									     : BDC_PERIOD_NS);
+									     : CLOCKS_PERIOD_NS);
 		}
 		if (p->next_ping_ns != 0 && p->next_ping_ns < next)
 			next = p->next_ping_ns;
@@ -319,8 +319,8 @@ static void bdc_pump(struct bdc *c)
 	if (c->closing) {
 		if (now >= c->close_deadline_ns) {
 			log_warn("Run %u: not every peer answered the final clock exchanges within %u ms; keeping the estimates so far",
-				 c->run_id, BDC_CLOSE_TIMEOUT_NS / 1000000u);
-			bdc_close_done(c);
+				 c->run_id, CLOCKS_CLOSE_TIMEOUT_NS / 1000000u);
+			clocks_close_done(c);
 			return;
 		}
 		if (c->close_deadline_ns < next)
@@ -329,95 +329,95 @@ static void bdc_pump(struct bdc *c)
 	if (next == UINT64_MAX)
 		return;
 	c->timer_at_ns = 0;
-	bdc_arm(c, next);
+	clocks_arm(c, next);
 }
 
-static void bdc_on_timer(evutil_socket_t fd, short what, void *arg)
+static void clocks_on_timer(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	bdc_pump(arg);
+	clocks_pump(arg);
 }
 
-void bdc_peer_joined(struct bdc *c, struct bd_peer *bp)
+void clocks_peer_joined(struct clocks *c, struct peer *bp)
 {
 	if (c->finished || bp->conn == NULL)
 		return;
-	struct bdc_peer *p = &c->peers[bdc_index(c, bp)];
+	struct clocks_peer *p = &c->peers[clocks_index(c, bp)];
 	p->local = net_fd_is_local(msgconn_fd(bp->conn));
-	p->burst_left = BDC_BURST;
+	p->burst_left = CLOCKS_BURST;
 	p->next_ping_ns = clk_monotonic_ns();
 	p->joined_ns = p->next_ping_ns;
-	bdc_pump(c);
+	clocks_pump(c);
 }
 
-bool bdc_ready(const struct bdc *c)
+bool clocks_ready(const struct clocks *c)
 {
 	if (c == NULL)
 		return true;
 	for (uint32_t s = 0; s < c->sources; s++)
-		if (bdc_bd_peer(c, s)->conn != NULL && !c->peers[s].ready)
+		if (clocks_table_peer(c, s)->conn != NULL && !c->peers[s].ready)
 			return false;
 	return true;
 }
 
 /* Marks peer i ready, and starts the run if it was the last. */
-static void bdc_set_ready(struct bdc *c, uint32_t i)
+static void clocks_set_ready(struct clocks *c, uint32_t i)
 {
 	if (c->peers[i].ready)
 		return;
 	c->peers[i].ready = true;
-	if (i < c->sources && bdc_ready(c))
+	if (i < c->sources && clocks_ready(c))
 		c->ready(c->ready_arg);
 }
 
 /* One answered exchange, from a PONG or a UDP probe. */
-static void bdc_exchange(struct bdc *c, uint32_t i, const struct prb_exchange *x)
+static void clocks_exchange(struct clocks *c, uint32_t i, const struct prb_exchange *x)
 {
-	struct bdc_peer *p = &c->peers[i];
-	const struct bd_peer *bp = bdc_bd_peer(c, i);
+	struct clocks_peer *p = &c->peers[i];
+	const struct peer *bp = clocks_table_peer(c, i);
 	if (x->sequence > p->last_pong_sequence)
 		p->last_pong_sequence = x->sequence;
 	p->pongs++;
-	int64_t quiet = pclk_best_delay(p->clock);
-	int rc = pclk_add_exchange(p->clock, x);
+	int64_t quiet = peerclock_best_delay(p->clock);
+	int rc = peerclock_add_exchange(p->clock, x);
 	if (rc == 0 && p->prober != NULL && p->burst_left == 0 && !c->closing) {
 		/* A delay well above the window's best means a busy moment on
 		 * the path: try again soon rather than a period later, a few
 		 * times, so a quiet exchange is found while the load lasts. */
-		int64_t d = pclk_latest_delay(p->clock);
-		if (quiet >= 0 && d > 2 * quiet && p->retries < BDC_RETRIES) {
-			uint64_t soon = clk_monotonic_ns() + BDC_BURST_GAP_NS;
+		int64_t d = peerclock_latest_delay(p->clock);
+		if (quiet >= 0 && d > 2 * quiet && p->retries < CLOCKS_RETRIES) {
+			uint64_t soon = clk_monotonic_ns() + CLOCKS_BURST_GAP_NS;
 			p->retries++;
 			p->retried++;
 			if (p->next_ping_ns == 0 || soon < p->next_ping_ns) {
 				p->next_ping_ns = soon;
-				bdc_arm(c, soon);
+				clocks_arm(c, soon);
 			}
 		} else if (quiet < 0 || d <= 2 * quiet) {
 			p->retries = 0;
 		}
 	}
 	if (rc == 0) {
-		bdc_apply(c, i);
+		clocks_apply(c, i);
 	} else {
 		log_debug("%s %u: clock exchange %" PRIu64 " refused (%s)", ctl_role_title(bp->role), bp->id,
 			  x->sequence, strerror(-rc));
 	}
-	if (!pclk_snapshot_at(p->clock, PCLK_START).valid && p->pongs >= BDC_BURST)
-		bdc_snapshot(c, i, PCLK_START);
-	if (p->prober != NULL ? p->probe_answers >= BDC_BURST : p->pongs >= BDC_BURST)
-		bdc_set_ready(c, i);
-	if (c->closing && bdc_closed(c))
-		bdc_close_done(c);
+	if (!peerclock_snapshot_at(p->clock, PEERCLOCK_START).valid && p->pongs >= CLOCKS_BURST)
+		clocks_snapshot(c, i, PEERCLOCK_START);
+	if (p->prober != NULL ? p->probe_answers >= CLOCKS_BURST : p->pongs >= CLOCKS_BURST)
+		clocks_set_ready(c, i);
+	if (c->closing && clocks_closed(c))
+		clocks_close_done(c);
 }
 
-void bdc_on_pong(struct bdc *c, struct bd_peer *bp, const struct ctl_pong *pong, uint64_t rx_ns)
+void clocks_on_pong(struct clocks *c, struct peer *bp, const struct ctl_pong *pong, uint64_t rx_ns)
 {
 	if (c->finished)
 		return;
-	uint32_t i = bdc_index(c, bp);
-	struct bdc_peer *p = &c->peers[i];
+	uint32_t i = clocks_index(c, bp);
+	struct clocks_peer *p = &c->peers[i];
 	if (pong->sequence == 0 || pong->sequence > p->sequence ||
 	    pong->sequence <= p->last_pong_sequence) {
 		p->pongs_unmatched++;
@@ -428,29 +428,29 @@ void bdc_on_pong(struct bdc *c, struct bd_peer *bp, const struct ctl_pong *pong,
 				   * negative and are refused. */
 				  .t1_ns = (int64_t)pong->t1_ns, .t2_ns = (int64_t)pong->t2_ns,
 				  .t3_ns = (int64_t)pong->t3_ns, .t4_ns = (int64_t)rx_ns };
-	bdc_exchange(c, i, &x);
+	clocks_exchange(c, i, &x);
 }
 
 /* A UDP probe exchange of one peer completed. */
-static void bdc_on_probe(const struct prb_exchange *x, void *arg)
+static void clocks_on_probe(const struct prb_exchange *x, void *arg)
 {
-	struct bdc_peer *p = arg;
+	struct clocks_peer *p = arg;
 	if (p->owner->finished)
 		return;
 	/* An answer from the peer's event loop: it is not stopped or hung,
 	 * which the PONGs on the control connection used to show. */
-	bdc_bd_peer(p->owner, p->index)->last_heard_ns = clk_monotonic_ns();
+	clocks_table_peer(p->owner, p->index)->last_heard_ns = clk_monotonic_ns();
 	p->probe_answers++;
-	bdc_exchange(p->owner, p->index, x);
+	clocks_exchange(p->owner, p->index, x);
 }
 
 /* The peer's first STATS says where its probe socket is; without one, or
  * when no socket of ours can reach it, the PINGs go on the control
  * connection. */
-static void bdc_start_prober(struct bdc *c, uint32_t i, struct bd_peer *bp,
+static void clocks_start_prober(struct clocks *c, uint32_t i, struct peer *bp,
 			     const struct ctl_group *g)
 {
-	struct bdc_peer *p = &c->peers[i];
+	struct clocks_peer *p = &c->peers[i];
 	uint64_t port = 0, token = 0;
 	if (p->prober != NULL || bp->conn == NULL || !ctl_group_get(g, CNT_PROBE(udp_port), &port) ||
 	    !ctl_group_get(g, CNT_PROBE(token), &token) || port == 0 || port > 65535)
@@ -458,33 +458,33 @@ static void bdc_start_prober(struct bdc *c, uint32_t i, struct bd_peer *bp,
 	char what[48];
 	snprintf(what, sizeof what, "%s %u", ctl_role_title(bp->role), bp->id);
 	p->prober = prb_prober_start(c->base, msgconn_fd(bp->conn), (uint16_t)port, token,
-				     what, bdc_on_probe, p);
+				     what, clocks_on_probe, p);
 	/* The first burst again, kernel-stamped: the PINGs so far were only
 	 * to have some estimate without waiting. */
 	if (p->prober != NULL && !c->closing) {
-		p->burst_left = BDC_BURST;
+		p->burst_left = CLOCKS_BURST;
 		p->next_ping_ns = clk_monotonic_ns();
 	}
 }
 
-void bdc_on_report(struct bdc *c, struct bd_peer *bp, const struct ctl_report *r, bool final)
+void clocks_on_report(struct clocks *c, struct peer *bp, const struct ctl_report *r, bool final)
 {
 	if (c->finished)
 		return;
-	uint32_t i = bdc_index(c, bp);
-	struct bdc_peer *p = &c->peers[i];
-	pclk_take_clock(p->clock, r);
+	uint32_t i = clocks_index(c, bp);
+	struct clocks_peer *p = &c->peers[i];
+	peerclock_take_clock(p->clock, r);
 	if (!p->stats_seen) {
-		bdc_start_prober(c, i, bp, ctl_report_find(r, CNT_GROUP_PROBE));
+		clocks_start_prober(c, i, bp, ctl_report_find(r, CNT_GROUP_PROBE));
 		p->stats_seen = true;
-		bdc_pump(c);
+		clocks_pump(c);
 	}
-	pclk_take_chrony(p->clock, r, final ? PCLK_END : PCLK_START, (int64_t)clk_realtime_ns());
-	pclk_update_drift(p->clock, &c->clock);
-	bdc_apply(c, i);
+	peerclock_take_chrony(p->clock, r, final ? PEERCLOCK_END : PEERCLOCK_START, (int64_t)clk_realtime_ns());
+	peerclock_update_drift(p->clock, &c->clock);
+	clocks_apply(c, i);
 }
 
-bool bdc_close(struct bdc *c, void (*done)(void *arg), void *arg)
+bool clocks_close(struct clocks *c, void (*done)(void *arg), void *arg)
 {
 	if (c->finished)
 		return false;
@@ -493,12 +493,12 @@ bool bdc_close(struct bdc *c, void (*done)(void *arg), void *arg)
 	uint64_t now = clk_monotonic_ns();
 	bool any = false;
 	for (uint32_t i = 0; i < c->count; i++) {
-		struct bdc_peer *p = &c->peers[i];
-		if (bdc_bd_peer(c, i)->conn == NULL)
+		struct clocks_peer *p = &c->peers[i];
+		if (clocks_table_peer(c, i)->conn == NULL)
 			continue;
-		p->burst_left = BDC_BURST;
+		p->burst_left = CLOCKS_BURST;
 		p->next_ping_ns = now;
-		p->close_sequence = p->sequence + BDC_BURST;
+		p->close_sequence = p->sequence + CLOCKS_BURST;
 		any = true;
 	}
 	if (!any)
@@ -506,12 +506,12 @@ bool bdc_close(struct bdc *c, void (*done)(void *arg), void *arg)
 	c->closing = true;
 	c->done = done;
 	c->done_arg = arg;
-	c->close_deadline_ns = now + BDC_CLOSE_TIMEOUT_NS;
-	bdc_pump(c);
+	c->close_deadline_ns = now + CLOCKS_CLOSE_TIMEOUT_NS;
+	clocks_pump(c);
 	return true;
 }
 
-static void bdc_close_done(struct bdc *c)
+static void clocks_close_done(struct clocks *c)
 {
 	void (*done)(void *arg) = c->done;
 	c->closing = false;
@@ -521,7 +521,7 @@ static void bdc_close_done(struct bdc *c)
 		done(c->done_arg);
 }
 
-void bdc_finish(struct bdc *c)
+void clocks_finish(struct clocks *c)
 {
 	if (c->finished)
 		return;
@@ -532,14 +532,14 @@ void bdc_finish(struct bdc *c)
 	 * user-space t3. */
 	for (uint32_t i = 0; i < c->count; i++)
 		prb_prober_flush(c->peers[i].prober);
-	bdc_read_chrony(c, PCLK_END);
+	clocks_read_chrony(c, PEERCLOCK_END);
 	for (uint32_t i = 0; i < c->count; i++) {
-		struct pclk *pc = c->peers[i].clock;
-		pclk_update_drift(pc, &c->clock);
-		bdc_snapshot(c, i, PCLK_END);
-		const struct bd_peer *bp = bdc_bd_peer(c, i);
-		struct pclk_snapshot s = pclk_snapshot_at(pc, PCLK_END);
-		if (pclk_overall(pc, &c->clock) == CKS_INCONSISTENT)
+		struct peerclock *pc = c->peers[i].clock;
+		peerclock_update_drift(pc, &c->clock);
+		clocks_snapshot(c, i, PEERCLOCK_END);
+		const struct peer *bp = clocks_table_peer(c, i);
+		struct peerclock_snapshot s = peerclock_snapshot_at(pc, PEERCLOCK_END);
+		if (peerclock_overall(pc, &c->clock) == CKS_INCONSISTENT)
 			log_warn("%s %u on %s: in-band clock offset %" PRId64 " +/- %" PRId64
 				 " ns disagrees with chrony's bounds of both hosts",
 				 ctl_role_title(bp->role), bp->id, bp->host, s.offset_ns, s.bound_ns);
@@ -549,9 +549,9 @@ void bdc_finish(struct bdc *c)
 
 /* ---- what the report reads ------------------------------------------ */
 
-void bdc_view(const struct bdc *c, struct bdc_view *v)
+void clocks_view(const struct clocks *c, struct clocks_view *v)
 {
-	*v = (struct bdc_view){
+	*v = (struct clocks_view){
 		.host = c->host,
 		.clock = &c->clock,
 		.out = c->out,
@@ -561,17 +561,17 @@ void bdc_view(const struct bdc *c, struct bdc_view *v)
 		.count = c->count,
 	};
 	for (uint32_t s = 0; s < c->sources; s++)
-		if (!bdc_same_clock(c, s))
+		if (!clocks_same_clock(c, s))
 			v->all_sources_same_clock = false;
 }
 
-void bdc_peer_view(const struct bdc *c, uint32_t i, struct bdc_peer_view *v)
+void clocks_peer_view(const struct clocks *c, uint32_t i, struct clocks_peer_view *v)
 {
-	const struct bdc_peer *p = &c->peers[i];
+	const struct clocks_peer *p = &c->peers[i];
 	memset(v, 0, sizeof *v);
-	v->peer = bdc_bd_peer(c, i);
-	v->same_host = bdc_same_host(c, i);
-	v->same_clock = bdc_same_clock(c, i);
+	v->peer = clocks_table_peer(c, i);
+	v->same_host = clocks_same_host(c, i);
+	v->same_clock = clocks_same_clock(c, i);
 	v->udp = p->prober != NULL;
 	if (p->prober != NULL)
 		prb_prober_stats(p->prober, &v->probe);
@@ -579,17 +579,17 @@ void bdc_peer_view(const struct bdc *c, uint32_t i, struct bdc_peer_view *v)
 	v->pongs = p->pongs;
 	v->pongs_unmatched = p->pongs_unmatched;
 	v->retried = p->retried;
-	pclk_view(p->clock, &v->clock);
-	for (int k = 0; k < PCLK_PHASES; k++)
-		v->verdict[k] = pclk_verdict(p->clock, &c->clock, k);
-	v->overall = pclk_overall(p->clock, &c->clock);
+	peerclock_view(p->clock, &v->clock);
+	for (int k = 0; k < PEERCLOCK_PHASES; k++)
+		v->verdict[k] = peerclock_verdict(p->clock, &c->clock, k);
+	v->overall = peerclock_overall(p->clock, &c->clock);
 }
 
-bool bdc_peer_estimate(const struct bdc *c, const struct bd_peer *p, int64_t *offset_ns,
+bool clocks_peer_estimate(const struct clocks *c, const struct peer *p, int64_t *offset_ns,
 		       int64_t *bound_ns)
 {
 	if (c == NULL)
 		return false;
-	return pclk_inband(c->peers[bdc_index(c, p)].clock, (int64_t)clk_realtime_ns(), offset_ns,
+	return peerclock_inband(c->peers[clocks_index(c, p)].clock, (int64_t)clk_realtime_ns(), offset_ns,
 			   bound_ns);
 }

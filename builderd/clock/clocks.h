@@ -18,130 +18,130 @@
 #include <stdint.h>
 
 struct event_base;
-struct out;
+struct output;
 struct peer_table;
-struct bd_peer;
-struct bdc;
+struct peer;
+struct clocks;
 struct ctl_pong;
 struct ctl_report;
 
 /* Exchanges right after a peer joins and again at the end of the run: a
  * burst finds a quiet moment whatever the load (the estimator keeps the
  * exchange with the smallest delay). */
-#define BDC_BURST 8u
-#define BDC_BURST_GAP_NS 1000000u
+#define CLOCKS_BURST 8u
+#define CLOCKS_BURST_GAP_NS 1000000u
 /* Between bursts, one exchange per peer this often: with the default drift
  * bound of 100 ppm the newest sample has aged by at most 20 us. */
-#define BDC_PERIOD_NS 200000000u
+#define CLOCKS_PERIOD_NS 200000000u
 /* The same over a peer's UDP probe socket, whose exchanges cost the peer a
  * datagram in and two out: at 100 ppm the newest sample has aged by at most
  * 1 us, which keeps drift from outgrowing a kernel-stamped bound of a few
  * microseconds, and the window of 32 holds 320 ms. The default of
  * --probe-period-ms: with many peers on few cores a longer period trades a
  * few microseconds of bound for CPU. */
-#define BDC_PROBE_PERIOD_NS 10000000u
+#define CLOCKS_PROBE_PERIOD_NS 10000000u
 /* After an exchange whose delay is more than twice the best in the window
- * (a busy moment on the path), up to this many more follow BDC_BURST_GAP_NS
+ * (a busy moment on the path), up to this many more follow CLOCKS_BURST_GAP_NS
  * apart instead of a period later. */
-#define BDC_RETRIES 3u
+#define CLOCKS_RETRIES 3u
 /* The final burst is abandoned after this long: a peer that does not answer
  * keeps the estimate it has. */
-#define BDC_CLOSE_TIMEOUT_NS 300000000u
+#define CLOCKS_CLOSE_TIMEOUT_NS 300000000u
 
-struct bdc_config {
+struct clocks_config {
 	struct event_base *base;
 	struct peer_table *peers;   /* the run's peers; outlives the bdc */
-	struct out *out;            /* gets each source's offset; outlives bdc_finish() */
+	struct output *out;            /* gets each source's offset; outlives clocks_finish() */
 	uint32_t run_id;
 	bool correction;            /* false: measure offsets but apply none */
-	uint64_t probe_period_ns;   /* over a UDP probe socket; 0: BDC_PROBE_PERIOD_NS */
+	uint64_t probe_period_ns;   /* over a UDP probe socket; 0: CLOCKS_PROBE_PERIOD_NS */
 	bool quiet;
-	void (*ready)(void *arg);   /* called when bdc_ready() becomes true last */
+	void (*ready)(void *arg);   /* called when clocks_ready() becomes true last */
 	void *ready_arg;
 };
 
 /* Reads the builder host's chrony state (runs chronyc: milliseconds, at
  * most CKS_CHRONYC_TIMEOUT_MS) and allocates the per-peer state. NULL with a
  * logged reason on failure. */
-struct bdc *bdc_create(const struct bdc_config *cfg);
+struct clocks *clocks_create(const struct clocks_config *cfg);
 
-void bdc_destroy(struct bdc *c);
+void clocks_destroy(struct clocks *c);
 
 /* START waits this long at most for a source's first burst to be
  * answered: a peer that does not answer cannot hold the run. */
-#define BDC_READY_TIMEOUT_NS 200000000u
+#define CLOCKS_READY_TIMEOUT_NS 200000000u
 
 /* True when every connected source has answered its first burst over its
  * probe socket (over the control connection when it has none) or joined
- * BDC_READY_TIMEOUT_NS ago: its first fragment then finds a measured
- * offset. bd_maybe_start() is called when the last becomes ready. */
-bool bdc_ready(const struct bdc *c);
+ * CLOCKS_READY_TIMEOUT_NS ago: its first fragment then finds a measured
+ * offset. hub_maybe_start() is called when the last becomes ready. */
+bool clocks_ready(const struct clocks *c);
 
 /* A peer's control connection is up: starts its first burst. */
-void bdc_peer_joined(struct bdc *c, struct bd_peer *p);
+void clocks_peer_joined(struct clocks *c, struct peer *p);
 
 /* A PONG from p received at rx_ns (builder clock): one exchange. */
-void bdc_on_pong(struct bdc *c, struct bd_peer *p, const struct ctl_pong *pong, uint64_t rx_ns);
+void clocks_on_pong(struct clocks *c, struct peer *p, const struct ctl_pong *pong, uint64_t rx_ns);
 
 /* A STATS (final false) or END (final true) from p: takes its "clock" and
  * "chrony" groups. */
-void bdc_on_report(struct bdc *c, struct bd_peer *p, const struct ctl_report *r, bool final);
+void clocks_on_report(struct clocks *c, struct peer *p, const struct ctl_report *r, bool final);
 
 /* The run is over but every connection is still up: sends each connected
  * peer a final burst. Returns true when done(arg) will be called, once every
- * peer answered, lost its connection, or after BDC_CLOSE_TIMEOUT_NS; false
+ * peer answered, lost its connection, or after CLOCKS_CLOSE_TIMEOUT_NS; false
  * when there is nothing to wait for (no peer connected, or already
  * finished). Calling it again while waiting returns true and changes
  * nothing. */
-bool bdc_close(struct bdc *c, void (*done)(void *arg), void *arg);
+bool clocks_close(struct clocks *c, void (*done)(void *arg), void *arg);
 
 /* The current in-band estimate of p's clock: offset (peer minus builder)
  * and bound in ns; false before the first exchange. */
-bool bdc_peer_estimate(const struct bdc *c, const struct bd_peer *p, int64_t *offset_ns,
+bool clocks_peer_estimate(const struct clocks *c, const struct peer *p, int64_t *offset_ns,
 		       int64_t *bound_ns);
 
 /* Stops all exchanges, reads the builder host's chrony state again and
  * fixes each peer's final estimate and verdict. Call once, before the
  * metrics are written; later calls do nothing. */
-void bdc_finish(struct bdc *c);
+void clocks_finish(struct clocks *c);
 
 /* How a peer is taken to share the builder's clock (metrics.json says it). */
-#define BDC_SAME_CLOCK_RULE \
+#define CLOCKS_SAME_CLOCK_RULE \
 	"a peer shares the builder's clock when its control connection comes from an address of " \
 	"the builder's own network stack (loopback or an address of one of its interfaces) and " \
 	"neither was started with a non-zero --clock-offset-ns; the host name a peer sends is " \
 	"not trusted for this"
 
 /* What the report reads of the clocks as a whole. */
-struct bdc_view {
+struct clocks_view {
 	const char *host;               /* the builder's host name */
-	const struct pclk_host *clock;  /* the builder host's side of every pair */
-	const struct out *out;          /* the latencies the offsets corrected; may be NULL */
+	const struct peerclock_host *clock;  /* the builder host's side of every pair */
+	const struct output *out;          /* the latencies the offsets corrected; may be NULL */
 	bool correction;
 	bool all_sources_same_clock;
 	uint16_t sources;
 	uint32_t count;                 /* peers: sources, then readers */
 };
 
-void bdc_view(const struct bdc *c, struct bdc_view *v);
+void clocks_view(const struct clocks *c, struct clocks_view *v);
 
 /* What the report reads of one peer's clock: a plain copy. */
-struct bdc_peer_view {
-	const struct bd_peer *peer;
+struct clocks_peer_view {
+	const struct peer *peer;
 	bool same_host;                 /* its control connection is from our own addresses */
-	bool same_clock;                /* BDC_SAME_CLOCK_RULE */
+	bool same_clock;                /* CLOCKS_SAME_CLOCK_RULE */
 	bool udp;                       /* exchanges over its probe socket */
 	struct prb_prober_stats probe;  /* zero without one */
 	uint64_t pings;
 	uint64_t pongs;
 	uint64_t pongs_unmatched;       /* PONGs answering no PING of ours */
 	uint64_t retried;               /* early exchanges after a busy one */
-	struct pclk_view clock;
-	enum cks_verdict verdict[PCLK_PHASES];
+	struct peerclock_view clock;
+	enum cks_verdict verdict[PEERCLOCK_PHASES];
 	enum cks_verdict overall;
 };
 
 /* Peer i of the table (sources, then readers). */
-void bdc_peer_view(const struct bdc *c, uint32_t i, struct bdc_peer_view *v);
+void clocks_peer_view(const struct clocks *c, uint32_t i, struct clocks_peer_view *v);
 
 #endif

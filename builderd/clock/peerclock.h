@@ -1,9 +1,9 @@
 /* One peer's clock as builderd knows it (docs/CLOCKS.md): the in-band
  * estimator its exchanges feed, the chrony states of its host at the start
  * and end of the run, their intervals combined into the estimate applied,
- * each estimate kept (the first PCLK_HISTORY) and checked against the
+ * each estimate kept (the first PEERCLOCK_HISTORY) and checked against the
  * injected offsets, and whether in band and chrony agree. The builder
- * host's side of every pair is a pclk_host the caller owns. Pure: no clock
+ * host's side of every pair is a peerclock_host the caller owns. Pure: no clock
  * reads, no I/O; every function that needs the time takes now (builder
  * realtime, ns), so tests/unit/test_peerclock.c drives it with its own
  * times. Private to builderd. */
@@ -20,22 +20,22 @@
 struct ctl_report;
 
 /* The two moments of a run whose chrony states and estimates are kept. */
-enum pclk_phase { PCLK_START, PCLK_END, PCLK_PHASES };
+enum peerclock_phase { PEERCLOCK_START, PEERCLOCK_END, PEERCLOCK_PHASES };
 
 /* "start", "end". */
-const char *pclk_phase_name(int phase);
+const char *peerclock_phase_name(int phase);
 
 /* The builder host's side of every pair: its --clock-offset-ns and its own
  * chrony reads, each with the builder realtime from which its bound holds. */
-struct pclk_host {
+struct peerclock_host {
 	int64_t injected_ns;
-	struct cks_chrony chrony[PCLK_PHASES];
-	int64_t chrony_at_ns[PCLK_PHASES];
+	struct cks_chrony chrony[PEERCLOCK_PHASES];
+	int64_t chrony_at_ns[PEERCLOCK_PHASES];
 };
 
 /* The in-band estimate at one moment, and what was made of it with
  * chrony's interval. */
-struct pclk_snapshot {
+struct peerclock_snapshot {
 	bool valid;
 	int64_t offset_ns;
 	int64_t bound_ns;
@@ -50,87 +50,87 @@ struct pclk_snapshot {
  * so at one exchange per 10 ms and a few early ones, 16-20 s of a run;
  * later ones are only counted (and still checked against the injected
  * offsets). */
-#define PCLK_HISTORY 2048u
+#define PEERCLOCK_HISTORY 2048u
 
-struct pclk_record {
+struct peerclock_record {
 	int64_t at_ns;             /* builder clock */
 	int64_t offset_ns;
 	int64_t bound_ns;
 	uint8_t basis;             /* enum ivl_basis */
 };
 
-struct pclk;
+struct peerclock;
 
 /* |v|, exact for INT64_MIN. */
-uint64_t pclk_abs(int64_t v);
+uint64_t peerclock_abs(int64_t v);
 
 /* a + b, saturating at INT64_MAX. */
-int64_t pclk_sat_add(uint64_t a, uint64_t b);
+int64_t peerclock_sat_add(uint64_t a, uint64_t b);
 
 /* A peer with no exchange and no chrony state yet, the default drift
  * bound; NULL when out of memory. */
-struct pclk *pclk_create(void);
+struct peerclock *peerclock_create(void);
 
-void pclk_destroy(struct pclk *p);
+void peerclock_destroy(struct peerclock *p);
 
 /* One answered exchange (t1, t4 builder clock; t2, t3 the peer's): 0 or
  * cks_add_sample()'s -errno; an accepted one counts its stamps' origins. */
-int pclk_add_exchange(struct pclk *p, const struct prb_exchange *x);
+int peerclock_add_exchange(struct peerclock *p, const struct prb_exchange *x);
 
 /* Smallest delay among the samples still in the window; -1 when empty. */
-int64_t pclk_best_delay(const struct pclk *p);
+int64_t peerclock_best_delay(const struct peerclock *p);
 
 /* Delay of the sample added last; -1 when empty. */
-int64_t pclk_latest_delay(const struct pclk *p);
+int64_t peerclock_latest_delay(const struct peerclock *p);
 
 /* A report's "clock" group: the peer's injected offset (--clock-offset-ns). */
-void pclk_take_clock(struct pclk *p, const struct ctl_report *r);
+void peerclock_take_clock(struct peerclock *p, const struct ctl_report *r);
 
 /* A report's chrony group, the first one of its phase; the peer read it
  * read_age_ns before now. */
-void pclk_take_chrony(struct pclk *p, const struct ctl_report *r, int phase, int64_t now);
+void peerclock_take_chrony(struct peerclock *p, const struct ctl_report *r, int phase, int64_t now);
 
 /* chrony's drift bound for the pair where both hosts are synchronised, at
  * start or end; the larger when both; the default otherwise. */
-void pclk_update_drift(struct pclk *p, const struct pclk_host *h);
+void peerclock_update_drift(struct peerclock *p, const struct peerclock_host *h);
 
 /* The drift bound in ppm the estimates use now. */
-double pclk_drift_ppm(const struct pclk *p);
+double peerclock_drift_ppm(const struct peerclock *p);
 
 /* The estimate at now, in band and chrony combined (interval.h), recorded
  * for the report and checked against the injected offsets; basis NONE
  * (and nothing recorded) when neither is known. */
-struct ivl_estimate pclk_estimate(struct pclk *p, const struct pclk_host *h, int64_t now);
+struct ivl_estimate peerclock_estimate(struct peerclock *p, const struct peerclock_host *h, int64_t now);
 
 /* The same, kept as the estimate of phase (not recorded). */
-void pclk_snapshot(struct pclk *p, const struct pclk_host *h, int phase, int64_t now);
+void peerclock_snapshot(struct peerclock *p, const struct peerclock_host *h, int phase, int64_t now);
 
-/* The estimate kept for phase; valid false before pclk_snapshot() made one
+/* The estimate kept for phase; valid false before peerclock_snapshot() made one
  * from at least one exchange. */
-struct pclk_snapshot pclk_snapshot_at(const struct pclk *p, int phase);
+struct peerclock_snapshot peerclock_snapshot_at(const struct peerclock *p, int phase);
 
 /* The in-band estimate alone at now: offset (peer minus builder) and bound
  * in ns; false before the first exchange. */
-bool pclk_inband(const struct pclk *p, int64_t now, int64_t *offset_ns, int64_t *bound_ns);
+bool peerclock_inband(const struct peerclock *p, int64_t now, int64_t *offset_ns, int64_t *bound_ns);
 
 /* The peer's injected offset; false until its "clock" group arrived. */
-bool pclk_injected(const struct pclk *p, int64_t *injected_ns);
+bool peerclock_injected(const struct peerclock *p, int64_t *injected_ns);
 
 /* Whether the in-band estimate of one phase agrees with chrony: the two
  * hosts are within the sum of their chrony bounds of each other. */
-enum cks_verdict pclk_verdict(const struct pclk *p, const struct pclk_host *h, int phase);
+enum cks_verdict peerclock_verdict(const struct peerclock *p, const struct peerclock_host *h, int phase);
 
 /* Inconsistent when any estimate combined disjoint intervals or either
  * phase is; consistent when one phase is and none is inconsistent;
  * unknown otherwise. */
-enum cks_verdict pclk_overall(const struct pclk *p, const struct pclk_host *h);
+enum cks_verdict peerclock_overall(const struct peerclock *p, const struct peerclock_host *h);
 
 /* Everything the report shows of one peer's clock, a plain copy. */
-struct pclk_view {
+struct peerclock_view {
 	bool clock_seen;             /* its "clock" group arrived */
 	int64_t injected_ns;
-	struct pclk_snapshot snap[PCLK_PHASES];
-	struct cks_chrony chrony[PCLK_PHASES];
+	struct peerclock_snapshot snap[PEERCLOCK_PHASES];
+	struct cks_chrony chrony[PEERCLOCK_PHASES];
 	double drift_ppm;
 	bool drift_from_chrony;
 	int64_t best_delay_ns;       /* -1: no sample */
@@ -144,14 +144,14 @@ struct pclk_view {
 	int64_t worst_margin_ns;     /* min of bound - |offset - injected| */
 	bool last_valid;
 	struct ivl_estimate last;    /* the latest estimate */
-	const struct pclk_record *history;  /* [recorded], valid while p lives */
+	const struct peerclock_record *history;  /* [recorded], valid while p lives */
 	uint32_t recorded;
 };
 
-void pclk_view(const struct pclk *p, struct pclk_view *v);
+void peerclock_view(const struct peerclock *p, struct peerclock_view *v);
 
 /* The in-band estimate that describes the run: the final one, else the
  * one after the first burst; NULL when neither was made. */
-const struct pclk_snapshot *pclk_view_best(const struct pclk_view *v);
+const struct peerclock_snapshot *peerclock_view_best(const struct peerclock_view *v);
 
 #endif

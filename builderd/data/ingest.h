@@ -1,7 +1,7 @@
 /* The data side of a builder run: the reader table (each reader's data
  * path, whatever its link), the per-frame path into the builder core and the
  * record files. The links (tcp.c, shm.c) greet readers and move bytes; they
- * hand frames to ing_take() and report through the functions below. The hub
+ * hand frames to ingest_take() and report through the functions below. The hub
  * (hub.c) sees this side only through this header: it is the seam a second
  * builder, or an event manager handing event ranges to several, plugs into.
  * Private to builderd. */
@@ -19,19 +19,19 @@
 #include <stdint.h>
 
 struct event_base;
-struct bd_snapshot;
-struct out;
-struct bd_link_ops;
+struct snapshot;
+struct output;
+struct link_ops;
 
-enum bd_data_state { BD_DATA_WAITING, BD_DATA_STREAMING, BD_DATA_CLOSED, BD_DATA_FAILED };
+enum ingest_data_state { INGEST_DATA_WAITING, INGEST_DATA_STREAMING, INGEST_DATA_CLOSED, INGEST_DATA_FAILED };
 
 /* A reader's data path: what ingest counts, and the link that carries it.
  * Over TCP it is rails connections (its HELLOs' `rails`), each its own
  * stream of frames; over shared memory one ring, rail 0. */
-struct bd_reader {
-	struct ing *ing;
+struct ingest_reader {
+	struct ingest *ing;
 	uint32_t id;
-	enum bd_data_state state;
+	enum ingest_data_state state;
 	char address[CTL_MAX_TEXT];
 	uint32_t pid;                    /* as its data HELLO says */
 	struct frm_decoder decoder[CTL_MAX_RAILS];   /* one per connection: each its stream */
@@ -43,17 +43,17 @@ struct bd_reader {
 	uint64_t read_calls;             /* TCP reads, or ring drains */
 	uint32_t rails;                  /* its connections; 1 until a HELLO said */
 	uint32_t rails_greeted;          /* bit K: rail K was welcomed */
-	struct bd_rail rail[CTL_MAX_RAILS];
+	struct snapshot_rail rail[CTL_MAX_RAILS];
 	/* --role builder: the frame at the head of the link's buffer is of an
-	 * event not assigned yet; the link stops reading until ing_assign()
+	 * event not assigned yet; the link stops reading until ingest_assign()
 	 * resumes it (link.h's resume). */
 	bool held;
-	const struct bd_link_ops *link;  /* NULL until a link carried it */
+	const struct link_ops *link;  /* NULL until a link carried it */
 	void *link_state;                /* the link's own, for the link only */
 };
 
 /* What ingest asks of the hub. */
-struct ing_hooks {
+struct ingest_hooks {
 	void *ctx;
 	/* Records an error of the run (logged, listed, the run fails). */
 	void (*error)(void *ctx, const char *text);
@@ -72,38 +72,38 @@ struct ing_hooks {
 	bool (*reader_holds_slot)(void *ctx, uint32_t reader, uint32_t pid);
 };
 
-struct ing;
+struct ingest;
 
 /* Opens the record files in opt->out_dir (created) and the builder core.
  * NULL with a logged reason. */
-struct ing *ing_create(struct event_base *base, const struct bd_options *opt,
-		       const int64_t *source_offsets_ns, const struct ing_hooks *hooks);
+struct ingest *ingest_create(struct event_base *base, const struct options *opt,
+		       const int64_t *source_offsets_ns, const struct ingest_hooks *hooks);
 
 /* A link's listener (tcp.c, shm.c), started by the run's wiring: ingest
- * ticks it, reports it and stops it. -ENOSPC past ING_MAX_LISTENERS. */
-#define ING_MAX_LISTENERS 4
-struct bd_listener_ops;
-int ing_add_link(struct ing *g, const struct bd_listener_ops *ops, void *listener);
+ * ticks it, reports it and stops it. -ENOSPC past INGEST_MAX_LISTENERS. */
+#define INGEST_MAX_LISTENERS 4
+struct link_listener_ops;
+int ingest_add_link(struct ingest *g, const struct link_listener_ops *ops, void *listener);
 
 /* Stops the listeners, closes every path and the record files. */
-void ing_destroy(struct ing *g);
+void ingest_destroy(struct ingest *g);
 
-const struct bd_options *ing_options(const struct ing *g);
+const struct options *ingest_options(const struct ingest *g);
 /* The id the data port's WELCOME names: --id in --role builder, else 0. */
-uint32_t ing_builder_id(const struct ing *g);
-struct event_base *ing_base(const struct ing *g);
-struct out *ing_output(const struct ing *g);
+uint32_t ingest_builder_id(const struct ingest *g);
+struct event_base *ingest_base(const struct ingest *g);
+struct output *ingest_output(const struct ingest *g);
 
 /* ---- for the links --------------------------------------------------- */
 
 /* Whether a batch of frames may be taken now (the hooks' may_take). */
-bool ing_may_take(struct ing *g, uint64_t now);
+bool ingest_may_take(struct ingest *g, uint64_t now);
 
 /* Records an error of the run through the hub. */
-void ing_error(struct ing *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ingest_error(struct ingest *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A connection a link refused at its greeting. */
-void ing_refused(struct ing *g);
+void ingest_refused(struct ingest *g);
 
 /* Checks a reader's data HELLO, whatever the link: the run, the channel,
  * the reader waiting for its data path, its sources its own; its rail
@@ -112,15 +112,15 @@ void ing_refused(struct ing *g);
  * (bad_rail, duplicate_id), and greeting the listener of its rail, on
  * (bad_rail: the reader's rail URLs crossed). A later rail of a reader
  * already streaming is admitted too. NULL after refusing it (answered
- * with ERROR, fd closed). ing_admit: a link of one address (shared memory). */
-struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *h,
+ * with ERROR, fd closed). ingest_admit: a link of one address (shared memory). */
+struct ingest_reader *ingest_admit_rail(struct ingest *g, int fd, const struct ctl_hello *h,
 				 const char *peer, uint32_t listeners, uint32_t on);
-struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer);
+struct ingest_reader *ingest_admit(struct ingest *g, int fd, const struct ctl_hello *h, const char *peer);
 
 /* A connection of the reader's data path is up (WELCOME sent) on link:
  * the first records the sources it serves, sets their lanes in the core to
  * the HELLO's rails and tells the hub; each marks its rail greeted. */
-void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const struct ctl_hello *h,
+void ingest_started(struct ingest_reader *rd, const struct link_ops *link, const struct ctl_hello *h,
 		 const char *peer);
 
 /* A data path that ends before it carried a byte took nothing from the
@@ -128,7 +128,7 @@ void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const str
  * holds it (hooks.reader_holds_slot), the path is not streaming, or the run
  * is over (false: close it as usual). why: after "Reader N's data
  * connection from ADDRESS". */
-bool ing_release(struct bd_reader *rd, const char *why);
+bool ingest_release(struct ingest_reader *rd, const char *why);
 
 /* The per-frame path of every link: decodes and verifies the frame at buf
  * (avail bytes), that came on connection rail (0 over shm), and feeds it
@@ -139,116 +139,116 @@ bool ing_release(struct bd_reader *rd, const char *why);
  * with *frame_bytes consumed, FRM_NEED_MORE (stream only), or an error,
  * already reported, after which the caller closes the path. In --role
  * builder a frame of an event not yet assigned (or any, before the plan
- * came: ing_set_plan) returns
+ * came: ingest_set_plan) returns
  * FRM_NEED_MORE with rd->held set, whatever exact: the link keeps it
  * unconsumed, stops reading, and takes it again once resumed. */
-enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t *buf,
+enum frm_status ingest_take_rail(struct ingest_reader *rd, uint32_t rail, const uint8_t *buf,
 			      size_t avail, bool exact, size_t *frame_bytes, uint64_t now);
 /* The same on a link of one connection (shared memory): rail 0. */
-enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
+enum frm_status ingest_take(struct ingest_reader *rd, const uint8_t *buf, size_t avail, bool exact,
 			 size_t *frame_bytes, uint64_t now);
 
 /* Data arrived at now: the run makes progress. */
-void ing_progress(struct ing *g, uint64_t now);
+void ingest_progress(struct ingest *g, uint64_t now);
 
 /* How long a link may feed frames in one turn of the loop before it gives
  * the others, the tick and the control link theirs: a builder whose filter
  * is slow still answers its hub's probes and sends its tokens on time. */
-#define ING_TURN_NS 5000000u
+#define INGEST_TURN_NS 5000000u
 
 /* Closes a reader's data path through its link; state says how it ended. */
-void ing_close(struct bd_reader *rd, enum bd_data_state state);
+void ingest_close(struct ingest_reader *rd, enum ingest_data_state state);
 
 /* After a batch of frames: writes the records completed, then the hub's
  * turn (credits, end of run). */
-void ing_after_frames(struct ing *g);
+void ingest_after_frames(struct ingest *g);
 
-/* false once the run is over (ing_finish). */
-bool ing_running(const struct ing *g);
+/* false once the run is over (ingest_finish). */
+bool ingest_running(const struct ingest *g);
 
 /* Reader r of the run. */
-struct bd_reader *ing_reader(const struct ing *g, uint32_t r);
+struct ingest_reader *ingest_reader_at(const struct ingest *g, uint32_t r);
 
 /* ---- for the builder role (--role builder, brun.c) -------------------- */
 
-struct owr;
+struct ownroute;
 
 /* From here on frames are numbered by plan (ownroute.h, which ingest then
  * owns and frees): each global event ID is mapped to the builder's own
  * local ID before the core sees it, and records carry the global ID
  * again. Set before any frame is taken. */
-void ing_set_plan(struct ing *g, struct owr *plan);
-struct owr *ing_plan(const struct ing *g);
+void ingest_set_plan(struct ingest *g, struct ownroute *plan);
+struct ownroute *ingest_plan(const struct ingest *g);
 
 /* The hub's next assign, through the plan; resumes every link held for
  * an unassigned event. 0, or -errno with the reason in why (an error of
  * the run, the caller's to report). */
-int ing_assign(struct ing *g, const struct ctl_assign *a, char *why, size_t why_size);
+int ingest_assign(struct ingest *g, const struct ctl_assign *a, char *why, size_t why_size);
 
 /* The builder role's counters (wire/counters.h, CNT_LIST_BUILDER_ROLE),
  * those ingest keeps: frags_misrouted, frames_held_unassigned. */
-uint64_t ing_misrouted(const struct ing *g);
+uint64_t ingest_misrouted(const struct ingest *g);
 /* Frames every reader sent on another rail than their lane's. */
-uint64_t ing_wrong_rail(const struct ing *g);
-uint64_t ing_held_unassigned(const struct ing *g);
+uint64_t ingest_wrong_rail(const struct ingest *g);
+uint64_t ingest_held_unassigned(const struct ingest *g);
 
 /* Given up by the hub (docs/BUILDERS.md, "A given-up builder is fenced"):
- * cuts every reader's data path and seals the record files (out_seal):
+ * cuts every reader's data path and seals the record files (output_seal):
  * nothing more is built or written. Returns the records dropped unwritten. */
-uint64_t ing_fence(struct ing *g);
+uint64_t ingest_fence(struct ingest *g);
 
 /* Local IDs decided: those below the lowest undecided one (the core's
  * admission limit less its window), at most the IDs assigned. */
-uint64_t ing_decided(const struct ing *g);
+uint64_t ingest_decided(const struct ingest *g);
 
 /* ---- for the hub ----------------------------------------------------- */
 
-enum bd_data_state ing_reader_state(const struct ing *g, uint32_t r);
-uint64_t ing_reader_frames(const struct ing *g, uint32_t r);
-const uint16_t *ing_reader_sources(const struct ing *g, uint32_t r, size_t *count);
+enum ingest_data_state ingest_reader_state(const struct ingest *g, uint32_t r);
+uint64_t ingest_reader_frames(const struct ingest *g, uint32_t r);
+const uint16_t *ingest_reader_sources(const struct ingest *g, uint32_t r, size_t *count);
 /* Reader r's link of two rails or more: its connections' counters in
  * *rail, their count returned; 0 for a link of one. */
-uint32_t ing_reader_rails(const struct ing *g, uint32_t r, const struct bd_rail **rail);
+uint32_t ingest_reader_rails(const struct ingest *g, uint32_t r, const struct snapshot_rail **rail);
 
 /* The reader serving source s, -1 when none is known. */
-int32_t ing_reader_of_source(const struct ing *g, uint16_t s);
+int32_t ingest_reader_of_source(const struct ingest *g, uint16_t s);
 
 /* A reader's control HELLO names the sources its data HELLO will: known
  * from the first, a reader lost before its data path opened still has its
  * sources stopped and its share of the books closed. */
-void ing_claim(struct ing *g, const struct ctl_hello *h);
+void ingest_claim(struct ingest *g, const struct ctl_hello *h);
 
 /* Cuts reader r's data path (FAILED) if it is waiting or streaming. */
-void ing_cut(struct ing *g, uint32_t r);
+void ingest_cut(struct ingest *g, uint32_t r);
 
 /* Every data path has ended (or never will). */
-bool ing_done(const struct ing *g);
+bool ingest_done(const struct ingest *g);
 
 /* The admission limit readers may forward below (UINT64_MAX: off). */
-uint64_t ing_admission_limit(const struct ing *g);
+uint64_t ingest_admission_limit(const struct ingest *g);
 
-const struct bld_counters *ing_counters(const struct ing *g);
-uint32_t ing_pending(const struct ing *g);
-uint64_t ing_oldest_pending(const struct ing *g);
-const struct hist *ing_latency(const struct ing *g);
+const struct bld_counters *ingest_counters(const struct ingest *g);
+uint32_t ingest_pending(const struct ingest *g);
+uint64_t ingest_oldest_pending(const struct ingest *g);
+const struct hist *ingest_latency(const struct ingest *g);
 
 /* Source s's END frame, when one arrived: the event count it announced. */
-bool ing_end_frame(const struct ing *g, uint16_t s, uint64_t *events);
-uint64_t ing_unique_from(const struct ing *g, uint16_t s);
-uint64_t ing_frames_received(const struct ing *g);
+bool ingest_end_frame(const struct ingest *g, uint16_t s, uint64_t *events);
+uint64_t ingest_unique_from(const struct ingest *g, uint16_t s);
+uint64_t ingest_frames_received(const struct ingest *g);
 
 /* From the hub's tick: expires events, writes records, watches the links. */
-void ing_tick(struct ing *g, uint64_t now);
+void ingest_tick(struct ingest *g, uint64_t now);
 
 /* The end of the run: cuts every path still streaming, closes the books of
  * the core with the events the run generated, writes the records. 0, or
  * -errno when a write failed. */
-int ing_finish(struct ing *g, uint64_t events_generated);
+int ingest_finish(struct ingest *g, uint64_t events_generated);
 
 /* Closes the record files; false if a write failed at any time. */
-bool ing_close_output(struct ing *g);
+bool ingest_close_output(struct ingest *g);
 
 /* The data side's part of a report. */
-void ing_snapshot(const struct ing *g, struct bd_snapshot *s);
+void ingest_snapshot(const struct ingest *g, struct snapshot *s);
 
 #endif

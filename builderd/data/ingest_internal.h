@@ -9,18 +9,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct ing {
+struct ingest {
 	struct event_base *base;
-	struct bd_options opt;
-	struct ing_hooks hooks;
+	struct options opt;
+	struct ingest_hooks hooks;
 	struct bld *core;
-	struct out *out;
+	struct output *out;
 	struct {
-		const struct bd_listener_ops *ops;
+		const struct link_listener_ops *ops;
 		void *listener;
-	} links[ING_MAX_LISTENERS];       /* tcp.c, shm.c */
+	} links[INGEST_MAX_LISTENERS];       /* tcp.c, shm.c */
 	unsigned link_count;
-	struct bd_reader *readers;        /* [readers] */
+	struct ingest_reader *readers;        /* [readers] */
 	int32_t *reader_of_source;        /* [sources], -1 when none */
 	uint64_t *end_frame_events;       /* [sources], event count in END frames */
 	bool *end_frame_seen;             /* [sources], every rail delivered its END */
@@ -29,11 +29,11 @@ struct ing {
 	uint64_t first_fragment_ns;
 	uint64_t last_complete_ns;
 	uint64_t refused;                 /* refusals of the links' greetings */
-	struct owr *plan;                 /* --role builder: global <-> local IDs */
+	struct ownroute *plan;                 /* --role builder: global <-> local IDs */
 	uint64_t misrouted;               /* frags_misrouted */
 	uint64_t held_unassigned;         /* frames_held_unassigned */
 	uint64_t wrong_rail;              /* frames_wrong_rail, every reader's */
-	bool over;                        /* ing_finish() was called */
+	bool over;                        /* ingest_finish() was called */
 };
 
 /* --role builder: a fragment's global event ID to the core's local one
@@ -41,7 +41,7 @@ struct ing {
  * (*event_id; *assigned when it is one of the builder's own, whose lane
  * tells its rail). false when the core is not to see it: held (rd->held set:
  * not assigned yet) or misrouted (counted, consumed, an error of the run). */
-bool ing_map(struct bd_reader *rd, uint32_t rail, const struct frm_header *h, uint64_t *event_id,
+bool ingest_map(struct ingest_reader *rd, uint32_t rail, const struct frm_header *h, uint64_t *event_id,
 	     bool *assigned);
 
 /* ingest_rails.c: a HELLO's rail against the reader's earlier connections
@@ -50,12 +50,12 @@ bool ing_map(struct bd_reader *rd, uint32_t rail, const struct frm_header *h, ui
  * its first did; a source's END frame on rail (over once every rail of its
  * reader's link delivered one); a fragment's lane checked against its
  * connection's rail (frames_wrong_rail, an error of the run). */
-uint32_t ing_rails_of(const struct ctl_hello *h);   /* its rails, 1 if it said none */
-bool ing_rail_free(struct ing *g, int fd, const struct ctl_hello *h, const char *peer,
+uint32_t ingest_rails_of(const struct ctl_hello *h);   /* its rails, 1 if it said none */
+bool ingest_rail_free(struct ingest *g, int fd, const struct ctl_hello *h, const char *peer,
 		   uint32_t listeners, uint32_t on);
-bool ing_same_sources(const struct bd_reader *rd, const struct ctl_hello *h);
-void ing_end_of(struct bd_reader *rd, uint32_t rail, const struct frm_header *h);
-void ing_check_lane(struct bd_reader *rd, uint32_t rail, const struct frm_header *h,
+bool ingest_same_sources(const struct ingest_reader *rd, const struct ctl_hello *h);
+void ingest_end_of(struct ingest_reader *rd, uint32_t rail, const struct frm_header *h);
+void ingest_check_lane(struct ingest_reader *rd, uint32_t rail, const struct frm_header *h,
 		    uint64_t event_id);
 
 #endif

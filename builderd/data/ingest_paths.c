@@ -20,40 +20,40 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static void ing_on_complete(void *ctx, const struct bld_event *e)
+static void ingest_on_complete(void *ctx, const struct bld_event *e)
 {
-	struct ing *g = ctx;
+	struct ingest *g = ctx;
 	g->last_complete_ns = clk_monotonic_ns();
 	if (g->opt.filter_cost_us)
 		clk_burn_us(g->opt.filter_cost_us);
 	if (!e->accepted)
 		return;
 	if (g->plan == NULL) {
-		out_add_event(g->out, e);
+		output_add_event(g->out, e);
 		return;
 	}
 	/* The core counts in local IDs; the records carry the run's. */
 	struct bld_event global = *e;
-	global.event_id = owr_to_global(g->plan, e->event_id);
-	out_add_event(g->out, &global);
+	global.event_id = ownroute_to_global(g->plan, e->event_id);
+	output_add_event(g->out, &global);
 }
 
-static void ing_on_expired(void *ctx, const struct bld_expired *x)
+static void ingest_on_expired(void *ctx, const struct bld_expired *x)
 {
-	struct ing *g = ctx;
+	struct ingest *g = ctx;
 	if (g->plan == NULL) {
-		out_add_expired(g->out, x);
+		output_add_expired(g->out, x);
 		return;
 	}
 	struct bld_expired global = *x;
-	global.event_id = owr_to_global(g->plan, x->event_id);
-	out_add_expired(g->out, &global);
+	global.event_id = ownroute_to_global(g->plan, x->event_id);
+	output_add_expired(g->out, &global);
 }
 
 /* ---- the links' side ---------------------------------------------------- */
 
 /* The checks every HELLO on a data path gets before its reader's. */
-static bool ing_check_hello(struct ing *g, int fd, const struct ctl_hello *h, const char *peer)
+static bool ingest_check_hello(struct ingest *g, int fd, const struct ctl_hello *h, const char *peer)
 {
 	/* The protocol version is checked with the greeting (common/io/handshake.c),
 	 * by every listener alike. */
@@ -82,7 +82,7 @@ static bool ing_check_hello(struct ing *g, int fd, const struct ctl_hello *h, co
 }
 
 /* A source list a reader may claim: in the run, and no other reader's. */
-static bool ing_sources_free(const struct ing *g, const struct ctl_hello *h, uint16_t *bad)
+static bool ingest_sources_free(const struct ingest *g, const struct ctl_hello *h, uint16_t *bad)
 {
 	for (uint32_t i = 0; i < h->source_count; i++) {
 		uint16_t s = h->sources[i];
@@ -95,40 +95,40 @@ static bool ing_sources_free(const struct ing *g, const struct ctl_hello *h, uin
 	return true;
 }
 
-struct bd_reader *ing_admit(struct ing *g, int fd, const struct ctl_hello *h, const char *peer)
+struct ingest_reader *ingest_admit(struct ingest *g, int fd, const struct ctl_hello *h, const char *peer)
 {
-	return ing_admit_rail(g, fd, h, peer, 1, 0);
+	return ingest_admit_rail(g, fd, h, peer, 1, 0);
 }
 
-struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *h,
+struct ingest_reader *ingest_admit_rail(struct ingest *g, int fd, const struct ctl_hello *h,
 				 const char *peer, uint32_t listeners, uint32_t on)
 {
-	if (!ing_check_hello(g, fd, h, peer))
+	if (!ingest_check_hello(g, fd, h, peer))
 		return NULL;
-	if (!ing_rail_free(g, fd, h, peer, listeners, on)) {
+	if (!ingest_rail_free(g, fd, h, peer, listeners, on)) {
 		g->refused++;
 		return NULL;
 	}
-	struct bd_reader *rd = &g->readers[h->id];
+	struct ingest_reader *rd = &g->readers[h->id];
 	uint16_t s;
-	if (rd->state == BD_DATA_STREAMING && rd->rails > 1 && !ing_same_sources(rd, h)) {
+	if (rd->state == INGEST_DATA_STREAMING && rd->rails > 1 && !ingest_same_sources(rd, h)) {
 		greet_reply_error(fd, peer, "bad_sources",
 				  "reader %u's rail %u names other sources than its earlier connections",
 				  h->id, h->rail);
-	} else if (rd->state == BD_DATA_STREAMING && rd->rails > 1) {
+	} else if (rd->state == INGEST_DATA_STREAMING && rd->rails > 1) {
 		return rd;
-	} else if (rd->state == BD_DATA_STREAMING) {
+	} else if (rd->state == INGEST_DATA_STREAMING) {
 		greet_reply_error(fd, peer, "duplicate_id", "reader %u already has a data connection from %s",
 				  h->id, rd->address);
-	} else if (rd->state != BD_DATA_WAITING) {
+	} else if (rd->state != INGEST_DATA_WAITING) {
 		/* What it carried is in the books: a second stream would be
 		 * counted twice. */
 		greet_reply_error(fd, peer, "stream_over",
 				  "reader %u's data connection from %s has %s after %" PRIu64
 				  " frames; a reader streams once per run",
-				  h->id, rd->address, rd->state == BD_DATA_CLOSED ? "ended" : "failed",
+				  h->id, rd->address, rd->state == INGEST_DATA_CLOSED ? "ended" : "failed",
 				  rd->frames_received);
-	} else if (!ing_sources_free(g, h, &s)) {
+	} else if (!ingest_sources_free(g, h, &s)) {
 		greet_reply_error(fd, peer, "bad_sources", "reader %u claims source %u, which %s", h->id,
 				  s, s >= g->opt.sources ? "is not in this run" : "another reader serves");
 	} else {
@@ -138,7 +138,7 @@ struct bd_reader *ing_admit_rail(struct ing *g, int fd, const struct ctl_hello *
 	return NULL;
 }
 
-static void ing_set_sources(struct ing *g, struct bd_reader *rd, const struct ctl_hello *h)
+static void ingest_set_sources(struct ingest *g, struct ingest_reader *rd, const struct ctl_hello *h)
 {
 	for (uint32_t i = 0; i < h->source_count; i++)
 		g->reader_of_source[h->sources[i]] = (int32_t)h->id;
@@ -146,37 +146,37 @@ static void ing_set_sources(struct ing *g, struct bd_reader *rd, const struct ct
 	memcpy(rd->sources, h->sources, h->source_count * sizeof h->sources[0]);
 }
 
-void ing_started(struct bd_reader *rd, const struct bd_link_ops *link, const struct ctl_hello *h,
+void ingest_started(struct ingest_reader *rd, const struct link_ops *link, const struct ctl_hello *h,
 		 const char *peer)
 {
-	struct ing *g = rd->ing;
-	uint32_t rails = ing_rails_of(h);
+	struct ingest *g = rd->ing;
+	uint32_t rails = ingest_rails_of(h);
 	rd->rails_greeted |= 1u << h->rail;
 	snprintf(rd->rail[h->rail].address, sizeof rd->rail[h->rail].address, "%s", peer);
-	if (rd->state == BD_DATA_STREAMING)
+	if (rd->state == INGEST_DATA_STREAMING)
 		return;   /* a later rail of the link */
-	ing_set_sources(g, rd, h);
+	ingest_set_sources(g, rd, h);
 	rd->rails = rails;
 	/* Each source's fragments come in ID order on each rail, not
 	 * across them: its progress is the core's per lane. */
 	for (uint32_t i = 0; i < h->source_count; i++)
 		bld_set_source_lanes(g->core, h->sources[i], rails);
 	rd->link = link;
-	rd->state = BD_DATA_STREAMING;
+	rd->state = INGEST_DATA_STREAMING;
 	rd->pid = h->pid;
 	snprintf(rd->address, sizeof rd->address, "%s", peer);
 	g->hooks.data_started(g->hooks.ctx);
 }
 
-bool ing_release(struct bd_reader *rd, const char *why)
+bool ingest_release(struct ingest_reader *rd, const char *why)
 {
-	struct ing *g = rd->ing;
-	if (rd->state != BD_DATA_STREAMING || rd->bytes_received != 0 || rd->frames_received != 0 ||
+	struct ingest *g = rd->ing;
+	if (rd->state != INGEST_DATA_STREAMING || rd->bytes_received != 0 || rd->frames_received != 0 ||
 	    g->over || g->hooks.reader_holds_slot(g->hooks.ctx, rd->id, rd->pid))
 		return false;
 	log_warn("Reader %u's data connection from %s %s; it carried nothing, so the slot is free for reader %u again",
 		 rd->id, rd->address, why, rd->id);
-	ing_close(rd, BD_DATA_WAITING);
+	ingest_close(rd, INGEST_DATA_WAITING);
 	for (uint16_t s = 0; s < g->opt.sources; s++)
 		if (g->reader_of_source[s] == (int32_t)rd->id)
 			g->reader_of_source[s] = -1;
@@ -187,43 +187,43 @@ bool ing_release(struct bd_reader *rd, const char *why)
 	return true;
 }
 
-enum frm_status ing_take(struct bd_reader *rd, const uint8_t *buf, size_t avail, bool exact,
+enum frm_status ingest_take(struct ingest_reader *rd, const uint8_t *buf, size_t avail, bool exact,
 			 size_t *frame_bytes, uint64_t now)
 {
-	return ing_take_rail(rd, 0, buf, avail, exact, frame_bytes, now);
+	return ingest_take_rail(rd, 0, buf, avail, exact, frame_bytes, now);
 }
 
-enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t *buf,
+enum frm_status ingest_take_rail(struct ingest_reader *rd, uint32_t rail, const uint8_t *buf,
 			      size_t avail, bool exact, size_t *frame_bytes, uint64_t now)
 {
-	struct ing *g = rd->ing;
+	struct ingest *g = rd->ing;
 	struct frm_header h;
 	size_t need;
 	enum frm_status st = frm_decoder_next(&rd->decoder[rail], buf, avail, &h, frame_bytes, &need);
 	if (exact && (st == FRM_NEED_MORE || (st == FRM_OK && *frame_bytes != avail))) {
 		/* The reader verified this frame; a record that disagrees with
 		 * its own frame's length was damaged in the ring. */
-		ing_error(g, "Reader %u (%s) put a record of %zu bytes in its ring that does not hold exactly one frame (%zu bytes); closing its data path",
+		ingest_error(g, "Reader %u (%s) put a record of %zu bytes in its ring that does not hold exactly one frame (%zu bytes); closing its data path",
 			  rd->id, rd->address, avail, st == FRM_OK ? *frame_bytes : need);
 		return FRM_ERR_LENGTH;
 	}
 	if (st == FRM_NEED_MORE)
 		return st;
 	if (st != FRM_OK) {
-		ing_error(g, "Reader %u (%s) sent a bad frame: %s; closing its data %s", rd->id,
+		ingest_error(g, "Reader %u (%s) sent a bad frame: %s; closing its data %s", rd->id,
 			  rd->address, frm_status_name(st), exact ? "ring" : "connection");
 		return st;
 	}
 	if (h.source_id < g->opt.sources && g->reader_of_source[h.source_id] != (int32_t)rd->id)
-		ing_error(g, "Reader %u forwarded a frame of source %u, which it does not serve",
+		ingest_error(g, "Reader %u forwarded a frame of source %u, which it does not serve",
 			  rd->id, h.source_id);
 	if (h.flags & FRM_FLAG_END) {
-		ing_end_of(rd, rail, &h);
+		ingest_end_of(rd, rail, &h);
 		return FRM_OK;
 	}
 	uint64_t event_id = h.event_id;
-	bool assigned = g->opt.role != BD_ROLE_BUILDER;
-	if (g->opt.role == BD_ROLE_BUILDER && !ing_map(rd, rail, &h, &event_id, &assigned))
+	bool assigned = g->opt.role != ROLE_BUILDER;
+	if (g->opt.role == ROLE_BUILDER && !ingest_map(rd, rail, &h, &event_id, &assigned))
 		return rd->held ? FRM_NEED_MORE : FRM_OK;
 	rd->frames_received++;
 	rd->rail[rail].frames_received++;
@@ -231,7 +231,7 @@ enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t
 	if (g->first_fragment_ns == 0)
 		g->first_fragment_ns = now;
 	if (rd->rails > 1 && assigned)
-		ing_check_lane(rd, rail, &h, event_id);
+		ingest_check_lane(rd, rail, &h, event_id);
 	struct bld_fragment f = {
 		.run_id = h.run_id,
 		.source_id = h.source_id,
@@ -244,151 +244,151 @@ enum frm_status ing_take_rail(struct bd_reader *rd, uint32_t rail, const uint8_t
 	return FRM_OK;
 }
 
-bool ing_may_take(struct ing *g, uint64_t now)
+bool ingest_may_take(struct ingest *g, uint64_t now)
 {
 	return g->hooks.may_take == NULL || g->hooks.may_take(g->hooks.ctx, now);
 }
 
-void ing_progress(struct ing *g, uint64_t now)
+void ingest_progress(struct ingest *g, uint64_t now)
 {
 	g->hooks.progress(g->hooks.ctx, now);
 }
 
-void ing_close(struct bd_reader *rd, enum bd_data_state state)
+void ingest_close(struct ingest_reader *rd, enum ingest_data_state state)
 {
 	if (rd->link != NULL)
 		rd->link->close(rd);
 	rd->state = state;
 }
 
-void ing_after_frames(struct ing *g)
+void ingest_after_frames(struct ingest *g)
 {
-	out_flush(g->out);
+	output_flush(g->out);
 	g->hooks.after_frames(g->hooks.ctx);
 }
 
 /* ---- the hub's side ----------------------------------------------------- */
 
-enum bd_data_state ing_reader_state(const struct ing *g, uint32_t r)
+enum ingest_data_state ingest_reader_state(const struct ingest *g, uint32_t r)
 {
 	return g->readers[r].state;
 }
 
-uint64_t ing_reader_frames(const struct ing *g, uint32_t r)
+uint64_t ingest_reader_frames(const struct ingest *g, uint32_t r)
 {
 	return g->readers[r].frames_received;
 }
 
-const uint16_t *ing_reader_sources(const struct ing *g, uint32_t r, size_t *count)
+const uint16_t *ingest_reader_sources(const struct ingest *g, uint32_t r, size_t *count)
 {
 	*count = g->readers[r].source_count;
 	return g->readers[r].sources;
 }
 
-int32_t ing_reader_of_source(const struct ing *g, uint16_t s)
+int32_t ingest_reader_of_source(const struct ingest *g, uint16_t s)
 {
 	return s < g->opt.sources ? g->reader_of_source[s] : -1;
 }
 
-void ing_claim(struct ing *g, const struct ctl_hello *h)
+void ingest_claim(struct ingest *g, const struct ctl_hello *h)
 {
-	struct bd_reader *rd = &g->readers[h->id];
+	struct ingest_reader *rd = &g->readers[h->id];
 	uint16_t bad;
-	if (rd->state != BD_DATA_WAITING || rd->source_count != 0 || !ing_sources_free(g, h, &bad))
+	if (rd->state != INGEST_DATA_WAITING || rd->source_count != 0 || !ingest_sources_free(g, h, &bad))
 		return;
-	ing_set_sources(g, rd, h);
+	ingest_set_sources(g, rd, h);
 }
 
-void ing_cut(struct ing *g, uint32_t r)
+void ingest_cut(struct ingest *g, uint32_t r)
 {
-	struct bd_reader *rd = &g->readers[r];
-	if (rd->state == BD_DATA_WAITING || rd->state == BD_DATA_STREAMING)
-		ing_close(rd, BD_DATA_FAILED);
+	struct ingest_reader *rd = &g->readers[r];
+	if (rd->state == INGEST_DATA_WAITING || rd->state == INGEST_DATA_STREAMING)
+		ingest_close(rd, INGEST_DATA_FAILED);
 }
 
-uint64_t ing_fence(struct ing *g)
-{
-	for (uint32_t r = 0; r < g->opt.readers; r++)
-		ing_cut(g, r);
-	return out_seal(g->out);
-}
-
-bool ing_done(const struct ing *g)
+uint64_t ingest_fence(struct ingest *g)
 {
 	for (uint32_t r = 0; r < g->opt.readers; r++)
-		if (g->readers[r].state == BD_DATA_WAITING || g->readers[r].state == BD_DATA_STREAMING)
+		ingest_cut(g, r);
+	return output_seal(g->out);
+}
+
+bool ingest_done(const struct ingest *g)
+{
+	for (uint32_t r = 0; r < g->opt.readers; r++)
+		if (g->readers[r].state == INGEST_DATA_WAITING || g->readers[r].state == INGEST_DATA_STREAMING)
 			return false;
 	return true;
 }
 
-uint64_t ing_admission_limit(const struct ing *g)
+uint64_t ingest_admission_limit(const struct ingest *g)
 {
 	return g->opt.no_admission ? UINT64_MAX : bld_admission_limit(g->core);
 }
 
-const struct bld_counters *ing_counters(const struct ing *g)
+const struct bld_counters *ingest_counters(const struct ingest *g)
 {
 	return bld_counters(g->core);
 }
 
-uint32_t ing_pending(const struct ing *g)
+uint32_t ingest_pending(const struct ingest *g)
 {
 	return bld_pending(g->core);
 }
 
-uint64_t ing_oldest_pending(const struct ing *g)
+uint64_t ingest_oldest_pending(const struct ingest *g)
 {
 	return bld_oldest_pending(g->core);
 }
 
-const struct hist *ing_latency(const struct ing *g)
+const struct hist *ingest_latency(const struct ingest *g)
 {
-	return g->out != NULL ? out_latency(g->out) : NULL;
+	return g->out != NULL ? output_latency(g->out) : NULL;
 }
 
-bool ing_end_frame(const struct ing *g, uint16_t s, uint64_t *events)
+bool ingest_end_frame(const struct ingest *g, uint16_t s, uint64_t *events)
 {
 	*events = g->end_frame_events[s];
 	return g->end_frame_seen[s];
 }
 
-uint64_t ing_unique_from(const struct ing *g, uint16_t s)
+uint64_t ingest_unique_from(const struct ingest *g, uint16_t s)
 {
 	return bld_unique_from(g->core, s);
 }
 
-uint64_t ing_frames_received(const struct ing *g)
+uint64_t ingest_frames_received(const struct ingest *g)
 {
 	return g->frames_received;
 }
 
-void ing_tick(struct ing *g, uint64_t now)
+void ingest_tick(struct ingest *g, uint64_t now)
 {
 	bld_expire(g->core, now);
-	out_flush(g->out);
+	output_flush(g->out);
 	for (unsigned i = 0; i < g->link_count && !g->over; i++)
 		if (g->links[i].ops->tick != NULL)
 			g->links[i].ops->tick(g->links[i].listener, now);
 }
 
-int ing_finish(struct ing *g, uint64_t events_generated)
+int ingest_finish(struct ingest *g, uint64_t events_generated)
 {
 	g->over = true;
 	for (uint32_t r = 0; r < g->opt.readers; r++)
-		if (g->readers[r].state == BD_DATA_STREAMING)
-			ing_close(&g->readers[r], BD_DATA_FAILED);
+		if (g->readers[r].state == INGEST_DATA_STREAMING)
+			ingest_close(&g->readers[r], INGEST_DATA_FAILED);
 	bld_finish(g->core, events_generated);
-	return out_flush(g->out);
+	return output_flush(g->out);
 }
 
-bool ing_close_output(struct ing *g)
+bool ingest_close_output(struct ingest *g)
 {
-	bool ok = out_close(g->out);
+	bool ok = output_close(g->out);
 	g->out = NULL;
 	return ok;
 }
 
-void ing_snapshot(const struct ing *g, struct bd_snapshot *s)
+void ingest_snapshot(const struct ingest *g, struct snapshot *s)
 {
 	s->frames_read = g->frames_received;
 	s->first_fragment_ns = g->first_fragment_ns;
@@ -402,19 +402,19 @@ void ing_snapshot(const struct ing *g, struct bd_snapshot *s)
 	for (unsigned i = 0; i < g->link_count; i++)
 		g->links[i].ops->report(g->links[i].listener, s);
 	if (g->out != NULL) {
-		s->latency = out_latency(g->out);
-		s->events_written = out_events_written(g->out);
-		s->record_writes = out_write_calls(g->out);
-		s->negative_latencies = out_negative_latencies(g->out);
-		s->output_bytes = out_buffer_bytes(g->out);
+		s->latency = output_latency(g->out);
+		s->events_written = output_events_written(g->out);
+		s->record_writes = output_write_calls(g->out);
+		s->negative_latencies = output_negative_latencies(g->out);
+		s->output_bytes = output_buffer_bytes(g->out);
 	}
 	/* The links array is the snapshot's to fill: its owner gave room for
 	 * every reader. */
-	struct bd_snapshot_link *links = (struct bd_snapshot_link *)s->links;
+	struct snapshot_link *links = (struct snapshot_link *)s->links;
 	for (uint32_t r = 0; r < g->opt.readers; r++) {
-		const struct bd_reader *rd = &g->readers[r];
-		links[r] = (struct bd_snapshot_link){
-			.transport = rd->state == BD_DATA_WAITING ? "none" : "tcp",
+		const struct ingest_reader *rd = &g->readers[r];
+		links[r] = (struct snapshot_link){
+			.transport = rd->state == INGEST_DATA_WAITING ? "none" : "tcp",
 			.address = rd->address,
 			.frames_received = rd->frames_received,
 			.end_frames = rd->end_frames,
@@ -434,9 +434,9 @@ void ing_snapshot(const struct ing *g, struct bd_snapshot *s)
 
 /* ---- life --------------------------------------------------------------- */
 
-int ing_add_link(struct ing *g, const struct bd_listener_ops *ops, void *listener)
+int ingest_add_link(struct ingest *g, const struct link_listener_ops *ops, void *listener)
 {
-	if (g->link_count == ING_MAX_LISTENERS)
+	if (g->link_count == INGEST_MAX_LISTENERS)
 		return -ENOSPC;
 	g->links[g->link_count].ops = ops;
 	g->links[g->link_count].listener = listener;
@@ -444,7 +444,7 @@ int ing_add_link(struct ing *g, const struct bd_listener_ops *ops, void *listene
 	return 0;
 }
 
-static int ing_alloc(struct ing *g)
+static int ingest_alloc(struct ingest *g)
 {
 	uint16_t S = g->opt.sources;
 	uint32_t N = g->opt.readers;
@@ -459,7 +459,7 @@ static int ing_alloc(struct ing *g)
 	for (uint16_t s = 0; s < S; s++)
 		g->reader_of_source[s] = -1;
 	for (uint32_t r = 0; r < N; r++) {
-		struct bd_reader *rd = &g->readers[r];
+		struct ingest_reader *rd = &g->readers[r];
 		rd->ing = g;
 		rd->id = r;
 		rd->rails = 1;
@@ -469,16 +469,16 @@ static int ing_alloc(struct ing *g)
 	return 0;
 }
 
-struct ing *ing_create(struct event_base *base, const struct bd_options *opt,
-		       const int64_t *source_offsets_ns, const struct ing_hooks *hooks)
+struct ingest *ingest_create(struct event_base *base, const struct options *opt,
+		       const int64_t *source_offsets_ns, const struct ingest_hooks *hooks)
 {
-	struct ing *g = calloc(1, sizeof *g);
+	struct ingest *g = calloc(1, sizeof *g);
 	if (g == NULL)
 		return NULL;
 	g->base = base;
 	g->opt = *opt;
 	g->hooks = *hooks;
-	if (ing_alloc(g) < 0)
+	if (ingest_alloc(g) < 0)
 		goto fail;
 	if (mkdir(opt->out_dir, 0755) < 0 && errno != EEXIST) {
 		log_error("Cannot create the output folder %s: %s", opt->out_dir, strerror(errno));
@@ -493,42 +493,42 @@ struct ing *ing_create(struct event_base *base, const struct bd_options *opt,
 		.filter_modulo = opt->filter_modulo,
 		/* --role builder: the core counts the builder's own local IDs,
 		 * from 0, how many known only at the end (ownroute.h). */
-		.first_event = opt->role == BD_ROLE_BUILDER ? 0 : opt->first_event,
-		.events = opt->role == BD_ROLE_BUILDER ? 0 : opt->events,
+		.first_event = opt->role == ROLE_BUILDER ? 0 : opt->first_event,
+		.events = opt->role == ROLE_BUILDER ? 0 : opt->events,
 		/* One builder: a reader deals the run's global IDs to its rails
 		 * in spans of RAILS_SPAN_EVENTS; a builder of several learns its
-		 * batch from the hub (ing_set_plan). */
+		 * batch from the hub (ingest_set_plan). */
 		.lane_span = RAILS_SPAN_EVENTS,
-		.lane_offset = opt->role == BD_ROLE_BUILDER ? 0 : opt->first_event,
+		.lane_offset = opt->role == ROLE_BUILDER ? 0 : opt->first_event,
 	};
-	struct bld_sink sink = { .on_complete = ing_on_complete, .on_expired = ing_on_expired, .ctx = g };
+	struct bld_sink sink = { .on_complete = ingest_on_complete, .on_expired = ingest_on_expired, .ctx = g };
 	g->core = bld_create(&bc, &sink);
 	if (g->core == NULL) {
 		log_error("Cannot create the builder core (window %u, %u sources): %s",
 			  opt->max_inflight, opt->sources, strerror(errno));
 		goto fail;
 	}
-	g->out = out_open(opt->out_dir, opt->flush_every, opt->sources, source_offsets_ns);
+	g->out = output_open(opt->out_dir, opt->flush_every, opt->sources, source_offsets_ns);
 	if (g->out == NULL)
 		goto fail;
 	return g;
 fail:
-	ing_destroy(g);
+	ingest_destroy(g);
 	return NULL;
 }
 
-void ing_destroy(struct ing *g)
+void ingest_destroy(struct ingest *g)
 {
 	if (g == NULL)
 		return;
 	for (uint32_t i = 0; g->readers && i < g->opt.readers; i++) {
-		ing_close(&g->readers[i], BD_DATA_CLOSED);
+		ingest_close(&g->readers[i], INGEST_DATA_CLOSED);
 	}
 	for (unsigned i = g->link_count; i-- > 0;)
 		g->links[i].ops->stop(g->links[i].listener);
-	out_close(g->out);
+	output_close(g->out);
 	bld_destroy(g->core);
-	owr_destroy(g->plan);
+	ownroute_destroy(g->plan);
 	free(g->readers);
 	free(g->reader_of_source);
 	free(g->end_frame_events);

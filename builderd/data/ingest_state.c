@@ -7,7 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-void ing_error(struct ing *g, const char *fmt, ...)
+void ingest_error(struct ingest *g, const char *fmt, ...)
 {
 	char text[512];
 	va_list ap;
@@ -17,32 +17,32 @@ void ing_error(struct ing *g, const char *fmt, ...)
 	g->hooks.error(g->hooks.ctx, text);
 }
 
-void ing_refused(struct ing *g)
+void ingest_refused(struct ingest *g)
 {
 	g->refused++;
 }
 
-const struct bd_options *ing_options(const struct ing *g)
+const struct options *ingest_options(const struct ingest *g)
 {
 	return &g->opt;
 }
 
-struct event_base *ing_base(const struct ing *g)
+struct event_base *ingest_base(const struct ingest *g)
 {
 	return g->base;
 }
 
-struct out *ing_output(const struct ing *g)
+struct output *ingest_output(const struct ingest *g)
 {
 	return g->out;
 }
 
-bool ing_running(const struct ing *g)
+bool ingest_running(const struct ingest *g)
 {
 	return !g->over;
 }
 
-struct bd_reader *ing_reader(const struct ing *g, uint32_t r)
+struct ingest_reader *ingest_reader_at(const struct ingest *g, uint32_t r)
 {
 	return &g->readers[r];
 }

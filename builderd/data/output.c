@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-struct out_pending {
+struct output_pending {
 	uint64_t event_id;
 	uint64_t bytes;
 	uint64_t earliest_timestamp_ns;
@@ -15,27 +15,27 @@ struct out_pending {
 	uint16_t earliest_source;
 };
 
-struct out {
-	struct rec_sink sink;                  /* where the records go: their format */
+struct output {
+	struct recsink sink;                  /* where the records go: their format */
 	bool sink_open;
 	uint32_t flush_every;
 	uint16_t sources;
-	struct out_clock *clocks;              /* [sources] */
-	struct out_uncertainty uncertainty;
-	struct out_uncertainty *source_uncertainty;  /* [sources] */
-	struct out_pending *pending;
+	struct output_clock *clocks;              /* [sources] */
+	struct output_uncertainty uncertainty;
+	struct output_uncertainty *source_uncertainty;  /* [sources] */
+	struct output_pending *pending;
 	uint32_t pending_count;
 	struct hist latency;
 	struct hist uncertainty_hist;   /* per-record uncertainty, bounded ones */
 	uint64_t written;
 	uint64_t negative;
-	bool sealed;                    /* out_seal: nothing more is written */
+	bool sealed;                    /* output_seal: nothing more is written */
 };
 
-struct out *out_open(const char *dir, uint32_t flush_every, uint16_t sources,
+struct output *output_open(const char *dir, uint32_t flush_every, uint16_t sources,
 		     const int64_t *source_offsets_ns)
 {
-	struct out *o = calloc(1, sizeof *o);
+	struct output *o = calloc(1, sizeof *o);
 	if (o == NULL)
 		return NULL;
 	o->flush_every = flush_every;
@@ -46,16 +46,16 @@ struct out *out_open(const char *dir, uint32_t flush_every, uint16_t sources,
 	o->source_uncertainty = calloc(sources, sizeof *o->source_uncertainty);
 	o->pending = calloc(flush_every, sizeof *o->pending);
 	if (o->clocks == NULL || o->source_uncertainty == NULL || o->pending == NULL) {
-		out_close(o);
+		output_close(o);
 		return NULL;
 	}
 	for (uint16_t s = 0; s < sources; s++) {
 		o->clocks[s].offset_ns = source_offsets_ns ? source_offsets_ns[s] : 0;
-		o->clocks[s].bound_ns = OUT_UNBOUNDED;
+		o->clocks[s].bound_ns = OUTPUT_UNBOUNDED;
 	}
-	o->sink_open = rec_open(&o->sink, NULL, dir, flush_every, sources);
+	o->sink_open = recsink_open(&o->sink, NULL, dir, flush_every, sources);
 	if (!o->sink_open) {
-		out_close(o);
+		output_close(o);
 		return NULL;
 	}
 	return o;
@@ -64,10 +64,10 @@ struct out *out_open(const char *dir, uint32_t flush_every, uint16_t sources,
 /* How far the applied offset may be from the truth at now: the bound
  * widened by drift since it was taken (either way: a clock stepped back
  * still drifted). */
-static int64_t out_bound_at(const struct out_clock *c, uint64_t now)
+static int64_t output_bound_at(const struct output_clock *c, uint64_t now)
 {
 	if (c->bound_ns < 0)
-		return OUT_UNBOUNDED;
+		return OUTPUT_UNBOUNDED;
 	if (c->drift_ppm <= 0.0)
 		return c->bound_ns;
 	int64_t at = c->at_ns;
@@ -79,7 +79,7 @@ static int64_t out_bound_at(const struct out_clock *c, uint64_t now)
 	return bound;
 }
 
-static void out_count_uncertainty(struct out_uncertainty *u, int64_t bound)
+static void output_count_uncertainty(struct output_uncertainty *u, int64_t bound)
 {
 	if (bound < 0) {
 		u->unbounded++;
@@ -90,15 +90,15 @@ static void out_count_uncertainty(struct out_uncertainty *u, int64_t bound)
 		u->max_ns = bound;
 }
 
-int out_flush(struct out *o)
+int output_flush(struct output *o)
 {
 	if (o->sealed)
 		return 0;
 	if (o->pending_count > 0) {
 		uint64_t now = clk_realtime_ns();
 		for (uint32_t i = 0; i < o->pending_count; i++) {
-			const struct out_pending *p = &o->pending[i];
-			const struct out_clock *c = &o->clocks[p->earliest_source];
+			const struct output_pending *p = &o->pending[i];
+			const struct output_clock *c = &o->clocks[p->earliest_source];
 			/* The source's timestamp on the builder's clock. */
 			uint64_t origin = p->earliest_timestamp_ns - (uint64_t)c->offset_ns;
 			uint64_t latency = 0;
@@ -107,12 +107,12 @@ int out_flush(struct out *o)
 			else
 				o->negative++;
 			hist_add(&o->latency, latency);
-			int64_t bound = out_bound_at(c, now);
-			out_count_uncertainty(&o->uncertainty, bound);
+			int64_t bound = output_bound_at(c, now);
+			output_count_uncertainty(&o->uncertainty, bound);
 			if (bound >= 0)
 				hist_add(&o->uncertainty_hist, (uint64_t)bound);
-			out_count_uncertainty(&o->source_uncertainty[p->earliest_source], bound);
-			const struct rec_event r = { .run_id = p->run_id, .event_id = p->event_id,
+			output_count_uncertainty(&o->source_uncertainty[p->earliest_source], bound);
+			const struct recsink_event r = { .run_id = p->run_id, .event_id = p->event_id,
 						     .crc = p->crc, .bytes = p->bytes,
 						     .latency_ns = latency, .uncertainty_ns = bound,
 						     .written_ns = now };
@@ -124,11 +124,11 @@ int out_flush(struct out *o)
 	return o->sink.ops->flush(o->sink.self);
 }
 
-void out_add_event(struct out *o, const struct bld_event *e)
+void output_add_event(struct output *o, const struct bld_event *e)
 {
 	if (o->sealed)
 		return;
-	o->pending[o->pending_count++] = (struct out_pending){
+	o->pending[o->pending_count++] = (struct output_pending){
 		.event_id = e->event_id,
 		.bytes = e->bytes,
 		.earliest_timestamp_ns = e->earliest_timestamp_ns,
@@ -137,68 +137,68 @@ void out_add_event(struct out *o, const struct bld_event *e)
 		.earliest_source = e->earliest_source,
 	};
 	if (o->pending_count == o->flush_every)
-		out_flush(o);
+		output_flush(o);
 }
 
-void out_add_expired(struct out *o, const struct bld_expired *x)
+void output_add_expired(struct output *o, const struct bld_expired *x)
 {
 	if (!o->sealed)
 		o->sink.ops->add_expired(o->sink.self, x);
 }
 
-void out_set_clock(struct out *o, uint16_t source, const struct out_clock *clock)
+void output_set_clock(struct output *o, uint16_t source, const struct output_clock *clock)
 {
 	if (source < o->sources)
 		o->clocks[source] = *clock;
 }
 
-struct out_uncertainty out_uncertainty(const struct out *o)
+struct output_uncertainty output_uncertainty(const struct output *o)
 {
 	return o->uncertainty;
 }
 
-struct out_uncertainty out_source_uncertainty(const struct out *o, uint16_t source)
+struct output_uncertainty output_source_uncertainty(const struct output *o, uint16_t source)
 {
-	struct out_uncertainty none = { 0 };
+	struct output_uncertainty none = { 0 };
 	return source < o->sources ? o->source_uncertainty[source] : none;
 }
 
-const struct hist *out_latency(const struct out *o)
+const struct hist *output_latency(const struct output *o)
 {
 	return &o->latency;
 }
 
-const struct hist *out_uncertainty_hist(const struct out *o)
+const struct hist *output_uncertainty_hist(const struct output *o)
 {
 	return &o->uncertainty_hist;
 }
 
-uint64_t out_events_written(const struct out *o)
+uint64_t output_events_written(const struct output *o)
 {
 	return o->written;
 }
 
-uint64_t out_negative_latencies(const struct out *o)
+uint64_t output_negative_latencies(const struct output *o)
 {
 	return o->negative;
 }
 
-uint64_t out_write_calls(const struct out *o)
+uint64_t output_write_calls(const struct output *o)
 {
-	struct rec_sink_stats st;
+	struct recsink_stats st;
 	o->sink.ops->stats(o->sink.self, &st);
 	return st.write_calls;
 }
 
-uint64_t out_buffer_bytes(const struct out *o)
+uint64_t output_buffer_bytes(const struct output *o)
 {
-	struct rec_sink_stats st;
+	struct recsink_stats st;
 	o->sink.ops->stats(o->sink.self, &st);
 	return (uint64_t)o->flush_every * sizeof *o->pending + st.buffer_bytes +
 	       (uint64_t)o->sources * (sizeof *o->clocks + sizeof *o->source_uncertainty);
 }
 
-uint64_t out_seal(struct out *o)
+uint64_t output_seal(struct output *o)
 {
 	uint64_t dropped = o->pending_count + o->sink.ops->seal(o->sink.self);
 	o->pending_count = 0;
@@ -206,13 +206,13 @@ uint64_t out_seal(struct out *o)
 	return dropped;
 }
 
-bool out_close(struct out *o)
+bool output_close(struct output *o)
 {
 	if (o == NULL)
 		return true;
 	bool ok = true;
 	if (o->sink_open) {
-		out_flush(o);
+		output_flush(o);
 		ok = o->sink.ops->close(o->sink.self);
 	}
 	free(o->pending);

@@ -15,23 +15,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct out;
+struct output;
 
 /* A bound that is not known. */
-#define OUT_UNBOUNDED INT64_C(-1)
+#define OUTPUT_UNBOUNDED INT64_C(-1)
 
 /* How one source's timestamps are put on the builder's clock. */
-struct out_clock {
+struct output_clock {
 	int64_t offset_ns;   /* subtracted from the source's timestamps: its
 			      * clock minus the builder's as applied */
 	int64_t bound_ns;    /* |true offset - offset_ns| at at_ns;
-			      * OUT_UNBOUNDED when not known */
+			      * OUTPUT_UNBOUNDED when not known */
 	int64_t at_ns;       /* builder clock (clk_realtime_ns) of bound_ns */
 	double drift_ppm;    /* the bound grows by drift_ppm * |now - at_ns| */
 };
 
 /* Uncertainty of the latencies written so far. */
-struct out_uncertainty {
+struct output_uncertainty {
 	uint64_t bounded;    /* records whose uncertainty is known */
 	uint64_t unbounded;  /* records whose source's offset had no bound */
 	int64_t max_ns;      /* largest known uncertainty; 0 when none */
@@ -39,50 +39,50 @@ struct out_uncertainty {
 
 /* Opens DIR/events.jsonl and DIR/expired.jsonl. flush_every bounds the
  * records held before a write. source_offsets_ns[source] (NULL: 0) are the
- * starting offsets, with no bound until out_set_clock() gives one. */
-struct out *out_open(const char *dir, uint32_t flush_every, uint16_t sources,
+ * starting offsets, with no bound until output_set_clock() gives one. */
+struct output *output_open(const char *dir, uint32_t flush_every, uint16_t sources,
 		     const int64_t *source_offsets_ns);
 
 /* Sets how later records of source are corrected; takes effect at the next
  * flush. */
-void out_set_clock(struct out *o, uint16_t source, const struct out_clock *clock);
+void output_set_clock(struct output *o, uint16_t source, const struct output_clock *clock);
 
 /* Queues an accepted event's record; writes when flush_every are queued. */
-void out_add_event(struct out *o, const struct bld_event *event);
+void output_add_event(struct output *o, const struct bld_event *event);
 
 /* Queues an expired event's record. */
-void out_add_expired(struct out *o, const struct bld_expired *expired);
+void output_add_expired(struct output *o, const struct bld_expired *expired);
 
 /* Writes every queued record; latencies are taken now. Returns 0 or -errno. */
-int out_flush(struct out *o);
+int output_flush(struct output *o);
 
 /* Latency histogram of the records written so far. */
-const struct hist *out_latency(const struct out *o);
+const struct hist *output_latency(const struct output *o);
 
 /* The uncertainty of every record written whose uncertainty is known. */
-const struct hist *out_uncertainty_hist(const struct out *o);
+const struct hist *output_uncertainty_hist(const struct output *o);
 
 /* Over every record written, and over those whose earliest timestamp came
  * from source. A percentile of latencies each within U of the truth is
  * itself within U of the true percentile (docs/CLOCKS.md). */
-struct out_uncertainty out_uncertainty(const struct out *o);
-struct out_uncertainty out_source_uncertainty(const struct out *o, uint16_t source);
+struct output_uncertainty output_uncertainty(const struct output *o);
+struct output_uncertainty output_source_uncertainty(const struct output *o, uint16_t source);
 
 /* Records written, records whose corrected latency came out negative
  * (clamped to 0: a clock offset larger than its estimate), write calls. */
-uint64_t out_events_written(const struct out *o);
-uint64_t out_negative_latencies(const struct out *o);
-uint64_t out_write_calls(const struct out *o);
+uint64_t output_events_written(const struct output *o);
+uint64_t output_negative_latencies(const struct output *o);
+uint64_t output_write_calls(const struct output *o);
 
 /* Memory held by the output buffers. */
-uint64_t out_buffer_bytes(const struct out *o);
+uint64_t output_buffer_bytes(const struct output *o);
 
 /* A fenced builder (docs/BUILDERS.md): drops the records queued and not
  * yet written, closes both files, and from here on writes nothing, adding
  * and flushing being no-ops. Returns the records dropped. */
-uint64_t out_seal(struct out *o);
+uint64_t output_seal(struct output *o);
 
 /* Flushes and closes; false if a write failed at any time. */
-bool out_close(struct out *o);
+bool output_close(struct output *o);
 
 #endif

@@ -9,14 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-struct owr {
+struct ownroute {
 	struct evm_plan plan;
 	uint32_t self;
 	struct route *route;
 	struct ownids *own;
 };
 
-struct owr *owr_create(const struct ctl_routing *r, uint32_t builders, uint32_t self,
+struct ownroute *ownroute_create(const struct ctl_routing *r, uint32_t builders, uint32_t self,
 		       uint32_t window, char *why, size_t why_size)
 {
 	if (r->builders != builders || self >= r->builders) {
@@ -26,7 +26,7 @@ struct owr *owr_create(const struct ctl_routing *r, uint32_t builders, uint32_t 
 			 r->builders, self, builders);
 		return NULL;
 	}
-	struct owr *w = calloc(1, sizeof *w);
+	struct ownroute *w = calloc(1, sizeof *w);
 	if (w == NULL) {
 		snprintf(why, why_size, "out of memory");
 		return NULL;
@@ -49,13 +49,13 @@ struct owr *owr_create(const struct ctl_routing *r, uint32_t builders, uint32_t 
 		snprintf(why, why_size, "the hub's routing (first event %" PRIu64 ", %" PRIu64
 			 " events, batch %" PRIu32 ", window of %" PRIu32 " batches) cannot be set up",
 			 r->first_event, r->events, r->batch, r->window_batches);
-		owr_destroy(w);
+		ownroute_destroy(w);
 		return NULL;
 	}
 	return w;
 }
 
-void owr_destroy(struct owr *w)
+void ownroute_destroy(struct ownroute *w)
 {
 	if (w == NULL)
 		return;
@@ -64,7 +64,7 @@ void owr_destroy(struct owr *w)
 	free(w);
 }
 
-int owr_assign(struct owr *w, const struct ctl_assign *a, bool *mine, char *why,
+int ownroute_assign(struct ownroute *w, const struct ctl_assign *a, bool *mine, char *why,
 	       size_t why_size)
 {
 	struct evm_assignment rec = { .first = a->first, .count = a->count, .builder = a->builder };
@@ -77,24 +77,24 @@ int owr_assign(struct owr *w, const struct ctl_assign *a, bool *mine, char *why,
 	return ownids_add(w->own, a->first, a->count);
 }
 
-int owr_lose(struct owr *w, uint32_t b)
+int ownroute_lose(struct ownroute *w, uint32_t b)
 {
 	return route_lose(w->route, b);
 }
 
-enum owr_verdict owr_map(const struct owr *w, uint64_t global, uint64_t *local,
+enum ownroute_verdict ownroute_map(const struct ownroute *w, uint64_t global, uint64_t *local,
 			 uint32_t *owner)
 {
 	*owner = UINT32_MAX;
 	switch (route_lookup(w->route, global, owner)) {
 	case ROUTE_HOLD:
-		return OWR_HOLD;
+		return OWNROUTE_HOLD;
 	case ROUTE_INVALID:
-		return OWR_INVALID;
+		return OWNROUTE_INVALID;
 	case ROUTE_SEND:
 	case ROUTE_LOST:
 		if (*owner != w->self)
-			return OWR_MISROUTED;
+			return OWNROUTE_MISROUTED;
 		break;
 	case ROUTE_LATE:
 		*owner = UINT32_MAX;
@@ -102,28 +102,28 @@ enum owr_verdict owr_map(const struct owr *w, uint64_t global, uint64_t *local,
 	}
 	switch (ownids_to_local(w->own, global, local)) {
 	case OWNIDS_MINE:
-		return OWR_BUILD;
+		return OWNROUTE_BUILD;
 	case OWNIDS_FORGOTTEN:
-		return OWR_LATE;
+		return OWNROUTE_LATE;
 	case OWNIDS_OTHER:
 	case OWNIDS_AHEAD:
 		break;
 	}
-	return OWR_MISROUTED;
+	return OWNROUTE_MISROUTED;
 }
 
-uint64_t owr_to_global(const struct owr *w, uint64_t local)
+uint64_t ownroute_to_global(const struct ownroute *w, uint64_t local)
 {
 	uint64_t global;
 	return ownids_to_global(w->own, local, &global) ? global : UINT64_MAX;
 }
 
-uint64_t owr_assigned(const struct owr *w)
+uint64_t ownroute_assigned(const struct ownroute *w)
 {
 	return ownids_count(w->own);
 }
 
-uint64_t owr_decided_below(const struct owr *w, uint64_t decided)
+uint64_t ownroute_decided_below(const struct ownroute *w, uint64_t decided)
 {
 	uint64_t global;
 	if (decided < ownids_count(w->own) && ownids_to_global(w->own, decided, &global))
@@ -131,22 +131,22 @@ uint64_t owr_decided_below(const struct owr *w, uint64_t decided)
 	return route_assigned_end(w->route);
 }
 
-uint64_t owr_first_event(const struct owr *w)
+uint64_t ownroute_first_event(const struct ownroute *w)
 {
 	return w->plan.first_event;
 }
 
-uint32_t owr_batch(const struct owr *w)
+uint32_t ownroute_batch(const struct ownroute *w)
 {
 	return w->plan.batch;
 }
 
-uint64_t owr_assigned_end(const struct owr *w)
+uint64_t ownroute_assigned_end(const struct ownroute *w)
 {
 	return route_assigned_end(w->route);
 }
 
-size_t owr_memory_bytes(const struct owr *w)
+size_t ownroute_memory_bytes(const struct ownroute *w)
 {
 	return sizeof *w + route_memory_bytes(w->route) + ownids_memory_bytes(w->own);
 }

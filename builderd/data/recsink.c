@@ -6,11 +6,11 @@
 
 #include <string.h>
 
-bool rec_open(struct rec_sink *out, const char *format, const char *dir, uint32_t batch_events,
+bool recsink_open(struct recsink *out, const char *format, const char *dir, uint32_t batch_events,
 	      uint16_t sources)
 {
 	if (format == NULL || strcmp(format, "jsonl") == 0)
-		return rec_jsonl_open(out, dir, batch_events, sources);
+		return recsink_jsonl_open(out, dir, batch_events, sources);
 	log_error("No record format %s (there is jsonl)", format);
 	return false;
 }

@@ -2,7 +2,7 @@
  * decides when records are written and what each event's latency is; a
  * sink only formats and writes them, in batches it bounds itself. A second
  * format (docs/RECORDING.md) is a second sink in a file of its own, made in
- * rec_open(); nothing else changes. Private to builderd. */
+ * recsink_open(); nothing else changes. Private to builderd. */
 #ifndef ES_BD_RECSINK_H
 #define ES_BD_RECSINK_H
 
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 /* An accepted event as the output hands it over at a flush. */
-struct rec_event {
+struct recsink_event {
 	uint32_t run_id;
 	uint64_t event_id;
 	uint32_t crc;              /* the filter checksum (spec §3) */
@@ -22,7 +22,7 @@ struct rec_event {
 	uint64_t written_ns;       /* the flush's realtime */
 };
 
-struct rec_sink_stats {
+struct recsink_stats {
 	uint64_t events;           /* records of accepted events written */
 	uint64_t expired;          /* records of expired events written */
 	uint64_t write_calls;
@@ -30,10 +30,10 @@ struct rec_sink_stats {
 	bool failed;               /* a write failed (named in the log once) */
 };
 
-struct rec_sink_ops {
+struct recsink_ops {
 	const char *format;        /* "jsonl" */
 	/* Queue a record; a full batch is written first. */
-	void (*add_event)(void *self, const struct rec_event *e);
+	void (*add_event)(void *self, const struct recsink_event *e);
 	void (*add_expired)(void *self, const struct bld_expired *x);
 	/* Write every queued record. 0 or -errno. */
 	int (*flush)(void *self);
@@ -42,22 +42,22 @@ struct rec_sink_ops {
 	uint64_t (*seal)(void *self);
 	/* Flush, close and free; false if a write failed at any time. */
 	bool (*close)(void *self);
-	void (*stats)(const void *self, struct rec_sink_stats *out);
+	void (*stats)(const void *self, struct recsink_stats *out);
 };
 
-struct rec_sink {
-	const struct rec_sink_ops *ops;
+struct recsink {
+	const struct recsink_ops *ops;
 	void *self;
 };
 
 /* The sink of format (NULL: "jsonl") writing into dir, with batches of
  * up to batch_events records for up to `sources` sources. false (logged)
  * on an unknown format or a file that cannot be made. */
-bool rec_open(struct rec_sink *out, const char *format, const char *dir, uint32_t batch_events,
+bool recsink_open(struct recsink *out, const char *format, const char *dir, uint32_t batch_events,
 	      uint16_t sources);
 
-/* The JSON-lines sink: events.jsonl and expired.jsonl (data/rec_jsonl.c). */
-bool rec_jsonl_open(struct rec_sink *out, const char *dir, uint32_t batch_events,
+/* The JSON-lines sink: events.jsonl and expired.jsonl (data/recsink_jsonl.c). */
+bool recsink_jsonl_open(struct recsink *out, const char *dir, uint32_t batch_events,
 		    uint16_t sources);
 
 #endif

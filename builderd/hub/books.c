@@ -35,7 +35,7 @@ uint64_t books_events_generated(const struct books *bk)
 		if (found && v > n)
 			n = v;
 		uint64_t announced;
-		if (bdd_end_frame(bk->data, s, &announced) && announced > n)
+		if (dataview_end_frame(bk->data, s, &announced) && announced > n)
 			n = announced;
 	}
 	return n;
@@ -49,7 +49,7 @@ static void books_check_end_frames(const struct books *bk)
 		uint64_t v = acct_value(peer_source(bk->peers, s)->report, CNT_GROUP_TOTALS,
 					CNT_SOURCE(events), &found);
 		uint64_t announced;
-		if (bdd_end_frame(bk->data, s, &announced) && found && announced != v)
+		if (dataview_end_frame(bk->data, s, &announced) && found && announced != v)
 			books_error(bk, "Source %u's END frame announced %" PRIu64 " events but it reported %" PRIu64,
 				 s, announced, v);
 	}
@@ -75,9 +75,9 @@ static void books_collect_peer_errors(const struct books *bk)
 		{ CNT_READER_SOURCE_err_idle, "connections given up with no complete frame within the inactivity limit" },
 	};
 	for (uint32_t r = 0; r < bk->opt->readers; r++) {
-		const struct bd_peer *p = peer_reader(bk->peers, r);
+		const struct peer *p = peer_reader(bk->peers, r);
 		size_t count;
-		const uint16_t *sources = bdd_reader_sources(bk->data, r, &count);
+		const uint16_t *sources = dataview_reader_sources(bk->data, r, &count);
 		for (size_t i = 0; i < count; i++) {
 			char group[CNT_GROUP_BYTES];
 			uint16_t sid = sources[i];
@@ -92,7 +92,7 @@ static void books_collect_peer_errors(const struct books *bk)
 		}
 	}
 	for (uint32_t i = 0; i < peer_count(bk->peers); i++) {
-		const struct bd_peer *p = peer_at(bk->peers, i);
+		const struct peer *p = peer_at(bk->peers, i);
 		if (p->report != NULL && p->report->status != 0)
 			books_error(bk, "%s %u (pid %u on %s) ended with errors (status %d); see its log",
 				 ctl_role_title(p->role), p->id, p->pid, p->host, p->report->status);
@@ -109,9 +109,9 @@ void books_check(const struct books *bk)
 static void books_builders(const struct books *bk, struct acct_builder *builders)
 {
 	for (uint32_t k = 0; k < bk->peers->builders; k++) {
-		const struct bd_peer *p = peer_builder(bk->peers, k);
+		const struct peer *p = peer_builder(bk->peers, k);
 		struct evm_builder_view v = { 0 };
-		mgr_builder_view(bk->manager, k, &v);
+		manager_builder_view(bk->manager, k, &v);
 		builders[k] = (struct acct_builder){
 			.id = k,
 			.report = p->report,
@@ -139,20 +139,20 @@ void books_account(const struct books *bk, struct acct *a)
 		goto out;
 	}
 	for (uint16_t s = 0; s < S; s++) {
-		const struct bd_peer *p = peer_source(bk->peers, s);
+		const struct peer *p = peer_source(bk->peers, s);
 		source_reports[s] = p->report;
 		source_gone[s] = p->lost && !p->reported;
-		unique_from[s] = bdd_unique_from(bk->data, s);
+		unique_from[s] = dataview_unique_from(bk->data, s);
 	}
 	for (uint32_t r = 0; r < N; r++) {
-		const struct bd_peer *p = peer_reader(bk->peers, r);
+		const struct peer *p = peer_reader(bk->peers, r);
 		readers[r].id = r;
 		readers[r].report = p->report;
 		readers[r].gone = p->lost && !p->reported;
-		readers[r].frames_received_by_builder = bdd_reader_frames(bk->data, r);
-		readers[r].sources = bdd_reader_sources(bk->data, r, &readers[r].source_count);
-		const struct bd_rail *rail;
-		readers[r].rails = bdd_reader_rails(bk->data, r, &rail);
+		readers[r].frames_received_by_builder = dataview_reader_frames(bk->data, r);
+		readers[r].sources = dataview_reader_sources(bk->data, r, &readers[r].source_count);
+		const struct snapshot_rail *rail;
+		readers[r].rails = dataview_reader_rails(bk->data, r, &rail);
 		for (uint32_t k = 0; k < readers[r].rails; k++) {
 			readers[r].rail_frames_received[k] = rail[k].frames_received;
 			readers[r].rail_frames_wrong[k] = rail[k].frames_wrong_rail;
@@ -165,11 +165,11 @@ void books_account(const struct books *bk, struct acct *a)
 		.unique_from = unique_from,
 		.reader_count = N,
 		.readers = readers,
-		.builder = bdd_counters(bk->data),
-		.builder_frames_received = bdd_frames_received(bk->data),
+		.builder = dataview_counters(bk->data),
+		.builder_frames_received = dataview_frames_received(bk->data),
 		.builder_count = M,
 		.builders = builders,
-		.ids_cut_unassigned = M > 0 ? mgr_ids_cut_unassigned(bk->manager) : 0,
+		.ids_cut_unassigned = M > 0 ? manager_ids_cut_unassigned(bk->manager) : 0,
 		.stopped_at_fault = bk->stopped_at_fault,
 	};
 	if (M > 0)

@@ -6,19 +6,19 @@
 #define ES_BD_BOOKS_H
 
 #include "options.h"
-#include "peers.h"
+#include "peer.h"
 
 #include <stdint.h>
 
 struct acct;
-struct bd_data;
-struct mgr;
+struct dataview;
+struct manager;
 
 struct books {
-	const struct bd_options *opt;
+	const struct options *opt;
 	const struct peer_table *peers;
-	const struct bd_data *data;     /* what the builders received */
-	const struct mgr *manager;      /* --role hub: what each builder was assigned; else NULL */
+	const struct dataview *data;     /* what the builders received */
+	const struct manager *manager;      /* --role hub: what each builder was assigned; else NULL */
 	bool stopped_at_fault;          /* a peer stopped the run for a fault (acct_run's) */
 	void (*error)(void *ctx, const char *text);   /* an error of the run */
 	void *ctx;

@@ -3,7 +3,7 @@
 #include "io/msgstream.h"
 #include "wire/control.h"
 
-bool credits_due(const struct bd_peer *p, uint64_t limit, uint32_t window, bool tick,
+bool credits_due(const struct peer *p, uint64_t limit, uint32_t window, bool tick,
 		 uint64_t now)
 {
 	uint64_t step = window / 8 ? window / 8 : 1;
@@ -14,7 +14,7 @@ bool credits_due(const struct bd_peer *p, uint64_t limit, uint32_t window, bool 
 	return tick || limit - p->credit_sent >= step;
 }
 
-bool credits_send(struct bd_peer *p, uint64_t limit, uint64_t now)
+bool credits_send(struct peer *p, uint64_t limit, uint64_t now)
 {
 	struct ctl_msg m = { .type = CTL_CREDIT };
 	m.u.credit.limit = limit;
@@ -31,7 +31,7 @@ uint64_t credits_publish(struct peer_table *t, uint64_t limit, uint32_t window, 
 {
 	uint64_t sent = 0;
 	for (uint32_t r = 0; r < t->readers; r++) {
-		struct bd_peer *p = peer_reader(t, r);
+		struct peer *p = peer_reader(t, r);
 		if (credits_due(p, limit, window, tick, now) && credits_send(p, limit, now))
 			sent++;
 	}

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 struct ctlport {
-	const struct bd_options *opt;
+	const struct options *opt;
 	struct peer_table *peers;
 	struct ctlport_hooks hooks;
 	int fd;
@@ -26,7 +26,7 @@ struct ctlport {
 static bool ctlport_check_hello(struct ctlport *c, int fd, const struct ctl_hello *h,
 				const char *peer, enum ctl_channel channel)
 {
-	const struct bd_options *opt = c->opt;
+	const struct options *opt = c->opt;
 	/* The protocol version is checked with the greeting (common/io/handshake.c),
 	 * by every listener alike. */
 	if (h->run_id != opt->run_id) {
@@ -38,14 +38,14 @@ static bool ctlport_check_hello(struct ctlport *c, int fd, const struct ctl_hell
 				  ctl_channel_name(channel), ctl_channel_name(h->channel));
 	} else if (!c->hooks.running(c->hooks.ctx)) {
 		greet_reply_error(fd, peer, "run_over", "run %u is over", opt->run_id);
-	} else if (h->role == CTL_ROLE_BUILDER && opt->role != BD_ROLE_HUB) {
+	} else if (h->role == CTL_ROLE_BUILDER && opt->role != ROLE_HUB) {
 		/* A --role both builderd is the one builder of its run. */
 		greet_reply_error(fd, peer, "unknown_peer",
 				  "builder %u greeted the builder of run %u, which builds the run itself (--role %s); builders connect to a --role hub",
-				  h->id, opt->run_id, bd_role_names[opt->role]);
+				  h->id, opt->run_id, options_role_names[opt->role]);
 	} else if (peer_find(c->peers, h->role, h->id) == NULL) {
 		char builders[48] = "";
-		if (opt->role == BD_ROLE_HUB)
+		if (opt->role == ROLE_HUB)
 			snprintf(builders, sizeof builders, ", %u builders", opt->builders);
 		greet_reply_error(fd, peer, "unknown_peer",
 				  "%s %u is not part of run %u (%u sources, %u readers%s)",
@@ -68,7 +68,7 @@ static void ctlport_on_greeted(int fd, const struct ctl_hello *h, const struct m
 	}
 	if (!ctlport_check_hello(c, fd, h, peer, CTL_CHANNEL_CONTROL))
 		return;
-	struct bd_peer *p = peer_find(c->peers, h->role, h->id);
+	struct peer *p = peer_find(c->peers, h->role, h->id);
 	if (p->connected && p->conn != NULL) {
 		greet_reply_error(fd, peer, "duplicate_id", "%s %u is already connected from %s (pid %u)",
 				  ctl_role_name(h->role), h->id, p->address, p->pid);
@@ -105,7 +105,7 @@ static void ctlport_on_accept(evutil_socket_t fd, short what, void *arg)
 	greet_accept_all(&c->door, fd, ctlport_on_greeted, c);
 }
 
-struct ctlport *ctlport_open(struct event_base *base, const struct bd_options *opt,
+struct ctlport *ctlport_open(struct event_base *base, const struct options *opt,
 			     struct peer_table *peers, const struct ctlport_hooks *hooks,
 			     uint16_t *port)
 {
@@ -141,7 +141,7 @@ void ctlport_close(struct ctlport *c)
 	free(c);
 }
 
-void ctlport_snapshot(const struct ctlport *c, struct bd_snapshot *s)
+void ctlport_snapshot(const struct ctlport *c, struct snapshot *s)
 {
 	if (c == NULL)
 		return;

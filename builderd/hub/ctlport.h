@@ -8,7 +8,7 @@
 #define ES_BD_CTLPORT_H
 
 #include "options.h"
-#include "peers.h"
+#include "peer.h"
 
 #include "io/msgseal.h"
 
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 struct event_base;
-struct bd_snapshot;
+struct snapshot;
 struct ctl_hello;
 
 struct ctlport_hooks {
@@ -26,7 +26,7 @@ struct ctlport_hooks {
 	/* p was welcomed: fd (tuned, greeted, the hook's to own) is its
 	 * control connection from address peer, sealed with seal (valid
 	 * during the call). */
-	void (*joined)(void *ctx, struct bd_peer *p, int fd, const struct ctl_hello *h,
+	void (*joined)(void *ctx, struct peer *p, int fd, const struct ctl_hello *h,
 		       const struct msgseal *seal, const char *peer);
 };
 
@@ -34,7 +34,7 @@ struct ctlport;
 
 /* Listens on opt's control host and port (the port bound in *port) and
  * greets every connection; NULL with the reason logged on failure. */
-struct ctlport *ctlport_open(struct event_base *base, const struct bd_options *opt,
+struct ctlport *ctlport_open(struct event_base *base, const struct options *opt,
 			     struct peer_table *peers, const struct ctlport_hooks *hooks,
 			     uint16_t *port);
 
@@ -43,6 +43,6 @@ void ctlport_close(struct ctlport *c);
 
 /* Its counters into a report: refused connections, greetings told busy,
  * evicted and timed out. */
-void ctlport_snapshot(const struct ctlport *c, struct bd_snapshot *s);
+void ctlport_snapshot(const struct ctlport *c, struct snapshot *s);
 
 #endif

@@ -2,57 +2,57 @@
 
 /* ---- the view of this process's ingest ---------------------------------- */
 
-static enum bd_data_state ingv_reader_state(const void *ctx, uint32_t r)
+static enum ingest_data_state ingv_reader_state(const void *ctx, uint32_t r)
 {
-	return ing_reader_state(ctx, r);
+	return ingest_reader_state(ctx, r);
 }
 
 static uint64_t ingv_reader_frames(const void *ctx, uint32_t r)
 {
-	return ing_reader_frames(ctx, r);
+	return ingest_reader_frames(ctx, r);
 }
 
 static const uint16_t *ingv_reader_sources(const void *ctx, uint32_t r, size_t *count)
 {
-	return ing_reader_sources(ctx, r, count);
+	return ingest_reader_sources(ctx, r, count);
 }
 
 static int32_t ingv_reader_of_source(const void *ctx, uint16_t s)
 {
-	return ing_reader_of_source(ctx, s);
+	return ingest_reader_of_source(ctx, s);
 }
 
 static void ingv_cut(void *ctx, uint32_t r)
 {
-	ing_cut(ctx, r);
+	ingest_cut(ctx, r);
 }
 
 static bool ingv_end_frame(const void *ctx, uint16_t s, uint64_t *events)
 {
-	return ing_end_frame(ctx, s, events);
+	return ingest_end_frame(ctx, s, events);
 }
 
 static uint64_t ingv_unique_from(const void *ctx, uint16_t s)
 {
-	return ing_unique_from(ctx, s);
+	return ingest_unique_from(ctx, s);
 }
 
 static uint64_t ingv_frames_received(const void *ctx)
 {
-	return ing_frames_received(ctx);
+	return ingest_frames_received(ctx);
 }
 
 static const struct bld_counters *ingv_counters(const void *ctx)
 {
-	return ing_counters(ctx);
+	return ingest_counters(ctx);
 }
 
-static uint32_t ingv_reader_rails(const void *ctx, uint32_t r, const struct bd_rail **rail)
+static uint32_t ingv_reader_rails(const void *ctx, uint32_t r, const struct snapshot_rail **rail)
 {
-	return ing_reader_rails(ctx, r, rail);
+	return ingest_reader_rails(ctx, r, rail);
 }
 
-static const struct bd_data_ops ing_view_ops = {
+static const struct dataview_ops ing_view_ops = {
 	.reader_state = ingv_reader_state,
 	.reader_frames = ingv_reader_frames,
 	.reader_sources = ingv_reader_sources,
@@ -65,7 +65,7 @@ static const struct bd_data_ops ing_view_ops = {
 	.reader_rails = ingv_reader_rails,
 };
 
-void bdd_from_ing(struct bd_data *d, struct ing *g)
+void dataview_from_ingest(struct dataview *d, struct ingest *g)
 {
-	*d = (struct bd_data){ .ops = &ing_view_ops, .ctx = g };
+	*d = (struct dataview){ .ops = &ing_view_ops, .ctx = g };
 }

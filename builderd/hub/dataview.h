@@ -1,7 +1,7 @@
 /* What the hub's modules (books, watchdog, peerlink) know of the data side:
  * each reader's data path, which reader serves which source, what the
  * builders received and made of it. In --role both it is this process's
- * ingest (bdd_from_ing); in --role hub it is the builders' END reports
+ * ingest (dataview_from_ingest); in --role hub it is the builders' END reports
  * (fleet.h), since the hub receives no data. Private to builderd. */
 #ifndef ES_BD_DATAVIEW_H
 #define ES_BD_DATAVIEW_H
@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct bd_data_ops {
-	enum bd_data_state (*reader_state)(const void *ctx, uint32_t r);
+struct dataview_ops {
+	enum ingest_data_state (*reader_state)(const void *ctx, uint32_t r);
 	/* Frames the builder side received from reader r. */
 	uint64_t (*reader_frames)(const void *ctx, uint32_t r);
 	const uint16_t *(*reader_sources)(const void *ctx, uint32_t r, size_t *count);
@@ -31,65 +31,65 @@ struct bd_data_ops {
 	/* Reader r's link of two rails or more: its connections' counters in
 	 * *rail, their count returned; 0 otherwise. NULL: this side has none
 	 * (--role hub, where the builders' END reports say it). */
-	uint32_t (*reader_rails)(const void *ctx, uint32_t r, const struct bd_rail **rail);
+	uint32_t (*reader_rails)(const void *ctx, uint32_t r, const struct snapshot_rail **rail);
 };
 
-struct bd_data {
-	const struct bd_data_ops *ops;
+struct dataview {
+	const struct dataview_ops *ops;
 	void *ctx;
 };
 
 /* The view of this process's ingest. */
-void bdd_from_ing(struct bd_data *d, struct ing *g);
+void dataview_from_ingest(struct dataview *d, struct ingest *g);
 
-static inline enum bd_data_state bdd_reader_state(const struct bd_data *d, uint32_t r)
+static inline enum ingest_data_state dataview_reader_state(const struct dataview *d, uint32_t r)
 {
 	return d->ops->reader_state(d->ctx, r);
 }
 
-static inline uint64_t bdd_reader_frames(const struct bd_data *d, uint32_t r)
+static inline uint64_t dataview_reader_frames(const struct dataview *d, uint32_t r)
 {
 	return d->ops->reader_frames(d->ctx, r);
 }
 
-static inline const uint16_t *bdd_reader_sources(const struct bd_data *d, uint32_t r,
+static inline const uint16_t *dataview_reader_sources(const struct dataview *d, uint32_t r,
 						 size_t *count)
 {
 	return d->ops->reader_sources(d->ctx, r, count);
 }
 
-static inline uint32_t bdd_reader_rails(const struct bd_data *d, uint32_t r,
-					const struct bd_rail **rail)
+static inline uint32_t dataview_reader_rails(const struct dataview *d, uint32_t r,
+					const struct snapshot_rail **rail)
 {
 	return d->ops->reader_rails != NULL ? d->ops->reader_rails(d->ctx, r, rail) : 0;
 }
 
-static inline int32_t bdd_reader_of_source(const struct bd_data *d, uint16_t s)
+static inline int32_t dataview_reader_of_source(const struct dataview *d, uint16_t s)
 {
 	return d->ops->reader_of_source(d->ctx, s);
 }
 
-static inline void bdd_cut(const struct bd_data *d, uint32_t r)
+static inline void dataview_cut(const struct dataview *d, uint32_t r)
 {
 	d->ops->cut(d->ctx, r);
 }
 
-static inline bool bdd_end_frame(const struct bd_data *d, uint16_t s, uint64_t *events)
+static inline bool dataview_end_frame(const struct dataview *d, uint16_t s, uint64_t *events)
 {
 	return d->ops->end_frame(d->ctx, s, events);
 }
 
-static inline uint64_t bdd_unique_from(const struct bd_data *d, uint16_t s)
+static inline uint64_t dataview_unique_from(const struct dataview *d, uint16_t s)
 {
 	return d->ops->unique_from(d->ctx, s);
 }
 
-static inline uint64_t bdd_frames_received(const struct bd_data *d)
+static inline uint64_t dataview_frames_received(const struct dataview *d)
 {
 	return d->ops->frames_received(d->ctx);
 }
 
-static inline const struct bld_counters *bdd_counters(const struct bd_data *d)
+static inline const struct bld_counters *dataview_counters(const struct dataview *d)
 {
 	return d->ops->counters(d->ctx);
 }

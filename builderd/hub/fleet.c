@@ -27,7 +27,7 @@ struct fleet_reader {
 };
 
 struct fleet {
-	const struct bd_options *opt;
+	const struct options *opt;
 	const struct peer_table *peers;
 	struct fleet_reader *readers;    /* [readers] */
 	int32_t *reader_of_source;       /* [sources], -1 unknown */
@@ -37,11 +37,11 @@ struct fleet {
 	uint64_t own[CNT_BUILDER_COUNT]; /* builderd's own counters, summed */
 	uint64_t frames_received;
 	struct hist latency;             /* merged */
-	struct out_uncertainty uncertainty;   /* the largest; records summed */
+	struct output_uncertainty uncertainty;   /* the largest; records summed */
 	uint64_t build_span_ns;          /* the longest builder's */
 };
 
-struct fleet *fleet_create(const struct bd_options *opt, const struct peer_table *peers)
+struct fleet *fleet_create(const struct options *opt, const struct peer_table *peers)
 {
 	struct fleet *f = calloc(1, sizeof *f);
 	if (f == NULL)
@@ -124,7 +124,7 @@ static void fleet_add_groups(struct fleet *f, const struct ctl_report *r)
 	}
 }
 
-void fleet_report_latency(const struct ctl_report *r, struct hist *h, struct out_uncertainty *u)
+void fleet_report_latency(const struct ctl_report *r, struct hist *h, struct output_uncertainty *u)
 {
 	hist_reset(h);
 	size_t hp = strlen(FLEET_HIST_PREFIX);
@@ -143,7 +143,7 @@ void fleet_report_latency(const struct ctl_report *r, struct hist *h, struct out
 	if (h->samples > 0)
 		h->min = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_min_ns), NULL);
 	uint64_t unc = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_uncertainty_max_ns), NULL);
-	*u = (struct out_uncertainty){
+	*u = (struct output_uncertainty){
 		.max_ns = unc > INT64_MAX ? INT64_MAX : (int64_t)unc,
 		.bounded = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_bounded), NULL),
 		.unbounded = acct_value(r, CNT_GROUP_LATENCY, CNT_LATENCY(hist_unbounded), NULL),
@@ -201,11 +201,11 @@ void fleet_update(struct fleet *f)
 	memset(f->unique_from, 0, f->opt->sources * sizeof *f->unique_from);
 	memset(f->reader_frames, 0, f->opt->readers * sizeof *f->reader_frames);
 	f->frames_received = 0;
-	f->uncertainty = (struct out_uncertainty){ 0 };
+	f->uncertainty = (struct output_uncertainty){ 0 };
 	f->build_span_ns = 0;
 	hist_reset(&f->latency);
 	for (uint32_t b = 0; b < f->peers->builders; b++) {
-		const struct bd_peer *p = peer_builder(f->peers, b);
+		const struct peer *p = peer_builder(f->peers, b);
 		if (p->report != NULL)
 			fleet_add(f, p->report);
 	}
@@ -214,7 +214,7 @@ void fleet_update(struct fleet *f)
 bool fleet_all_in(const struct fleet *f)
 {
 	for (uint32_t b = 0; b < f->peers->builders; b++) {
-		const struct bd_peer *p = peer_builder(f->peers, b);
+		const struct peer *p = peer_builder(f->peers, b);
 		if (!p->reported && !p->lost)
 			return false;
 	}
@@ -230,15 +230,15 @@ uint64_t fleet_builder_value(const struct fleet *f, uint32_t b, const char *name
 
 /* The hub holds no data path: a reader's is up while its control link is,
  * and over once it reported or was lost. */
-static enum bd_data_state fleet_reader_state(const void *ctx, uint32_t r)
+static enum ingest_data_state fleet_reader_state(const void *ctx, uint32_t r)
 {
 	const struct fleet *f = ctx;
-	const struct bd_peer *p = peer_reader(f->peers, r);
+	const struct peer *p = peer_reader(f->peers, r);
 	if (p->lost)
-		return BD_DATA_FAILED;
+		return INGEST_DATA_FAILED;
 	if (p->reported)
-		return BD_DATA_CLOSED;
-	return p->connected ? BD_DATA_STREAMING : BD_DATA_WAITING;
+		return INGEST_DATA_CLOSED;
+	return p->connected ? INGEST_DATA_STREAMING : INGEST_DATA_WAITING;
 }
 
 /* Known once every builder has reported or is lost; until then UINT64_MAX,
@@ -295,7 +295,7 @@ static const struct bld_counters *fleet_counters(const void *ctx)
 	return &f->core;
 }
 
-static const struct bd_data_ops fleet_ops = {
+static const struct dataview_ops fleet_ops = {
 	.reader_state = fleet_reader_state,
 	.reader_frames = fleet_reader_frames,
 	.reader_sources = fleet_reader_sources,
@@ -307,19 +307,19 @@ static const struct bd_data_ops fleet_ops = {
 	.counters = fleet_counters,
 };
 
-void fleet_view(struct fleet *f, struct bd_data *d)
+void fleet_view(struct fleet *f, struct dataview *d)
 {
-	*d = (struct bd_data){ .ops = &fleet_ops, .ctx = f };
+	*d = (struct dataview){ .ops = &fleet_ops, .ctx = f };
 }
 
-void fleet_snapshot(const struct fleet *f, struct bd_snapshot *s)
+void fleet_snapshot(const struct fleet *f, struct snapshot *s)
 {
 	s->frames_read = f->own[CNT_BUILDER_frames_read];
 	s->builder = f->core;
 	s->oldest_pending = UINT64_MAX;
 	if (s->running)   /* what the builders yet to report said in their last STATS */
 		for (uint32_t b = 0; b < f->peers->builders; b++) {
-			const struct bd_peer *p = peer_builder(f->peers, b);
+			const struct peer *p = peer_builder(f->peers, b);
 			if (p->report != NULL || !p->live.seen)
 				continue;
 			s->builder.events_complete += p->live.events_complete;
@@ -332,9 +332,9 @@ void fleet_snapshot(const struct fleet *f, struct bd_snapshot *s)
 	s->events_written = f->own[CNT_BUILDER_events_written];
 	s->record_writes = f->own[CNT_BUILDER_record_writes];
 	s->negative_latencies = f->own[CNT_BUILDER_negative_latencies];
-	struct bd_snapshot_link *links = (struct bd_snapshot_link *)s->links;
+	struct snapshot_link *links = (struct snapshot_link *)s->links;
 	for (uint32_t r = 0; r < f->opt->readers; r++)
-		links[r] = (struct bd_snapshot_link){
+		links[r] = (struct snapshot_link){
 			.transport = "none",
 			.address = "",
 			.frames_received = f->reader_frames[r],

@@ -11,7 +11,7 @@
 
 #include "hub/dataview.h"
 #include "options.h"
-#include "peers.h"
+#include "peer.h"
 
 #include "core/builder.h"
 #include "core/hist.h"
@@ -20,15 +20,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct bd_snapshot;
+struct snapshot;
 struct fleet;
 
 /* NULL when out of memory. peers outlives it. */
-struct fleet *fleet_create(const struct bd_options *opt, const struct peer_table *peers);
+struct fleet *fleet_create(const struct options *opt, const struct peer_table *peers);
 void fleet_destroy(struct fleet *f);
 
 /* The view books.c, watchdog.c and peerlink.c read. */
-void fleet_view(struct fleet *f, struct bd_data *d);
+void fleet_view(struct fleet *f, struct dataview *d);
 
 /* A reader's control HELLO names its sources: kept unless one is outside
  * the run or another reader's (logged). */
@@ -45,11 +45,11 @@ uint64_t fleet_builder_value(const struct fleet *f, uint32_t b, const char *name
 
 /* Builder report r's latency (groups hist and hist.K) as a histogram, and
  * its uncertainty. */
-struct out_uncertainty;
-void fleet_report_latency(const struct ctl_report *r, struct hist *h, struct out_uncertainty *u);
+struct output_uncertainty;
+void fleet_report_latency(const struct ctl_report *r, struct hist *h, struct output_uncertainty *u);
 
 /* The data side's part of a report: the builders' sums, their merged
  * latency, a link per reader with no transport of the hub's own. */
-void fleet_snapshot(const struct fleet *f, struct bd_snapshot *s);
+void fleet_snapshot(const struct fleet *f, struct snapshot *s);
 
 #endif

@@ -20,7 +20,7 @@
 #define SET(obj, key, value) metrics_json_set((obj), (key), (value))
 #define U64(v) metrics_json_u64(v)
 
-struct mgr_builder {
+struct manager_builder {
 	bool joined;
 	bool dead;
 	uint64_t tokens;             /* TOKENs taken */
@@ -29,26 +29,26 @@ struct mgr_builder {
 	char why[CTL_MAX_TEXT];      /* how it was given up */
 };
 
-struct mgr {
-	const struct bd_options *opt;
+struct manager {
+	const struct options *opt;
 	struct peer_table *peers;
-	struct mgr_hooks hooks;
+	struct manager_hooks hooks;
 	struct evm *evm;
 	struct evm_config config;
-	struct mgr_builder *builders;      /* [builders] */
+	struct manager_builder *builders;      /* [builders] */
 	bool started;
 	uint64_t started_ns;
 	uint64_t last_token_ns;
 	enum evm_next last;                /* how the last pump ended */
 	uint64_t counters[CNT_MANAGER_COUNT];
 	uint64_t assign_sequence;
-	bool drained;                      /* mgr_drain: no batch past drain_end */
+	bool drained;                      /* manager_drain: no batch past drain_end */
 	uint64_t drain_end;                /* last_event + 1 */
 };
 
-static void mgr_error(struct mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void manager_error(struct manager *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void mgr_error(struct mgr *m, const char *fmt, ...)
+static void manager_error(struct manager *m, const char *fmt, ...)
 {
 	char text[512];
 	va_list ap;
@@ -58,10 +58,10 @@ static void mgr_error(struct mgr *m, const char *fmt, ...)
 	m->hooks.error(m->hooks.ctx, text);
 }
 
-struct mgr *mgr_create(const struct bd_options *opt, struct peer_table *peers,
-		       const struct mgr_hooks *hooks)
+struct manager *manager_create(const struct options *opt, struct peer_table *peers,
+		       const struct manager_hooks *hooks)
 {
-	struct mgr *m = calloc(1, sizeof *m);
+	struct manager *m = calloc(1, sizeof *m);
 	if (m == NULL)
 		return NULL;
 	m->opt = opt;
@@ -85,13 +85,13 @@ struct mgr *mgr_create(const struct bd_options *opt, struct peer_table *peers,
 			  ", batches of %u, %u live at most: %s", opt->builders, opt->events,
 			  opt->first_event, opt->batch, opt->window_batches,
 			  errno == EINVAL ? "the plan is out of range" : "out of memory");
-		mgr_destroy(m);
+		manager_destroy(m);
 		return NULL;
 	}
 	return m;
 }
 
-void mgr_destroy(struct mgr *m)
+void manager_destroy(struct manager *m)
 {
 	if (m == NULL)
 		return;
@@ -100,7 +100,7 @@ void mgr_destroy(struct mgr *m)
 	free(m);
 }
 
-void mgr_welcomed(struct mgr *m, struct bd_peer *p)
+void manager_welcomed(struct manager *m, struct peer *p)
 {
 	if (p->conn == NULL || (p->role != CTL_ROLE_READER && p->role != CTL_ROLE_BUILDER))
 		return;
@@ -117,7 +117,7 @@ void mgr_welcomed(struct mgr *m, struct bd_peer *p)
 }
 
 /* Why evm_join() or evm_tokens() refused, as the end of a sentence. */
-static const char *mgr_refusal(int rc, bool join, uint32_t high_water)
+static const char *manager_refusal(int rc, bool join, uint32_t high_water)
 {
 	static char text[128];
 	switch (rc) {
@@ -140,9 +140,9 @@ static const char *mgr_refusal(int rc, bool join, uint32_t high_water)
 	}
 }
 
-void mgr_token(struct mgr *m, struct bd_peer *p, const struct ctl_token *t, uint64_t now)
+void manager_token(struct manager *m, struct peer *p, const struct ctl_token *t, uint64_t now)
 {
-	struct mgr_builder *mb = &m->builders[p->id];
+	struct manager_builder *mb = &m->builders[p->id];
 	m->counters[CNT_MANAGER_tokens_received]++;
 	bool join = !mb->joined && !mb->dead;
 	if (join && evm_set_lanes(m->evm, p->id, p->rails > 1 ? p->rails : 1) < 0)
@@ -154,10 +154,10 @@ void mgr_token(struct mgr *m, struct bd_peer *p, const struct ctl_token *t, uint
 		rc = evm_tokens(m->evm, p->id, t->decided, t->decided_below, now);
 	if (rc < 0) {
 		m->counters[CNT_MANAGER_tokens_refused]++;
-		mgr_error(m, "Builder %u (pid %u on %s) sent a token the event manager refused (slots %u, decided %" PRIu64
+		manager_error(m, "Builder %u (pid %u on %s) sent a token the event manager refused (slots %u, decided %" PRIu64
 			  ", decided_below %" PRIu64 ", sequence %" PRIu64 "): %s",
 			  p->id, p->pid, p->host, t->slots, t->decided, t->decided_below, t->sequence,
-			  mgr_refusal(rc, join, m->config.high_water));
+			  manager_refusal(rc, join, m->config.high_water));
 		return;
 	}
 	mb->tokens++;
@@ -170,10 +170,10 @@ void mgr_token(struct mgr *m, struct bd_peer *p, const struct ctl_token *t, uint
 				 t->slots);
 	}
 	m->hooks.progress(m->hooks.ctx, now);
-	mgr_pump(m);
+	manager_pump(m);
 }
 
-bool mgr_all_joined(const struct mgr *m)
+bool manager_all_joined(const struct manager *m)
 {
 	for (uint32_t b = 0; b < m->opt->builders; b++)
 		if (!m->builders[b].joined && !m->builders[b].dead)
@@ -181,30 +181,30 @@ bool mgr_all_joined(const struct mgr *m)
 	return true;
 }
 
-void mgr_start(struct mgr *m, uint64_t now)
+void manager_start(struct manager *m, uint64_t now)
 {
 	m->started = true;
 	m->started_ns = now;
-	mgr_pump(m);
+	manager_pump(m);
 }
 
-void mgr_span(const struct mgr *m, uint64_t *start_ns, uint64_t *last_token_ns)
+void manager_span(const struct manager *m, uint64_t *start_ns, uint64_t *last_token_ns)
 {
 	*start_ns = m->started_ns;
 	*last_token_ns = m->started ? m->last_token_ns : 0;
 }
 
 /* Every reader and builder whose control link is up. */
-static void mgr_broadcast(struct mgr *m, const struct ctl_msg *msg)
+static void manager_broadcast(struct manager *m, const struct ctl_msg *msg)
 {
 	for (uint32_t i = 0; i < peer_count(m->peers); i++) {
-		struct bd_peer *p = peer_at(m->peers, i);
+		struct peer *p = peer_at(m->peers, i);
 		if (p->conn != NULL && (p->role == CTL_ROLE_READER || p->role == CTL_ROLE_BUILDER))
 			m->hooks.send(m->hooks.ctx, p, msg);
 	}
 }
 
-void mgr_pump(struct mgr *m)
+void manager_pump(struct manager *m)
 {
 	if (!m->started)
 		return;
@@ -232,20 +232,20 @@ void mgr_pump(struct mgr *m)
 			.retired_below = evm_totals(m->evm).retired_below,
 			.sequence = ++m->assign_sequence,
 		};
-		mgr_broadcast(m, &msg);
+		manager_broadcast(m, &msg);
 	}
 }
 
-void mgr_drain(struct mgr *m, uint64_t last_event)
+void manager_drain(struct manager *m, uint64_t last_event)
 {
 	if (m->drained)
 		return;
 	m->drained = true;
 	m->drain_end = last_event < UINT64_MAX ? last_event + 1 : UINT64_MAX;
-	mgr_pump(m);
+	manager_pump(m);
 }
 
-void mgr_cut(struct mgr *m)
+void manager_cut(struct manager *m)
 {
 	if (m->drained)
 		return;
@@ -253,18 +253,18 @@ void mgr_cut(struct mgr *m)
 	m->drain_end = evm_totals(m->evm).assigned_end;
 }
 
-uint64_t mgr_ids_cut_unassigned(const struct mgr *m)
+uint64_t manager_ids_cut_unassigned(const struct manager *m)
 {
 	uint64_t end = m->config.plan.first_event + m->config.plan.events;
 	uint64_t assigned_end = evm_totals(m->evm).assigned_end;
 	return m->drained && assigned_end < end ? end - assigned_end : 0;
 }
 
-void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why)
+void manager_builder_gone(struct manager *m, uint32_t b, const char *why)
 {
 	if (b >= m->opt->builders || m->builders[b].dead)
 		return;
-	struct mgr_builder *mb = &m->builders[b];
+	struct manager_builder *mb = &m->builders[b];
 	if (evm_dead(m->evm, b, &mb->loss) < 0)
 		return;
 	mb->dead = true;
@@ -280,8 +280,8 @@ void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why)
 	struct ctl_msg msg = { .type = CTL_LOST };
 	msg.u.lost.builder = b;
 	snprintf(msg.u.lost.reason, sizeof msg.u.lost.reason, "builder %u %s", b, why);
-	mgr_broadcast(m, &msg);
-	mgr_pump(m);
+	manager_broadcast(m, &msg);
+	manager_pump(m);
 }
 
 /* A builder's silence counts from its last token, from START, or from
@@ -289,12 +289,12 @@ void mgr_builder_gone(struct mgr *m, uint32_t b, const char *why)
  * whichever is latest: a builder that joined long before slow sources
  * started, or sat idle with nothing to decide, owes no token for that
  * time. */
-int32_t mgr_stalled_builder(struct mgr *m, uint64_t now, uint64_t stall_ns)
+int32_t manager_stalled_builder(struct manager *m, uint64_t now, uint64_t stall_ns)
 {
 	if (!m->started)
 		return -1;
 	for (uint32_t b = 0; b < m->opt->builders; b++) {
-		struct mgr_builder *mb = &m->builders[b];
+		struct manager_builder *mb = &m->builders[b];
 		struct evm_builder_view v;
 		if (!evm_builder_view(m->evm, b, &v) || !v.joined || v.dead)
 			continue;
@@ -313,21 +313,21 @@ int32_t mgr_stalled_builder(struct mgr *m, uint64_t now, uint64_t stall_ns)
 	return -1;
 }
 
-bool mgr_builder_view(const struct mgr *m, uint32_t b, struct evm_builder_view *v)
+bool manager_builder_view(const struct manager *m, uint32_t b, struct evm_builder_view *v)
 {
 	return evm_builder_view(m->evm, b, v);
 }
 
-struct evm_totals mgr_totals(const struct mgr *m)
+struct evm_totals manager_totals(const struct manager *m)
 {
 	return evm_totals(m->evm);
 }
 
-static json_t *mgr_section_routing(const void *m) { return mgr_json_routing(m); }
-static json_t *mgr_section_manager(const void *m) { return mgr_json_manager(m); }
-static json_t *mgr_section_builders(const void *m) { return mgr_json_builders(m); }
+static json_t *manager_section_routing(const void *m) { return manager_json_routing(m); }
+static json_t *manager_section_manager(const void *m) { return manager_json_manager(m); }
+static json_t *manager_section_builders(const void *m) { return manager_json_builders(m); }
 
-void mgr_snapshot(const struct mgr *m, struct bd_snapshot *s)
+void manager_snapshot(const struct manager *m, struct snapshot *s)
 {
 	s->hub = true;
 	s->assignment_backlog = 0;
@@ -337,20 +337,20 @@ void mgr_snapshot(const struct mgr *m, struct bd_snapshot *s)
 		s->assignment_backlog += s->builder_views[k].in_flight;
 	}
 	/* The rates are over the span of the tokens. */
-	mgr_span(m, &s->first_fragment_ns, &s->last_complete_ns);
+	manager_span(m, &s->first_fragment_ns, &s->last_complete_ns);
 	s->n_sections = 0;
-	s->sections[s->n_sections++] = (struct bd_snap_section){ "routing", mgr_section_routing, m };
-	s->sections[s->n_sections++] = (struct bd_snap_section){ "manager", mgr_section_manager, m };
-	s->sections[s->n_sections++] = (struct bd_snap_section){ "builders", mgr_section_builders, m };
+	s->sections[s->n_sections++] = (struct snapshot_section){ "routing", manager_section_routing, m };
+	s->sections[s->n_sections++] = (struct snapshot_section){ "manager", manager_section_manager, m };
+	s->sections[s->n_sections++] = (struct snapshot_section){ "builders", manager_section_builders, m };
 }
 
 /* ---- metrics.json -------------------------------------------------------- */
 
-json_t *mgr_json_routing(const struct mgr *m)
+json_t *manager_json_routing(const struct manager *m)
 {
 	json_t *o = json_object();
 	SET(o, "mode", metrics_json_text(evm_mode_name(m->config.mode)));
-	SET(o, "builder_stall_ms", U64(bd_builder_stall_ms(m->opt)));
+	SET(o, "builder_stall_ms", U64(options_builder_stall_ms(m->opt)));
 	SET(o, "builders", U64(m->config.plan.builders));
 	SET(o, "first_event", U64(m->config.plan.first_event));
 	SET(o, CNT_SOURCE(events), U64(m->config.plan.events));   /* the run's, as the routing message says */
@@ -361,7 +361,7 @@ json_t *mgr_json_routing(const struct mgr *m)
 	return o;
 }
 
-json_t *mgr_json_manager(const struct mgr *m)
+json_t *manager_json_manager(const struct manager *m)
 {
 	uint64_t busy = 0;
 	for (uint32_t b = 0; b < m->opt->builders; b++) {
@@ -375,14 +375,14 @@ json_t *mgr_json_manager(const struct mgr *m)
 		    U64(i == CNT_MANAGER_busy_spells ? busy : m->counters[i]));
 	struct evm_totals t = evm_totals(m->evm);
 	SET(o, "assigned_end", U64(t.assigned_end));
-	SET(o, "ids_cut_unassigned", U64(mgr_ids_cut_unassigned(m)));
+	SET(o, "ids_cut_unassigned", U64(manager_ids_cut_unassigned(m)));
 	SET(o, "retired_below", U64(t.retired_below));
 	SET(o, "live_batches", U64(t.live_batches));
 	SET(o, "memory_bytes", U64(evm_memory_bytes(m->evm)));
 	return o;
 }
 
-static json_t *mgr_json_group(const struct ctl_group *g)
+static json_t *manager_json_group(const struct ctl_group *g)
 {
 	json_t *o = json_object();
 	for (uint32_t i = 0; g != NULL && i < g->count; i++)
@@ -392,10 +392,10 @@ static json_t *mgr_json_group(const struct ctl_group *g)
 
 /* A builder's latency from its END report: percentiles of its histogram,
  * and the uncertainty every one of them is within (null: unknown). */
-static json_t *mgr_json_latency(const struct ctl_report *r)
+static json_t *manager_json_latency(const struct ctl_report *r)
 {
 	struct hist h;
-	struct out_uncertainty u;
+	struct output_uncertainty u;
 	fleet_report_latency(r, &h, &u);
 	json_t *o = json_object();
 	SET(o, "p50_ns", U64(hist_quantile(&h, 0.5)));
@@ -409,10 +409,10 @@ static json_t *mgr_json_latency(const struct ctl_report *r)
 
 /* One builder: the manager's view, its loss, its END report's groups but
  * its latency buckets, its latency summed up. */
-static json_t *mgr_json_builder(const struct mgr *m, uint32_t b)
+static json_t *manager_json_builder(const struct manager *m, uint32_t b)
 {
-	const struct bd_peer *p = peer_builder(m->peers, b);
-	const struct mgr_builder *mb = &m->builders[b];
+	const struct peer *p = peer_builder(m->peers, b);
+	const struct manager_builder *mb = &m->builders[b];
 	struct evm_builder_view v = { 0 };
 	evm_builder_view(m->evm, b, &v);
 	json_t *o = json_object();
@@ -448,20 +448,20 @@ static json_t *mgr_json_builder(const struct mgr *m, uint32_t b)
 		    (gr->name[hp] == '\0' || gr->name[hp] == '.'))
 			continue;
 		SET(groups, gr->name[0] == '\0' ? ctl_role_name(CTL_ROLE_BUILDER) : gr->name,
-		    mgr_json_group(gr));
+		    manager_json_group(gr));
 	}
 	SET(o, "counters", groups);
-	SET(o, "latency", p->report != NULL ? mgr_json_latency(p->report) : json_null());
+	SET(o, "latency", p->report != NULL ? manager_json_latency(p->report) : json_null());
 	return o;
 }
 
-json_t *mgr_json_builders(const struct mgr *m)
+json_t *manager_json_builders(const struct manager *m)
 {
 	json_t *o = json_object();
 	for (uint32_t b = 0; b < m->opt->builders; b++) {
 		char id[16];
 		snprintf(id, sizeof id, "%u", b);
-		SET(o, id, mgr_json_builder(m, b));
+		SET(o, id, manager_json_builder(m, b));
 	}
 	return o;
 }

@@ -16,23 +16,23 @@
 #include <stdlib.h>
 
 /* A peer's connection's callbacks' context. */
-struct plink_slot {
-	struct plink *link;
-	struct bd_peer *peer;
+struct peerlink_slot {
+	struct peerlink *link;
+	struct peer *peer;
 };
 
-struct plink {
+struct peerlink {
 	struct event_base *base;
 	struct peer_table *peers;
-	const struct bd_data *data;
-	struct bdc *clocks;
-	struct plink_hooks hooks;
-	struct plink_slot *slots;   /* [peer_count] */
+	const struct dataview *data;
+	struct clocks *clocks;
+	struct peerlink_hooks hooks;
+	struct peerlink_slot *slots;   /* [peer_count] */
 };
 
-static void plink_error(struct plink *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void peerlink_error(struct peerlink *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void plink_error(struct plink *l, const char *fmt, ...)
+static void peerlink_error(struct peerlink *l, const char *fmt, ...)
 {
 	char text[512];
 	va_list ap;
@@ -48,15 +48,15 @@ static void plink_error(struct plink *l, const char *fmt, ...)
  * its control link. It is lost like a dead one: named, its reader's books
  * close without it, and what it generated beyond what the builder got is
  * counted as lost with it. */
-static void plink_on_source_given_up(struct plink *l, struct bd_peer *reader, uint32_t source)
+static void peerlink_on_source_given_up(struct peerlink *l, struct peer *reader, uint32_t source)
 {
 	if (source >= l->peers->sources ||
-	    bdd_reader_of_source(l->data, (uint16_t)source) != (int32_t)reader->id) {
+	    dataview_reader_of_source(l->data, (uint16_t)source) != (int32_t)reader->id) {
 		log_warn("Reader %u gave up source %" PRIu32 ", which it does not serve; ignored",
 			 reader->id, source);
 		return;
 	}
-	struct bd_peer *p = peer_source(l->peers, source);
+	struct peer *p = peer_source(l->peers, source);
 	if (p->reported || p->lost)
 		return;
 	p->stuck = true;
@@ -64,27 +64,27 @@ static void plink_on_source_given_up(struct plink *l, struct bd_peer *reader, ui
 	snprintf(why, sizeof why,
 		 "was given up by reader %u: its data connection delivered no complete frame within the reader's inactivity limit%s",
 		 reader->id, p->conn != NULL ? " while its control link was alive" : "");
-	plink_gone(l, p, why);
+	peerlink_gone(l, p, why);
 }
 
 /* A reader stopped the run for a fault it found (its STOP for every
  * source, the fault as reason): it forwards nothing more, so it is given
  * up at once, named with the fault, what it held counted lost with it,
  * and the hub ends the run rather than wait for its frames. */
-static void plink_on_reader_fault(struct plink *l, struct bd_peer *reader, const char *reason)
+static void peerlink_on_reader_fault(struct peerlink *l, struct peer *reader, const char *reason)
 {
 	if (reader->reported || reader->lost)
 		return;
 	reader->refused = true;
 	char why[CTL_MAX_TEXT + 32];
 	snprintf(why, sizeof why, "stopped the run: it %s", reason);
-	plink_gone(l, reader, why);
+	peerlink_gone(l, reader, why);
 	if (l->hooks.fault != NULL)
 		l->hooks.fault(l->hooks.ctx, reader);
 }
 
 /* A builder's STATS: how it is doing, for the hub's live views. */
-static void plink_builder_stats(struct bd_peer *p, const struct ctl_report *r)
+static void peerlink_builder_stats(struct peer *p, const struct ctl_report *r)
 {
 	bool found;
 	uint64_t complete = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_CORE(events_complete), &found);
@@ -102,20 +102,20 @@ static void plink_builder_stats(struct bd_peer *p, const struct ctl_report *r)
 		acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_STATS(events_complete_per_s), NULL);
 }
 
-static void plink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
+static void peerlink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
 			     void *arg)
 {
 	(void)c;
-	struct plink_slot *slot = arg;
-	struct plink *l = slot->link;
-	struct bd_peer *p = slot->peer;
+	struct peerlink_slot *slot = arg;
+	struct peerlink *l = slot->link;
+	struct peer *p = slot->peer;
 	p->last_heard_ns = clk_monotonic_ns();
 	switch (msg->type) {
 	case CTL_END:
 		/* Only data and final reports are progress: clock answers keep
 		 * coming from a peer that is stuck. */
 		l->hooks.progress(l->hooks.ctx, clk_monotonic_ns());
-		bdc_on_report(l->clocks, p, &msg->u.report, true);
+		clocks_on_report(l->clocks, p, &msg->u.report, true);
 		if (p->report == NULL)
 			p->report = malloc(sizeof *p->report);
 		if (p->report != NULL)
@@ -124,23 +124,23 @@ static void plink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint6
 		l->hooks.reported(l->hooks.ctx, p, msg->u.report.status);
 		break;
 	case CTL_STATS:
-		bdc_on_report(l->clocks, p, &msg->u.report, false);
+		clocks_on_report(l->clocks, p, &msg->u.report, false);
 		p->held_ns = acct_value(&msg->u.report, CNT_GROUP_TOTALS, CNT_READER_SOURCE(held_ns), NULL);
 		p->verified = acct_value(&msg->u.report, CNT_GROUP_TOTALS,
 					 CNT_READER_SOURCE(frames_verified), NULL);
 		if (p->role == CTL_ROLE_BUILDER)
-			plink_builder_stats(p, &msg->u.report);
+			peerlink_builder_stats(p, &msg->u.report);
 		break;
 	case CTL_PONG:
-		bdc_on_pong(l->clocks, p, &msg->u.pong, rx_ns);
+		clocks_on_pong(l->clocks, p, &msg->u.pong, rx_ns);
 		break;
 	case CTL_STOP:
 		if (p->role == CTL_ROLE_READER && msg->u.stop.source == CTL_STOP_ALL) {
-			plink_on_reader_fault(l, p, msg->u.stop.reason);
+			peerlink_on_reader_fault(l, p, msg->u.stop.reason);
 			break;
 		}
 		if (p->role == CTL_ROLE_READER) {
-			plink_on_source_given_up(l, p, msg->u.stop.source);
+			peerlink_on_source_given_up(l, p, msg->u.stop.source);
 			break;
 		}
 		log_warn("Ignoring a stop message from %s %u", ctl_role_name(p->role), p->id);
@@ -154,11 +154,11 @@ static void plink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint6
 	}
 }
 
-static void plink_on_close(struct msgconn *c, const char *reason, void *arg)
+static void peerlink_on_close(struct msgconn *c, const char *reason, void *arg)
 {
-	struct plink_slot *slot = arg;
-	struct plink *l = slot->link;
-	struct bd_peer *p = slot->peer;
+	struct peerlink_slot *slot = arg;
+	struct peerlink *l = slot->link;
+	struct peer *p = slot->peer;
 	msgconn_free(c);
 	p->conn = NULL;
 	if (!l->hooks.running(l->hooks.ctx)) {
@@ -168,36 +168,36 @@ static void plink_on_close(struct msgconn *c, const char *reason, void *arg)
 	if (!p->reported) {
 		char why[CTL_MAX_TEXT + 64];
 		snprintf(why, sizeof why, "lost its control connection before reporting (%s)", reason);
-		plink_gone(l, p, why);
+		peerlink_gone(l, p, why);
 	}
 }
 
-static const struct msgconn_ops plink_ops = {
-	.on_message = plink_on_message,
-	.on_close = plink_on_close,
+static const struct msgconn_ops peerlink_ops = {
+	.on_message = peerlink_on_message,
+	.on_close = peerlink_on_close,
 };
 
 /* Tells the peers that depend on p that it is gone: a reader's sources
  * stop, a source's reader drops it. A reader's data connection is cut
  * where it would not end by itself. */
-static void plink_tell_dependents(struct plink *l, struct bd_peer *p)
+static void peerlink_tell_dependents(struct peerlink *l, struct peer *p)
 {
 	struct ctl_msg stop = { .type = CTL_STOP, .u.stop.last_event = CTL_STOP_NOW };
 	snprintf(stop.u.stop.reason, sizeof stop.u.stop.reason, "%s %u %s", ctl_role_name(p->role),
 		 p->id, p->stalled ? "stalled" : p->stuck ? "is stuck" :
 		 p->refused ? "stopped the run for a fault" : "is gone");
 	if (p->role == CTL_ROLE_READER) {
-		enum bd_data_state st = bdd_reader_state(l->data, p->id);
+		enum ingest_data_state st = dataview_reader_state(l->data, p->id);
 		/* A dead reader's data connection ends by itself, and its
 		 * transport says how; a stalled one's must be cut here. */
-		if (st == BD_DATA_WAITING || ((p->stalled || p->stuck) && st == BD_DATA_STREAMING))
-			bdd_cut(l->data, p->id);
+		if (st == INGEST_DATA_WAITING || ((p->stalled || p->stuck) && st == INGEST_DATA_STREAMING))
+			dataview_cut(l->data, p->id);
 		stop.u.stop.source = CTL_STOP_ALL;
 		for (uint16_t s = 0; s < l->peers->sources; s++)
-			if (bdd_reader_of_source(l->data, s) == (int32_t)p->id && peer_source(l->peers, s)->conn != NULL)
+			if (dataview_reader_of_source(l->data, s) == (int32_t)p->id && peer_source(l->peers, s)->conn != NULL)
 				msgconn_send(peer_source(l->peers, s)->conn, &stop);
 	} else if (p->role == CTL_ROLE_SOURCE) {
-		int32_t r = bdd_reader_of_source(l->data, (uint16_t)p->id);
+		int32_t r = dataview_reader_of_source(l->data, (uint16_t)p->id);
 		stop.u.stop.source = p->id;
 		if (r >= 0 && peer_reader(l->peers, r)->conn != NULL)
 			msgconn_send(peer_reader(l->peers, r)->conn, &stop);
@@ -208,30 +208,30 @@ static void plink_tell_dependents(struct plink *l, struct bd_peer *p)
  * as lost with it (metrics.json, equations), the peers that depend on it are
  * told to stop or to drop it so the run can still end, and nothing waits for
  * it any more. */
-void plink_gone(struct plink *l, struct bd_peer *p, const char *why)
+void peerlink_gone(struct peerlink *l, struct peer *p, const char *why)
 {
 	if (p->lost || p->reported)
 		return;
 	p->lost = true;
-	plink_error(l, "%s %u (%s, pid %u on %s) %s; what it held is counted as lost with it",
+	peerlink_error(l, "%s %u (%s, pid %u on %s) %s; what it held is counted as lost with it",
 		    ctl_role_title(p->role), p->id, p->address, p->pid, p->host, why);
 	if (p->conn != NULL) {
 		msgconn_free(p->conn);
 		p->conn = NULL;
 	}
-	plink_tell_dependents(l, p);
+	peerlink_tell_dependents(l, p);
 	l->hooks.lost(l->hooks.ctx, p);
 }
 
-void plink_attach(struct plink *l, struct bd_peer *p, int fd, const struct msgseal *seal,
+void peerlink_attach(struct peerlink *l, struct peer *p, int fd, const struct msgseal *seal,
 		  const char *peer)
 {
-	p->conn = msgconn_new(l->base, fd, seal, peer, &plink_ops, &l->slots[peer_index(l->peers, p)]);
+	p->conn = msgconn_new(l->base, fd, seal, peer, &peerlink_ops, &l->slots[peer_index(l->peers, p)]);
 }
 
-struct plink *plink_create(const struct plink_config *cfg)
+struct peerlink *peerlink_create(const struct peerlink_config *cfg)
 {
-	struct plink *l = calloc(1, sizeof *l);
+	struct peerlink *l = calloc(1, sizeof *l);
 	if (l == NULL)
 		return NULL;
 	l->base = cfg->base;
@@ -245,16 +245,16 @@ struct plink *plink_create(const struct plink_config *cfg)
 		return NULL;
 	}
 	for (uint32_t i = 0; i < peer_count(cfg->peers); i++)
-		l->slots[i] = (struct plink_slot){ l, peer_at(cfg->peers, i) };
+		l->slots[i] = (struct peerlink_slot){ l, peer_at(cfg->peers, i) };
 	return l;
 }
 
-void plink_destroy(struct plink *l)
+void peerlink_destroy(struct peerlink *l)
 {
 	if (l == NULL)
 		return;
 	for (uint32_t i = 0; i < peer_count(l->peers); i++) {
-		struct bd_peer *p = peer_at(l->peers, i);
+		struct peer *p = peer_at(l->peers, i);
 		msgconn_free(p->conn);
 		p->conn = NULL;
 	}

@@ -1,6 +1,6 @@
 #include "hub/progress.h"
 
-#include "peers.h"
+#include "peer.h"
 #include "snapshot.h"
 
 #include "core/builder.h"
@@ -11,7 +11,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-struct prog {
+struct progress {
 	FILE *terminal;            /* NULL: logged */
 	bool shown;                /* a line is left on the terminal */
 	uint64_t shown_ns;         /* when the last line was shown */
@@ -21,9 +21,9 @@ struct prog {
 	uint64_t sample_complete;
 };
 
-struct prog *prog_create(uint64_t now, FILE *terminal)
+struct progress *progress_create(uint64_t now, FILE *terminal)
 {
-	struct prog *p = calloc(1, sizeof *p);
+	struct progress *p = calloc(1, sizeof *p);
 	if (p == NULL)
 		return NULL;
 	p->terminal = terminal;
@@ -31,12 +31,12 @@ struct prog *prog_create(uint64_t now, FILE *terminal)
 	return p;
 }
 
-void prog_destroy(struct prog *p)
+void progress_destroy(struct progress *p)
 {
 	free(p);
 }
 
-void prog_sample(struct prog *p, uint64_t now, uint64_t complete)
+void progress_sample(struct progress *p, uint64_t now, uint64_t complete)
 {
 	if (now - p->sample_ns < 1000000000u)
 		return;
@@ -45,23 +45,23 @@ void prog_sample(struct prog *p, uint64_t now, uint64_t complete)
 	p->sample_complete = complete;
 }
 
-double prog_rate(const struct prog *p)
+double progress_rate(const struct progress *p)
 {
 	return p->rate;
 }
 
-bool prog_due(const struct prog *p, uint64_t now)
+bool progress_due(const struct progress *p, uint64_t now)
 {
 	return now - p->shown_ns >= (p->terminal != NULL ? 1000000000u : 5000000000u);
 }
 
-void prog_show(struct prog *p, uint64_t now, const struct bd_snapshot *s)
+void progress_show(struct progress *p, uint64_t now, const struct snapshot *s)
 {
 	uint64_t complete = s->builder.events_complete;
 	double secs = (double)(now - p->shown_ns) / 1e9;
 	double rate = secs > 0 ? (double)(complete - p->complete_at_shown) / secs : 0;
 	char line[1024];
-	prog_line(line, sizeof line, s, rate);
+	progress_line(line, sizeof line, s, rate);
 	if (p->terminal != NULL) {
 		fprintf(p->terminal, "\r%s\033[K", line);
 		fflush(p->terminal);
@@ -73,7 +73,7 @@ void prog_show(struct prog *p, uint64_t now, const struct bd_snapshot *s)
 	p->complete_at_shown = complete;
 }
 
-void prog_end(struct prog *p)
+void progress_end(struct progress *p)
 {
 	if (p->shown)
 		fputc('\n', p->terminal);
@@ -82,12 +82,12 @@ void prog_end(struct prog *p)
 
 /* Role hub: "; backlog N; b0 4800/s 9728 built, 3000 tokens, 1096/1200 held/cap; ..."
  * (each builder's rate and events from its STATS, the rest the manager's). */
-static void prog_builders(char *line, size_t size, const struct bd_snapshot *s)
+static void progress_builders(char *line, size_t size, const struct snapshot *s)
 {
 	int n = snprintf(line, size, "; backlog %" PRIu64, s->assignment_backlog);
 	for (uint32_t k = 0; k < s->opt->builders && k < EVM_MAX_BUILDERS && n > 0 && (size_t)n < size;
 	     k++) {
-		const struct bd_peer *p = peer_builder(s->peers, k);
+		const struct peer *p = peer_builder(s->peers, k);
 		const struct evm_builder_view v = s->builder_views[k];
 		n += snprintf(line + n, size - (size_t)n,
 			      "; b%u %" PRIu64 "/s %" PRIu64 " built, %u tokens, %" PRIu64 "/%" PRIu64
@@ -97,7 +97,7 @@ static void prog_builders(char *line, size_t size, const struct bd_snapshot *s)
 	}
 }
 
-void prog_line(char *line, size_t size, const struct bd_snapshot *s, double rate)
+void progress_line(char *line, size_t size, const struct snapshot *s, double rate)
 {
 	const struct bld_counters *c = &s->builder;
 	uint64_t expected = s->opt->events;
@@ -130,5 +130,5 @@ void prog_line(char *line, size_t size, const struct bd_snapshot *s, double rate
 			 c->events_expired, complete, s->pending, pending, limit, held_ns / 1e6, p99,
 			 eta);
 	if (s->hub && n > 0 && (size_t)n < size)
-		prog_builders(line + n, size - (size_t)n, s);
+		progress_builders(line + n, size - (size_t)n, s);
 }

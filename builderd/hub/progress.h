@@ -10,33 +10,33 @@
 #include <stdint.h>
 #include <stdio.h>
 
-struct bd_snapshot;
-struct prog;
+struct snapshot;
+struct progress;
 
 /* Starts counting at now (monotonic ns). terminal: the stream the line is
  * rewritten on, NULL to log it instead. NULL when out of memory. */
-struct prog *prog_create(uint64_t now, FILE *terminal);
+struct progress *progress_create(uint64_t now, FILE *terminal);
 
-void prog_destroy(struct prog *p);
+void progress_destroy(struct progress *p);
 
 /* Each tick, with the events completed so far: once a second the rate
  * becomes the completions since the last sample over the time since. */
-void prog_sample(struct prog *p, uint64_t now, uint64_t complete);
+void progress_sample(struct progress *p, uint64_t now, uint64_t complete);
 
 /* Events completed per second over the last second. */
-double prog_rate(const struct prog *p);
+double progress_rate(const struct progress *p);
 
 /* Whether the line is due at now. */
-bool prog_due(const struct prog *p, uint64_t now);
+bool progress_due(const struct progress *p, uint64_t now);
 
 /* Shows the line for s, its rate over the time since the last one. */
-void prog_show(struct prog *p, uint64_t now, const struct bd_snapshot *s);
+void progress_show(struct progress *p, uint64_t now, const struct snapshot *s);
 
 /* The run is over: ends a line left on the terminal. */
-void prog_end(struct prog *p);
+void progress_end(struct progress *p);
 
 /* The run's progress in one line: built, accepted, expired, pending, the
  * admission limit, readers' hold time, p99, ETA; rate in events/s. */
-void prog_line(char *line, size_t size, const struct bd_snapshot *s, double rate);
+void progress_line(char *line, size_t size, const struct snapshot *s, double rate);
 
 #endif

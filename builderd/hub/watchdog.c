@@ -8,9 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static void wd_error(const struct wd *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void watchdog_error(const struct watchdog *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void wd_error(const struct wd *w, const char *fmt, ...)
+static void watchdog_error(const struct watchdog *w, const char *fmt, ...)
 {
 	char text[512];
 	va_list ap;
@@ -26,7 +26,7 @@ static void wd_error(const struct wd *w, const char *fmt, ...)
  * can then report), every reader still to report is asked to stop and
  * report, and the run ends once they have, or after --stall-timeout-ms,
  * when whoever still has not is given up by name too. */
-void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns)
+void watchdog_wind_up(const struct watchdog *w, uint64_t now, uint64_t last_progress_ns)
 {
 	log_warn("Run %u: no progress for %" PRIu64 " ms; giving up the sources that have not ended and asking the readers for their final counters",
 		 w->opt->run_id, (now - last_progress_ns) / 1000000u);
@@ -35,10 +35,10 @@ void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns)
 	 * path to the builder that stopped delivering: it is the stuck one,
 	 * and its sources, held up behind it, are told to stop and report. */
 	for (uint32_t r = 0; r < w->opt->readers && w->hooks.running(w->hooks.ctx); r++) {
-		struct bd_peer *p = peer_reader(w->peers, r);
-		uint64_t received = bdd_reader_frames(w->data, r);
+		struct peer *p = peer_reader(w->peers, r);
+		uint64_t received = dataview_reader_frames(w->data, r);
 		if (!p->connected || p->reported || p->lost ||
-		    bdd_reader_state(w->data, r) != BD_DATA_STREAMING || p->verified <= received)
+		    dataview_reader_state(w->data, r) != INGEST_DATA_STREAMING || p->verified <= received)
 			continue;
 		p->stuck = true;
 		char why[200];
@@ -48,12 +48,12 @@ void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns)
 		w->hooks.gone(w->hooks.ctx, p, why);
 	}
 	for (uint16_t s = 0; s < w->opt->sources && w->hooks.running(w->hooks.ctx); s++) {
-		struct bd_peer *p = peer_source(w->peers, s);
-		int32_t r = bdd_reader_of_source(w->data, s);
+		struct peer *p = peer_source(w->peers, s);
+		int32_t r = dataview_reader_of_source(w->data, s);
 		if (!p->connected || p->reported || p->lost)
 			continue;
 		if (r >= 0 && peer_reader(w->peers, r)->stuck)
-			continue;   /* told to stop by plink_gone(); waited for below */
+			continue;   /* told to stop by peerlink_gone(); waited for below */
 		p->stuck = true;
 		char why[200];
 		snprintf(why, sizeof why,
@@ -69,18 +69,18 @@ void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns)
 		 "the run made no progress for %" PRIu64 " ms; send your final counters",
 		 w->opt->peer_timeout_ms);
 	for (uint32_t r = 0; r < w->opt->readers && w->hooks.running(w->hooks.ctx); r++) {
-		struct bd_peer *p = peer_reader(w->peers, r);
+		struct peer *p = peer_reader(w->peers, r);
 		if (p->conn != NULL && !p->reported && !p->lost)
 			w->hooks.send(w->hooks.ctx, p, &stop);
 	}
 }
 
 /* The watchdog's wait is over: whoever has still not reported is stuck. */
-void wd_wind_up_over(const struct wd *w)
+void watchdog_wind_up_over(const struct watchdog *w)
 {
 	for (uint32_t i = 0; i < peer_count(w->peers) && w->hooks.running(w->hooks.ctx);
 	     i++) {
-		struct bd_peer *p = peer_at(w->peers, i);
+		struct peer *p = peer_at(w->peers, i);
 		if (!p->connected || p->reported || p->lost)
 			continue;
 		p->stuck = true;
@@ -94,11 +94,11 @@ void wd_wind_up_over(const struct wd *w)
 
 /* From the tick: a peer that has not said anything (clock answers come
  * every 200 ms) for the stall timeout is stopped, SIGSTOP-style, or hung. */
-void wd_check_stalls(const struct wd *w, uint64_t now)
+void watchdog_check_stalls(const struct watchdog *w, uint64_t now)
 {
 	uint64_t limit = w->opt->stall_timeout_ms * 1000000u;
 	for (uint32_t i = 0; i < peer_count(w->peers); i++) {
-		struct bd_peer *p = peer_at(w->peers, i);
+		struct peer *p = peer_at(w->peers, i);
 		if (p->conn == NULL || p->reported || p->lost || now - p->last_heard_ns <= limit)
 			continue;
 		p->stalled = true;
@@ -110,36 +110,36 @@ void wd_check_stalls(const struct wd *w, uint64_t now)
 }
 
 /* Names every peer that has not done its part. */
-void wd_report_missing(const struct wd *w, bool never_connected_only)
+void watchdog_report_missing(const struct watchdog *w, bool never_connected_only)
 {
 	for (uint16_t s = 0; s < w->opt->sources; s++) {
-		struct bd_peer *p = peer_source(w->peers, s);
+		struct peer *p = peer_source(w->peers, s);
 		if (!p->connected)
-			wd_error(w, "Source %u never connected to the builder's control port", s);
+			watchdog_error(w, "Source %u never connected to the builder's control port", s);
 		else if (!never_connected_only && !p->reported && !p->lost)
-			wd_error(w, "Source %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
+			watchdog_error(w, "Source %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
 				 s, p->pid, p->host, w->opt->peer_timeout_ms);
 	}
 	for (uint32_t r = 0; r < w->opt->readers; r++) {
-		struct bd_peer *p = peer_reader(w->peers, r);
-		enum bd_data_state st = bdd_reader_state(w->data, r);
+		struct peer *p = peer_reader(w->peers, r);
+		enum ingest_data_state st = dataview_reader_state(w->data, r);
 		if (!p->connected)
-			wd_error(w, "Reader %u never connected to the builder's control port", r);
+			watchdog_error(w, "Reader %u never connected to the builder's control port", r);
 		else if (!never_connected_only && !p->reported && !p->lost)
-			wd_error(w, "Reader %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
+			watchdog_error(w, "Reader %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
 				 r, p->pid, p->host, w->opt->peer_timeout_ms);
 		/* A hub sees no data path: its readers' go to the builders. */
-		if (st == BD_DATA_WAITING && w->peers->builders == 0)
-			wd_error(w, "Reader %u never opened its data connection", r);
-		else if (!never_connected_only && st == BD_DATA_STREAMING)
-			wd_error(w, "Reader %u never closed its data stream", r);
+		if (st == INGEST_DATA_WAITING && w->peers->builders == 0)
+			watchdog_error(w, "Reader %u never opened its data connection", r);
+		else if (!never_connected_only && st == INGEST_DATA_STREAMING)
+			watchdog_error(w, "Reader %u never closed its data stream", r);
 	}
 	for (uint32_t k = 0; k < w->peers->builders; k++) {
-		struct bd_peer *p = peer_builder(w->peers, k);
+		struct peer *p = peer_builder(w->peers, k);
 		if (!p->connected)
-			wd_error(w, "Builder %u never connected to the hub's control port", k);
+			watchdog_error(w, "Builder %u never connected to the hub's control port", k);
 		else if (!never_connected_only && !p->reported && !p->lost)
-			wd_error(w, "Builder %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
+			watchdog_error(w, "Builder %u (pid %u on %s) never ended: no final counters after %" PRIu64 " ms without progress",
 				 k, p->pid, p->host, w->opt->peer_timeout_ms);
 	}
 }

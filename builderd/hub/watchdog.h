@@ -9,36 +9,36 @@
 #define ES_BD_WATCHDOG_H
 
 #include "options.h"
-#include "peers.h"
+#include "peer.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
-struct bd_data;
+struct dataview;
 struct ctl_msg;
 
-struct wd_hooks {
+struct watchdog_hooks {
 	void *ctx;
 	/* p is given up: why follows "Source N (...)". */
-	void (*gone)(void *ctx, struct bd_peer *p, const char *why);
+	void (*gone)(void *ctx, struct peer *p, const char *why);
 	/* Sends a reader the STOP asking for its final counters. */
-	void (*send)(void *ctx, struct bd_peer *p, const struct ctl_msg *m);
+	void (*send)(void *ctx, struct peer *p, const struct ctl_msg *m);
 	/* Records an error of the run. */
 	void (*error)(void *ctx, const char *text);
 	/* false once the run has ended (a gone peer can end it). */
 	bool (*running)(void *ctx);
 };
 
-struct wd {
-	const struct bd_options *opt;   /* the stall and peer timeouts */
+struct watchdog {
+	const struct options *opt;   /* the stall and peer timeouts */
 	struct peer_table *peers;
-	const struct bd_data *data;     /* each reader's data path */
-	struct wd_hooks hooks;
+	const struct dataview *data;     /* each reader's data path */
+	struct watchdog_hooks hooks;
 };
 
 /* A peer silent for --stall-timeout-ms (clock answers come every 200 ms)
  * is stalled: SIGSTOP-style, or hung. */
-void wd_check_stalls(const struct wd *w, uint64_t now);
+void watchdog_check_stalls(const struct watchdog *w, uint64_t now);
 
 /* The no-progress watchdog fired (nothing since last_progress_ns). Ending
  * at once would leave the healthy peers' final counters out and fail their
@@ -46,14 +46,14 @@ void wd_check_stalls(const struct wd *w, uint64_t now);
  * stuck; every source that has not ended is named stuck and given up
  * (unless its reader is the stuck one); every reader still to report is
  * asked to stop and report. The hub ends the run once they have, or after
- * --stall-timeout-ms (wd_wind_up_over). */
-void wd_wind_up(const struct wd *w, uint64_t now, uint64_t last_progress_ns);
+ * --stall-timeout-ms (watchdog_wind_up_over). */
+void watchdog_wind_up(const struct watchdog *w, uint64_t now, uint64_t last_progress_ns);
 
 /* The wind-up's wait is over: whoever has still not reported is stuck. */
-void wd_wind_up_over(const struct wd *w);
+void watchdog_wind_up_over(const struct watchdog *w);
 
 /* Names, as errors of the run, every peer that has not done its part;
  * never_connected_only: only those that never connected. */
-void wd_report_missing(const struct wd *w, bool never_connected_only);
+void watchdog_report_missing(const struct watchdog *w, bool never_connected_only);
 
 #endif

@@ -5,7 +5,7 @@
 #include "metrics_json.h"
 #include "data/output.h"
 #include "clock/peerclock.h"
-#include "peers.h"
+#include "peer.h"
 
 #include "core/clockoffset.h"
 #include "core/hist.h"
@@ -18,7 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-static const char *clkr_verdict_name(enum cks_verdict v)
+static const char *clockreport_verdict_name(enum cks_verdict v)
 {
 	return v == CKS_CONSISTENT ? "consistent" : v == CKS_INCONSISTENT ? "inconsistent" : "unknown";
 }
@@ -26,20 +26,20 @@ static const char *clkr_verdict_name(enum cks_verdict v)
 #define SET(obj, key, value) metrics_json_set((obj), (key), (value))
 
 /* A bound in ns, or null when unknown (negative). */
-static json_t *clkr_json_bound(int64_t bound)
+static json_t *clockreport_json_bound(int64_t bound)
 {
 	return bound < 0 ? json_null() : json_integer(bound);
 }
 
 /* A double that is a whole number of ns, as an integer. */
-static json_t *clkr_json_whole(double v)
+static json_t *clockreport_json_whole(double v)
 {
 	if (!isfinite(v) || fabs(v) > 9.2e18)
 		return json_null();
 	return json_integer((json_int_t)llround(v));
 }
 
-static json_t *clkr_json_chrony(const struct cks_chrony *ch)
+static json_t *clockreport_json_chrony(const struct cks_chrony *ch)
 {
 	json_t *o = json_object();
 	if (!ch->available) {
@@ -52,17 +52,17 @@ static json_t *clkr_json_chrony(const struct cks_chrony *ch)
 	SET(o, "synchronised", json_boolean(ch->synchronised));
 	SET(o, "stratum", json_integer(ch->stratum));
 	SET(o, "leap", metrics_json_text(ch->leap));
-	SET(o, "system_time_ns", clkr_json_whole(ch->offset_s * 1e9));
-	SET(o, "root_delay_ns", clkr_json_whole(ch->root_delay_s * 1e9));
-	SET(o, "root_dispersion_ns", clkr_json_whole(ch->root_dispersion_s * 1e9));
+	SET(o, "system_time_ns", clockreport_json_whole(ch->offset_s * 1e9));
+	SET(o, "root_delay_ns", clockreport_json_whole(ch->root_delay_s * 1e9));
+	SET(o, "root_dispersion_ns", clockreport_json_whole(ch->root_dispersion_s * 1e9));
 	SET(o, "skew_ppm", metrics_json_real(ch->skew_ppm, 3));
 	SET(o, "residual_freq_ppm", metrics_json_real(ch->residual_freq_ppm, 3));
 	SET(o, "update_interval_s", metrics_json_real(ch->update_interval_s, 1));
-	SET(o, "bound_ns", clkr_json_bound(cks_chrony_bound_ns(ch)));
+	SET(o, "bound_ns", clockreport_json_bound(cks_chrony_bound_ns(ch)));
 	return o;
 }
 
-static json_t *clkr_json_snapshot(const struct pclk_snapshot *s)
+static json_t *clockreport_json_snapshot(const struct peerclock_snapshot *s)
 {
 	if (!s->valid)
 		return json_null();
@@ -72,7 +72,7 @@ static json_t *clkr_json_snapshot(const struct pclk_snapshot *s)
 	return o;
 }
 
-static json_t *clkr_json_stamps(const struct bdc_peer_view *p)
+static json_t *clockreport_json_stamps(const struct clocks_peer_view *p)
 {
 	static const char *const name[4] = { "t1", "t2", "t3", "t4" };
 	json_t *o = json_object();
@@ -92,7 +92,7 @@ static json_t *clkr_json_stamps(const struct bdc_peer_view *p)
 	return o;
 }
 
-static json_t *clkr_json_ivl(bool valid, struct ivl v)
+static json_t *clockreport_json_ivl(bool valid, struct ivl v)
 {
 	if (!valid)
 		return json_null();
@@ -104,25 +104,25 @@ static json_t *clkr_json_ivl(bool valid, struct ivl v)
 
 /* The estimate applied at the end of the run (else after the first
  * burst) and its two intervals: a peer's "applied". */
-static json_t *clkr_json_applied(const struct pclk_view *p)
+static json_t *clockreport_json_applied(const struct peerclock_view *p)
 {
-	const struct pclk_snapshot *s = p->snap[PCLK_END].applied.basis != IVL_BASIS_NONE
-						? &p->snap[PCLK_END]
-						: &p->snap[PCLK_START];
+	const struct peerclock_snapshot *s = p->snap[PEERCLOCK_END].applied.basis != IVL_BASIS_NONE
+						? &p->snap[PEERCLOCK_END]
+						: &p->snap[PEERCLOCK_START];
 	if (s->applied.basis == IVL_BASIS_NONE)
 		return json_null();
 	json_t *applied = json_object();
 	SET(applied, "offset_ns", json_integer(s->applied.offset_ns));
 	SET(applied, "bound_ns", json_integer(s->applied.bound_ns));
 	SET(applied, "basis", metrics_json_text(ivl_basis_name(s->applied.basis)));
-	SET(applied, "at", metrics_json_text(s == &p->snap[PCLK_END] ? "end" : "start"));
-	SET(applied, "inband", clkr_json_ivl(s->valid, s->inband));
-	SET(applied, "chrony", clkr_json_ivl(s->chrony_valid, s->chrony));
+	SET(applied, "at", metrics_json_text(s == &p->snap[PEERCLOCK_END] ? "end" : "start"));
+	SET(applied, "inband", clockreport_json_ivl(s->valid, s->inband));
+	SET(applied, "chrony", clockreport_json_ivl(s->chrony_valid, s->chrony));
 	return applied;
 }
 
 /* Every estimate made during the run: a peer's "estimates". */
-static json_t *clkr_json_estimates(const struct bdc_view *c, const struct pclk_view *p)
+static json_t *clockreport_json_estimates(const struct clocks_view *c, const struct peerclock_view *p)
 {
 	json_t *est = json_object(), *by_basis = json_object(), *history = json_array();
 	SET(est, "count", metrics_json_u64(p->estimates));
@@ -146,7 +146,7 @@ static json_t *clkr_json_estimates(const struct bdc_view *c, const struct pclk_v
 		json_array_append_new(fields, json_string(field[k]));
 	SET(est, "history_fields", fields);
 	for (uint32_t k = 0; k < p->recorded; k++) {
-		const struct pclk_record *r = &p->history[k];
+		const struct peerclock_record *r = &p->history[k];
 		json_t *row = json_array();
 		json_array_append_new(row, json_integer(r->at_ns));
 		json_array_append_new(row, json_integer(r->offset_ns));
@@ -158,18 +158,18 @@ static json_t *clkr_json_estimates(const struct bdc_view *c, const struct pclk_v
 	return est;
 }
 
-static json_t *clkr_json_inband(const struct bdc_peer_view *p, const struct pclk_snapshot *best)
+static json_t *clockreport_json_inband(const struct clocks_peer_view *p, const struct peerclock_snapshot *best)
 {
-	const struct pclk_view *v = &p->clock;
+	const struct peerclock_view *v = &p->clock;
 	json_t *o = json_object();
 	SET(o, "offset_ns", best != NULL ? json_integer(best->offset_ns) : NULL);
 	SET(o, "bound_ns", best != NULL ? json_integer(best->bound_ns) : NULL);
 	SET(o, "drift_ppm", metrics_json_real(v->drift_ppm, 3));
 	SET(o, "drift_from", metrics_json_text(v->drift_from_chrony ? "chrony" : "default"));
-	SET(o, "best_delay_ns", clkr_json_bound(v->best_delay_ns));
-	SET(o, "stamps", clkr_json_stamps(p));
-	SET(o, "start", clkr_json_snapshot(&v->snap[PCLK_START]));
-	SET(o, "end", clkr_json_snapshot(&v->snap[PCLK_END]));
+	SET(o, "best_delay_ns", clockreport_json_bound(v->best_delay_ns));
+	SET(o, "stamps", clockreport_json_stamps(p));
+	SET(o, "start", clockreport_json_snapshot(&v->snap[PEERCLOCK_START]));
+	SET(o, "end", clockreport_json_snapshot(&v->snap[PEERCLOCK_END]));
 	SET(o, "pings", metrics_json_u64(p->pings));
 	SET(o, "pongs", metrics_json_u64(p->pongs));
 	SET(o, "accepted", metrics_json_u64(v->accepted));
@@ -182,12 +182,12 @@ static json_t *clkr_json_inband(const struct bdc_peer_view *p, const struct pclk
 
 /* A source's "latency": the correction applied to its timestamps and
  * what it left uncertain. */
-static json_t *clkr_json_source_latency(const struct bdc_view *c, const struct bdc_peer_view *p,
+static json_t *clockreport_json_source_latency(const struct clocks_view *c, const struct clocks_peer_view *p,
 					uint16_t source)
 {
 	/* In role hub the latencies are the builders': none corrected here. */
-	struct out_uncertainty u = c->out != NULL ? out_source_uncertainty(c->out, source)
-						  : (struct out_uncertainty){ 0 };
+	struct output_uncertainty u = c->out != NULL ? output_source_uncertainty(c->out, source)
+						  : (struct output_uncertainty){ 0 };
 	const char *how = p->same_clock ? "same clock: offset 0, uncertainty 0"
 		       : c->correction ? "estimated offset subtracted"
 				       : "not corrected (--no-clock-correction)";
@@ -197,16 +197,16 @@ static json_t *clkr_json_source_latency(const struct bdc_view *c, const struct b
 	SET(lat, "applied_offset_ns", json_integer(c->correction ? applied : 0));
 	SET(lat, "would_correct_ns", json_integer(applied));
 	SET(lat, "earliest_in_events", metrics_json_u64(u.bounded + u.unbounded));
-	SET(lat, "max_uncertainty_ns", clkr_json_bound(u.unbounded ? -1 : u.max_ns));
+	SET(lat, "max_uncertainty_ns", clockreport_json_bound(u.unbounded ? -1 : u.max_ns));
 	SET(lat, "unbounded_events", metrics_json_u64(u.unbounded));
 	return lat;
 }
 
-static json_t *clkr_json_peer(const struct bdc_view *c, const struct bdc_peer_view *p, uint32_t i)
+static json_t *clockreport_json_peer(const struct clocks_view *c, const struct clocks_peer_view *p, uint32_t i)
 {
-	const struct bd_peer *bp = p->peer;
-	const struct pclk_view *v = &p->clock;
-	const struct pclk_snapshot *best = pclk_view_best(v);
+	const struct peer *bp = p->peer;
+	const struct peerclock_view *v = &p->clock;
+	const struct peerclock_snapshot *best = peerclock_view_best(v);
 	char name[48];
 	json_t *o = json_object();
 	snprintf(name, sizeof name, "%s.%u", ctl_role_name(bp->role), bp->id);
@@ -225,54 +225,54 @@ static json_t *clkr_json_peer(const struct bdc_view *c, const struct bdc_peer_vi
 		if (best != NULL) {
 			int64_t error = best->offset_ns - expected;
 			SET(o, "error_ns", json_integer(error));
-			SET(o, "within_bound", json_boolean(pclk_abs(error) <= (uint64_t)best->bound_ns));
+			SET(o, "within_bound", json_boolean(peerclock_abs(error) <= (uint64_t)best->bound_ns));
 		}
 	} else {
 		SET(o, "expected_offset_ns", NULL);
 	}
-	SET(o, "applied", clkr_json_applied(v));
-	SET(o, "estimates", clkr_json_estimates(c, v));
-	SET(o, "inband", clkr_json_inband(p, best));
-	for (int k = 0; k < PCLK_PHASES; k++) {
-		snprintf(name, sizeof name, "chrony_%s", pclk_phase_name(k));
-		SET(o, name, clkr_json_chrony(&v->chrony[k]));
+	SET(o, "applied", clockreport_json_applied(v));
+	SET(o, "estimates", clockreport_json_estimates(c, v));
+	SET(o, "inband", clockreport_json_inband(p, best));
+	for (int k = 0; k < PEERCLOCK_PHASES; k++) {
+		snprintf(name, sizeof name, "chrony_%s", peerclock_phase_name(k));
+		SET(o, name, clockreport_json_chrony(&v->chrony[k]));
 	}
-	int64_t pb = cks_chrony_bound_ns(&v->chrony[PCLK_END]);
-	int64_t hb = cks_chrony_bound_ns(&c->clock->chrony[PCLK_END]);
+	int64_t pb = cks_chrony_bound_ns(&v->chrony[PEERCLOCK_END]);
+	int64_t hb = cks_chrony_bound_ns(&c->clock->chrony[PEERCLOCK_END]);
 	SET(o, "chrony_pair_bound_ns",
-	    clkr_json_bound(pb < 0 || hb < 0 ? -1 : pclk_sat_add((uint64_t)pb, (uint64_t)hb)));
+	    clockreport_json_bound(pb < 0 || hb < 0 ? -1 : peerclock_sat_add((uint64_t)pb, (uint64_t)hb)));
 	json_t *agreement = json_object();
-	SET(agreement, "start", metrics_json_text(clkr_verdict_name(p->verdict[PCLK_START])));
-	SET(agreement, "end", metrics_json_text(clkr_verdict_name(p->verdict[PCLK_END])));
+	SET(agreement, "start", metrics_json_text(clockreport_verdict_name(p->verdict[PEERCLOCK_START])));
+	SET(agreement, "end", metrics_json_text(clockreport_verdict_name(p->verdict[PEERCLOCK_END])));
 	SET(o, "agreement", agreement);
 	SET(o, "consistent", p->overall == CKS_UNKNOWN ? NULL
 						       : json_boolean(p->overall == CKS_CONSISTENT));
 	if (i < c->sources && c->out != NULL)
-		SET(o, "latency", clkr_json_source_latency(c, p, (uint16_t)i));
+		SET(o, "latency", clockreport_json_source_latency(c, p, (uint16_t)i));
 	return o;
 }
 
-json_t *clkr_json(const struct bdc *clocks)
+json_t *clockreport_json(const struct clocks *clocks)
 {
-	struct bdc_view c;
-	bdc_view(clocks, &c);
+	struct clocks_view c;
+	clocks_view(clocks, &c);
 	json_t *o = json_object(), *builder = json_object(), *peers = json_array();
 	json_t *inconsistent = json_array();
 	char name[48];
 	SET(o, "correction", json_boolean(c.correction));
-	SET(o, "default_drift_ppm", clkr_json_whole(CKS_DEFAULT_DRIFT_PPM));
-	SET(o, "same_clock_rule", metrics_json_text(BDC_SAME_CLOCK_RULE));
+	SET(o, "default_drift_ppm", clockreport_json_whole(CKS_DEFAULT_DRIFT_PPM));
+	SET(o, "same_clock_rule", metrics_json_text(CLOCKS_SAME_CLOCK_RULE));
 	SET(builder, "host", metrics_json_text(c.host));
 	SET(builder, CNT_CLOCK(injected_offset_ns), json_integer(c.clock->injected_ns));
-	for (int k = 0; k < PCLK_PHASES; k++) {
-		snprintf(name, sizeof name, "chrony_%s", pclk_phase_name(k));
-		SET(builder, name, clkr_json_chrony(&c.clock->chrony[k]));
+	for (int k = 0; k < PEERCLOCK_PHASES; k++) {
+		snprintf(name, sizeof name, "chrony_%s", peerclock_phase_name(k));
+		SET(builder, name, clockreport_json_chrony(&c.clock->chrony[k]));
 	}
 	SET(o, "builder", builder);
 	for (uint32_t i = 0; i < c.count; i++) {
-		struct bdc_peer_view p;
-		bdc_peer_view(clocks, i, &p);
-		json_array_append_new(peers, clkr_json_peer(&c, &p, i));
+		struct clocks_peer_view p;
+		clocks_peer_view(clocks, i, &p);
+		json_array_append_new(peers, clockreport_json_peer(&c, &p, i));
 		if (p.overall != CKS_INCONSISTENT)
 			continue;
 		snprintf(name, sizeof name, "%s.%u", ctl_role_name(p.peer->role), p.peer->id);
@@ -284,7 +284,7 @@ json_t *clkr_json(const struct bdc *clocks)
 }
 
 /* Which clocks the latencies were measured with, for "uncertainty". */
-static const char *clkr_latency_basis(const struct bdc_view *c, const struct out_uncertainty *u)
+static const char *clockreport_latency_basis(const struct clocks_view *c, const struct output_uncertainty *u)
 {
 	if (u->unbounded > 0)
 		return "unknown: some events came from sources with no clock estimate yet";
@@ -296,7 +296,7 @@ static const char *clkr_latency_basis(const struct bdc_view *c, const struct out
 
 /* What the hub has when it writes no records (role hub): no uncertainty
  * of its own. */
-static const struct hist *clkr_empty_hist(void)
+static const struct hist *clockreport_empty_hist(void)
 {
 	static struct hist empty;
 	static bool init;
@@ -307,22 +307,22 @@ static const struct hist *clkr_empty_hist(void)
 	return &empty;
 }
 
-void clkr_latency_json(const struct bdc *clocks, const struct hist *lat,
-		       const struct out_uncertainty *merged, json_t *latency)
+void clockreport_latency_json(const struct clocks *clocks, const struct hist *lat,
+		       const struct output_uncertainty *merged, json_t *latency)
 {
-	struct bdc_view c;
-	bdc_view(clocks, &c);
-	const struct out *o = c.out;
-	struct out_uncertainty u = o != NULL ? out_uncertainty(o)
-				   : merged != NULL ? *merged : (struct out_uncertainty){ 0 };
+	struct clocks_view c;
+	clocks_view(clocks, &c);
+	const struct output *o = c.out;
+	struct output_uncertainty u = o != NULL ? output_uncertainty(o)
+				   : merged != NULL ? *merged : (struct output_uncertainty){ 0 };
 	int64_t unc = u.unbounded ? -1 : u.max_ns;
 	static const struct {
 		const char *name;
 		double q;
 	} pct[] = { { "p50", 0.5 }, { "p90", 0.9 }, { "p99", 0.99 } };
 
-	const struct hist *uh = o != NULL ? out_uncertainty_hist(o) : clkr_empty_hist();
-	SET(latency, "uncertainty_ns", clkr_json_bound(unc));
+	const struct hist *uh = o != NULL ? output_uncertainty_hist(o) : clockreport_empty_hist();
+	SET(latency, "uncertainty_ns", clockreport_json_bound(unc));
 	/* What is typical besides the bound that holds for every percentile:
 	 * the per-record uncertainty's own percentiles (histogram upper edges,
 	 * within 6.25 %), over the records whose uncertainty is known. */
@@ -337,7 +337,7 @@ void clkr_latency_json(const struct bdc *clocks, const struct hist *lat,
 		SET(dist, "records", metrics_json_u64(uh->samples));
 	}
 	SET(latency, "uncertainty_distribution", dist);
-	SET(latency, "uncertainty_basis", metrics_json_text(clkr_latency_basis(&c, &u)));
+	SET(latency, "uncertainty_basis", metrics_json_text(clockreport_latency_basis(&c, &u)));
 	SET(latency, "clock_corrected", json_boolean(c.correction));
 	SET(latency, "unbounded_samples", metrics_json_u64(u.unbounded));
 	json_t *with = json_object();
@@ -345,7 +345,7 @@ void clkr_latency_json(const struct bdc *clocks, const struct hist *lat,
 		bool max = k == sizeof pct / sizeof pct[0];
 		json_t *v = json_object();
 		SET(v, "value_ns", metrics_json_u64(max ? lat->max : hist_quantile(lat, pct[k].q)));
-		SET(v, "uncertainty_ns", clkr_json_bound(unc));
+		SET(v, "uncertainty_ns", clockreport_json_bound(unc));
 		SET(with, max ? "max" : pct[k].name, v);
 	}
 	SET(latency, "with_uncertainty", with);
@@ -354,32 +354,32 @@ void clkr_latency_json(const struct bdc *clocks, const struct hist *lat,
 
 #undef SET
 
-static void clkr_put_duration(FILE *f, int64_t ns)
+static void clockreport_put_duration(FILE *f, int64_t ns)
 {
 	char d[TEXT_DURATION_BYTES];
 	fputs(text_duration(d, ns), f);
 }
 
-void clkr_print_latency_uncertainty(const struct bdc *clocks, const struct out_uncertainty *merged,
+void clockreport_print_latency_uncertainty(const struct clocks *clocks, const struct output_uncertainty *merged,
 				    FILE *f)
 {
-	struct bdc_view c;
-	bdc_view(clocks, &c);
+	struct clocks_view c;
+	clocks_view(clocks, &c);
 	if (c.out == NULL && merged == NULL)
 		return;
-	struct out_uncertainty u = c.out != NULL ? out_uncertainty(c.out) : *merged;
+	struct output_uncertainty u = c.out != NULL ? output_uncertainty(c.out) : *merged;
 	if (u.unbounded > 0) {
 		fprintf(f, " (+/- unknown: %" PRIu64 " samples had no clock estimate)", u.unbounded);
 		return;
 	}
 	fputs(" (+/- ", f);
-	clkr_put_duration(f, u.max_ns);
-	const struct hist *uh = c.out != NULL ? out_uncertainty_hist(c.out) : clkr_empty_hist();
+	clockreport_put_duration(f, u.max_ns);
+	const struct hist *uh = c.out != NULL ? output_uncertainty_hist(c.out) : clockreport_empty_hist();
 	if (u.max_ns > 0 && uh->samples > 0) {
 		fputs(" max, median ", f);
-		clkr_put_duration(f, (int64_t)hist_quantile(uh, 0.5));
+		clockreport_put_duration(f, (int64_t)hist_quantile(uh, 0.5));
 		fputs(", p99 ", f);
-		clkr_put_duration(f, (int64_t)hist_quantile(uh, 0.99));
+		clockreport_put_duration(f, (int64_t)hist_quantile(uh, 0.99));
 	}
 	if (c.all_sources_same_clock)
 		fputs(", same clock)", f);
@@ -390,42 +390,42 @@ void clkr_print_latency_uncertainty(const struct bdc *clocks, const struct out_u
 }
 
 /* "+5000.1 us +/- 963 ns" */
-static void clkr_put_offset(FILE *f, int64_t offset_ns, int64_t bound_ns)
+static void clockreport_put_offset(FILE *f, int64_t offset_ns, int64_t bound_ns)
 {
 	fputs(offset_ns < 0 ? "" : "+", f);
-	clkr_put_duration(f, offset_ns);
+	clockreport_put_duration(f, offset_ns);
 	fputs(" +/- ", f);
-	clkr_put_duration(f, bound_ns);
+	clockreport_put_duration(f, bound_ns);
 }
 
 /* One peer's line: its offset in band, chrony's bound, what was applied,
  * and what disagrees. */
-static void clkr_print_peer(const struct bdc_view *c, const struct bdc_peer_view *p, uint32_t i,
+static void clockreport_print_peer(const struct clocks_view *c, const struct clocks_peer_view *p, uint32_t i,
 			    FILE *f)
 {
-	const struct bd_peer *bp = p->peer;
-	const struct pclk_view *v = &p->clock;
-	const struct pclk_snapshot *best = pclk_view_best(v);
+	const struct peer *bp = p->peer;
+	const struct peerclock_view *v = &p->clock;
+	const struct peerclock_snapshot *best = peerclock_view_best(v);
 	char host[4 * CTL_MAX_TEXT];
 	text_log_escape(host, sizeof host, bp->host, strlen(bp->host));
 	fprintf(f, "  %s %u on %s: offset ", ctl_role_name(bp->role), bp->id, host);
 	if (best == NULL) {
 		fputs("not measured", f);
 	} else {
-		clkr_put_offset(f, best->offset_ns, best->bound_ns);
+		clockreport_put_offset(f, best->offset_ns, best->bound_ns);
 		fprintf(f, " (in band, %" PRIu64 " exchanges, %s stamps)", v->accepted,
 			v->stamps_summary);
 	}
-	int64_t pb = cks_chrony_bound_ns(&v->chrony[PCLK_END]);
+	int64_t pb = cks_chrony_bound_ns(&v->chrony[PEERCLOCK_END]);
 	if (pb >= 0) {
 		fputs(", chrony bound ", f);
-		clkr_put_duration(f, pb);
+		clockreport_put_duration(f, pb);
 	} else {
 		fputs(", no chrony bound", f);
 	}
 	if (v->last_valid) {
 		fputs("; applied ", f);
-		clkr_put_offset(f, v->last.offset_ns, v->last.bound_ns);
+		clockreport_put_offset(f, v->last.offset_ns, v->last.bound_ns);
 		fprintf(f, " (%s)", ivl_basis_name(v->last.basis));
 	}
 	if (v->by_basis[IVL_BASIS_UNION] > 0)
@@ -436,38 +436,38 @@ static void clkr_print_peer(const struct bdc_view *c, const struct bdc_peer_view
 		fputs("; DISAGREES with chrony beyond both bounds", f);
 	if (!c->correction && i < c->sources && best != NULL && !p->same_clock) {
 		fputs("; not corrected: its latencies are off by ", f);
-		clkr_put_duration(f, -best->offset_ns);
+		clockreport_put_duration(f, -best->offset_ns);
 	}
 	fputc('\n', f);
 }
 
-void clkr_print_summary(const struct bdc *clocks, FILE *f)
+void clockreport_print_summary(const struct clocks *clocks, FILE *f)
 {
-	struct bdc_view c;
-	bdc_view(clocks, &c);
+	struct clocks_view c;
+	clocks_view(clocks, &c);
 	uint32_t same = 0, chrony_peers = 0;
 	for (uint32_t i = 0; i < c.count; i++) {
-		struct bdc_peer_view p;
-		bdc_peer_view(clocks, i, &p);
+		struct clocks_peer_view p;
+		clocks_peer_view(clocks, i, &p);
 		same += p.same_clock;
-		chrony_peers += cks_chrony_bound_ns(&p.clock.chrony[PCLK_END]) >= 0;
+		chrony_peers += cks_chrony_bound_ns(&p.clock.chrony[PEERCLOCK_END]) >= 0;
 	}
 	fprintf(f, "clocks: %u of %u peers on the builder's clock", same, c.count);
-	const struct cks_chrony *hc = &c.clock->chrony[PCLK_END];
+	const struct cks_chrony *hc = &c.clock->chrony[PEERCLOCK_END];
 	int64_t hb = cks_chrony_bound_ns(hc);
 	if (hb >= 0) {
 		fputs("; chrony bound of the builder host ", f);
-		clkr_put_duration(f, hb);
+		clockreport_put_duration(f, hb);
 	} else {
 		fprintf(f, "; chrony on the builder host: %s",
 			hc->available ? "not synchronised" : hc->reason);
 	}
 	fprintf(f, "; %u of %u peers report a chrony bound\n", chrony_peers, c.count);
 	for (uint32_t i = 0; i < c.count; i++) {
-		struct bdc_peer_view p;
-		bdc_peer_view(clocks, i, &p);
+		struct clocks_peer_view p;
+		clocks_peer_view(clocks, i, &p);
 		if (!p.peer->connected || (p.same_clock && p.overall != CKS_INCONSISTENT))
 			continue;
-		clkr_print_peer(&c, &p, i, f);
+		clockreport_print_peer(&c, &p, i, f);
 	}
 }

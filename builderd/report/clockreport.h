@@ -1,7 +1,7 @@
 /* The clocks' part of builderd's report (docs/METRICS.md, docs/CLOCKS.md):
  * the "clocks" member of metrics.json, the latency fields that depend on
  * clocks, and the summary's lines about them, made from the clock module's
- * plain views (bdc_view, bdc_peer_view) and the output's uncertainties.
+ * plain views (clocks_view, clocks_peer_view) and the output's uncertainties.
  * Private to builderd. */
 #ifndef ES_BD_CLOCKREPORT_H
 #define ES_BD_CLOCKREPORT_H
@@ -9,10 +9,10 @@
 #include <jansson.h>
 #include <stdio.h>
 
-struct bdc;
+struct clocks;
 
 /* The "clocks" member of metrics.json (a new reference). */
-json_t *clkr_json(const struct bdc *c);
+json_t *clockreport_json(const struct clocks *c);
 
 /* Adds the latency fields that depend on clocks to metrics.json's
  * "latency" object, of the latency histogram lat (the record files', or in
@@ -20,16 +20,16 @@ json_t *clkr_json(const struct bdc *c);
  * hub, the builders' uncertainty merged: the largest, the bounded and
  * unbounded records summed. */
 struct hist;
-struct out_uncertainty;
-void clkr_latency_json(const struct bdc *c, const struct hist *lat,
-		       const struct out_uncertainty *merged, json_t *latency);
+struct output_uncertainty;
+void clockreport_latency_json(const struct clocks *c, const struct hist *lat,
+		       const struct output_uncertainty *merged, json_t *latency);
 
 /* " (+/- U, how)" after the latency percentiles of the summary. */
-void clkr_print_latency_uncertainty(const struct bdc *c, const struct out_uncertainty *merged,
+void clockreport_print_latency_uncertainty(const struct clocks *c, const struct output_uncertainty *merged,
 				    FILE *f);
 
 /* Summary lines: peers not on the builder's clock, and any whose in-band
  * and chrony estimates disagree. */
-void clkr_print_summary(const struct bdc *c, FILE *f);
+void clockreport_print_summary(const struct clocks *c, FILE *f);
 
 #endif

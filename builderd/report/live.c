@@ -21,9 +21,9 @@ struct live_builder {
 	uint64_t events_per_s;       /* its last STATS; 0 once it reported */
 };
 
-static void live_builder(const struct bd_snapshot *b, uint32_t k, struct live_builder *lb)
+static void live_builder(const struct snapshot *b, uint32_t k, struct live_builder *lb)
 {
-	const struct bd_peer *p = peer_builder(b->peers, k);
+	const struct peer *p = peer_builder(b->peers, k);
 	*lb = (struct live_builder){ .events_complete = p->live.events_complete,
 				     .events_per_s = p->report != NULL ? 0 : p->live.events_per_s };
 	if (p->report != NULL)
@@ -32,7 +32,7 @@ static void live_builder(const struct bd_snapshot *b, uint32_t k, struct live_bu
 	lb->v = b->builder_views[k];
 }
 
-static void live_status_builders(struct evbuffer *out, const struct bd_snapshot *b)
+static void live_status_builders(struct evbuffer *out, const struct snapshot *b)
 {
 	evbuffer_add_printf(out, ", \"assignment_backlog\": %" PRIu64 ", \"builders\": [",
 			    b->assignment_backlog);
@@ -50,7 +50,7 @@ static void live_status_builders(struct evbuffer *out, const struct bd_snapshot 
 	evbuffer_add_printf(out, "]");
 }
 
-static void live_prom_builders(struct evbuffer *out, const struct bd_snapshot *b)
+static void live_prom_builders(struct evbuffer *out, const struct snapshot *b)
 {
 	static const struct {
 		const char *name, *type, *help;
@@ -78,7 +78,7 @@ static void live_prom_builders(struct evbuffer *out, const struct bd_snapshot *b
 }
 
 /* /status: numbers and fixed words only, so plain printf is strict JSON. */
-static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
+static void live_status(struct evbuffer *out, const struct snapshot *b)
 {
 	const struct bld_counters *c = &b->builder;
 	const struct hist *lat = b->latency;
@@ -106,16 +106,16 @@ static void live_status(struct evbuffer *out, const struct bd_snapshot *b)
 }
 
 /* Each connected peer's in-band clock offset and its bound. */
-static void live_peer_clocks(struct evbuffer *out, const struct bd_snapshot *b)
+static void live_peer_clocks(struct evbuffer *out, const struct snapshot *b)
 {
 	prom_family(out, "es_builder_peer_clock_offset_seconds", "gauge", "in-band clock offset of each peer (peer minus builder)");
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass == 1)
 			prom_family(out, "es_builder_peer_clock_bound_seconds", "gauge", "error bound of that offset");
 		for (uint32_t i = 0; i < peer_count(b->peers); i++) {
-			const struct bd_peer *p = peer_at(b->peers, i);
+			const struct peer *p = peer_at(b->peers, i);
 			int64_t offset, bound;
-			if (!p->connected || !bdc_peer_estimate(b->clocks, p, &offset, &bound))
+			if (!p->connected || !clocks_peer_estimate(b->clocks, p, &offset, &bound))
 				continue;
 			char labels[96] = "", id[16];
 			snprintf(id, sizeof id, "%u", p->id);
@@ -129,7 +129,7 @@ static void live_peer_clocks(struct evbuffer *out, const struct bd_snapshot *b)
 }
 
 /* Each connection of a link of two rails or more (core/rails.h). */
-static void live_rails(struct evbuffer *out, const struct bd_snapshot *b)
+static void live_rails(struct evbuffer *out, const struct snapshot *b)
 {
 	static const char *const families[][2] = {
 		{ "es_builder_rail_frames_total", "frames read from each reader's connection on each rail" },
@@ -138,7 +138,7 @@ static void live_rails(struct evbuffer *out, const struct bd_snapshot *b)
 	for (int f = 0; f < 2; f++) {
 		bool any = false;
 		for (uint32_t r = 0; r < b->opt->readers; r++) {
-			const struct bd_snapshot_link *l = &b->links[r];
+			const struct snapshot_link *l = &b->links[r];
 			for (uint32_t k = 0; l->rails > 1 && k < l->rails; k++) {
 				if (!any)
 					prom_family(out, families[f][0], "counter", families[f][1]);
@@ -156,7 +156,7 @@ static void live_rails(struct evbuffer *out, const struct bd_snapshot *b)
 	}
 }
 
-void live_fill(struct evbuffer *out, bool json, const struct bd_snapshot *b)
+void live_fill(struct evbuffer *out, bool json, const struct snapshot *b)
 {
 	if (json) {
 		live_status(out, b);

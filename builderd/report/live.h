@@ -6,10 +6,10 @@
 
 #include <stdbool.h>
 
-struct bd_snapshot;
+struct snapshot;
 struct evbuffer;
 
 /* Appends /status (json true) or /metrics to out. */
-void live_fill(struct evbuffer *out, bool json, const struct bd_snapshot *s);
+void live_fill(struct evbuffer *out, bool json, const struct snapshot *s);
 
 #endif

@@ -59,7 +59,7 @@ struct metrics_rates {
 	uint64_t generated;
 };
 
-static struct metrics_rates metrics_rates(const struct bd_snapshot *b)
+static struct metrics_rates metrics_rates(const struct snapshot *b)
 {
 	struct metrics_rates m = { 0 };
 	const struct bld_counters *c = &b->builder;
@@ -84,9 +84,9 @@ static struct metrics_rates metrics_rates(const struct bd_snapshot *b)
 }
 
 /* This process: a hub is not builder 0, which is a process of its own. */
-static const char *metrics_self_role(const struct bd_snapshot *b)
+static const char *metrics_self_role(const struct snapshot *b)
 {
-	return b->opt->role == BD_ROLE_HUB ? bd_role_names[BD_ROLE_HUB] : "builder";
+	return b->opt->role == ROLE_HUB ? options_role_names[ROLE_HUB] : "builder";
 }
 
 static json_t *json_process(const char *role, uint32_t id, const char *host, uint32_t pid,
@@ -112,12 +112,12 @@ static json_t *json_process(const char *role, uint32_t id, const char *host, uin
 /* Each reader's data path: its transport and, for a reader that never sent
  * its final counters (it died), the fate of its sources' frames: what the
  * builder received from it, and the rest as lost with the reader. */
-static json_t *json_reader_links(const struct bd_snapshot *b)
+static json_t *json_reader_links(const struct snapshot *b)
 {
 	json_t *links = json_array();
 	for (uint32_t r = 0; r < b->opt->readers; r++) {
-		const struct bd_snapshot_link *rd = &b->links[r];
-		const struct bd_peer *p = peer_reader(b->peers, r);
+		const struct snapshot_link *rd = &b->links[r];
+		const struct peer *p = peer_reader(b->peers, r);
 		bool via_shm = strcmp(rd->transport, "shm") == 0;
 		const char *transport = rd->transport;
 		json_t *o = json_object();
@@ -158,7 +158,7 @@ static json_t *json_reader_links(const struct bd_snapshot *b)
 	return links;
 }
 
-static json_t *json_run(const struct bd_snapshot *b)
+static json_t *json_run(const struct snapshot *b)
 {
 	json_t *o = json_object();
 	SET(o, "run", U64(b->opt->run_id));
@@ -185,7 +185,7 @@ static json_t *json_span_ms(uint64_t from_ns, uint64_t to_ns)
 
 /* The operator's view of the run (docs/RUNCONTROL.md): START to the first
  * decided event, the drained stop (null without one) to the books closed. */
-static void json_run_control(json_t *root, const struct bd_snapshot *b)
+static void json_run_control(json_t *root, const struct snapshot *b)
 {
 	SET(root, "start_to_first_event_ms", json_span_ms(b->started_ns, b->first_built_ns));
 	SET(root, "stop_to_books_ms", json_span_ms(b->drain_ns, b->books_ns));
@@ -218,7 +218,7 @@ static json_t *json_impossible_counters(const struct acct *a)
 	return list;
 }
 
-static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
+static json_t *json_losses(const struct snapshot *b, const struct acct *a)
 {
 	json_t *o = json_object(), *gone = json_array();
 	SET(o, "fragments_lost_with_sources", U64(a->lost_with_sources));
@@ -230,7 +230,7 @@ static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
 	if (b->hub)
 		SET(o, "frames_lost_with_builders", U64(a->frames_lost_with_builders));
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
-		const struct bd_peer *p = peer_at(b->peers, i);
+		const struct peer *p = peer_at(b->peers, i);
 		if (!p->lost || p->reported)
 			continue;
 		json_t *g = json_object();
@@ -244,7 +244,7 @@ static json_t *json_losses(const struct bd_snapshot *b, const struct acct *a)
 	return o;
 }
 
-static json_t *json_errors(const struct bd_snapshot *b)
+static json_t *json_errors(const struct snapshot *b)
 {
 	json_t *errors = json_array();
 	for (uint32_t i = 0; i < b->error_count; i++)
@@ -259,7 +259,7 @@ static json_t *json_errors(const struct bd_snapshot *b)
 
 /* A link of two rails or more: each connection's counters, in group
  * "<link>.rail.K" beside the link's own (its sums). */
-static void json_rails(json_t *counters, const char *link, const struct bd_snapshot_link *rd)
+static void json_rails(json_t *counters, const char *link, const struct snapshot_link *rd)
 {
 	char name[CNT_GROUP_BYTES];
 	for (uint32_t k = 0; rd->rails > 1 && k < rd->rails; k++) {
@@ -271,7 +271,7 @@ static void json_rails(json_t *counters, const char *link, const struct bd_snaps
 	}
 }
 
-static json_t *json_counters(const struct bd_snapshot *b)
+static json_t *json_counters(const struct snapshot *b)
 {
 	const struct bld_counters *c = &b->builder;
 	json_t *counters = json_object(), *bld = json_object();
@@ -279,13 +279,13 @@ static json_t *json_counters(const struct bd_snapshot *b)
 	CNT_LIST_BUILDER_CORE(BLD_JSON)
 #undef BLD_JSON
 	/* The snapshot's fields are named as the counters. */
-#define BD_JSON(name) SET(bld, CNT_BUILDER(name), U64(b->name));
-	CNT_LIST_BUILDER(BD_JSON)
-#undef BD_JSON
+#define METRICS_BUILDER_FIELD(name) SET(bld, CNT_BUILDER(name), U64(b->name));
+	CNT_LIST_BUILDER(METRICS_BUILDER_FIELD)
+#undef METRICS_BUILDER_FIELD
 	SET(counters, ctl_role_name(CTL_ROLE_BUILDER), bld);
 	char name[CNT_GROUP_BYTES];
 	for (uint32_t r = 0; r < b->opt->readers; r++) {
-		const struct bd_snapshot_link *rd = &b->links[r];
+		const struct snapshot_link *rd = &b->links[r];
 		json_t *o = json_object();
 #define LINK_JSON(field) SET(o, CNT_BUILDER_LINK(field), U64(rd->field));
 		CNT_LIST_BUILDER_LINK(LINK_JSON)
@@ -302,7 +302,7 @@ static json_t *json_counters(const struct bd_snapshot *b)
 	return counters;
 }
 
-static json_t *json_latency(const struct bd_snapshot *b)
+static json_t *json_latency(const struct snapshot *b)
 {
 	const struct hist *lat = b->latency;
 	json_t *o = json_object();
@@ -313,7 +313,7 @@ static json_t *json_latency(const struct bd_snapshot *b)
 	SET(o, "min_ns", U64(lat->samples ? lat->min : 0));
 	SET(o, "mean_ns", U64(lat->samples ? lat->sum / lat->samples : 0));
 	SET(o, "samples", U64(lat->samples));
-	clkr_latency_json(b->clocks, lat, b->fleet_uncertainty, o);
+	clockreport_latency_json(b->clocks, lat, b->fleet_uncertainty, o);
 	json_t *buckets = json_array();
 	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
 		if (lat->counts[i] == 0)
@@ -328,7 +328,7 @@ static json_t *json_latency(const struct bd_snapshot *b)
 	return o;
 }
 
-static json_t *json_rates(const struct bd_snapshot *b)
+static json_t *json_rates(const struct snapshot *b)
 {
 	struct metrics_rates rates = metrics_rates(b);
 	json_t *o = json_object();
@@ -340,7 +340,7 @@ static json_t *json_rates(const struct bd_snapshot *b)
 }
 
 /* "processes" and "cpu": every process's CPU and memory. */
-static void json_processes(json_t *root, const struct bd_snapshot *b)
+static void json_processes(json_t *root, const struct snapshot *b)
 {
 	json_t *procs = json_array();
 	json_array_append_new(procs, json_process(metrics_self_role(b), 0, b->self_host, b->self_pid,
@@ -350,7 +350,7 @@ static void json_processes(json_t *root, const struct bd_snapshot *b)
 		(double)acct_value(b->self, CNT_GROUP_PROCESS, CNT_PROCESS(cpu_sys_us), NULL);
 	bool cpu_complete = true;
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
-		const struct bd_peer *p = peer_at(b->peers, i);
+		const struct peer *p = peer_at(b->peers, i);
 		json_array_append_new(procs, json_process(ctl_role_name(p->role), p->id, p->host,
 							  p->pid, p->report));
 		bool found;
@@ -369,7 +369,7 @@ static void json_processes(json_t *root, const struct bd_snapshot *b)
 	SET(root, "cpu", cpu);
 }
 
-static json_t *json_memory_bounds(const struct bd_snapshot *b)
+static json_t *json_memory_bounds(const struct snapshot *b)
 {
 	json_t *o = json_object();
 	SET(o, "builder_core_bytes", U64((uint64_t)b->core_memory_bytes));
@@ -397,7 +397,7 @@ static json_t *json_memory_bounds(const struct bd_snapshot *b)
 }
 
 /* Fields in the order docs/METRICS.md lists them. */
-json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
+json_t *metrics_json(const struct snapshot *b, const struct acct *a)
 {
 	json_t *root = json_object();
 	bool balanced = acct_balanced(a);
@@ -413,7 +413,7 @@ json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
 	SET(root, "errors", json_errors(b));
 	SET(root, "counters", json_counters(b));
 	SET(root, "latency", json_latency(b));
-	SET(root, "clocks", clkr_json(b->clocks));
+	SET(root, "clocks", clockreport_json(b->clocks));
 	SET(root, "rates", json_rates(b));
 	json_processes(root, b);
 	SET(root, "reader_links", json_reader_links(b));
@@ -424,7 +424,7 @@ json_t *metrics_json(const struct bd_snapshot *b, const struct acct *a)
 	return root;
 }
 
-int metrics_write(const struct bd_snapshot *b, const struct acct *a)
+int metrics_write(const struct snapshot *b, const struct acct *a)
 {
 	char path[2048];
 	snprintf(path, sizeof path, "%s/metrics.json", b->opt->out_dir);
@@ -441,7 +441,7 @@ static void put_duration(FILE *f, uint64_t ns)
 	fputs(text_duration(d, ns > INT64_MAX ? INT64_MAX : (int64_t)ns), f);
 }
 
-void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct acct *a)
+void metrics_print_summary(FILE *f, const struct snapshot *b, const struct acct *a)
 {
 	const struct bld_counters *c = &b->builder;
 	const struct hist *lat = b->latency;
@@ -465,13 +465,13 @@ void metrics_print_summary(FILE *f, const struct bd_snapshot *b, const struct ac
 	put_duration(f, hist_quantile(lat, 0.99));
 	fprintf(f, ", max ");
 	put_duration(f, lat->max);
-	clkr_print_latency_uncertainty(b->clocks, b->fleet_uncertainty, f);
+	clockreport_print_latency_uncertainty(b->clocks, b->fleet_uncertainty, f);
 	fprintf(f, ", %" PRIu64 " samples\n", lat->samples);
-	clkr_print_summary(b->clocks, f);
+	clockreport_print_summary(b->clocks, f);
 	fprintf(f, "peak RSS: %s %.1f MiB", metrics_self_role(b),
 		(double)b->self_peak_rss_kib / 1024.0);
 	for (uint32_t i = 0; i < peer_count(b->peers); i++) {
-		const struct bd_peer *p = peer_at(b->peers, i);
+		const struct peer *p = peer_at(b->peers, i);
 		bool found;
 		uint64_t rss = acct_value(p->report, CNT_GROUP_PROCESS, CNT_PROCESS(max_rss_kib), &found);
 		if (found)

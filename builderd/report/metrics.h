@@ -13,16 +13,16 @@
 #include <jansson.h>
 #include <stdint.h>
 
-struct bd_snapshot;
+struct snapshot;
 
 /* metrics.json's tree (a new reference), fields in the order
  * docs/METRICS.md lists them. */
-json_t *metrics_json(const struct bd_snapshot *s, const struct acct *a);
+json_t *metrics_json(const struct snapshot *s, const struct acct *a);
 
 /* Writes OUT_DIR/metrics.json; 0 or -errno. */
-int metrics_write(const struct bd_snapshot *s, const struct acct *a);
+int metrics_write(const struct snapshot *s, const struct acct *a);
 
 /* A few lines a person reads at the end of a run. */
-void metrics_print_summary(FILE *f, const struct bd_snapshot *s, const struct acct *a);
+void metrics_print_summary(FILE *f, const struct snapshot *s, const struct acct *a);
 
 #endif

@@ -586,7 +586,7 @@ static int write_reports(const struct bench_cfg *cfg, const struct bench_result 
 		cfg->repeat, cfg->ring_bytes, BENCH_BATCH_BYTES >> 10);
 	for (int mode = BM_BUILDER; mode <= BM_TRANSPORT; mode++) {
 		fprintf(f, "\n## %s\n\n%s\n\n", mode == BM_BUILDER ? "As builderd consumes: decode and verify every frame (CRC)" : "Transport alone: the consumer only walks frame lengths",
-			mode == BM_BUILDER ? "The consumer checks header and CRC and takes the payload CRC the decoder summed, as `bd_reader_take` in builderd does." : "No CRC: what the hop itself costs.");
+			mode == BM_BUILDER ? "The consumer checks header and CRC and takes the payload CRC the decoder summed, as `ingest_take` in builderd does." : "No CRC: what the hop itself costs.");
 		fputs("| payload | transport | frames/s | MB/s | CPU µs/fragment (reader + builder) | shm/tcp frames/s | shm/tcp CPU |\n"
 		      "|---:|---|---:|---:|---:|---:|---:|\n", f);
 		for (size_t i = 0; i < n; i++) {

@@ -60,7 +60,7 @@ class LayerCheckTest(unittest.TestCase):
         self.assertIn("include cycle: common/io/a -> common/io/b", r.stderr)
 
     def test_daemon_including_another_daemon_fails(self):
-        d = self._tree({"readoutd/reader.h": "", "builderd/run.c": '#include "../readoutd/reader.h"\n'})
+        d = self._tree({"readoutd/reader.h": "", "builderd/hub.c": '#include "../readoutd/reader.h"\n'})
         r = run_check(d)
         self.assertEqual(r.returncode, 1)
         self.assertIn("one daemon's folder includes another's", r.stderr)
@@ -68,24 +68,24 @@ class LayerCheckTest(unittest.TestCase):
 
     def test_builderd_role_folders_keep_their_order(self):
         base = {"builderd/options.h": "", "builderd/data/ingest.h": '#include "options.h"\n',
-                "builderd/report/live.h": "", "builderd/hub/run.h": "",
-                "builderd/builder/brun.h": "", "builderd/serve/hubsession.h": "",
-                "builderd/main.c": '#include "hub/run.h"\n#include "builder/brun.h"\n'
-                                   '#include "serve/hubsession.h"\n',
-                "builderd/hub/run.c": '#include "hub/run.h"\n#include "data/ingest.h"\n'
+                "builderd/report/live.h": "", "builderd/hub/hub.h": "",
+                "builderd/builder/brun.h": "", "builderd/serve/serve_session.h": "",
+                "builderd/main.c": '#include "hub/hub.h"\n#include "builder/brun.h"\n'
+                                   '#include "serve/serve_session.h"\n',
+                "builderd/hub/hub.c": '#include "hub/hub.h"\n#include "data/ingest.h"\n'
                                       '#include "report/live.h"\n'}
         self.assertEqual(run_check(self._tree(base)).returncode, 0)
         bad = {
-            "builderd/data/tcp.c": ('#include "report/live.h"\n',
+            "builderd/data/link_tcp.c": ('#include "report/live.h"\n',
                                     "builderd/data/ may not include builderd/report/"),
             "builderd/hub/fleet.c": ('#include "builder/brun.h"\n',
                                      "builderd/hub/ may not include builderd/builder/"),
-            "builderd/builder/hublink.c": ('#include "hub/run.h"\n',
+            "builderd/builder/hublink.c": ('#include "hub/hub.h"\n',
                                            "builderd/builder/ may not include builderd/hub/"),
-            "builderd/hub/books.c": ('#include "serve/hubsession.h"\n',
+            "builderd/hub/books.c": ('#include "serve/serve_session.h"\n',
                                      "builderd/hub/ may not include builderd/serve/"),
-            "builderd/peers.c": ('#include "data/ingest.h"\n',
-                                 "builderd's root (builderd/peers) includes no role folder"),
+            "builderd/peer.c": ('#include "data/ingest.h"\n',
+                                 "builderd's root (builderd/peer) includes no role folder"),
             "builderd/misc/x.c": ("", "builderd/misc/: not a role folder"),
         }
         for name, (text, message) in bad.items():
@@ -207,6 +207,52 @@ class SizeCheckTest(unittest.TestCase):
             "static const struct row rows[] =\n{\n" + rows + "};\n"
             "struct big\n{\n" + "\tint a;\n" * 90 + "};\n")})
         self.assertEqual(self.run_sizes(d).returncode, 0, self.run_sizes(d).stdout)
+
+
+PREFIXES = ROOT / "scripts" / "check_prefixes.py"
+
+
+class PrefixCheckTest(unittest.TestCase):
+    """scripts/check_prefixes.py: a builderd function's prefix is its
+    module's file name (docs/CODE.md), on the real tree and on small trees
+    that break it."""
+
+    def _tree(self, files: dict[str, str]) -> Path:
+        d = Path(tempfile.mkdtemp(prefix="es-prefixes-"))
+        self.addCleanup(subprocess.run, ["rm", "-rf", str(d)])
+        for name, text in files.items():
+            p = d / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        return d
+
+    def run_prefixes(self, root: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(PREFIXES), str(root)],
+                              capture_output=True, text=True, timeout=60)
+
+    def test_tree_follows_its_file_names(self):
+        r = self.run_prefixes(ROOT)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("every builderd function starts with its module's name", r.stdout)
+
+    def test_a_prefix_not_from_the_file_name_fails_by_name(self):
+        d = self._tree({
+            "builderd/hub/hub.h": "struct hub;\nstruct hub *hub_create(void);\n"
+                                  "const struct x *bd_view(const struct hub *b);\n",
+            "builderd/hub/hub_stop.c": "int hub_stop(void)\n{\n\treturn 0;\n}\n\n"
+                                       "enum y run_over(void)\n{\n\treturn 0;\n}\n\n"
+                                       "static int helper(void)\n{\n\treturn 0;\n}\n",
+            "builderd/hub/stray.c": "int stray(void)\n{\n\treturn 0;\n}\n",
+            "builderd/main.c": "int wire(void)\n{\n\treturn 0;\n}\n\nint main(void)\n{\n\treturn 0;\n}\n",
+        })
+        r = self.run_prefixes(d)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("builderd/hub/hub.h:3: bd_view() does not start with hub_", r.stdout)
+        self.assertIn("builderd/hub/hub_stop.c:6: run_over() does not start with hub_", r.stdout)
+        self.assertIn("builderd/hub/stray.c: no header names its module", r.stdout)
+        self.assertIn("builderd/main.c:1: wire() is not static", r.stdout)
+        self.assertNotIn("helper", r.stdout)
+        self.assertIn("check_prefixes: 4 function(s)", r.stdout)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 /* Peers for the unit tests of builderd's clock modules (test_clocks.c,
  * test_clockreport.c): each a real control connection over loopback TCP
- * between the builder's end (a bd_peer of a real peer table, whose PONGs go
- * to bdc_on_pong as run.c routes them) and the peer's end, which answers
+ * between the builder's end (a peer of a real peer table, whose PONGs go
+ * to clocks_on_pong as hub.c routes them) and the peer's end, which answers
  * every PING as io/ctlclient does, its clock offset_ns ahead of ours, or
  * not at all when mute. A peer may open a real UDP probe socket
  * (prb_responder) and say so in a STATS, as a daemon does. */
@@ -20,15 +20,15 @@
 #include "seals.h"
 #include "wire/counters.h"
 #include "builderd/clock/clocks.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 #include "io/msgstream.h"
 #include "io/probe.h"
 #include "sys/clock.h"
 #include "wire/control.h"
 
 struct fake_peer {
-	struct bdc *clocks;
-	struct bd_peer *bp;              /* the builder's end */
+	struct clocks *clocks;
+	struct peer *bp;              /* the builder's end */
 	struct msgconn *conn;            /* the peer's end */
 	struct prb_responder *responder; /* its probe socket, when it has one */
 	int64_t offset_ns;               /* its clock ahead of ours */
@@ -61,7 +61,7 @@ static inline void clockpeers_builder_message(struct msgconn *c, const struct ct
 	(void)c;
 	struct fake_peer *f = arg;
 	if (msg->type == CTL_PONG)
-		bdc_on_pong(f->clocks, f->bp, &msg->u.pong, rx_ns);
+		clocks_on_pong(f->clocks, f->bp, &msg->u.pong, rx_ns);
 }
 
 static inline void clockpeers_builder_close(struct msgconn *c, const char *reason, void *arg)
@@ -107,10 +107,10 @@ static const struct msgconn_ops clockpeers_peer_ops = {
 	.on_close = clockpeers_peer_close,
 };
 
-/* Connects bp as run.c does once a peer is greeted, and tells the clocks
+/* Connects bp as hub.c does once a peer is greeted, and tells the clocks
  * it joined. */
-static inline void clockpeers_join(struct fake_peer *f, struct event_base *base, struct bdc *clocks,
-				   struct bd_peer *bp, const char *host, int64_t offset_ns)
+static inline void clockpeers_join(struct fake_peer *f, struct event_base *base, struct clocks *clocks,
+				   struct peer *bp, const char *host, int64_t offset_ns)
 {
 	int peer_fd, builder_fd;
 	clockpeers_tcp_pair(&peer_fd, &builder_fd);
@@ -125,7 +125,7 @@ static inline void clockpeers_join(struct fake_peer *f, struct event_base *base,
 	f->conn = msgconn_new(base, peer_fd, &peer_seal, "peer end", &clockpeers_peer_ops, f);
 	ck_assert_ptr_nonnull(bp->conn);
 	ck_assert_ptr_nonnull(f->conn);
-	bdc_peer_joined(clocks, bp);
+	clocks_peer_joined(clocks, bp);
 }
 
 /* A STATS (final false) or END from the peer: its "clock" group with the
@@ -146,7 +146,7 @@ static inline void clockpeers_report(struct fake_peer *f, struct event_base *bas
 		ck_assert(ctl_group_set(g, "udp_port", prb_responder_port(f->responder)));
 		ck_assert(ctl_group_set(g, "token", prb_responder_token(f->responder)));
 	}
-	bdc_on_report(f->clocks, f->bp, r, final);
+	clocks_on_report(f->clocks, f->bp, r, final);
 	free(r);
 }
 

@@ -12,7 +12,7 @@
 
 START_TEST(test_same_clock)
 {
-	struct out_clock zero = { .bound_ns = 0 };
+	struct output_clock zero = { .bound_ns = 0 };
 	struct ctl_clock m;
 	clockfan_message(&m, 7, &zero, &zero, NOW);
 	ck_assert_uint_eq(m.source, 7);
@@ -26,8 +26,8 @@ END_TEST
 START_TEST(test_offsets_and_bounds_combine)
 {
 	/* The source 1.5 ms ahead of the hub, the builder 0.5 ms behind. */
-	struct out_clock src = { .offset_ns = 1500000, .bound_ns = 20000, .at_ns = NOW };
-	struct out_clock bld = { .offset_ns = -500000, .bound_ns = 5000, .at_ns = NOW };
+	struct output_clock src = { .offset_ns = 1500000, .bound_ns = 20000, .at_ns = NOW };
+	struct output_clock bld = { .offset_ns = -500000, .bound_ns = 5000, .at_ns = NOW };
 	struct ctl_clock m;
 	clockfan_message(&m, 2, &src, &bld, NOW);
 	ck_assert_int_eq(m.offset_ns, 2000000);
@@ -43,8 +43,8 @@ END_TEST
 
 START_TEST(test_unknown_either_side)
 {
-	struct out_clock known = { .offset_ns = 10, .bound_ns = 100, .at_ns = NOW };
-	struct out_clock unknown = { .bound_ns = OUT_UNBOUNDED };
+	struct output_clock known = { .offset_ns = 10, .bound_ns = 100, .at_ns = NOW };
+	struct output_clock unknown = { .bound_ns = OUTPUT_UNBOUNDED };
 	struct ctl_clock m;
 	clockfan_message(&m, 0, &known, &unknown, NOW);
 	ck_assert_int_eq(m.bound_ns, CTL_CLOCK_UNBOUNDED);
@@ -56,9 +56,9 @@ END_TEST
 
 START_TEST(test_saturates)
 {
-	struct out_clock src = { .offset_ns = INT64_MAX, .bound_ns = INT64_MAX, .at_ns = 1,
+	struct output_clock src = { .offset_ns = INT64_MAX, .bound_ns = INT64_MAX, .at_ns = 1,
 				 .drift_ppm = 1e9 };
-	struct out_clock bld = { .offset_ns = INT64_MIN, .bound_ns = INT64_MAX };
+	struct output_clock bld = { .offset_ns = INT64_MIN, .bound_ns = INT64_MAX };
 	struct ctl_clock m;
 	clockfan_message(&m, 0, &src, &bld, NOW);
 	ck_assert_int_eq(m.offset_ns, INT64_MAX);

@@ -18,7 +18,7 @@
 #include "builderd/report/clockreport.h"
 #include "builderd/clock/clocks.h"
 #include "builderd/data/output.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 #include "sys/clock.h"
 
 #define OFFSET_NS INT64_C(5000000)   /* the source's clock, 5 ms ahead */
@@ -26,8 +26,8 @@
 static struct event_base *base;
 static char dir[64];
 static struct peer_table peers;
-static struct out *out;
-static struct bdc *clocks;
+static struct output *out;
+static struct clocks *clocks;
 static struct fake_peer fsrc, frdr;
 static bool ready;
 
@@ -52,11 +52,11 @@ static void run(bool correction, int64_t source_offset_ns, const char *source_ho
 	snprintf(dir, sizeof dir, "/tmp/test_clockreport.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	ck_assert_int_eq(peer_table_init(&peers, 1, 1), 0);
-	out = out_open(dir, 8, 1, NULL);
+	out = output_open(dir, 8, 1, NULL);
 	ck_assert_ptr_nonnull(out);
-	struct bdc_config cc = { .base = base, .peers = &peers, .out = out, .run_id = 4,
+	struct clocks_config cc = { .base = base, .peers = &peers, .out = out, .run_id = 4,
 				 .correction = correction, .quiet = true, .ready = on_ready };
-	clocks = bdc_create(&cc);
+	clocks = clocks_create(&cc);
 	ck_assert_ptr_nonnull(clocks);
 	memset(&fsrc, 0, sizeof fsrc);
 	memset(&frdr, 0, sizeof frdr);
@@ -71,17 +71,17 @@ static void run(bool correction, int64_t source_offset_ns, const char *source_ho
 	struct bld_event e = { .run_id = 4, .event_id = 0, .accepted = true, .earliest_source = 0,
 			       .earliest_timestamp_ns = clk_realtime_ns() + (uint64_t)source_offset_ns -
 						       1000000u };
-	out_add_event(out, &e);
-	ck_assert_int_eq(out_flush(out), 0);
-	bdc_finish(clocks);
+	output_add_event(out, &e);
+	ck_assert_int_eq(output_flush(out), 0);
+	clocks_finish(clocks);
 }
 
 static void teardown(void)
 {
 	clockpeers_free(&fsrc);
 	clockpeers_free(&frdr);
-	bdc_destroy(clocks);
-	ck_assert(out_close(out));
+	clocks_destroy(clocks);
+	ck_assert(output_close(out));
 	char path[128];
 	snprintf(path, sizeof path, "%s/events.jsonl", dir);
 	unlink(path);
@@ -125,7 +125,7 @@ static bool starts_with(const char *s, const char *prefix)
 	return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-static char *summary(void (*print)(const struct bdc *, FILE *))
+static char *summary(void (*print)(const struct clocks *, FILE *))
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -137,18 +137,18 @@ static char *summary(void (*print)(const struct bdc *, FILE *))
 }
 
 /* Role both: the output's own uncertainty, nothing merged. */
-static void own_latency_uncertainty(const struct bdc *c, FILE *f)
+static void own_latency_uncertainty(const struct clocks *c, FILE *f)
 {
-	clkr_print_latency_uncertainty(c, NULL, f);
+	clockreport_print_latency_uncertainty(c, NULL, f);
 }
 
 START_TEST(test_clocks_json)
 {
 	run(true, OFFSET_NS, "localhost");
-	json_t *c = clkr_json(clocks);
+	json_t *c = clockreport_json(clocks);
 	ck_assert(json_is_true(get(c, "correction")));
 	ck_assert_int_eq(integer(c, "default_drift_ppm"), (json_int_t)CKS_DEFAULT_DRIFT_PPM);
-	ck_assert_str_eq(text(c, "same_clock_rule"), BDC_SAME_CLOCK_RULE);
+	ck_assert_str_eq(text(c, "same_clock_rule"), CLOCKS_SAME_CLOCK_RULE);
 	ck_assert_int_eq(integer(c, "builder.injected_offset_ns"), 0);
 	ck_assert(json_is_boolean(get(c, "builder.chrony_start.available")));
 	ck_assert(json_is_boolean(get(c, "builder.chrony_end.available")));
@@ -168,7 +168,7 @@ START_TEST(test_clocks_json)
 	ck_assert_int_eq(integer(s, "error_ns"), offset - OFFSET_NS);
 	ck_assert(json_is_true(get(s, "within_bound")));
 	ck_assert_int_lt(bound, OFFSET_NS);
-	ck_assert_int_ge(integer(s, "inband.accepted"), BDC_BURST);
+	ck_assert_int_ge(integer(s, "inband.accepted"), CLOCKS_BURST);
 	ck_assert_int_eq(integer(s, "inband.stamps.t1.user space"), integer(s, "inband.accepted"));
 	ck_assert_str_eq(text(s, "inband.stamps.transport"), "control connection");
 	ck_assert_str_eq(text(s, "inband.stamps.summary"), "user space");
@@ -177,7 +177,7 @@ START_TEST(test_clocks_json)
 	ck_assert_str_eq(text(s, "applied.at"), "end");
 	ck_assert(json_is_null(get(s, "applied.chrony")));
 	json_int_t count = integer(s, "estimates.count");
-	ck_assert_int_ge(count, BDC_BURST);
+	ck_assert_int_ge(count, CLOCKS_BURST);
 	ck_assert_int_eq(integer(s, "estimates.against_injected.inside"), count);
 	ck_assert_int_eq(integer(s, "estimates.against_injected.outside"), 0);
 	ck_assert_int_eq(integer(s, "estimates.recorded"), count);
@@ -207,7 +207,7 @@ START_TEST(test_latency_json)
 {
 	run(true, OFFSET_NS, "localhost");
 	json_t *lat = json_object();
-	clkr_latency_json(clocks, out_latency(out), NULL, lat);
+	clockreport_latency_json(clocks, output_latency(out), NULL, lat);
 	json_int_t unc = integer(lat, "uncertainty_ns");
 	ck_assert_int_gt(unc, 0);
 	ck_assert_int_eq(unc, integer(lat, "with_uncertainty.p99.uncertainty_ns"));
@@ -232,7 +232,7 @@ END_TEST
 START_TEST(test_summary)
 {
 	run(true, OFFSET_NS, "localhost");
-	char *s = summary(clkr_print_summary);
+	char *s = summary(clockreport_print_summary);
 	ck_assert_msg(starts_with(s, "clocks: 1 of 2 peers on the builder's clock; "), "%s", s);
 	char *nl = strchr(s, '\n');
 	ck_assert_ptr_nonnull(nl);
@@ -255,13 +255,13 @@ END_TEST
 START_TEST(test_summary_not_corrected)
 {
 	run(false, OFFSET_NS, "localhost");
-	char *s = summary(clkr_print_summary);
+	char *s = summary(clockreport_print_summary);
 	ck_assert_msg(strstr(s, "; not corrected: its latencies are off by -") != NULL, "%s", s);
 	free(s);
 	s = summary(own_latency_uncertainty);
 	ck_assert_msg(strstr(s, ", NOT clock-corrected)") != NULL, "%s", s);
 	free(s);
-	json_t *c = clkr_json(clocks);
+	json_t *c = clockreport_json(clocks);
 	json_t *src = json_array_get(get(c, "peers"), 0);
 	ck_assert_str_eq(text(src, "latency.correction"), "not corrected (--no-clock-correction)");
 	ck_assert_int_eq(integer(src, "latency.applied_offset_ns"), 0);
@@ -274,7 +274,7 @@ END_TEST
 START_TEST(test_same_clock)
 {
 	run(true, 0, "localhost");
-	char *s = summary(clkr_print_summary);
+	char *s = summary(clockreport_print_summary);
 	ck_assert_msg(starts_with(s, "clocks: 2 of 2 peers on the builder's clock; "), "%s", s);
 	ck_assert(strchr(s, '\n')[1] == '\0');
 	free(s);
@@ -282,7 +282,7 @@ START_TEST(test_same_clock)
 	ck_assert_str_eq(s, " (+/- 0 ns, same clock)");
 	free(s);
 	json_t *lat = json_object();
-	clkr_latency_json(clocks, out_latency(out), NULL, lat);
+	clockreport_latency_json(clocks, output_latency(out), NULL, lat);
 	ck_assert_str_eq(text(lat, "uncertainty_basis"), "same clock");
 	ck_assert_int_eq(integer(lat, "uncertainty_ns"), 0);
 	json_decref(lat);
@@ -294,7 +294,7 @@ END_TEST
 START_TEST(test_host_of_any_bytes)
 {
 	run(true, OFFSET_NS, "h\xff\n\"x");
-	json_t *c = clkr_json(clocks);
+	json_t *c = clockreport_json(clocks);
 	char *dump = json_dumps(c, 0);
 	ck_assert_ptr_nonnull(dump);
 	json_error_t err;
@@ -305,7 +305,7 @@ START_TEST(test_host_of_any_bytes)
 	json_decref(back);
 	free(dump);
 	json_decref(c);
-	char *s = summary(clkr_print_summary);
+	char *s = summary(clockreport_print_summary);
 	const char *line = strchr(s, '\n') + 1;
 	ck_assert_msg(starts_with(line, "  source 0 on "), "%s", s);
 	const char *end = strchr(line, '\n');

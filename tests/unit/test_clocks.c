@@ -12,7 +12,7 @@
 #include "clockpeers.h"
 
 #include "builderd/clock/clocks.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 #include "sys/clock.h"
 
 #define MS 1000000u
@@ -20,7 +20,7 @@
 
 static struct event_base *base;
 static struct peer_table peers;
-static struct bdc *clocks;
+static struct clocks *clocks;
 static struct fake_peer fsrc, frdr;  /* source 0, reader 0 */
 static unsigned ready_calls;
 static unsigned done_calls;
@@ -54,9 +54,9 @@ static void setup(void)
 	base = event_base_new();
 	ck_assert_ptr_nonnull(base);
 	ck_assert_int_eq(peer_table_init(&peers, 1, 1), 0);
-	struct bdc_config cc = { .base = base, .peers = &peers, .run_id = 9, .correction = true,
+	struct clocks_config cc = { .base = base, .peers = &peers, .run_id = 9, .correction = true,
 				 .quiet = true, .ready = on_ready };
-	clocks = bdc_create(&cc);
+	clocks = clocks_create(&cc);
 	ck_assert_ptr_nonnull(clocks);
 	memset(&fsrc, 0, sizeof fsrc);
 	memset(&frdr, 0, sizeof frdr);
@@ -67,47 +67,47 @@ static void teardown(void)
 {
 	clockpeers_free(&fsrc);
 	clockpeers_free(&frdr);
-	bdc_destroy(clocks);
+	clocks_destroy(clocks);
 	peer_table_free(&peers);
 	event_base_free(base);
 }
 
-static void view(uint32_t i, struct bdc_peer_view *v)
+static void view(uint32_t i, struct clocks_peer_view *v)
 {
-	bdc_peer_view(clocks, i, v);
+	clocks_peer_view(clocks, i, v);
 }
 
-/* Both peers join: each gets a burst of BDC_BURST PINGs on its control
+/* Both peers join: each gets a burst of CLOCKS_BURST PINGs on its control
  * connection, and START may go once the source has answered them. */
 START_TEST(test_first_burst)
 {
-	ck_assert(bdc_ready(clocks));   /* nobody connected: nothing to wait for */
+	ck_assert(clocks_ready(clocks));   /* nobody connected: nothing to wait for */
 	clockpeers_join(&fsrc, base, clocks, peer_source(&peers, 0), "localhost", OFFSET_NS);
-	ck_assert(!bdc_ready(clocks));
+	ck_assert(!clocks_ready(clocks));
 	clockpeers_join(&frdr, base, clocks, peer_reader(&peers, 0), "localhost", 0);
 	ck_assert(clockpeers_run(base, is_ready, NULL, 5000));
 	ck_assert_uint_eq(ready_calls, 1);
-	ck_assert(bdc_ready(clocks));
-	struct bdc_peer_view v;
+	ck_assert(clocks_ready(clocks));
+	struct clocks_peer_view v;
 	view(0, &v);
-	ck_assert_uint_ge(v.pongs, BDC_BURST);
+	ck_assert_uint_ge(v.pongs, CLOCKS_BURST);
 	ck_assert_uint_ge(v.pings, v.pongs);
 	ck_assert(!v.udp);
 	ck_assert_uint_eq(v.pongs_unmatched, 0);
 	ck_assert_str_eq(v.clock.stamps_summary, "user space");
-	ck_assert(v.clock.snap[PCLK_START].valid);
+	ck_assert(v.clock.snap[PEERCLOCK_START].valid);
 
 	int64_t offset, bound;
-	ck_assert(bdc_peer_estimate(clocks, peer_source(&peers, 0), &offset, &bound));
+	ck_assert(clocks_peer_estimate(clocks, peer_source(&peers, 0), &offset, &bound));
 	int64_t error = offset - OFFSET_NS;
-	ck_assert_msg(pclk_abs(error) <= (uint64_t)bound, "offset %lld +/- %lld, true %lld",
+	ck_assert_msg(peerclock_abs(error) <= (uint64_t)bound, "offset %lld +/- %lld, true %lld",
 		      (long long)offset, (long long)bound, (long long)OFFSET_NS);
 	ck_assert_int_lt(bound, OFFSET_NS);
 
 	/* After the burst, one exchange each period. */
 	uint64_t pings = fsrc.pings, t0 = clk_monotonic_ns();
-	clockpeers_run(base, NULL, NULL, 2 * BDC_PERIOD_NS / MS + 50);
-	uint64_t periods = (clk_monotonic_ns() - t0) / BDC_PERIOD_NS;
+	clockpeers_run(base, NULL, NULL, 2 * CLOCKS_PERIOD_NS / MS + 50);
+	uint64_t periods = (clk_monotonic_ns() - t0) / CLOCKS_PERIOD_NS;
 	ck_assert_uint_ge(fsrc.pings, pings + 1);
 	ck_assert_uint_le(fsrc.pings, pings + periods + 1);
 	ck_assert_uint_eq(ready_calls, 1);
@@ -115,21 +115,21 @@ START_TEST(test_first_burst)
 END_TEST
 
 /* A source that never answers cannot hold the run: ready after
- * BDC_READY_TIMEOUT_NS with no estimate. */
+ * CLOCKS_READY_TIMEOUT_NS with no estimate. */
 START_TEST(test_ready_timeout)
 {
 	fsrc.mute = true;
 	uint64_t t0 = clk_monotonic_ns();
 	clockpeers_join(&fsrc, base, clocks, peer_source(&peers, 0), "localhost", 0);
 	ck_assert(clockpeers_run(base, is_ready, NULL, 5000));
-	ck_assert_uint_ge(clk_monotonic_ns() - t0, BDC_READY_TIMEOUT_NS);
-	ck_assert_uint_ge(fsrc.pings, BDC_BURST);
+	ck_assert_uint_ge(clk_monotonic_ns() - t0, CLOCKS_READY_TIMEOUT_NS);
+	ck_assert_uint_ge(fsrc.pings, CLOCKS_BURST);
 	int64_t offset, bound;
-	ck_assert(!bdc_peer_estimate(clocks, peer_source(&peers, 0), &offset, &bound));
-	struct bdc_peer_view v;
+	ck_assert(!clocks_peer_estimate(clocks, peer_source(&peers, 0), &offset, &bound));
+	struct clocks_peer_view v;
 	view(0, &v);
 	ck_assert_uint_eq(v.pongs, 0);
-	ck_assert(pclk_view_best(&v.clock) == NULL);
+	ck_assert(peerclock_view_best(&v.clock) == NULL);
 }
 END_TEST
 
@@ -138,7 +138,7 @@ START_TEST(test_unmatched_pongs)
 {
 	clockpeers_join(&fsrc, base, clocks, peer_source(&peers, 0), "localhost", 0);
 	ck_assert(clockpeers_run(base, is_ready, NULL, 5000));
-	struct bdc_peer_view before, after;
+	struct clocks_peer_view before, after;
 	view(0, &before);
 	uint64_t now = clk_realtime_ns();
 	struct ctl_pong bad[] = {
@@ -147,7 +147,7 @@ START_TEST(test_unmatched_pongs)
 		{ .sequence = 1, .t1_ns = now, .t2_ns = now, .t3_ns = now },   /* answered already */
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		bdc_on_pong(clocks, peer_source(&peers, 0), &bad[i], now + 1000);
+		clocks_on_pong(clocks, peer_source(&peers, 0), &bad[i], now + 1000);
 	view(0, &after);
 	ck_assert_uint_eq(after.pongs_unmatched, 3);
 	ck_assert_uint_eq(after.pongs, before.pongs);
@@ -163,26 +163,26 @@ START_TEST(test_probe_socket)
 	clockpeers_join(&fsrc, base, clocks, peer_source(&peers, 0), "localhost", 0);
 	clockpeers_report(&fsrc, base, false, 0, true);
 	ck_assert(clockpeers_run(base, is_ready, NULL, 5000));
-	struct bdc_peer_view v;
+	struct clocks_peer_view v;
 	view(0, &v);
 	ck_assert(v.udp);
-	ck_assert_uint_ge(prb_responder_answered(fsrc.responder), BDC_BURST);
+	ck_assert_uint_ge(prb_responder_answered(fsrc.responder), CLOCKS_BURST);
 	ck_assert(v.same_host);
 	ck_assert(v.same_clock);
 	ck_assert(v.clock.clock_seen);
 	ck_assert_str_ne(v.clock.stamps_summary, "none");
-	struct bdc_view cv;
-	bdc_view(clocks, &cv);
+	struct clocks_view cv;
+	clocks_view(clocks, &cv);
 	ck_assert(cv.all_sources_same_clock);
 	int64_t offset, bound;
-	ck_assert(bdc_peer_estimate(clocks, peer_source(&peers, 0), &offset, &bound));
-	ck_assert_uint_le(pclk_abs(offset), (uint64_t)bound);
+	ck_assert(clocks_peer_estimate(clocks, peer_source(&peers, 0), &offset, &bound));
+	ck_assert_uint_le(peerclock_abs(offset), (uint64_t)bound);
 	/* Its exchanges are UDP from now on: PINGs on the control
 	 * connection stop. */
 	uint64_t pings = fsrc.pings;
-	clockpeers_run(base, NULL, NULL, 2 * BDC_PERIOD_NS / MS);
+	clockpeers_run(base, NULL, NULL, 2 * CLOCKS_PERIOD_NS / MS);
 	ck_assert_uint_eq(fsrc.pings, pings);
-	ck_assert_uint_gt(prb_responder_answered(fsrc.responder), BDC_BURST);
+	ck_assert_uint_gt(prb_responder_answered(fsrc.responder), CLOCKS_BURST);
 }
 END_TEST
 
@@ -192,14 +192,14 @@ START_TEST(test_declared_offset)
 	clockpeers_join(&fsrc, base, clocks, peer_source(&peers, 0), "localhost", OFFSET_NS);
 	clockpeers_report(&fsrc, base, false, OFFSET_NS, false);
 	ck_assert(clockpeers_run(base, is_ready, NULL, 5000));
-	struct bdc_peer_view v;
+	struct clocks_peer_view v;
 	view(0, &v);
 	ck_assert(v.same_host);
 	ck_assert(!v.same_clock);
 	ck_assert_int_eq(v.clock.injected_ns, OFFSET_NS);
 	ck_assert_uint_eq(v.clock.inside_injected, v.clock.estimates);
-	struct bdc_view cv;
-	bdc_view(clocks, &cv);
+	struct clocks_view cv;
+	clocks_view(clocks, &cv);
 	ck_assert(!cv.all_sources_same_clock);
 }
 END_TEST
@@ -207,27 +207,27 @@ END_TEST
 /* The final burst: done once every connected peer answered it. */
 START_TEST(test_close)
 {
-	ck_assert(!bdc_close(clocks, on_done, NULL));   /* nobody connected */
+	ck_assert(!clocks_close(clocks, on_done, NULL));   /* nobody connected */
 	clockpeers_join(&fsrc, base, clocks, peer_source(&peers, 0), "localhost", 0);
 	clockpeers_join(&frdr, base, clocks, peer_reader(&peers, 0), "localhost", 0);
 	ck_assert(clockpeers_run(base, is_ready, NULL, 5000));
-	struct bdc_peer_view before, after;
+	struct clocks_peer_view before, after;
 	view(1, &before);
-	ck_assert(bdc_close(clocks, on_done, NULL));
-	ck_assert(bdc_close(clocks, on_done, NULL));   /* waiting: no change */
+	ck_assert(clocks_close(clocks, on_done, NULL));
+	ck_assert(clocks_close(clocks, on_done, NULL));   /* waiting: no change */
 	ck_assert(clockpeers_run(base, is_done, NULL, 5000));
 	ck_assert_uint_eq(done_calls, 1);
 	view(1, &after);
-	ck_assert_uint_ge(after.pongs, before.pongs + BDC_BURST);
+	ck_assert_uint_ge(after.pongs, before.pongs + CLOCKS_BURST);
 
-	bdc_finish(clocks);
-	ck_assert(!bdc_close(clocks, on_done, NULL));
+	clocks_finish(clocks);
+	ck_assert(!clocks_close(clocks, on_done, NULL));
 	view(1, &before);
-	ck_assert(before.clock.snap[PCLK_END].valid);
+	ck_assert(before.clock.snap[PEERCLOCK_END].valid);
 	/* Finished: PONGs still arriving change nothing. */
 	uint64_t now = clk_realtime_ns();
 	struct ctl_pong late = { .sequence = before.pings, .t1_ns = now, .t2_ns = now, .t3_ns = now };
-	bdc_on_pong(clocks, peer_reader(&peers, 0), &late, now);
+	clocks_on_pong(clocks, peer_reader(&peers, 0), &late, now);
 	clockpeers_run(base, NULL, NULL, 50);
 	view(1, &after);
 	ck_assert_uint_eq(after.pongs, before.pongs);
@@ -237,16 +237,16 @@ START_TEST(test_close)
 END_TEST
 
 /* A peer that stops answering cannot hold the end of the run: the final
- * burst is given up after BDC_CLOSE_TIMEOUT_NS. */
+ * burst is given up after CLOCKS_CLOSE_TIMEOUT_NS. */
 START_TEST(test_close_timeout)
 {
 	clockpeers_join(&fsrc, base, clocks, peer_source(&peers, 0), "localhost", 0);
 	ck_assert(clockpeers_run(base, is_ready, NULL, 5000));
 	fsrc.mute = true;
 	uint64_t t0 = clk_monotonic_ns();
-	ck_assert(bdc_close(clocks, on_done, NULL));
+	ck_assert(clocks_close(clocks, on_done, NULL));
 	ck_assert(clockpeers_run(base, is_done, NULL, 5000));
-	ck_assert_uint_ge(clk_monotonic_ns() - t0, BDC_CLOSE_TIMEOUT_NS);
+	ck_assert_uint_ge(clk_monotonic_ns() - t0, CLOCKS_CLOSE_TIMEOUT_NS);
 	ck_assert_uint_eq(done_calls, 1);
 }
 END_TEST

@@ -15,19 +15,19 @@
 
 #include "builderd/hub/ctlport.h"
 #include "builderd/options.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 #include "builderd/snapshot.h"
 #include "io/handshake.h"
 #include "io/msgstream.h"
 
 static struct event_base *base;
-static struct bd_options opt;
+static struct options opt;
 static struct peer_table peers;
 static struct ctlport *port;
 static uint16_t port_number;
 static bool running;
 static unsigned joined;
-static struct bd_peer *joined_peer;
+static struct peer *joined_peer;
 static char joined_address[CTL_MAX_TEXT];
 
 static bool hook_running(void *ctx)
@@ -47,7 +47,7 @@ static void conn_message(struct msgconn *c, const struct ctl_msg *m, uint64_t rx
 static void conn_close(struct msgconn *c, const char *reason, void *arg)
 {
 	(void)reason;
-	struct bd_peer *p = arg;
+	struct peer *p = arg;
 	msgconn_free(c);
 	p->conn = NULL;
 }
@@ -55,7 +55,7 @@ static void conn_close(struct msgconn *c, const char *reason, void *arg)
 static const struct msgconn_ops conn_ops = { conn_message, conn_close };
 
 /* As the hub does: the connection becomes the peer's control link. */
-static void hook_joined(void *ctx, struct bd_peer *p, int fd, const struct ctl_hello *h,
+static void hook_joined(void *ctx, struct peer *p, int fd, const struct ctl_hello *h,
 			const struct msgseal *seal, const char *peer)
 {
 	(void)ctx;
@@ -71,7 +71,7 @@ static void setup(void)
 {
 	base = event_base_new();
 	ck_assert_ptr_nonnull(base);
-	opt = (struct bd_options){ .run_id = 5, .sources = 2, .readers = 1,
+	opt = (struct options){ .run_id = 5, .sources = 2, .readers = 1,
 				   .handshake_timeout_ms = 200 };
 	snprintf(opt.control_host, sizeof opt.control_host, "127.0.0.1");
 	ck_assert_int_eq(peer_table_init(&peers, 2, 1), 0);
@@ -150,9 +150,9 @@ static const char *greet(enum ctl_role role, uint32_t id, enum ctl_channel chann
 	return greet_keep(role, id, channel, run, NULL);
 }
 
-static struct bd_snapshot counters(void)
+static struct snapshot counters(void)
 {
-	struct bd_snapshot s = { 0 };
+	struct snapshot s = { 0 };
 	ctlport_snapshot(port, &s);
 	return s;
 }
@@ -161,7 +161,7 @@ START_TEST(test_welcome)
 {
 	ck_assert_str_eq(greet(CTL_ROLE_READER, 0, CTL_CHANNEL_CONTROL, 5), "");
 	ck_assert_uint_eq(joined, 1);
-	struct bd_peer *p = peer_reader(&peers, 0);
+	struct peer *p = peer_reader(&peers, 0);
 	ck_assert_ptr_eq(joined_peer, p);
 	ck_assert(p->connected);
 	ck_assert_uint_eq(p->pid, (uint32_t)getpid());
@@ -210,7 +210,7 @@ START_TEST(test_silent)
 	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
 	bool never = false;
 	run_until(&never, 2 * (unsigned)opt.handshake_timeout_ms + 100);
-	struct bd_snapshot s = counters();
+	struct snapshot s = counters();
 	ck_assert_uint_eq(s.greetings_timed_out, 1);
 	ck_assert_uint_eq(s.refused_connections, 1);
 	ck_assert_uint_eq(joined, 0);

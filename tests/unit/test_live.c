@@ -12,28 +12,28 @@
 
 #include "builderd/report/live.h"
 #include "builderd/options.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 #include "builderd/snapshot.h"
 #include "core/hist.h"
 
-static struct bd_options opt;
+static struct options opt;
 static struct peer_table peers;
-static struct bd_snapshot_link links[2];
+static struct snapshot_link links[2];
 static struct hist latency;
-static struct bd_snapshot snap;
+static struct snapshot snap;
 static const char *const errors[] = { "one", "two" };
 
 static void setup(void)
 {
-	opt = (struct bd_options){ .run_id = 7, .sources = 2, .readers = 2, .events = 120,
+	opt = (struct options){ .run_id = 7, .sources = 2, .readers = 2, .events = 120,
 				   .max_inflight = 64 };
 	ck_assert_int_eq(peer_table_init(&peers, 2, 2), 0);
 	peer_reader(&peers, 0)->held_ns = 1500000000;
-	links[0] = (struct bd_snapshot_link){ .transport = "tcp", .frames_received = 100 };
-	links[1] = (struct bd_snapshot_link){ .transport = "shm", .frames_received = 30 };
+	links[0] = (struct snapshot_link){ .transport = "tcp", .frames_received = 100 };
+	links[1] = (struct snapshot_link){ .transport = "shm", .frames_received = 30 };
 	hist_reset(&latency);
 	hist_add(&latency, 2000000);
-	snap = (struct bd_snapshot){
+	snap = (struct snapshot){
 		.opt = &opt, .running = true, .peers = &peers, .errors = errors, .error_count = 2,
 		.refused_connections = 4, .greetings_busy = 5, .greetings_evicted = 1,
 		.greetings_timed_out = 6, .credits_sent = 9, .recent_events_per_s = 12.5,

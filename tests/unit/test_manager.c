@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "builderd/hub/manager.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 
 enum { S = 1, N = 1, M = 2, EVENTS = 256, BATCH = 64, SLOTS = 1024 };
 
@@ -26,8 +26,8 @@ static char errors[4][512];
 static size_t error_count;
 static uint64_t progress_calls;
 static struct peer_table peers;
-static struct bd_options opt;
-static struct mgr *m;
+static struct options opt;
+static struct manager *m;
 static int fake_conn;   /* a non-NULL connection never dereferenced */
 
 static void on_error(void *ctx, const char *text)
@@ -37,7 +37,7 @@ static void on_error(void *ctx, const char *text)
 		snprintf(errors[error_count++], sizeof errors[0], "%s", text);
 }
 
-static void on_send(void *ctx, struct bd_peer *p, const struct ctl_msg *msg)
+static void on_send(void *ctx, struct peer *p, const struct ctl_msg *msg)
 {
 	(void)ctx;
 	ck_assert_uint_lt(sent_count, 256);
@@ -55,15 +55,15 @@ static void setup_events(uint64_t events)
 {
 	sent_count = error_count = 0;
 	progress_calls = 0;
-	opt = (struct bd_options){ .role = BD_ROLE_HUB, .builders = M, .sources = S, .readers = N,
+	opt = (struct options){ .role = ROLE_HUB, .builders = M, .sources = S, .readers = N,
 				   .events = events, .batch = BATCH, .window_batches = 16,
 				   .routing = CTL_ROUTING_MANAGER, .stall_timeout_ms = 2000,
 				   .timeout_ms = 1000 };
 	ck_assert_int_eq(peer_table_init_builders(&peers, S, N, M), 0);
 	for (uint32_t i = 0; i < peer_count(&peers); i++)
 		peer_at(&peers, i)->conn = (struct msgconn *)&fake_conn;
-	struct mgr_hooks h = { .error = on_error, .send = on_send, .progress = on_progress };
-	m = mgr_create(&opt, &peers, &h);
+	struct manager_hooks h = { .error = on_error, .send = on_send, .progress = on_progress };
+	m = manager_create(&opt, &peers, &h);
 	ck_assert_ptr_nonnull(m);
 }
 
@@ -74,7 +74,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	mgr_destroy(m);
+	manager_destroy(m);
 	for (uint32_t i = 0; i < peer_count(&peers); i++)
 		peer_at(&peers, i)->conn = NULL;
 	peer_table_free(&peers);
@@ -83,7 +83,7 @@ static void teardown(void)
 static void token(uint32_t b, uint32_t slots, uint64_t decided, uint64_t below, uint64_t now)
 {
 	struct ctl_token t = { .slots = slots, .decided = decided, .decided_below = below };
-	mgr_token(m, peer_builder(&peers, b), &t, now);
+	manager_token(m, peer_builder(&peers, b), &t, now);
 }
 
 static size_t count_of(enum ctl_type type)
@@ -97,7 +97,7 @@ static size_t count_of(enum ctl_type type)
 START_TEST(test_routing_to_readers_and_builders)
 {
 	for (uint32_t i = 0; i < peer_count(&peers); i++)
-		mgr_welcomed(m, peer_at(&peers, i));
+		manager_welcomed(m, peer_at(&peers, i));
 	ck_assert_uint_eq(sent_count, N + M);
 	for (size_t i = 0; i < sent_count; i++) {
 		ck_assert_int_eq(sent[i].msg.type, CTL_ROUTING);
@@ -117,12 +117,12 @@ END_TEST
 START_TEST(test_assignments_after_start_to_everyone)
 {
 	token(0, SLOTS, 0, 0, 1);
-	ck_assert(!mgr_all_joined(m));
+	ck_assert(!manager_all_joined(m));
 	token(1, SLOTS, 0, 0, 2);
-	ck_assert(mgr_all_joined(m));
+	ck_assert(manager_all_joined(m));
 	ck_assert_uint_eq(progress_calls, 2);
 	ck_assert_uint_eq(sent_count, 0);
-	mgr_start(m, 1);
+	manager_start(m, 1);
 	ck_assert_uint_eq(count_of(CTL_ASSIGN), (N + M) * (EVENTS / BATCH));
 	uint64_t first = 0, seq = 0;
 	for (size_t i = 0; i < sent_count; i += N + M) {
@@ -137,9 +137,9 @@ START_TEST(test_assignments_after_start_to_everyone)
 		first += BATCH;
 		seq++;
 	}
-	struct evm_totals t = mgr_totals(m);
+	struct evm_totals t = manager_totals(m);
 	ck_assert_uint_eq(t.assigned_end, EVENTS);
-	json_t *j = mgr_json_manager(m);
+	json_t *j = manager_json_manager(m);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "assignments")), EVENTS / BATCH);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "events_assigned")), EVENTS);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "tokens_received")), 2);
@@ -152,13 +152,13 @@ END_TEST
  * is ever assigned, whatever the tokens. */
 START_TEST(test_cut_before_start)
 {
-	mgr_cut(m);
-	ck_assert_uint_eq(mgr_ids_cut_unassigned(m), EVENTS);
+	manager_cut(m);
+	ck_assert_uint_eq(manager_ids_cut_unassigned(m), EVENTS);
 	token(0, SLOTS, 0, 0, 1);
 	token(1, SLOTS, 0, 0, 2);
-	mgr_start(m, 3);
+	manager_start(m, 3);
 	ck_assert_uint_eq(count_of(CTL_ASSIGN), 0);
-	ck_assert_uint_eq(mgr_totals(m).assigned_end, 0);
+	ck_assert_uint_eq(manager_totals(m).assigned_end, 0);
 }
 END_TEST
 
@@ -171,23 +171,23 @@ START_TEST(test_cut_after_start)
 	setup_events(100 * BATCH);
 	token(0, 5 * BATCH, 0, 0, 1);
 	token(1, 5 * BATCH, 0, 0, 2);
-	mgr_start(m, 3);
-	uint64_t end = mgr_totals(m).assigned_end;
+	manager_start(m, 3);
+	uint64_t end = manager_totals(m).assigned_end;
 	ck_assert_uint_gt(end, 0);
 	ck_assert_uint_lt(end, 100 * BATCH);
-	mgr_cut(m);
+	manager_cut(m);
 	size_t assigns = count_of(CTL_ASSIGN);
 	for (uint32_t b = 0; b < M; b++) {
 		struct evm_builder_view v;
-		ck_assert(mgr_builder_view(m, b, &v));
+		ck_assert(manager_builder_view(m, b, &v));
 		token(b, 5 * BATCH, v.assigned, end, 4 + b);
 	}
-	mgr_pump(m);
+	manager_pump(m);
 	ck_assert_uint_eq(error_count, 0);
 	ck_assert_uint_eq(count_of(CTL_ASSIGN), assigns);
-	ck_assert_uint_eq(mgr_totals(m).assigned_end, end);
-	ck_assert_uint_eq(mgr_ids_cut_unassigned(m), 100 * BATCH - end);
-	json_t *j = mgr_json_routing(m);
+	ck_assert_uint_eq(manager_totals(m).assigned_end, end);
+	ck_assert_uint_eq(manager_ids_cut_unassigned(m), 100 * BATCH - end);
+	json_t *j = manager_json_routing(m);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "builder_stall_ms")), 2000 + 1000);
 	json_decref(j);
 }
@@ -203,7 +203,7 @@ START_TEST(test_refused_tokens_name_the_builder)
 	ck_assert_msg(strstr(errors[0], "high water mark of 256 events") != NULL, "%s", errors[0]);
 	token(0, SLOTS, 0, 0, 1);
 	token(1, SLOTS, 0, 0, 1);
-	mgr_start(m, 1);
+	manager_start(m, 1);
 	token(0, SLOTS, 10, 0, 2);
 	token(0, SLOTS, 5, 0, 3);
 	ck_assert_uint_eq(error_count, 2);
@@ -212,7 +212,7 @@ START_TEST(test_refused_tokens_name_the_builder)
 	ck_assert_uint_eq(error_count, 3);
 	ck_assert_msg(strstr(errors[2], "Builder 1") != NULL && strstr(errors[2], "more decided than it was assigned") != NULL,
 		      "%s", errors[2]);
-	json_t *j = mgr_json_manager(m);
+	json_t *j = manager_json_manager(m);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "tokens_refused")), 3);
 	json_decref(j);
 }
@@ -224,27 +224,27 @@ START_TEST(test_dead_builder)
 {
 	token(0, SLOTS, 0, 0, 1);
 	token(1, SLOTS, 0, 0, 1);
-	mgr_start(m, 1);
+	manager_start(m, 1);
 	sent_count = 0;
-	mgr_builder_gone(m, 1, "died");
+	manager_builder_gone(m, 1, "died");
 	ck_assert_uint_eq(count_of(CTL_LOST), N + M);
 	ck_assert_uint_eq(sent[0].msg.u.lost.builder, 1);
 	ck_assert_str_eq(sent[0].msg.u.lost.reason, "builder 1 died");
 	struct evm_builder_view v;
-	ck_assert(mgr_builder_view(m, 1, &v));
+	ck_assert(manager_builder_view(m, 1, &v));
 	ck_assert(v.dead);
 	ck_assert_uint_eq(v.lost, EVENTS / 2);
-	mgr_builder_gone(m, 1, "died");
+	manager_builder_gone(m, 1, "died");
 	ck_assert_uint_eq(count_of(CTL_LOST), N + M);
 	token(1, SLOTS, 0, 0, 2);
 	ck_assert_uint_eq(error_count, 1);
 	ck_assert_msg(strstr(errors[0], "it was given up already") != NULL, "%s", errors[0]);
-	json_t *j = mgr_json_builders(m);
+	json_t *j = manager_json_builders(m);
 	json_t *b1 = json_object_get(j, "1");
 	ck_assert_int_eq(json_integer_value(json_object_get(b1, "lost")), EVENTS / 2);
 	ck_assert_str_eq(json_string_value(json_object_get(b1, "lost_reason")), "died");
 	json_decref(j);
-	j = mgr_json_manager(m);
+	j = manager_json_manager(m);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "builders_lost")), 1);
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "events_lost_with_builders")), EVENTS / 2);
 	json_decref(j);
@@ -257,13 +257,13 @@ START_TEST(test_stalled_by_tokens)
 {
 	token(0, SLOTS, 0, 0, 1000);
 	token(1, SLOTS, 0, 0, 1000);
-	mgr_start(m, 1);
+	manager_start(m, 1);
 	token(0, SLOTS, EVENTS / 2, EVENTS, 5000);
-	ck_assert_int_eq(mgr_stalled_builder(m, 2000, 2000), -1);
-	ck_assert_int_eq(mgr_stalled_builder(m, 4000, 2000), 1);
-	ck_assert_int_eq(mgr_stalled_builder(m, 1000000, 2000), 1);
-	mgr_builder_gone(m, 1, "stalled");
-	ck_assert_int_eq(mgr_stalled_builder(m, 1000000, 2000), -1);
+	ck_assert_int_eq(manager_stalled_builder(m, 2000, 2000), -1);
+	ck_assert_int_eq(manager_stalled_builder(m, 4000, 2000), 1);
+	ck_assert_int_eq(manager_stalled_builder(m, 1000000, 2000), 1);
+	manager_builder_gone(m, 1, "stalled");
+	ck_assert_int_eq(manager_stalled_builder(m, 1000000, 2000), -1);
 }
 END_TEST
 
@@ -272,21 +272,21 @@ START_TEST(test_silence_counts_from_start)
 {
 	token(0, SLOTS, 0, 0, 1000);
 	token(1, SLOTS, 0, 0, 1000);
-	ck_assert_int_eq(mgr_stalled_builder(m, 900000, 2000), -1);
-	mgr_start(m, 1000000);
-	ck_assert_int_eq(mgr_stalled_builder(m, 1001000, 2000), -1);
-	ck_assert_int_eq(mgr_stalled_builder(m, 1002500, 2000), 0);
+	ck_assert_int_eq(manager_stalled_builder(m, 900000, 2000), -1);
+	manager_start(m, 1000000);
+	ck_assert_int_eq(manager_stalled_builder(m, 1001000, 2000), -1);
+	ck_assert_int_eq(manager_stalled_builder(m, 1002500, 2000), 0);
 }
 END_TEST
 
 START_TEST(test_static_routing_json)
 {
-	mgr_destroy(m);
+	manager_destroy(m);
 	opt.routing = CTL_ROUTING_STATIC;
-	struct mgr_hooks h = { .error = on_error, .send = on_send, .progress = on_progress };
-	m = mgr_create(&opt, &peers, &h);
+	struct manager_hooks h = { .error = on_error, .send = on_send, .progress = on_progress };
+	m = manager_create(&opt, &peers, &h);
 	ck_assert_ptr_nonnull(m);
-	json_t *j = mgr_json_routing(m);
+	json_t *j = manager_json_routing(m);
 	ck_assert_str_eq(json_string_value(json_object_get(j, "mode")), "static");
 	ck_assert_int_eq(json_integer_value(json_object_get(j, "high_water")), 4 * BATCH);
 	json_decref(j);

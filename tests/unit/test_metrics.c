@@ -14,21 +14,21 @@
 #include "builderd/clock/clocks.h"
 #include "builderd/report/metrics.h"
 #include "builderd/data/output.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 #include "builderd/snapshot.h"
 #include "core/acct.h"
 
 struct fixture {
 	struct event_base *base;
 	char dir[64];
-	struct bd_options opt;
+	struct options opt;
 	struct peer_table peers;
-	struct out *out;
-	struct bdc *clocks;
-	struct bd_snapshot_link links[2];
+	struct output *out;
+	struct clocks *clocks;
+	struct snapshot_link links[2];
 	uint16_t sources_of[2][1];
 	struct ctl_report self;
-	struct bd_snapshot snap;
+	struct snapshot snap;
 	struct acct acct;
 };
 
@@ -63,27 +63,27 @@ static void setup(void)
 	ck_assert_ptr_nonnull(fx.base);
 	snprintf(fx.dir, sizeof fx.dir, "/tmp/test_metrics.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(fx.dir));
-	fx.opt = (struct bd_options){ .run_id = 7, .sources = 2, .readers = 2, .max_inflight = 64,
+	fx.opt = (struct options){ .run_id = 7, .sources = 2, .readers = 2, .max_inflight = 64,
 				      .timeout_ms = 1000, .filter_modulo = 1, .flush_every = 8 };
 	snprintf(fx.opt.out_dir, sizeof fx.opt.out_dir, "%s", fx.dir);
 	ck_assert_int_eq(peer_table_init(&fx.peers, 2, 2), 0);
-	fx.out = out_open(fx.dir, 8, 2, NULL);
+	fx.out = output_open(fx.dir, 8, 2, NULL);
 	ck_assert_ptr_nonnull(fx.out);
-	struct bdc_config cc = { .base = fx.base, .peers = &fx.peers, .out = fx.out, .run_id = 7,
+	struct clocks_config cc = { .base = fx.base, .peers = &fx.peers, .out = fx.out, .run_id = 7,
 				 .correction = true, .quiet = true };
-	fx.clocks = bdc_create(&cc);
+	fx.clocks = clocks_create(&cc);
 	ck_assert_ptr_nonnull(fx.clocks);
 
 	for (uint32_t i = 0; i < peer_count(&fx.peers); i++) {
-		struct bd_peer *p = peer_at(&fx.peers, i);
+		struct peer *p = peer_at(&fx.peers, i);
 		p->connected = true;
 		p->pid = 100 + i;
 		snprintf(p->host, sizeof p->host, "host%u", i);
 	}
 	/* A peer's host of bytes that are not UTF-8. */
 	snprintf(peer_source(&fx.peers, 0)->host, CTL_MAX_TEXT, "bad\xff" "host");
-	struct bd_peer *s0 = peer_source(&fx.peers, 0), *s1 = peer_source(&fx.peers, 1);
-	struct bd_peer *r0 = peer_reader(&fx.peers, 0), *r1 = peer_reader(&fx.peers, 1);
+	struct peer *s0 = peer_source(&fx.peers, 0), *s1 = peer_source(&fx.peers, 1);
+	struct peer *r0 = peer_reader(&fx.peers, 0), *r1 = peer_reader(&fx.peers, 1);
 	s0->report = report();
 	add_counter(s0->report, "", "events", 100);
 	add_counter(s0->report, "", "frames_wire", 100);
@@ -100,11 +100,11 @@ static void setup(void)
 
 	fx.sources_of[0][0] = 0;
 	fx.sources_of[1][0] = 1;
-	fx.links[0] = (struct bd_snapshot_link){ .transport = "tcp", .address = "127.0.0.1:5",
+	fx.links[0] = (struct snapshot_link){ .transport = "tcp", .address = "127.0.0.1:5",
 						 .frames_received = 100, .end_frames = 1,
 						 .bytes_received = 4200, .read_calls = 3,
 						 .sources = fx.sources_of[0], .source_count = 1 };
-	fx.links[1] = (struct bd_snapshot_link){ .transport = "shm", .segment = "/es-t-r1",
+	fx.links[1] = (struct snapshot_link){ .transport = "shm", .segment = "/es-t-r1",
 						 .ring_capacity_bytes = 4096, .attached = true,
 						 .peer_died = true, .frames_received = 30,
 						 .sources = fx.sources_of[1], .source_count = 1 };
@@ -119,13 +119,13 @@ static void setup(void)
 						       .note = "why" };
 	fx.acct.lost_with_readers = 70;
 	static const char *const errors[] = { "Reader 1 died", "quote \" and bad \xfe byte" };
-	fx.snap = (struct bd_snapshot){
+	fx.snap = (struct snapshot){
 		.opt = &fx.opt, .status = 0, .peers = &fx.peers,
 		.errors = errors, .error_count = 2, .errors_dropped = 3,
 		.refused_connections = 4, .greetings_busy = 5, .greetings_timed_out = 6,
 		.credits_sent = 9, .links = fx.links, .frames_read = 130,
 		.builder = { .frags_received = 130, .events_complete = 30 },
-		.latency = out_latency(fx.out), .clocks = fx.clocks, .shm_capacity_bytes = 4096,
+		.latency = output_latency(fx.out), .clocks = fx.clocks, .shm_capacity_bytes = 4096,
 		.self = &fx.self, .self_host = "builderhost", .self_pid = 1,
 	};
 }
@@ -133,8 +133,8 @@ static void setup(void)
 static void teardown(void)
 {
 	acct_free(&fx.acct);
-	bdc_destroy(fx.clocks);
-	out_close(fx.out);
+	clocks_destroy(fx.clocks);
+	output_close(fx.out);
 	peer_table_free(&fx.peers);
 	event_base_free(fx.base);
 	char path[128];

@@ -44,7 +44,7 @@ static struct ctl_report *clock_report(int64_t injected)
 	struct ctl_report *r = calloc(1, sizeof *r);
 	ck_assert_ptr_nonnull(r);
 	struct ctl_group *g = ctl_report_group(r, "clock");
-	ck_assert(ctl_group_set(g, "injected_offset_ns", pclk_abs(injected)));
+	ck_assert(ctl_group_set(g, "injected_offset_ns", peerclock_abs(injected)));
 	ck_assert(ctl_group_set(g, "injected_offset_negative", injected < 0));
 	return r;
 }
@@ -61,32 +61,32 @@ static struct ctl_report *chrony_report(const char *line)
 }
 
 /* The builder host with nothing injected and chrony read at start. */
-static struct pclk_host host_with_chrony(void)
+static struct peerclock_host host_with_chrony(void)
 {
-	struct pclk_host h = { 0 };
-	ck_assert(cks_chrony_parse(&h.chrony[PCLK_START], line_client));
-	cks_chrony_parse(&h.chrony[PCLK_END], NULL);
-	h.chrony_at_ns[PCLK_START] = T;
+	struct peerclock_host h = { 0 };
+	ck_assert(cks_chrony_parse(&h.chrony[PEERCLOCK_START], line_client));
+	cks_chrony_parse(&h.chrony[PEERCLOCK_END], NULL);
+	h.chrony_at_ns[PEERCLOCK_START] = T;
 	return h;
 }
 
-static struct pclk_host host_without_chrony(void)
+static struct peerclock_host host_without_chrony(void)
 {
-	struct pclk_host h = { 0 };
-	cks_chrony_parse(&h.chrony[PCLK_START], NULL);
-	cks_chrony_parse(&h.chrony[PCLK_END], NULL);
+	struct peerclock_host h = { 0 };
+	cks_chrony_parse(&h.chrony[PEERCLOCK_START], NULL);
+	cks_chrony_parse(&h.chrony[PEERCLOCK_END], NULL);
 	return h;
 }
 
 /* A peer whose host is synchronised like the builder's and that declared
  * no injected offset. */
-static struct pclk *peer_with_chrony(void)
+static struct peerclock *peer_with_chrony(void)
 {
-	struct pclk *p = pclk_create();
+	struct peerclock *p = peerclock_create();
 	ck_assert_ptr_nonnull(p);
 	struct ctl_report *c = clock_report(0), *ch = chrony_report(line_client);
-	pclk_take_clock(p, c);
-	pclk_take_chrony(p, ch, PCLK_START, T);
+	peerclock_take_clock(p, c);
+	peerclock_take_chrony(p, ch, PEERCLOCK_START, T);
 	free(c);
 	free(ch);
 	return p;
@@ -94,31 +94,31 @@ static struct pclk *peer_with_chrony(void)
 
 START_TEST(test_inband_estimate)
 {
-	struct pclk_host h = host_without_chrony();
-	struct pclk *p = pclk_create();
+	struct peerclock_host h = host_without_chrony();
+	struct peerclock *p = peerclock_create();
 	ck_assert_ptr_nonnull(p);
-	ck_assert_int_eq(pclk_best_delay(p), -1);
-	ck_assert_int_eq(pclk_latest_delay(p), -1);
+	ck_assert_int_eq(peerclock_best_delay(p), -1);
+	ck_assert_int_eq(peerclock_latest_delay(p), -1);
 	int64_t offset, bound;
-	ck_assert(!pclk_inband(p, T, &offset, &bound));
+	ck_assert(!peerclock_inband(p, T, &offset, &bound));
 	/* Nothing known: no estimate, nothing recorded. */
-	struct ivl_estimate e = pclk_estimate(p, &h, T);
+	struct ivl_estimate e = peerclock_estimate(p, &h, T);
 	ck_assert_int_eq(e.basis, IVL_BASIS_NONE);
 
 	struct prb_exchange x = xch(1, T, 1000, 200, PRB_STAMP_SOFTWARE);
-	ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-	ck_assert_int_eq(pclk_best_delay(p), 200);
-	ck_assert_int_eq(pclk_latest_delay(p), 200);
-	ck_assert(pclk_inband(p, T, &offset, &bound));
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+	ck_assert_int_eq(peerclock_best_delay(p), 200);
+	ck_assert_int_eq(peerclock_latest_delay(p), 200);
+	ck_assert(peerclock_inband(p, T, &offset, &bound));
 	ck_assert_int_eq(offset, 1000);
 	ck_assert_int_eq(bound, 100);
-	e = pclk_estimate(p, &h, T);
+	e = peerclock_estimate(p, &h, T);
 	ck_assert_int_eq(e.basis, IVL_BASIS_INBAND);
 	ck_assert_int_eq(e.offset_ns, 1000);
 	ck_assert_int_eq(e.bound_ns, 100);
 
-	struct pclk_view v;
-	pclk_view(p, &v);
+	struct peerclock_view v;
+	peerclock_view(p, &v);
 	ck_assert_uint_eq(v.accepted, 1);
 	ck_assert_uint_eq(v.estimates, 1);
 	ck_assert_uint_eq(v.recorded, 1);
@@ -137,20 +137,20 @@ START_TEST(test_inband_estimate)
 
 	/* A slower exchange stamped in user space: the best delay stays. */
 	x = xch(2, T + SECOND / 1000, 1000, 400, PRB_STAMP_USER);
-	ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-	ck_assert_int_eq(pclk_best_delay(p), 200);
-	ck_assert_int_eq(pclk_latest_delay(p), 400);
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+	ck_assert_int_eq(peerclock_best_delay(p), 200);
+	ck_assert_int_eq(peerclock_latest_delay(p), 400);
 	/* An impossible one (answered before it was sent) is refused and
 	 * its stamps are not counted. */
 	x = xch(3, T, 1000, 200, PRB_STAMP_USER);
 	x.t4_ns = x.t1_ns - 1;
-	ck_assert_int_eq(pclk_add_exchange(p, &x), -EINVAL);
-	pclk_view(p, &v);
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), -EINVAL);
+	peerclock_view(p, &v);
 	ck_assert_uint_eq(v.accepted, 2);
 	ck_assert_uint_eq(v.rejected, 1);
 	ck_assert_uint_eq(v.stamps[0][PRB_STAMP_USER], 1);
 	ck_assert_str_eq(v.stamps_summary, "mixed");
-	pclk_destroy(p);
+	peerclock_destroy(p);
 }
 END_TEST
 
@@ -158,65 +158,65 @@ END_TEST
  * out, and the worst margin. */
 START_TEST(test_against_injected)
 {
-	struct pclk_host h = host_without_chrony();
-	struct pclk *p = pclk_create();
+	struct peerclock_host h = host_without_chrony();
+	struct peerclock *p = peerclock_create();
 	ck_assert_ptr_nonnull(p);
 	int64_t injected = 0;
-	ck_assert(!pclk_injected(p, &injected));
+	ck_assert(!peerclock_injected(p, &injected));
 	struct ctl_report *r = clock_report(-5000);
-	pclk_take_clock(p, r);
+	peerclock_take_clock(p, r);
 	free(r);
-	ck_assert(pclk_injected(p, &injected));
+	ck_assert(peerclock_injected(p, &injected));
 	ck_assert_int_eq(injected, -5000);
 
 	struct prb_exchange x = xch(1, T, -5000, 200, PRB_STAMP_SOFTWARE);
-	ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-	pclk_estimate(p, &h, T);
-	struct pclk_view v;
-	pclk_view(p, &v);
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+	peerclock_estimate(p, &h, T);
+	struct peerclock_view v;
+	peerclock_view(p, &v);
 	ck_assert_uint_eq(v.inside_injected, 1);
 	ck_assert_int_eq(v.worst_margin_ns, 100);
 	/* The builder injected 300 ns of its own: the truth is -5300, 200 ns
 	 * beyond the bound of 100. */
 	h.injected_ns = 300;
-	pclk_estimate(p, &h, T);
-	pclk_view(p, &v);
+	peerclock_estimate(p, &h, T);
+	peerclock_view(p, &v);
 	ck_assert_uint_eq(v.estimates, 2);
 	ck_assert_uint_eq(v.inside_injected, 1);
 	ck_assert_int_eq(v.worst_margin_ns, -200);
-	pclk_destroy(p);
+	peerclock_destroy(p);
 }
 END_TEST
 
 START_TEST(test_chrony_drift)
 {
-	struct pclk_host h = host_with_chrony();
-	struct pclk *p = peer_with_chrony();
-	struct pclk_view v;
-	pclk_view(p, &v);
+	struct peerclock_host h = host_with_chrony();
+	struct peerclock *p = peer_with_chrony();
+	struct peerclock_view v;
+	peerclock_view(p, &v);
 	ck_assert(!v.drift_from_chrony);
-	pclk_update_drift(p, &h);
-	pclk_view(p, &v);
+	peerclock_update_drift(p, &h);
+	peerclock_view(p, &v);
 	ck_assert(v.drift_from_chrony);
-	ck_assert(v.chrony[PCLK_START].synchronised);
-	double expected = cks_drift_ppm_from_chrony(&v.chrony[PCLK_START], &h.chrony[PCLK_START]);
+	ck_assert(v.chrony[PEERCLOCK_START].synchronised);
+	double expected = cks_drift_ppm_from_chrony(&v.chrony[PEERCLOCK_START], &h.chrony[PEERCLOCK_START]);
 	ck_assert(v.drift_ppm == expected);
-	ck_assert(pclk_drift_ppm(p) == expected);
+	ck_assert(peerclock_drift_ppm(p) == expected);
 	/* The builder's chrony gone: the default again. */
-	cks_chrony_parse(&h.chrony[PCLK_START], NULL);
-	pclk_update_drift(p, &h);
-	pclk_view(p, &v);
+	cks_chrony_parse(&h.chrony[PEERCLOCK_START], NULL);
+	peerclock_update_drift(p, &h);
+	peerclock_view(p, &v);
 	ck_assert(!v.drift_from_chrony);
 	ck_assert(v.drift_ppm == CKS_DEFAULT_DRIFT_PPM);
 	/* Only the first chrony group of a phase counts. */
 	struct ctl_report *r = chrony_report(line_unsync);
-	pclk_take_chrony(p, r, PCLK_START, T + SECOND);
-	pclk_take_chrony(p, r, PCLK_END, T + SECOND);
+	peerclock_take_chrony(p, r, PEERCLOCK_START, T + SECOND);
+	peerclock_take_chrony(p, r, PEERCLOCK_END, T + SECOND);
 	free(r);
-	pclk_view(p, &v);
-	ck_assert(v.chrony[PCLK_START].synchronised);
-	ck_assert(v.chrony[PCLK_END].available && !v.chrony[PCLK_END].synchronised);
-	pclk_destroy(p);
+	peerclock_view(p, &v);
+	ck_assert(v.chrony[PEERCLOCK_START].synchronised);
+	ck_assert(v.chrony[PEERCLOCK_END].available && !v.chrony[PEERCLOCK_END].synchronised);
+	peerclock_destroy(p);
 }
 END_TEST
 
@@ -225,8 +225,8 @@ END_TEST
  * chrony's interval is [-2B, 2B] at the moment of the reads. */
 START_TEST(test_chrony_combined)
 {
-	struct pclk_host h = host_with_chrony();
-	int64_t b = cks_chrony_bound_ns(&h.chrony[PCLK_START]);
+	struct peerclock_host h = host_with_chrony();
+	int64_t b = cks_chrony_bound_ns(&h.chrony[PEERCLOCK_START]);
 	ck_assert_int_gt(b, 0);
 	static const struct {
 		int64_t offset, delay;
@@ -238,11 +238,11 @@ START_TEST(test_chrony_combined)
 		{ 50000, 200, IVL_BASIS_UNION },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		struct pclk *p = peer_with_chrony();
-		pclk_update_drift(p, &h);
+		struct peerclock *p = peer_with_chrony();
+		peerclock_update_drift(p, &h);
 		struct prb_exchange x = xch(1, T, cases[i].offset, cases[i].delay, PRB_STAMP_SOFTWARE);
-		ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-		struct ivl_estimate e = pclk_estimate(p, &h, T);
+		ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+		struct ivl_estimate e = peerclock_estimate(p, &h, T);
 		ck_assert_msg(e.basis == cases[i].basis, "case %zu: basis %s", i, ivl_basis_name(e.basis));
 		struct ivl inband = ivl_around(cases[i].offset, cases[i].delay / 2);
 		struct ivl chrony = ivl_around(0, 2 * b);
@@ -256,18 +256,18 @@ START_TEST(test_chrony_combined)
 		ck_assert_int_eq(e.offset_ns, ivl_mid(want));
 		ck_assert_int_eq(e.bound_ns, ivl_half(want));
 
-		pclk_snapshot(p, &h, PCLK_START, T);
-		struct pclk_snapshot s = pclk_snapshot_at(p, PCLK_START);
+		peerclock_snapshot(p, &h, PEERCLOCK_START, T);
+		struct peerclock_snapshot s = peerclock_snapshot_at(p, PEERCLOCK_START);
 		ck_assert(s.valid && s.chrony_valid);
 		ck_assert_int_eq(s.chrony.lo, -2 * b);
 		ck_assert_int_eq(s.chrony.hi, 2 * b);
 		ck_assert_int_eq(s.applied.basis, cases[i].basis);
 		enum cks_verdict want_verdict = cases[i].basis == IVL_BASIS_UNION ? CKS_INCONSISTENT
 										  : CKS_CONSISTENT;
-		ck_assert_int_eq(pclk_verdict(p, &h, PCLK_START), want_verdict);
-		ck_assert_int_eq(pclk_verdict(p, &h, PCLK_END), CKS_UNKNOWN);
-		ck_assert_int_eq(pclk_overall(p, &h), want_verdict);
-		pclk_destroy(p);
+		ck_assert_int_eq(peerclock_verdict(p, &h, PEERCLOCK_START), want_verdict);
+		ck_assert_int_eq(peerclock_verdict(p, &h, PEERCLOCK_END), CKS_UNKNOWN);
+		ck_assert_int_eq(peerclock_overall(p, &h), want_verdict);
+		peerclock_destroy(p);
 	}
 }
 END_TEST
@@ -276,26 +276,26 @@ END_TEST
  * bound since; chrony alone is never applied. */
 START_TEST(test_chrony_widens)
 {
-	struct pclk_host h = host_with_chrony();
-	int64_t b = cks_chrony_bound_ns(&h.chrony[PCLK_START]);
-	struct pclk *p = peer_with_chrony();
-	pclk_update_drift(p, &h);
-	ck_assert_int_eq(pclk_estimate(p, &h, T).basis, IVL_BASIS_NONE);
-	struct pclk_view v;
-	pclk_view(p, &v);
+	struct peerclock_host h = host_with_chrony();
+	int64_t b = cks_chrony_bound_ns(&h.chrony[PEERCLOCK_START]);
+	struct peerclock *p = peer_with_chrony();
+	peerclock_update_drift(p, &h);
+	ck_assert_int_eq(peerclock_estimate(p, &h, T).basis, IVL_BASIS_NONE);
+	struct peerclock_view v;
+	peerclock_view(p, &v);
 	ck_assert_uint_eq(v.estimates, 0);
 
 	struct prb_exchange x = xch(1, T, 0, 8 * 4096, PRB_STAMP_SOFTWARE);
-	ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-	pclk_snapshot(p, &h, PCLK_END, T + SECOND);
-	struct pclk_snapshot s = pclk_snapshot_at(p, PCLK_END);
-	int64_t widen = (int64_t)ceil(pclk_drift_ppm(p) * 1e9 / 1e6);
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+	peerclock_snapshot(p, &h, PEERCLOCK_END, T + SECOND);
+	struct peerclock_snapshot s = peerclock_snapshot_at(p, PEERCLOCK_END);
+	int64_t widen = (int64_t)ceil(peerclock_drift_ppm(p) * 1e9 / 1e6);
 	ck_assert_int_gt(widen, 0);
 	ck_assert(s.chrony_valid);
 	ck_assert_int_eq(s.at_ns, T + SECOND);
 	ck_assert_int_eq(s.chrony.hi, 2 * b + 2 * widen);
 	ck_assert_int_eq(s.chrony.lo, -(2 * b + 2 * widen));
-	pclk_destroy(p);
+	peerclock_destroy(p);
 }
 END_TEST
 
@@ -303,77 +303,77 @@ END_TEST
  * interval and the verdict, are unknown. */
 START_TEST(test_unknown_without_clock_group)
 {
-	struct pclk_host h = host_with_chrony();
-	struct pclk *p = pclk_create();
+	struct peerclock_host h = host_with_chrony();
+	struct peerclock *p = peerclock_create();
 	ck_assert_ptr_nonnull(p);
 	struct ctl_report *r = chrony_report(line_client);
-	pclk_take_chrony(p, r, PCLK_START, T);
+	peerclock_take_chrony(p, r, PEERCLOCK_START, T);
 	free(r);
 	struct prb_exchange x = xch(1, T, 1000, 200, PRB_STAMP_SOFTWARE);
-	ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-	pclk_snapshot(p, &h, PCLK_START, T);
-	struct pclk_snapshot s = pclk_snapshot_at(p, PCLK_START);
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+	peerclock_snapshot(p, &h, PEERCLOCK_START, T);
+	struct peerclock_snapshot s = peerclock_snapshot_at(p, PEERCLOCK_START);
 	ck_assert(s.valid && !s.chrony_valid);
-	ck_assert_int_eq(pclk_verdict(p, &h, PCLK_START), CKS_UNKNOWN);
-	ck_assert_int_eq(pclk_overall(p, &h), CKS_UNKNOWN);
-	pclk_destroy(p);
+	ck_assert_int_eq(peerclock_verdict(p, &h, PEERCLOCK_START), CKS_UNKNOWN);
+	ck_assert_int_eq(peerclock_overall(p, &h), CKS_UNKNOWN);
+	peerclock_destroy(p);
 }
 END_TEST
 
 /* The report's estimate is the end's, else the start's. */
 START_TEST(test_best_snapshot)
 {
-	struct pclk_host h = host_without_chrony();
-	struct pclk *p = pclk_create();
+	struct peerclock_host h = host_without_chrony();
+	struct peerclock *p = peerclock_create();
 	ck_assert_ptr_nonnull(p);
-	struct pclk_view v;
-	pclk_snapshot(p, &h, PCLK_START, T);
-	pclk_view(p, &v);
-	ck_assert_ptr_null(pclk_view_best(&v));
+	struct peerclock_view v;
+	peerclock_snapshot(p, &h, PEERCLOCK_START, T);
+	peerclock_view(p, &v);
+	ck_assert_ptr_null(peerclock_view_best(&v));
 	struct prb_exchange x = xch(1, T, 1000, 200, PRB_STAMP_SOFTWARE);
-	ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-	pclk_snapshot(p, &h, PCLK_START, T);
-	pclk_view(p, &v);
-	ck_assert_ptr_eq(pclk_view_best(&v), &v.snap[PCLK_START]);
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+	peerclock_snapshot(p, &h, PEERCLOCK_START, T);
+	peerclock_view(p, &v);
+	ck_assert_ptr_eq(peerclock_view_best(&v), &v.snap[PEERCLOCK_START]);
 	x = xch(2, T + SECOND, 2000, 200, PRB_STAMP_SOFTWARE);
-	ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-	pclk_snapshot(p, &h, PCLK_END, T + SECOND);
-	pclk_view(p, &v);
-	ck_assert_ptr_eq(pclk_view_best(&v), &v.snap[PCLK_END]);
-	ck_assert_int_eq(pclk_view_best(&v)->offset_ns, 2000);
-	ck_assert_int_eq(v.snap[PCLK_START].offset_ns, 1000);
-	pclk_destroy(p);
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+	peerclock_snapshot(p, &h, PEERCLOCK_END, T + SECOND);
+	peerclock_view(p, &v);
+	ck_assert_ptr_eq(peerclock_view_best(&v), &v.snap[PEERCLOCK_END]);
+	ck_assert_int_eq(peerclock_view_best(&v)->offset_ns, 2000);
+	ck_assert_int_eq(v.snap[PEERCLOCK_START].offset_ns, 1000);
+	peerclock_destroy(p);
 }
 END_TEST
 
-/* The first PCLK_HISTORY estimates are kept, the later ones counted. */
+/* The first PEERCLOCK_HISTORY estimates are kept, the later ones counted. */
 START_TEST(test_history_bounded)
 {
-	struct pclk_host h = host_without_chrony();
-	struct pclk *p = pclk_create();
+	struct peerclock_host h = host_without_chrony();
+	struct peerclock *p = peerclock_create();
 	ck_assert_ptr_nonnull(p);
 	struct prb_exchange x = xch(1, T, 1000, 200, PRB_STAMP_SOFTWARE);
-	ck_assert_int_eq(pclk_add_exchange(p, &x), 0);
-	for (uint32_t i = 0; i < PCLK_HISTORY + 5; i++)
-		pclk_estimate(p, &h, T + i);
-	struct pclk_view v;
-	pclk_view(p, &v);
-	ck_assert_uint_eq(v.estimates, PCLK_HISTORY + 5);
-	ck_assert_uint_eq(v.recorded, PCLK_HISTORY);
-	ck_assert_int_eq(v.history[PCLK_HISTORY - 1].at_ns, T + PCLK_HISTORY - 1);
-	pclk_destroy(p);
+	ck_assert_int_eq(peerclock_add_exchange(p, &x), 0);
+	for (uint32_t i = 0; i < PEERCLOCK_HISTORY + 5; i++)
+		peerclock_estimate(p, &h, T + i);
+	struct peerclock_view v;
+	peerclock_view(p, &v);
+	ck_assert_uint_eq(v.estimates, PEERCLOCK_HISTORY + 5);
+	ck_assert_uint_eq(v.recorded, PEERCLOCK_HISTORY);
+	ck_assert_int_eq(v.history[PEERCLOCK_HISTORY - 1].at_ns, T + PEERCLOCK_HISTORY - 1);
+	peerclock_destroy(p);
 }
 END_TEST
 
 START_TEST(test_arithmetic)
 {
-	ck_assert_uint_eq(pclk_abs(INT64_MIN), UINT64_C(1) << 63);
-	ck_assert_uint_eq(pclk_abs(-7), 7);
-	ck_assert_int_eq(pclk_sat_add(3, 4), 7);
-	ck_assert_int_eq(pclk_sat_add(INT64_MAX, 1), INT64_MAX);
-	ck_assert_int_eq(pclk_sat_add(UINT64_MAX, 2), INT64_MAX);
-	ck_assert_str_eq(pclk_phase_name(PCLK_START), "start");
-	ck_assert_str_eq(pclk_phase_name(PCLK_END), "end");
+	ck_assert_uint_eq(peerclock_abs(INT64_MIN), UINT64_C(1) << 63);
+	ck_assert_uint_eq(peerclock_abs(-7), 7);
+	ck_assert_int_eq(peerclock_sat_add(3, 4), 7);
+	ck_assert_int_eq(peerclock_sat_add(INT64_MAX, 1), INT64_MAX);
+	ck_assert_int_eq(peerclock_sat_add(UINT64_MAX, 2), INT64_MAX);
+	ck_assert_str_eq(peerclock_phase_name(PEERCLOCK_START), "start");
+	ck_assert_str_eq(peerclock_phase_name(PEERCLOCK_END), "end");
 }
 END_TEST
 

@@ -19,7 +19,7 @@
 #include "builderd/data/ingest.h"
 #include "builderd/data/link.h"
 #include "builderd/hub/peerlink.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 #include "core/acct.h"
 #include "io/msgstream.h"
 #include "wire/control.h"
@@ -41,21 +41,21 @@ struct record {
 	unsigned reported;
 	int32_t status;
 	unsigned lost;
-	struct bd_peer *lost_peer;
+	struct peer *lost_peer;
 	unsigned closed;
 	unsigned faults;
-	struct bd_peer *fault_peer;
+	struct peer *fault_peer;
 	bool over;
 };
 
 static struct event_base *base;
 static char dir[64];
-static struct bd_options opt;
+static struct options opt;
 static struct peer_table peers;
-static struct ing *ing;
-static struct bd_data data;   /* the view of ing */
-static struct bdc *clocks;
-static struct plink *link_;
+static struct ingest *ing;
+static struct dataview data;   /* the view of ing */
+static struct clocks *clocks;
+static struct peerlink *link_;
 static struct far_end far[PEERS];
 static struct record rec;
 
@@ -73,7 +73,7 @@ static void on_progress(void *ctx, uint64_t now)
 	((struct record *)ctx)->progress++;
 }
 
-static void on_reported(void *ctx, struct bd_peer *p, int32_t status)
+static void on_reported(void *ctx, struct peer *p, int32_t status)
 {
 	(void)p;
 	struct record *r = ctx;
@@ -81,14 +81,14 @@ static void on_reported(void *ctx, struct bd_peer *p, int32_t status)
 	r->status = status;
 }
 
-static void on_lost(void *ctx, struct bd_peer *p)
+static void on_lost(void *ctx, struct peer *p)
 {
 	struct record *r = ctx;
 	r->lost++;
 	r->lost_peer = p;
 }
 
-static void on_fault(void *ctx, struct bd_peer *p)
+static void on_fault(void *ctx, struct peer *p)
 {
 	struct record *r = ctx;
 	r->faults++;
@@ -132,9 +132,9 @@ static void ing_started_hook(void *ctx) { (void)ctx; }
 static void ing_progress_hook(void *ctx, uint64_t now) { (void)ctx; (void)now; }
 static void ing_after_hook(void *ctx) { (void)ctx; }
 static bool ing_holds(void *ctx, uint32_t r, uint32_t pid) { (void)ctx; (void)r; (void)pid; return true; }
-static void quiet_close(struct bd_reader *rd) { (void)rd; }
-static void quiet_describe(const struct bd_reader *rd, struct bd_snapshot_link *l) { (void)rd; (void)l; }
-static const struct bd_link_ops quiet_link = {
+static void quiet_close(struct ingest_reader *rd) { (void)rd; }
+static void quiet_describe(const struct ingest_reader *rd, struct snapshot_link *l) { (void)rd; (void)l; }
+static const struct link_ops quiet_link = {
 	.transport = "tcp", .close = quiet_close, .describe = quiet_describe,
 };
 
@@ -144,9 +144,9 @@ static void stream(uint32_t r, const uint16_t *sources, uint32_t n)
 	struct ctl_hello h = { .role = CTL_ROLE_READER, .id = r, .channel = CTL_CHANNEL_DATA,
 			       .run_id = opt.run_id, .pid = 20 + r, .source_count = n };
 	memcpy(h.sources, sources, n * sizeof *sources);
-	struct bd_reader *rd = ing_admit(ing, -1, &h, "127.0.0.1:1");
+	struct ingest_reader *rd = ingest_admit(ing, -1, &h, "127.0.0.1:1");
 	ck_assert_ptr_nonnull(rd);
-	ing_started(rd, &quiet_link, &h, "127.0.0.1:1");
+	ingest_started(rd, &quiet_link, &h, "127.0.0.1:1");
 }
 
 static void run_for(unsigned ms)
@@ -164,34 +164,34 @@ static void setup(void)
 	ck_assert_ptr_nonnull(base);
 	snprintf(dir, sizeof dir, "/tmp/test_peerlink.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
-	opt = (struct bd_options){ .run_id = 3, .sources = 3, .readers = 2, .max_inflight = 64,
+	opt = (struct options){ .run_id = 3, .sources = 3, .readers = 2, .max_inflight = 64,
 				   .timeout_ms = 1000, .filter_modulo = 1, .flush_every = 8,
 				   .max_fragment_bytes = 1024, .batch_bytes = 4096 };
 	snprintf(opt.out_dir, sizeof opt.out_dir, "%s", dir);
 	ck_assert_int_eq(peer_table_init(&peers, 3, 2), 0);
-	struct ing_hooks ih = { .ctx = &rec, .error = on_error, .data_started = ing_started_hook,
+	struct ingest_hooks ih = { .ctx = &rec, .error = on_error, .data_started = ing_started_hook,
 				.progress = ing_progress_hook, .after_frames = ing_after_hook,
 				.reader_holds_slot = ing_holds };
-	ing = ing_create(base, &opt, NULL, &ih);
-	bdd_from_ing(&data, ing);
+	ing = ingest_create(base, &opt, NULL, &ih);
+	dataview_from_ingest(&data, ing);
 	ck_assert_ptr_nonnull(ing);
 	static const uint16_t s01[] = { 0, 1 }, s2[] = { 2 };
 	stream(0, s01, 2);
 	stream(1, s2, 1);
-	struct bdc_config cc = { .base = base, .peers = &peers, .run_id = 3, .quiet = true,
+	struct clocks_config cc = { .base = base, .peers = &peers, .run_id = 3, .quiet = true,
 				 .ready = ing_started_hook };
-	clocks = bdc_create(&cc);
+	clocks = clocks_create(&cc);
 	ck_assert_ptr_nonnull(clocks);
-	struct plink_config lc = {
+	struct peerlink_config lc = {
 		.base = base, .peers = &peers, .data = &data, .clocks = clocks,
 		.hooks = { .ctx = &rec, .error = on_error, .progress = on_progress,
 			   .reported = on_reported, .lost = on_lost, .closed = on_closed,
 			   .running = running, .fault = on_fault },
 	};
-	link_ = plink_create(&lc);
+	link_ = peerlink_create(&lc);
 	ck_assert_ptr_nonnull(link_);
 	for (uint32_t i = 0; i < PEERS; i++) {
-		struct bd_peer *p = peer_at(&peers, i);
+		struct peer *p = peer_at(&peers, i);
 		int a, b;
 		clockpeers_tcp_pair(&a, &b);
 		p->connected = true;
@@ -200,7 +200,7 @@ static void setup(void)
 		snprintf(p->address, sizeof p->address, "127.0.0.1:%u", 1000 + i);
 		struct msgseal far_seal, hub_seal;
 		test_seal_pair(&far_seal, &hub_seal);
-		plink_attach(link_, p, b, &hub_seal, p->address);
+		peerlink_attach(link_, p, b, &hub_seal, p->address);
 		ck_assert_ptr_nonnull(p->conn);
 		far[i].conn = msgconn_new(base, a, &far_seal, "far end", &far_ops, &far[i]);
 		ck_assert_ptr_nonnull(far[i].conn);
@@ -212,11 +212,11 @@ static void teardown(void)
 	for (uint32_t i = 0; i < PEERS; i++)
 		if (far[i].conn != NULL)
 			msgconn_free(far[i].conn);
-	plink_destroy(link_);
+	peerlink_destroy(link_);
 	for (uint32_t i = 0; i < PEERS; i++)
 		ck_assert_ptr_null(peer_at(&peers, i)->conn);
-	bdc_destroy(clocks);
-	ing_destroy(ing);
+	clocks_destroy(clocks);
+	ingest_destroy(ing);
 	peer_table_free(&peers);
 	event_base_free(base);
 	char path[128];
@@ -250,7 +250,7 @@ START_TEST(test_end_and_stats)
 	ck_assert(ctl_group_set(g, "held_ns", 7000));
 	ck_assert(ctl_group_set(g, "frames_verified", 9));
 	send_from(3, &m);
-	struct bd_peer *r0 = peer_reader(&peers, 0);
+	struct peer *r0 = peer_reader(&peers, 0);
 	ck_assert_uint_eq(r0->held_ns, 7000);
 	ck_assert_uint_eq(r0->verified, 9);
 	ck_assert_uint_gt(r0->last_heard_ns, 0);
@@ -281,8 +281,8 @@ START_TEST(test_pong_and_unexpected)
 {
 	struct ctl_msg m = { .type = CTL_PONG, .u.pong = { .sequence = 999 } };
 	send_from(0, &m);
-	struct bdc_peer_view v;
-	bdc_peer_view(clocks, 0, &v);
+	struct clocks_peer_view v;
+	clocks_peer_view(clocks, 0, &v);
 	ck_assert_uint_eq(v.pongs_unmatched, 1);
 	m = (struct ctl_msg){ .type = CTL_CREDIT, .u.credit.limit = 5 };
 	send_from(0, &m);
@@ -302,7 +302,7 @@ START_TEST(test_lost_reader)
 	msgconn_free(far[3].conn);
 	far[3].conn = NULL;
 	run_for(50);
-	struct bd_peer *r0 = peer_reader(&peers, 0);
+	struct peer *r0 = peer_reader(&peers, 0);
 	ck_assert(r0->lost);
 	ck_assert_ptr_null(r0->conn);
 	ck_assert_uint_eq(rec.lost, 1);
@@ -314,9 +314,9 @@ START_TEST(test_lost_reader)
 	ck_assert_uint_eq(far[2].stops, 0);
 	ck_assert_uint_eq(far[0].stop.source, CTL_STOP_ALL);
 	ck_assert_str_eq(far[0].stop.reason, "reader 0 is gone");
-	ck_assert_int_eq(ing_reader_state(ing, 0), BD_DATA_STREAMING);
+	ck_assert_int_eq(ingest_reader_state(ing, 0), INGEST_DATA_STREAMING);
 	/* Once only. */
-	plink_gone(link_, r0, "again");
+	peerlink_gone(link_, r0, "again");
 	ck_assert_uint_eq(rec.errors, 1);
 	ck_assert_uint_eq(rec.lost, 1);
 }
@@ -333,7 +333,7 @@ START_TEST(test_reader_fault)
 	snprintf(m.u.stop.reason, sizeof m.u.stop.reason,
 		 "finds builder link 0 answered as builder 1: the links are crossed");
 	send_from(3, &m);
-	struct bd_peer *r0 = peer_reader(&peers, 0);
+	struct peer *r0 = peer_reader(&peers, 0);
 	ck_assert(r0->lost && r0->refused);
 	ck_assert_str_eq(peer_how_gone(r0), "refused");
 	ck_assert_uint_eq(rec.faults, 1);
@@ -356,12 +356,12 @@ END_TEST
 /* A stalled reader's data connection would not end by itself: cut. */
 START_TEST(test_stalled_reader_cut)
 {
-	struct bd_peer *r1 = peer_reader(&peers, 1);
+	struct peer *r1 = peer_reader(&peers, 1);
 	r1->stalled = true;
-	plink_gone(link_, r1, "stalled: no answer for 501 ms");
+	peerlink_gone(link_, r1, "stalled: no answer for 501 ms");
 	run_for(50);
-	ck_assert_int_eq(ing_reader_state(ing, 1), BD_DATA_FAILED);
-	ck_assert_int_eq(ing_reader_state(ing, 0), BD_DATA_STREAMING);
+	ck_assert_int_eq(ingest_reader_state(ing, 1), INGEST_DATA_FAILED);
+	ck_assert_int_eq(ingest_reader_state(ing, 0), INGEST_DATA_STREAMING);
 	ck_assert_ptr_null(r1->conn);
 	ck_assert_uint_eq(far[2].stops, 1);
 	ck_assert_str_eq(far[2].stop.reason, "reader 1 stalled");
@@ -373,9 +373,9 @@ END_TEST
 /* A lost source: its reader is told to drop it. */
 START_TEST(test_lost_source)
 {
-	struct bd_peer *s2 = peer_source(&peers, 2);
+	struct peer *s2 = peer_source(&peers, 2);
 	s2->stalled = true;
-	plink_gone(link_, s2, "stalled: no answer for 501 ms");
+	peerlink_gone(link_, s2, "stalled: no answer for 501 ms");
 	run_for(50);
 	ck_assert(s2->lost);
 	ck_assert_uint_eq(far[4].stops, 1);
@@ -400,7 +400,7 @@ START_TEST(test_source_given_up)
 
 	m.u.stop.source = 1;
 	send_from(3, &m);
-	struct bd_peer *s1 = peer_source(&peers, 1);
+	struct peer *s1 = peer_source(&peers, 1);
 	ck_assert(s1->stuck && s1->lost);
 	ck_assert_uint_eq(rec.errors, 1);
 	ck_assert_str_eq(rec.error[0], "Source 1 (127.0.0.1:1001, pid 11 on host1) was given up by reader 0: its data connection delivered no complete frame within the reader's inactivity limit while its control link was alive; what it held is counted as lost with it");

@@ -1,5 +1,5 @@
 /* Unit tests of builderd/data/recsink.h through its first sink, the JSON
- * lines of builderd/data/rec_jsonl.c, on real files: the records exactly as
+ * lines of builderd/data/recsink_jsonl.c, on real files: the records exactly as
  * spec §4 has them, a batch written whole when full, a seal that drops what
  * is queued and writes nothing more, an unknown format refused. */
 #include <check.h>
@@ -46,24 +46,24 @@ static size_t lines(const char *text)
 	return n;
 }
 
-static struct rec_event event(uint64_t id)
+static struct recsink_event event(uint64_t id)
 {
-	return (struct rec_event){ .run_id = 7, .event_id = id, .crc = 4294967295u, .bytes = 1024,
+	return (struct recsink_event){ .run_id = 7, .event_id = id, .crc = 4294967295u, .bytes = 1024,
 				   .latency_ns = 1500 + id, .uncertainty_ns = id % 2 ? -1 : 20,
 				   .written_ns = 1764000000000000000ull };
 }
 
 START_TEST(test_records_as_the_spec_has_them)
 {
-	struct rec_sink s;
-	struct rec_sink_stats st;
+	struct recsink s;
+	struct recsink_stats st;
 	static const uint16_t missing[] = { 1, 3 };
 	struct bld_expired x = { .run_id = 7, .event_id = 9, .reason = BLD_EXPIRED_TIMEOUT,
 				 .present = 2, .missing_count = 2, .missing = missing };
 
-	ck_assert(rec_open(&s, "jsonl", dir, 4, 4));
+	ck_assert(recsink_open(&s, "jsonl", dir, 4, 4));
 	ck_assert_str_eq(s.ops->format, "jsonl");
-	struct rec_event e0 = event(0), e1 = event(1);
+	struct recsink_event e0 = event(0), e1 = event(1);
 	s.ops->add_event(s.self, &e0);
 	s.ops->add_event(s.self, &e1);
 	s.ops->add_expired(s.self, &x);
@@ -87,12 +87,12 @@ END_TEST
 /* A batch of 4: the 5th record writes the first 4 in one write. */
 START_TEST(test_a_full_batch_is_written_whole)
 {
-	struct rec_sink s;
-	struct rec_sink_stats st;
+	struct recsink s;
+	struct recsink_stats st;
 
-	ck_assert(rec_open(&s, NULL, dir, 4, 2));
+	ck_assert(recsink_open(&s, NULL, dir, 4, 2));
 	for (uint64_t id = 0; id < 5; id++) {
-		struct rec_event e = event(id);
+		struct recsink_event e = event(id);
 		s.ops->add_event(s.self, &e);
 	}
 	s.ops->stats(s.self, &st);
@@ -105,13 +105,13 @@ END_TEST
 
 START_TEST(test_a_seal_drops_what_is_queued)
 {
-	struct rec_sink s;
+	struct recsink s;
 	static const uint16_t missing[] = { 0 };
 	struct bld_expired x = { .run_id = 7, .event_id = 3, .reason = BLD_EXPIRED_TIMEOUT,
 				 .missing_count = 1, .missing = missing };
 
-	ck_assert(rec_open(&s, NULL, dir, 16, 2));
-	struct rec_event e = event(1);
+	ck_assert(recsink_open(&s, NULL, dir, 16, 2));
+	struct recsink_event e = event(1);
 	s.ops->add_event(s.self, &e);
 	ck_assert_int_eq(s.ops->flush(s.self), 0);
 	s.ops->add_event(s.self, &e);
@@ -127,8 +127,8 @@ END_TEST
 
 START_TEST(test_an_unknown_format_is_refused)
 {
-	struct rec_sink s;
-	ck_assert(!rec_open(&s, "parquet", dir, 4, 2));
+	struct recsink s;
+	ck_assert(!recsink_open(&s, "parquet", dir, 4, 2));
 	char path[128];
 	snprintf(path, sizeof path, "%s/events.jsonl", dir);
 	ck_assert_int_ne(access(path, F_OK), 0);

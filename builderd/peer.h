@@ -1,8 +1,8 @@
 /* The run's peers: every source, reader and (--role hub) builder builderd
  * expects, as one table (sources first, then readers, then builders) that
  * the hub, the clocks and the report walk alike. Private to builderd. */
-#ifndef ES_BD_PEERS_H
-#define ES_BD_PEERS_H
+#ifndef ES_BD_PEER_H
+#define ES_BD_PEER_H
 
 #include "wire/control.h"
 
@@ -12,7 +12,7 @@
 struct msgconn;
 
 /* A daemon on the control channel. */
-struct bd_peer {
+struct peer {
 	enum ctl_role role;
 	uint32_t id;
 	bool connected;          /* greeted at least once */
@@ -48,7 +48,7 @@ struct peer_table {
 	uint16_t sources;
 	uint32_t readers;
 	uint32_t builders;       /* 0 but in --role hub */
-	struct bd_peer *peers;   /* [sources + readers + builders] */
+	struct peer *peers;   /* [sources + readers + builders] */
 };
 
 /* Allocates the table: every peer not connected, roles and ids set.
@@ -68,22 +68,22 @@ uint32_t peer_count(const struct peer_table *t);
 
 /* The i-th peer, i < peer_count(): sources first, then readers, then
  * builders. */
-struct bd_peer *peer_at(const struct peer_table *t, uint32_t i);
+struct peer *peer_at(const struct peer_table *t, uint32_t i);
 
 /* The peer of that role and id; NULL when the run has none (a builder
  * outside --role hub, an id out of range). */
-struct bd_peer *peer_find(const struct peer_table *t, enum ctl_role role, uint32_t id);
+struct peer *peer_find(const struct peer_table *t, enum ctl_role role, uint32_t id);
 
 /* Shorthands of peer_find() for an id known to be in range. */
-struct bd_peer *peer_source(const struct peer_table *t, uint32_t source);
-struct bd_peer *peer_reader(const struct peer_table *t, uint32_t reader);
-struct bd_peer *peer_builder(const struct peer_table *t, uint32_t builder);
+struct peer *peer_source(const struct peer_table *t, uint32_t source);
+struct peer *peer_reader(const struct peer_table *t, uint32_t reader);
+struct peer *peer_builder(const struct peer_table *t, uint32_t builder);
 
 /* The position of p in the table, for state kept per peer elsewhere. */
-uint32_t peer_index(const struct peer_table *t, const struct bd_peer *p);
+uint32_t peer_index(const struct peer_table *t, const struct peer *p);
 
 
 /* How a peer lost before its END went: "stalled", "stuck" or "died". */
-const char *peer_how_gone(const struct bd_peer *p);
+const char *peer_how_gone(const struct peer *p);
 
 #endif

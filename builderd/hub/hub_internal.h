@@ -1,60 +1,60 @@
-/* What run.c and run_report.c share: the run's state. Private to
+/* What run.c and hub_report.c share: the run's state. Private to
  * builderd's run. */
-#ifndef ES_BD_RUN_INTERNAL_H
-#define ES_BD_RUN_INTERNAL_H
+#ifndef ES_BD_HUB_INTERNAL_H
+#define ES_BD_HUB_INTERNAL_H
 
 #include "hub/dataview.h"
 #include "options.h"
-#include "peers.h"
+#include "peer.h"
 #include "hub/watchdog.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 struct acct;
-struct bd_snapshot;
+struct snapshot;
 struct ctl_report;
 
-#define BD_TICK_US 2000u
-#define BD_MAX_ERRORS 64u
+#define HUB_TICK_US 2000u
+#define HUB_MAX_ERRORS 64u
 
-enum bd_phase { BD_RUNNING, BD_FINISHED };
+enum hub_phase { HUB_RUNNING, HUB_FINISHED };
 
 /* The run's hub: what the run owes its peers (START, credits, BYE), the
  * tick that drives the watchdog and the progress line, and the end of the
  * run. The control port's greetings are ctlport.c's, each peer's control
  * link and its loss peerlink.c's; the data side is behind ingest.h. */
-struct bd {
+struct hub {
 	struct event_base *base;
-	struct bd_options opt;
-	enum bd_phase phase;
+	struct options opt;
+	enum hub_phase phase;
 	int status;
 	struct event *ev_tick;
 	struct event *ev_linger;          /* after BYE: the loop ends then at the latest */
 	struct ctlport *ctlport;          /* ctlport.c: the control port and its greetings */
-	struct ing *ing;                  /* ingest.c: readers' data, core, records; NULL in role hub */
+	struct ingest *ing;                  /* ingest.c: readers' data, core, records; NULL in role hub */
 	struct fleet *fleet;              /* fleet.c, role hub: the builders' reports */
-	struct mgr *mgr;                  /* manager.c, role hub: the event manager */
-	struct bd_data data;              /* the data side as books, watchdog, peerlink see it */
-	bool hub;                         /* --role hub: builds nothing, manages builders */
-	struct bdc *clocks;               /* clocks.c: the exchanges, offsets and bounds */
-	struct wd wd;                     /* watchdog.c: stalled and stuck peers */
-	struct plink *plink;              /* peerlink.c: each peer's control link, its loss */
+	struct manager *mgr;                  /* manager.c, role hub: the event manager */
+	struct dataview data;              /* the data side as books, watchdog, peerlink see it */
+	bool role_hub;                       /* --role hub: builds nothing, manages builders */
+	struct clocks *clocks;               /* clocks.c: the exchanges, offsets and bounds */
+	struct watchdog wd;                     /* watchdog.c: stalled and stuck peers */
+	struct peerlink *plink;              /* peerlink.c: each peer's control link, its loss */
 	int64_t *source_offsets_ns;
 	struct peer_table peers;          /* every source and reader */
 	uint64_t start_ns;
 	uint64_t last_progress_ns;
 	uint64_t wind_up_ns;              /* the watchdog fired: gathering final counters */
-	struct prog *prog;                /* progress.c: the rate, the progress line */
+	struct progress *prog;                /* progress.c: the rate, the progress line */
 	uint64_t credits_sent;
 	uint32_t open_conns;              /* after the run: peers still flushing BYE */
-	char *errors[BD_MAX_ERRORS];
+	char *errors[HUB_MAX_ERRORS];
 	uint32_t error_count;
 	uint32_t errors_dropped;
 	uint64_t end_ns;
 	bool started;                     /* START sent to the sources */
-	/* A serving hub holds START (bd_hold_start): when every peer is in,
-	 * on_ready is called once and START waits for bd_release_start. */
+	/* A serving hub holds START (hub_hold_start): when every peer is in,
+	 * on_ready is called once and START waits for hub_release_start. */
 	void (*on_ready)(void *arg);
 	void *on_ready_arg;
 	bool ready_told;
@@ -67,9 +67,9 @@ struct bd {
 	uint64_t fault_ns;                /* a peer stopped the run for a fault; 0: none */
 	char fault_reason[CTL_MAX_TEXT];  /* the STOP's reason then */
 	bool fault_builders_told;
-	uint64_t books_ns;                /* the books closed (bd_finish) */
+	uint64_t books_ns;                /* the books closed (hub_finish) */
 	struct prom_server *prom;         /* --metrics-listen */
-	struct bd_snapshot_link *snap_links;   /* [readers], for reports */
+	struct snapshot_link *snap_links;   /* [readers], for reports */
 	char host[256];                   /* the builder's host name */
 };
 
@@ -77,31 +77,31 @@ struct bd {
  * source is told to stop now, the manager assigns nothing more, and the
  * run ends the normal way once the others have reported (docs/BUILDERS.md,
  * "A reader that finds a fault"). */
-void bd_stop_at_fault(struct bd *b, const struct bd_peer *p);
+void hub_stop_at_fault(struct hub *b, const struct peer *p);
 
 /* After such a stop, p (joining late, or any peer at the stop) is told to
  * stop too; nothing without one. */
-void bd_fault_tell(struct bd *b, struct bd_peer *p);
+void hub_fault_tell(struct hub *b, struct peer *p);
 
 /* The builders of such a stop before START, once no reader will dial them
  * any more (every one reported or gone): told to stop, once. */
-void bd_fault_tell_builders(struct bd *b);
+void hub_fault_tell_builders(struct hub *b);
 
 /* The run's figures for a report: the hub's own, then the data side's.
  * self (may be NULL) gets the builder process's own counters. */
-void bd_snapshot_fill(struct bd *b, struct bd_snapshot *s, struct ctl_report *self);
+void hub_snapshot_fill(struct hub *b, struct snapshot *s, struct ctl_report *self);
 
 /* metrics.json and the summary. */
-void bd_report(struct bd *b, const struct acct *a);
+void hub_report(struct hub *b, const struct acct *a);
 
 /* The port file and the "listening" lines the launcher reads back; a hub
  * has no data port. */
-int bd_announce(struct bd *b, uint16_t data_port, uint16_t control_port);
+int hub_announce(struct hub *b, uint16_t data_port, uint16_t control_port);
 
-void bd_log_waiting(const struct bd *b);
+void hub_log_waiting(const struct hub *b);
 
 /* Events decided so far: the core's complete ones, or in role hub what the
  * builders' tokens said. */
-uint64_t bd_events_done(const struct bd *b);
+uint64_t hub_events_done(const struct hub *b);
 
 #endif

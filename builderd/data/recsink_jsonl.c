@@ -29,7 +29,7 @@ struct jsonl {
 	char *expired_lines;
 	size_t expired_cap, expired_len;
 	uint64_t expired_count;
-	struct rec_sink_stats stats;
+	struct recsink_stats stats;
 	bool sealed;
 };
 
@@ -106,7 +106,7 @@ static char *jsonl_put_u64(char *q, uint64_t v)
 	return q;
 }
 
-static void jsonl_add_event(void *self, const struct rec_event *e)
+static void jsonl_add_event(void *self, const struct recsink_event *e)
 {
 	struct jsonl *j = self;
 	if (j->sealed)
@@ -195,13 +195,13 @@ static bool jsonl_close(void *self)
 	return ok;
 }
 
-static void jsonl_stats(const void *self, struct rec_sink_stats *out)
+static void jsonl_stats(const void *self, struct recsink_stats *out)
 {
 	const struct jsonl *j = self;
 	*out = j->stats;
 }
 
-static const struct rec_sink_ops jsonl_ops = {
+static const struct recsink_ops jsonl_ops = {
 	.format = "jsonl",
 	.add_event = jsonl_add_event,
 	.add_expired = jsonl_add_expired,
@@ -211,7 +211,7 @@ static const struct rec_sink_ops jsonl_ops = {
 	.stats = jsonl_stats,
 };
 
-bool rec_jsonl_open(struct rec_sink *out, const char *dir, uint32_t batch_events,
+bool recsink_jsonl_open(struct recsink *out, const char *dir, uint32_t batch_events,
 		    uint16_t sources)
 {
 	struct jsonl *j = calloc(1, sizeof *j);
@@ -232,6 +232,6 @@ bool rec_jsonl_open(struct rec_sink *out, const char *dir, uint32_t batch_events
 		jsonl_close(j);
 		return false;
 	}
-	*out = (struct rec_sink){ &jsonl_ops, j };
+	*out = (struct recsink){ &jsonl_ops, j };
 	return true;
 }

@@ -3,8 +3,8 @@
  * run's natural end, so the run closes the normal way: every event up to
  * that one built, the books balanced with the cut-off as its own bucket.
  * And the stop at a fault a peer found: every source stops now. */
-#include "hub/run.h"
-#include "hub/run_internal.h"
+#include "hub/hub.h"
+#include "hub/hub_internal.h"
 
 #include "clock/clocks.h"
 #include "hub/manager.h"
@@ -27,19 +27,19 @@
  * last_event stops where it is, and the events it sent beyond the others
  * would expire incomplete; 50 ms of events more is a small price for an
  * operator's stop, and more than those lags on a LAN. */
-#define BD_DRAIN_MARGIN_MIN_NS 50000000u
+#define HUB_DRAIN_MARGIN_MIN_NS 50000000u
 /* Round trips of the control link the margin covers at least: the lag of
  * what the hub knows (one way) and the STOP's travel (the other). */
-#define BD_DRAIN_MARGIN_RTTS 4u
+#define HUB_DRAIN_MARGIN_RTTS 4u
 
 /* The longest best round trip of a source's clock exchanges (the control
  * link or its probe socket), 0 when none was measured. */
-static uint64_t bd_drain_rtt_ns(const struct bd *b)
+static uint64_t hub_drain_rtt_ns(const struct hub *b)
 {
 	uint64_t rtt = 0;
 	for (uint16_t s = 0; s < b->opt.sources; s++) {
-		struct bdc_peer_view v;
-		bdc_peer_view(b->clocks, s, &v);
+		struct clocks_peer_view v;
+		clocks_peer_view(b->clocks, s, &v);
 		if (v.clock.best_delay_ns > 0 && (uint64_t)v.clock.best_delay_ns > rtt)
 			rtt = (uint64_t)v.clock.best_delay_ns;
 	}
@@ -48,9 +48,9 @@ static uint64_t bd_drain_rtt_ns(const struct bd *b)
 
 /* Events per second decided: the last second's, or since START while the
  * run is younger than that. */
-static double bd_drain_rate(const struct bd *b, uint64_t now, uint64_t done)
+static double hub_drain_rate(const struct hub *b, uint64_t now, uint64_t done)
 {
-	double rate = prog_rate(b->prog);
+	double rate = progress_rate(b->prog);
 	if (rate <= 0.0 && b->started_ns != 0 && now > b->started_ns)
 		rate = (double)done * 1e9 / (double)(now - b->started_ns);
 	return rate;
@@ -59,13 +59,13 @@ static double bd_drain_rate(const struct bd *b, uint64_t now, uint64_t done)
 /* The event boundary: the highest event the hub knows was generated
  * (decided so far: the core's complete ones in role both, the builders'
  * tokens in role hub) plus the events of the margin at the run's rate. */
-static uint64_t bd_drain_boundary(const struct bd *b, uint64_t now)
+static uint64_t hub_drain_boundary(const struct hub *b, uint64_t now)
 {
-	uint64_t done = bd_events_done(b);
-	uint64_t margin_ns = BD_DRAIN_MARGIN_RTTS * bd_drain_rtt_ns(b);
-	if (margin_ns < BD_DRAIN_MARGIN_MIN_NS)
-		margin_ns = BD_DRAIN_MARGIN_MIN_NS;
-	double margin = bd_drain_rate(b, now, done) * (double)margin_ns / 1e9;
+	uint64_t done = hub_events_done(b);
+	uint64_t margin_ns = HUB_DRAIN_MARGIN_RTTS * hub_drain_rtt_ns(b);
+	if (margin_ns < HUB_DRAIN_MARGIN_MIN_NS)
+		margin_ns = HUB_DRAIN_MARGIN_MIN_NS;
+	double margin = hub_drain_rate(b, now, done) * (double)margin_ns / 1e9;
 	uint64_t extra = margin < 1e15 ? (uint64_t)margin + 1 : (uint64_t)1e15;
 	uint64_t last = b->opt.first_event + done + extra - 1;
 	if (b->opt.events != 0 && last >= b->opt.first_event + b->opt.events)
@@ -73,16 +73,16 @@ static uint64_t bd_drain_boundary(const struct bd *b, uint64_t now)
 	return last;
 }
 
-void bd_stop_drained(struct bd *b, const char *why)
+void hub_stop_drained(struct hub *b, const char *why)
 {
-	if (b->phase != BD_RUNNING || b->drain_ns != 0) {
+	if (b->phase != HUB_RUNNING || b->drain_ns != 0) {
 		log_info("Run %u: operator stop (%s) ignored: %s", b->opt.run_id, why,
-			 b->phase != BD_RUNNING ? "the run has ended" : "already stopping");
+			 b->phase != HUB_RUNNING ? "the run has ended" : "already stopping");
 		return;
 	}
 	uint64_t now = clk_monotonic_ns();
 	b->drain_ns = now;
-	b->drain_last_event = bd_drain_boundary(b, now);
+	b->drain_last_event = hub_drain_boundary(b, now);
 	struct ctl_msg m = { .type = CTL_STOP };
 	m.u.stop.source = CTL_STOP_ALL;
 	m.u.stop.last_event = b->drain_last_event;
@@ -93,19 +93,19 @@ void bd_stop_drained(struct bd *b, const char *why)
 	log_info("Run %u: operator stop at event %" PRIu64 " (%s)", b->opt.run_id,
 		 b->drain_last_event, why);
 	if (b->mgr != NULL)
-		mgr_drain(b->mgr, b->drain_last_event);
+		manager_drain(b->mgr, b->drain_last_event);
 }
 
 /* Whether the builders of a run stopped for a fault before START are due
  * their STOP: once every reader has reported or is gone, none will dial
  * them any more (a builder that ended sooner would turn a reader's late
  * data connection away), and nothing is on its way to them. */
-static bool bd_fault_builders_due(const struct bd *b)
+static bool hub_fault_builders_due(const struct hub *b)
 {
 	if (b->started)
 		return false;   /* they end with their readers' data */
 	for (uint32_t r = 0; r < b->opt.readers; r++) {
-		const struct bd_peer *rd = peer_reader(&b->peers, r);
+		const struct peer *rd = peer_reader(&b->peers, r);
 		if (!rd->reported && !rd->lost)
 			return false;
 	}
@@ -115,10 +115,10 @@ static bool bd_fault_builders_due(const struct bd *b)
 /* Tells one peer of a run stopped for a fault to stop now: a source stops
  * sending, a reader closes its sources and reports, and a builder, before
  * START, ends, so that none waits for a reader that will never forward. */
-void bd_fault_tell(struct bd *b, struct bd_peer *p)
+void hub_fault_tell(struct hub *b, struct peer *p)
 {
 	if (b->fault_ns == 0 || p->conn == NULL || p->reported || p->lost ||
-	    (p->role == CTL_ROLE_BUILDER && !bd_fault_builders_due(b)))
+	    (p->role == CTL_ROLE_BUILDER && !hub_fault_builders_due(b)))
 		return;
 	struct ctl_msg m = { .type = CTL_STOP };
 	m.u.stop.source = CTL_STOP_ALL;
@@ -127,18 +127,18 @@ void bd_fault_tell(struct bd *b, struct bd_peer *p)
 	msgconn_send(p->conn, &m);
 }
 
-void bd_fault_tell_builders(struct bd *b)
+void hub_fault_tell_builders(struct hub *b)
 {
-	if (b->fault_ns == 0 || b->fault_builders_told || !bd_fault_builders_due(b))
+	if (b->fault_ns == 0 || b->fault_builders_told || !hub_fault_builders_due(b))
 		return;
 	b->fault_builders_told = true;
 	for (uint32_t k = 0; k < b->peers.builders; k++)
-		bd_fault_tell(b, peer_builder(&b->peers, k));
+		hub_fault_tell(b, peer_builder(&b->peers, k));
 }
 
-void bd_stop_at_fault(struct bd *b, const struct bd_peer *p)
+void hub_stop_at_fault(struct hub *b, const struct peer *p)
 {
-	if (b->phase != BD_RUNNING || b->fault_ns != 0)
+	if (b->phase != HUB_RUNNING || b->fault_ns != 0)
 		return;
 	b->fault_ns = clk_monotonic_ns();
 	snprintf(b->fault_reason, sizeof b->fault_reason,
@@ -150,10 +150,10 @@ void bd_stop_at_fault(struct bd *b, const struct bd_peer *p)
 	 * IDs that will not be assigned. Peers that join later are told as
 	 * they join. */
 	for (uint32_t i = 0; i < b->opt.sources + b->opt.readers; i++)
-		bd_fault_tell(b, peer_at(&b->peers, i));
-	bd_fault_tell_builders(b);
+		hub_fault_tell(b, peer_at(&b->peers, i));
+	hub_fault_tell_builders(b);
 	if (b->mgr != NULL)
-		mgr_cut(b->mgr);
+		manager_cut(b->mgr);
 	log_warn("Run %u ends: %s %u stopped it for a fault; every source and reader is told to stop now%s",
 		 b->opt.run_id, ctl_role_name(p->role), p->id,
 		 b->mgr != NULL ? ", nothing more is assigned" : "");

@@ -1,8 +1,8 @@
-/* The operator's requests to the serving hub (hubhttp.h). */
-#include "serve/hubhttp.h"
+/* The operator's requests to the serving hub (serve_http.h). */
+#include "serve/serve_http.h"
 
-#include "serve/hubfsm.h"
-#include "serve/hubsession.h"
+#include "serve/serve_fsm.h"
+#include "serve/serve_session.h"
 
 #include "io/ctlhttp.h"
 #include "sys/log.h"
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct hubhttp {
+struct serve_http {
 	struct ctlhttp *http;
-	struct hub_session *hs;
+	struct serve_session *hs;
 };
 
 static json_t *ms_or_null(double ms)
@@ -25,16 +25,16 @@ static json_t *ms_or_null(double ms)
 /* The operator's requests and the events of the state machine they are:
  * what /state offers as the actions that apply now, with their arguments. */
 static const struct {
-	enum hub_event event;
+	enum serve_event event;
 	const char *path;
 	const char *run;        /* what its "run" must be; NULL: it takes none */
 	bool args;              /* it takes "args", every daemon's arguments */
 } actions[] = {
-	{ HUB_EV_CONFIGURE, "/configure", "the new run's number, 1 .. 4294967295", true },
-	{ HUB_EV_START, "/start", "the configured run's number", false },
-	{ HUB_EV_STOP, "/stop", "the running run's number", false },
-	{ HUB_EV_RESET, "/reset", NULL, false },
-	{ HUB_EV_SHUTDOWN, "/shutdown", NULL, false },
+	{ SERVE_EV_CONFIGURE, "/configure", "the new run's number, 1 .. 4294967295", true },
+	{ SERVE_EV_START, "/start", "the configured run's number", false },
+	{ SERVE_EV_STOP, "/stop", "the running run's number", false },
+	{ SERVE_EV_RESET, "/reset", NULL, false },
+	{ SERVE_EV_SHUTDOWN, "/shutdown", NULL, false },
 };
 
 static json_t *hubhttp_action_args(size_t a)
@@ -51,30 +51,30 @@ static json_t *hubhttp_action_args(size_t a)
 
 /* "machine": every state and rule; "actions": the operator's requests that
  * apply in the state now, each with its arguments, as the rules say. */
-static void hubhttp_machine(json_t *state, enum hub_state now)
+static void hubhttp_machine(json_t *state, enum serve_state now)
 {
 	json_t *states = json_array(), *rules = json_array(), *offered = json_array();
-	for (int st = 0; st < HUB_STATE_COUNT; st++)
-		json_array_append_new(states, json_pack("{s:s, s:b}", "name", hub_state_name(st),
-							"deadline", hub_state_has_deadline(st)));
-	for (size_t i = 0; i < hub_fsm_rule_count(); i++) {
-		const struct hub_rule *r = hub_fsm_rule_at(i);
+	for (int st = 0; st < SERVE_STATE_COUNT; st++)
+		json_array_append_new(states, json_pack("{s:s, s:b}", "name", serve_fsm_state_name(st),
+							"deadline", serve_fsm_has_deadline(st)));
+	for (size_t i = 0; i < serve_fsm_rule_count(); i++) {
+		const struct serve_fsm_rule *r = serve_fsm_rule_at(i);
 		json_t *from = json_array();
-		for (int st = 0; st < HUB_STATE_COUNT; st++)
+		for (int st = 0; st < SERVE_STATE_COUNT; st++)
 			if (r->from & (1u << st))
-				json_array_append_new(from, json_string(hub_state_name(st)));
+				json_array_append_new(from, json_string(serve_fsm_state_name(st)));
 		json_array_append_new(rules, json_pack("{s:s, s:o, s:s, s:s}", "event",
-			hub_event_name(r->event), "from", from, "to", hub_state_name(r->to),
+			serve_fsm_event_name(r->event), "from", from, "to", serve_fsm_state_name(r->to),
 			"meaning", r->meaning));
 	}
 	for (size_t a = 0; a < sizeof actions / sizeof actions[0]; a++) {
-		for (size_t i = 0; i < hub_fsm_rule_count(); i++) {
-			const struct hub_rule *r = hub_fsm_rule_at(i);
-			if (r->event != actions[a].event || !hub_fsm_rule_applies(r, now))
+		for (size_t i = 0; i < serve_fsm_rule_count(); i++) {
+			const struct serve_fsm_rule *r = serve_fsm_rule_at(i);
+			if (r->event != actions[a].event || !serve_fsm_rule_applies(r, now))
 				continue;
 			json_array_append_new(offered, json_pack("{s:s, s:s, s:o, s:s, s:s}",
-				"action", hub_event_name(r->event), "path", actions[a].path,
-				"args", hubhttp_action_args(a), "to", hub_state_name(r->to),
+				"action", serve_fsm_event_name(r->event), "path", actions[a].path,
+				"args", hubhttp_action_args(a), "to", serve_fsm_state_name(r->to),
 				"meaning", r->meaning));
 			break;
 		}
@@ -107,12 +107,12 @@ static json_t *hubhttp_counters(const struct ctlhttp *http)
 	return o;
 }
 
-static json_t *hubhttp_state(const struct hubhttp *h)
+static json_t *hubhttp_state(const struct serve_http *h)
 {
-	const struct hub_session *hs = h->hs;
+	const struct serve_session *hs = h->hs;
 	json_t *peers = json_array(), *missing = json_array(), *runs = json_array();
-	for (size_t i = 0; i < hub_peer_count(hs); i++) {
-		struct hub_peer_view v = hub_peer_at(hs, i);
+	for (size_t i = 0; i < serve_session_peer_count(hs); i++) {
+		struct serve_peer_view v = serve_session_peer_at(hs, i);
 		char name[48];
 		snprintf(name, sizeof name, "%s %u", ctl_role_name(v.role), v.id);
 		if (!v.linked) {
@@ -124,8 +124,8 @@ static json_t *hubhttp_state(const struct hubhttp *h)
 			"pid", (json_int_t)v.pid, "state", ctl_session_state_name(v.state),
 			"run", (json_int_t)v.run));
 	}
-	for (size_t i = 0; i < hub_summary_count(hs) && i < HUB_SUMMARIES_KEPT; i++) {
-		const struct hub_run_summary *s = hub_summary_at(hs, i);
+	for (size_t i = 0; i < serve_session_summary_count(hs) && i < SERVE_SUMMARIES_KEPT; i++) {
+		const struct serve_run_summary *s = serve_session_summary_at(hs, i);
 		json_array_append_new(runs, json_pack("{s:I, s:i, s:b, s:b, s:I, s:o, s:o, s:s, s:s}",
 			"run", (json_int_t)s->run, "status", s->status, "balanced", s->balanced,
 			"started", s->started, "events_decided", (json_int_t)s->events_decided,
@@ -134,11 +134,11 @@ static json_t *hubhttp_state(const struct hubhttp *h)
 			"ended_by", s->ended_by));
 	}
 	json_t *state = json_pack("{s:s, s:I, s:s, s:o, s:o, s:o, s:o}", "state",
-				  hub_state_name(hub_state_now(hs)), "run", (json_int_t)hub_run_now(hs),
-				  "error", hub_error(hs), "peers", peers, "missing", missing, "runs", runs,
+				  serve_fsm_state_name(serve_session_state(hs)), "run", (json_int_t)serve_session_run_now(hs),
+				  "error", serve_session_error(hs), "peers", peers, "missing", missing, "runs", runs,
 				  CNT_GROUP_CONTROL_HTTP, hubhttp_counters(h->http));
 	if (state != NULL)
-		hubhttp_machine(state, hub_state_now(hs));
+		hubhttp_machine(state, serve_session_state(hs));
 	return state;
 }
 
@@ -151,14 +151,14 @@ static uint32_t body_run(const json_t *body)
 }
 
 /* "args": {"hub": ["--x", ...], "source.0": [...]} into the hub session. */
-static bool hubhttp_args(struct hub_session *hs, const json_t *body, char *reason, size_t len)
+static bool hubhttp_args(struct serve_session *hs, const json_t *body, char *reason, size_t len)
 {
 	json_t *args = json_object_get(body, "args");
 	if (!json_is_object(args)) {
 		snprintf(reason, len, "args: an object of every daemon's arguments is needed");
 		return false;
 	}
-	hub_configure_begin(hs);
+	serve_session_configure_begin(hs);
 	const char *key;
 	json_t *list;
 	json_object_foreach(args, key, list) {
@@ -185,7 +185,7 @@ static bool hubhttp_args(struct hub_session *hs, const json_t *body, char *reaso
 			}
 			used += (size_t)n;
 		}
-		if (!hub_configure_arg(hs, key, text, reason, len))
+		if (!serve_session_configure_arg(hs, key, text, reason, len))
 			return false;
 	}
 	return true;
@@ -194,8 +194,8 @@ static bool hubhttp_args(struct hub_session *hs, const json_t *body, char *reaso
 static int hubhttp_handle(void *arg, const char *method, const char *path, const json_t *body,
 			  json_t **answer)
 {
-	struct hubhttp *h = arg;
-	struct hub_session *hs = h->hs;
+	struct serve_http *h = arg;
+	struct serve_session *hs = h->hs;
 	char reason[512] = "";
 	bool ok;
 	(void)method;     /* ctlhttp answers a wrong method itself */
@@ -205,16 +205,16 @@ static int hubhttp_handle(void *arg, const char *method, const char *path, const
 	}
 	if (strcmp(path, "/configure") == 0)
 		ok = body_run(body) != 0 ? hubhttp_args(hs, body, reason, sizeof reason) &&
-					   hub_configure(hs, body_run(body), reason, sizeof reason)
+					   serve_session_configure(hs, body_run(body), reason, sizeof reason)
 					 : (snprintf(reason, sizeof reason, "run: 1 .. 4294967295 is needed"), false);
 	else if (strcmp(path, "/start") == 0)
-		ok = hub_start(hs, body_run(body), reason, sizeof reason);
+		ok = serve_session_start(hs, body_run(body), reason, sizeof reason);
 	else if (strcmp(path, "/stop") == 0)
-		ok = hub_stop(hs, body_run(body), reason, sizeof reason);
+		ok = serve_session_stop(hs, body_run(body), reason, sizeof reason);
 	else if (strcmp(path, "/reset") == 0)
-		ok = hub_reset(hs, reason, sizeof reason);
+		ok = serve_session_reset(hs, reason, sizeof reason);
 	else if (strcmp(path, "/shutdown") == 0) {
-		hub_shutdown(hs, "the operator's shutdown");
+		serve_session_shutdown(hs, "the operator's shutdown");
 		ok = true;
 	} else {
 		*answer = json_pack("{s:s}", "error", "no such request");
@@ -223,18 +223,18 @@ static int hubhttp_handle(void *arg, const char *method, const char *path, const
 	if (!ok) {
 		log_warn("%s refused: %s", path + 1, reason);
 		*answer = json_pack("{s:b, s:s, s:s}", "accepted", 0, "reason", reason, "state",
-				    hub_state_name(hub_state_now(hs)));
+				    serve_fsm_state_name(serve_session_state(hs)));
 		return 409;
 	}
 	*answer = json_pack("{s:b, s:s, s:I}", "accepted", 1, "state",
-			    hub_state_name(hub_state_now(hs)), "run", (json_int_t)hub_run_now(hs));
+			    serve_fsm_state_name(serve_session_state(hs)), "run", (json_int_t)serve_session_run_now(hs));
 	return 200;
 }
 
-struct hubhttp *hubhttp_new(struct event_base *base, const char *host, uint16_t port,
-			    struct hub_session *hs, uint16_t *bound_port)
+struct serve_http *serve_http_new(struct event_base *base, const char *host, uint16_t port,
+			    struct serve_session *hs, uint16_t *bound_port)
 {
-	struct hubhttp *h = calloc(1, sizeof *h);
+	struct serve_http *h = calloc(1, sizeof *h);
 	char err[256];
 	if (h == NULL)
 		return NULL;
@@ -249,7 +249,7 @@ struct hubhttp *hubhttp_new(struct event_base *base, const char *host, uint16_t 
 	return h;
 }
 
-void hubhttp_free(struct hubhttp *h)
+void serve_http_free(struct serve_http *h)
 {
 	if (h == NULL)
 		return;

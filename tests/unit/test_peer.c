@@ -1,11 +1,11 @@
-/* Unit tests of builderd/peers.c: the run's peer table, sources first then
+/* Unit tests of builderd/peer.c: the run's peer table, sources first then
  * readers, found by role and id, counted and indexed alike. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "builderd/hub/credits.h"
-#include "builderd/peers.h"
+#include "builderd/peer.h"
 
 START_TEST(test_layout)
 {
@@ -13,7 +13,7 @@ START_TEST(test_layout)
 	ck_assert_int_eq(peer_table_init(&t, 3, 2), 0);
 	ck_assert_uint_eq(peer_count(&t), 5);
 	for (uint32_t i = 0; i < peer_count(&t); i++) {
-		const struct bd_peer *p = peer_at(&t, i);
+		const struct peer *p = peer_at(&t, i);
 		ck_assert_int_eq(p->role, i < 3 ? CTL_ROLE_SOURCE : CTL_ROLE_READER);
 		ck_assert_uint_eq(p->id, i < 3 ? i : i - 3);
 		ck_assert_uint_eq(peer_index(&t, p), i);
@@ -35,7 +35,7 @@ START_TEST(test_builders_layout)
 	ck_assert_int_eq(peer_table_init_builders(&t, 2, 1, 3), 0);
 	ck_assert_uint_eq(peer_count(&t), 6);
 	for (uint32_t b = 0; b < 3; b++) {
-		struct bd_peer *p = peer_at(&t, 3 + b);
+		struct peer *p = peer_at(&t, 3 + b);
 		ck_assert_int_eq(p->role, CTL_ROLE_BUILDER);
 		ck_assert_uint_eq(p->id, b);
 		ck_assert_ptr_eq(peer_builder(&t, b), p);
@@ -79,7 +79,7 @@ START_TEST(test_words)
 	ck_assert_str_eq(ctl_role_title(CTL_ROLE_SOURCE), "Source");
 	ck_assert_str_eq(ctl_role_title(CTL_ROLE_READER), "Reader");
 	ck_assert_str_eq(ctl_role_title(CTL_ROLE_BUILDER), "Builder");
-	struct bd_peer p;
+	struct peer p;
 	memset(&p, 0, sizeof p);
 	ck_assert_str_eq(peer_how_gone(&p), "died");
 	p.stuck = true;
@@ -92,7 +92,7 @@ END_TEST
 /* When a reader is due a new admission limit (builderd/hub/credits.c). */
 START_TEST(test_credits_due)
 {
-	struct bd_peer p;
+	struct peer p;
 	memset(&p, 0, sizeof p);
 	const uint64_t t0 = 10 * CREDITS_MIN_INTERVAL_NS;
 	ck_assert(!credits_due(&p, 100, 64, true, t0));          /* no control link */

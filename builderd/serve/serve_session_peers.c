@@ -1,7 +1,7 @@
-/* The serving hub's peers (hubsession_internal.h): the session port every
+/* The serving hub's peers (serve_session_internal.h): the session port every
  * serving peer joins, each peer's link and last STATE, a configure's
  * arguments per peer, and the peers as /state shows them. */
-#include "serve/hubsession_internal.h"
+#include "serve/serve_session_internal.h"
 
 #include "options.h"
 
@@ -15,12 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
-void hub_peer_name(const struct hub_peer *p, char *out, size_t len)
+void serve_session_peer_name(const struct serve_peer *p, char *out, size_t len)
 {
 	snprintf(out, len, "%s %u", ctl_role_name(p->role), p->id);
 }
 
-static struct hub_peer *hub_find(struct hub_session *hs, enum ctl_role role, uint32_t id)
+static struct serve_peer *serve_find(struct serve_session *hs, enum ctl_role role, uint32_t id)
 {
 	for (size_t i = 0; i < hs->n_peers; i++)
 		if (hs->peers[i].role == role && hs->peers[i].id == id)
@@ -28,41 +28,41 @@ static struct hub_peer *hub_find(struct hub_session *hs, enum ctl_role role, uin
 	return NULL;
 }
 
-void hub_send(struct hub_peer *p, const struct ctl_msg *m)
+void serve_session_send(struct serve_peer *p, const struct ctl_msg *m)
 {
 	if (p->link != NULL && msgconn_send(p->link, m) < 0) {
 		char name[48];
-		hub_peer_name(p, name, sizeof name);
+		serve_session_peer_name(p, name, sizeof name);
 		log_warn("Cannot send %s to %s's session link", ctl_type_name(m->type), name);
 	}
 }
 
-void hub_order_all(struct hub_session *hs, enum ctl_type type, const char *reason)
+void serve_session_order_all(struct serve_session *hs, enum ctl_type type, const char *reason)
 {
 	struct ctl_msg m = { .type = type };
 	snprintf(m.u.order.reason, sizeof m.u.order.reason, "%s", reason);
 	for (size_t i = 0; i < hs->n_peers; i++)
-		hub_send(&hs->peers[i], &m);
+		serve_session_send(&hs->peers[i], &m);
 }
 
-static void hub_on_link_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
+static void serve_on_link_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
 				void *arg)
 {
 	(void)c;
 	(void)rx_ns;
-	struct hub_peer *p = arg;
+	struct serve_peer *p = arg;
 	if (msg->type == CTL_STATE)
 		p->hs->on_peer_state(p->hs, p, &msg->u.state);
 	else
 		log_warn("Unexpected %s on a session link; ignored", ctl_type_name(msg->type));
 }
 
-static void hub_on_link_close(struct msgconn *c, const char *reason, void *arg)
+static void serve_on_link_close(struct msgconn *c, const char *reason, void *arg)
 {
-	struct hub_peer *p = arg;
-	struct hub_session *hs = p->hs;
+	struct serve_peer *p = arg;
+	struct serve_session *hs = p->hs;
 	char name[48];
-	hub_peer_name(p, name, sizeof name);
+	serve_session_peer_name(p, name, sizeof name);
 	if (hs->quit)
 		log_info("%s's session link closed: %s", name, reason);
 	else
@@ -74,20 +74,20 @@ static void hub_on_link_close(struct msgconn *c, const char *reason, void *arg)
 	hs->on_peer_left(hs, p);
 }
 
-static const struct msgconn_ops hub_link_ops = {
-	.on_message = hub_on_link_message,
-	.on_close = hub_on_link_close,
+static const struct msgconn_ops serve_link_ops = {
+	.on_message = serve_on_link_message,
+	.on_close = serve_on_link_close,
 };
 
-static void hub_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+static void serve_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
 			   const char *peer, void *arg)
 {
-	struct hub_session *hs = arg;
+	struct serve_session *hs = arg;
 	if (fd < 0) {
 		hs->refused++;
 		return;
 	}
-	struct hub_peer *p = hub_find(hs, h->role, h->id);
+	struct serve_peer *p = serve_find(hs, h->role, h->id);
 	if (h->channel != CTL_CHANNEL_SESSION) {
 		greet_reply_error(fd, peer, "wrong_channel", "%s %u greeted the hub's session port as a %s connection",
 				  ctl_role_name(h->role), h->id, ctl_channel_name(h->channel));
@@ -95,7 +95,7 @@ static void hub_on_greeted(int fd, const struct ctl_hello *h, const struct msgse
 		greet_reply_error(fd, peer, "unknown_peer",
 				  "%s %u is not a peer of this hub (%u sources, %u readers, %u builders)",
 				  ctl_role_name(h->role), h->id, hs->opt->sources, hs->opt->readers,
-				  hs->opt->role == BD_ROLE_HUB ? hs->opt->builders : 0);
+				  hs->opt->role == ROLE_HUB ? hs->opt->builders : 0);
 	} else if (p->link != NULL) {
 		greet_reply_error(fd, peer, "duplicate_id", "%s %u has a session link already (pid %u on %s)",
 				  ctl_role_name(h->role), h->id, p->pid, p->host);
@@ -103,7 +103,7 @@ static void hub_on_greeted(int fd, const struct ctl_hello *h, const struct msgse
 		close(fd);
 		return;
 	} else {
-		p->link = msgconn_new(hs->base, fd, seal, peer, &hub_link_ops, p);
+		p->link = msgconn_new(hs->base, fd, seal, peer, &serve_link_ops, p);
 		if (p->link == NULL) {
 			close(fd);
 			return;
@@ -119,36 +119,36 @@ static void hub_on_greeted(int fd, const struct ctl_hello *h, const struct msgse
 	hs->refused++;
 }
 
-static void hub_on_accept(evutil_socket_t fd, short what, void *arg)
+static void serve_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	struct hub_session *hs = arg;
-	greet_accept_all(&hs->door, fd, hub_on_greeted, hs);
+	struct serve_session *hs = arg;
+	greet_accept_all(&hs->door, fd, serve_on_greeted, hs);
 }
 
-bool hub_peers_open(struct hub_session *hs, uint16_t *session_port)
+bool serve_session_peers_open(struct serve_session *hs, uint16_t *session_port)
 {
-	const struct bd_options *o = hs->opt;
-	size_t n = (size_t)o->sources + o->readers + (o->role == BD_ROLE_HUB ? o->builders : 0);
+	const struct options *o = hs->opt;
+	size_t n = (size_t)o->sources + o->readers + (o->role == ROLE_HUB ? o->builders : 0);
 	hs->session_fd = -1;
 	if ((hs->peers = calloc(n, sizeof *hs->peers)) == NULL)
 		return false;
 	for (uint32_t i = 0; i < o->sources; i++)
-		hs->peers[hs->n_peers++] = (struct hub_peer){ .role = CTL_ROLE_SOURCE, .id = i, .hs = hs };
+		hs->peers[hs->n_peers++] = (struct serve_peer){ .role = CTL_ROLE_SOURCE, .id = i, .hs = hs };
 	for (uint32_t i = 0; i < o->readers; i++)
-		hs->peers[hs->n_peers++] = (struct hub_peer){ .role = CTL_ROLE_READER, .id = i, .hs = hs };
-	for (uint32_t i = 0; o->role == BD_ROLE_HUB && i < o->builders; i++)
-		hs->peers[hs->n_peers++] = (struct hub_peer){ .role = CTL_ROLE_BUILDER, .id = i, .hs = hs };
+		hs->peers[hs->n_peers++] = (struct serve_peer){ .role = CTL_ROLE_READER, .id = i, .hs = hs };
+	for (uint32_t i = 0; o->role == ROLE_HUB && i < o->builders; i++)
+		hs->peers[hs->n_peers++] = (struct serve_peer){ .role = CTL_ROLE_BUILDER, .id = i, .hs = hs };
 	greet_door_init(&hs->door, hs->base, "the hub's session port", "the hub",
 			o->handshake_timeout_ms, &hs->refused);
 	hs->session_fd = net_listen(o->session_listen_host, o->session_listen_port, session_port);
 	if (hs->session_fd < 0)
 		return false;
-	hs->ev_accept = event_new(hs->base, hs->session_fd, EV_READ | EV_PERSIST, hub_on_accept, hs);
+	hs->ev_accept = event_new(hs->base, hs->session_fd, EV_READ | EV_PERSIST, serve_on_accept, hs);
 	return hs->ev_accept != NULL && event_add(hs->ev_accept, NULL) == 0;
 }
 
-void hub_peers_close(struct hub_session *hs)
+void serve_session_peers_close(struct serve_session *hs)
 {
 	if (hs->ev_accept != NULL)
 		event_free(hs->ev_accept);
@@ -162,25 +162,25 @@ void hub_peers_close(struct hub_session *hs)
 
 /* ---- what the operator's endpoint asks ------------------------------------ */
 
-size_t hub_peer_count(const struct hub_session *hs) { return hs->n_peers; }
+size_t serve_session_peer_count(const struct serve_session *hs) { return hs->n_peers; }
 
-struct hub_peer_view hub_peer_at(const struct hub_session *hs, size_t i)
+struct serve_peer_view serve_session_peer_at(const struct serve_session *hs, size_t i)
 {
-	const struct hub_peer *p = &hs->peers[i];
-	struct hub_peer_view v = { .role = p->role, .id = p->id, .linked = p->link != NULL,
+	const struct serve_peer *p = &hs->peers[i];
+	struct serve_peer_view v = { .role = p->role, .id = p->id, .linked = p->link != NULL,
 				   .pid = p->pid, .run = p->last.run, .state = p->last.state };
 	snprintf(v.host, sizeof v.host, "%s", p->host);
 	return v;
 }
 
-void hub_configure_begin(struct hub_session *hs)
+void serve_session_configure_begin(struct serve_session *hs)
 {
 	hs->has_hub_args = false;
 	for (size_t i = 0; i < hs->n_peers; i++)
 		hs->peers[i].has_args = false;
 }
 
-bool hub_configure_arg(struct hub_session *hs, const char *key, const char *args, char *reason,
+bool serve_session_configure_arg(struct serve_session *hs, const char *key, const char *args, char *reason,
 		       size_t len)
 {
 	char *text = NULL;
@@ -194,7 +194,7 @@ bool hub_configure_arg(struct hub_session *hs, const char *key, const char *args
 		char tail;
 		if (sscanf(key, "%15[a-z].%u%c", role, &id, &tail) == 2) {
 			for (size_t i = 0; i < hs->n_peers; i++) {
-				struct hub_peer *p = &hs->peers[i];
+				struct serve_peer *p = &hs->peers[i];
 				if (p->id == id && strcmp(ctl_role_name(p->role), role) == 0) {
 					text = p->args;
 					has = &p->has_args;
@@ -216,12 +216,12 @@ bool hub_configure_arg(struct hub_session *hs, const char *key, const char *args
 	return true;
 }
 
-bool hub_missing(const struct hub_session *hs, bool args, char *out, size_t len)
+bool serve_session_missing(const struct serve_session *hs, bool args, char *out, size_t len)
 {
 	size_t used = 0;
 	out[0] = '\0';
 	for (size_t i = 0; i < hs->n_peers && used + 1 < len; i++) {
-		const struct hub_peer *p = &hs->peers[i];
+		const struct serve_peer *p = &hs->peers[i];
 		if (args ? p->has_args : p->link != NULL)
 			continue;
 		int n = snprintf(out + used, len - used, "%s%s %u", used ? ", " : "",

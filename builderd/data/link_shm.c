@@ -1,4 +1,4 @@
-#include "data/shm.h"
+#include "data/link_shm.h"
 
 #include "data/ingest.h"
 #include "data/link.h"
@@ -23,13 +23,13 @@
 /* Bytes taken from a ring before handing them back to the reader: small
  * enough that a reader waiting on a full ring restarts early, large enough
  * that the release's cache line does not bounce per record. */
-#define BSHM_RELEASE_BYTES (64u << 10)
+#define LINK_SHM_RELEASE_BYTES (64u << 10)
 /* How often the tick looks at the readers' processes. */
-#define BSHM_ALIVE_CHECK_NS 100000000u
+#define LINK_SHM_ALIVE_CHECK_NS 100000000u
 
-struct bshm_link {
-	struct bshm *set;
-	struct bd_reader *rd;
+struct link_shm_link {
+	struct link_shm *set;
+	struct ingest_reader *rd;
 	struct shr_ring ring;
 	bool ring_open;
 	bool named;                 /* the segment name is still in /dev/shm */
@@ -49,20 +49,20 @@ struct bshm_link {
 	uint32_t held_len;
 };
 
-struct bshm {
-	struct ing *ing;
+struct link_shm {
+	struct ingest *ing;
 	int listen_fd;
 	struct event *ev_accept;
 	struct greet_door door;
 	uint64_t refused;           /* the door's and the ring set-ups' */
 	uint32_t readers;
-	struct bshm_link **links;   /* [readers], kept for the report once made */
+	struct link_shm_link **links;   /* [readers], kept for the report once made */
 	char sock_name[96];
 	uint64_t capacity_bytes;
 	uint64_t alive_checked_ns;
 };
 
-static void bshm_unlink(struct bshm_link *l)
+static void link_shm_unlink(struct link_shm_link *l)
 {
 	if (!l->named)
 		return;
@@ -74,7 +74,7 @@ static void bshm_unlink(struct bshm_link *l)
 
 /* Closes a reader's ring (a blocked reader wakes and stops), its eventfds
  * and socket, and unlinks the segment name. The link stays for the report. */
-static void bshm_link_close(struct bshm_link *l)
+static void link_shm_link_close(struct link_shm_link *l)
 {
 	if (l->ev_data != NULL) {
 		event_free(l->ev_data);
@@ -93,7 +93,7 @@ static void bshm_link_close(struct bshm_link *l)
 		shr_close(&l->ring, l->space_efd);
 		l->ring_open = false;
 	}
-	bshm_unlink(l);
+	link_shm_unlink(l);
 	if (l->data_efd >= 0)
 		close(l->data_efd);
 	if (l->space_efd >= 0)
@@ -103,14 +103,14 @@ static void bshm_link_close(struct bshm_link *l)
 	l->data_efd = l->space_efd = l->sock = -1;
 }
 
-static void bshm_close(struct bd_reader *rd)
+static void link_shm_close(struct ingest_reader *rd)
 {
-	bshm_link_close(rd->link_state);
+	link_shm_link_close(rd->link_state);
 }
 
-static void bshm_describe(const struct bd_reader *rd, struct bd_snapshot_link *info)
+static void link_shm_describe(const struct ingest_reader *rd, struct snapshot_link *info)
 {
-	const struct bshm_link *l = rd->link_state;
+	const struct link_shm_link *l = rd->link_state;
 	info->segment = l->segment;
 	info->ring_capacity_bytes = l->set->capacity_bytes;
 	info->attached = l->attached;
@@ -118,28 +118,28 @@ static void bshm_describe(const struct bd_reader *rd, struct bd_snapshot_link *i
 	info->wakeups = l->wakeups;
 }
 
-static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len);
-static void bshm_drain(struct bshm_link *l, uint64_t budget);
+static int link_shm_read_sock(struct link_shm_link *l, char *why, size_t why_len);
+static void link_shm_drain(struct link_shm_link *l, uint64_t budget);
 
 /* An assign passed the held record: drain on from it. */
-static void bshm_resume(struct bd_reader *rd)
+static void link_shm_resume(struct ingest_reader *rd)
 {
-	struct bshm_link *l = rd->link_state;
+	struct link_shm_link *l = rd->link_state;
 	if (!l->ring_open)
 		return;
-	bshm_drain(l, ing_options(rd->ing)->batch_bytes);
-	ing_after_frames(rd->ing);
+	link_shm_drain(l, ingest_options(rd->ing)->batch_bytes);
+	ingest_after_frames(rd->ing);
 }
 
-static const struct bd_link_ops bshm_ops = {
+static const struct link_ops link_shm_ops = {
 	.transport = "shm",
-	.close = bshm_close,
-	.describe = bshm_describe,
-	.resume = bshm_resume,
+	.close = link_shm_close,
+	.describe = link_shm_describe,
+	.resume = link_shm_resume,
 };
 
 /* The next record: the one held for an assign first, then the ring's. */
-static int bshm_next(struct bshm_link *l, const void **rec, uint32_t *len)
+static int link_shm_next(struct link_shm_link *l, const void **rec, uint32_t *len)
 {
 	if (l->held_rec == NULL)
 		return shr_peek(&l->ring, rec, len);
@@ -153,25 +153,25 @@ static int bshm_next(struct bshm_link *l, const void **rec, uint32_t *len)
  * in one go so that other readers and the tick get their turn. Ends with
  * the wake-up armed (empty), the data event re-activated (budget spent) or
  * the data path closed (the reader's end of stream, or a corrupt ring). */
-static void bshm_drain(struct bshm_link *l, uint64_t budget)
+static void link_shm_drain(struct link_shm_link *l, uint64_t budget)
 {
-	struct bd_reader *rd = l->rd;
-	struct ing *g = rd->ing;
+	struct ingest_reader *rd = l->rd;
+	struct ingest *g = rd->ing;
 	uint64_t now = clk_monotonic_ns();
 	uint64_t taken = 0, unreleased = 0;
 	int rc;
 	if (rd->held)
 		return;   /* ring left as it is until an assign resumes it */
-	if (!ing_may_take(g, now))
+	if (!ingest_may_take(g, now))
 		return;
 	rd->read_calls++;
 	for (;;) {
 		const void *rec;
 		uint32_t len;
-		rc = bshm_next(l, &rec, &len);
+		rc = link_shm_next(l, &rec, &len);
 		if (rc == 0) {
 			size_t frame_bytes;
-			enum frm_status st = ing_take(rd, rec, len, true, &frame_bytes, now);
+			enum frm_status st = ingest_take(rd, rec, len, true, &frame_bytes, now);
 			if (st == FRM_NEED_MORE && rd->held) {
 				/* Neither it nor what came before is released:
 				 * the producer waits for the room, which is the
@@ -182,20 +182,20 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 			}
 			if (st != FRM_OK) {
 				if (shr_status(&l->ring) == -EFAULT)
-					ing_error(g, "Reader %u (pid %u on %s): shared-memory ring %s: %s while its record was read; the bad frame above came from the lost pages",
+					ingest_error(g, "Reader %u (pid %u on %s): shared-memory ring %s: %s while its record was read; the bad frame above came from the lost pages",
 						 rd->id, l->pid, l->host, l->segment, shr_strerror(-EFAULT));
-				ing_close(rd, BD_DATA_FAILED);
+				ingest_close(rd, INGEST_DATA_FAILED);
 				break;
 			}
 			rd->bytes_received += len;
 			taken += len;
 			unreleased += len;
-			if (unreleased >= BSHM_RELEASE_BYTES) {
+			if (unreleased >= LINK_SHM_RELEASE_BYTES) {
 				shr_release(&l->ring);
 				shr_notify_producer(&l->ring, l->space_efd);
 				unreleased = 0;
 			}
-			if (taken >= budget || clk_monotonic_ns() - now >= ING_TURN_NS) {
+			if (taken >= budget || clk_monotonic_ns() - now >= INGEST_TURN_NS) {
 				shr_release(&l->ring);
 				shr_notify_producer(&l->ring, l->space_efd);
 				event_active(l->ev_data, EV_READ, 0);
@@ -215,76 +215,76 @@ static void bshm_drain(struct bshm_link *l, uint64_t budget)
 			 * reader confirmed its attach first. Its byte was sent before
 			 * it detached, so it is on the socket by now if at all. */
 			char why[96];
-			if (!l->attached && bshm_read_sock(l, why, sizeof why) == -EPROTO) {
-				ing_close(rd, BD_DATA_FAILED);
+			if (!l->attached && link_shm_read_sock(l, why, sizeof why) == -EPROTO) {
+				ingest_close(rd, INGEST_DATA_FAILED);
 				break;
 			}
 			if (!l->attached)
-				ing_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (it detached); see its log",
+				ingest_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (it detached); see its log",
 					 rd->id, l->pid, l->host, l->segment);
-			ing_close(rd, l->attached ? BD_DATA_CLOSED : BD_DATA_FAILED);
+			ingest_close(rd, l->attached ? INGEST_DATA_CLOSED : INGEST_DATA_FAILED);
 			break;
 		}
-		ing_error(g, "Reader %u (pid %u on %s): shared-memory ring %s is corrupt: %s; closing it after %" PRIu64 " frames",
+		ingest_error(g, "Reader %u (pid %u on %s): shared-memory ring %s is corrupt: %s; closing it after %" PRIu64 " frames",
 			 rd->id, l->pid, l->host, l->segment, shr_strerror(rc), rd->frames_received);
-		ing_close(rd, BD_DATA_FAILED);
+		ingest_close(rd, INGEST_DATA_FAILED);
 		break;
 	}
 	if (taken > 0)
-		ing_progress(g, now);
+		ingest_progress(g, now);
 }
 
-static void bshm_on_data(evutil_socket_t fd, short what, void *arg)
+static void link_shm_on_data(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	struct bshm_link *l = arg;
-	struct ing *g = l->rd->ing;
+	struct link_shm_link *l = arg;
+	struct ingest *g = l->rd->ing;
 	shr_clear_wakeup(fd);
 	l->wakeups++;
-	bshm_drain(l, ing_options(g)->batch_bytes);
-	ing_after_frames(g);
+	link_shm_drain(l, ingest_options(g)->batch_bytes);
+	ingest_after_frames(g);
 }
 
 /* The reader's end of the link is gone (socket closed, or process gone).
  * What it committed is still good: drain it first. A ring it had detached
  * then ends cleanly; otherwise the reader died mid-run. */
-static void bshm_peer_gone(struct bshm_link *l, const char *why)
+static void link_shm_peer_gone(struct link_shm_link *l, const char *why)
 {
-	struct bd_reader *rd = l->rd;
-	struct ing *g = rd->ing;
-	if (rd->state != BD_DATA_STREAMING)
+	struct ingest_reader *rd = l->rd;
+	struct ingest *g = rd->ing;
+	if (rd->state != INGEST_DATA_STREAMING)
 		return;
 	if (l->attached)
-		bshm_drain(l, UINT64_MAX);
+		link_shm_drain(l, UINT64_MAX);
 	char left[CTL_MAX_TEXT + 256];
 	snprintf(left, sizeof left, "(pid %u on %s) left ring %s before confirming its attach (%s)",
 		 l->pid, l->host, l->segment, why);
 	/* A peer that took the slot and left before attaching carried
 	 * nothing: the real reader may still come. */
-	if (!l->attached && ing_release(rd, left)) {
-		ing_after_frames(g);
+	if (!l->attached && ingest_release(rd, left)) {
+		ingest_after_frames(g);
 		return;
 	}
-	if (rd->state == BD_DATA_STREAMING) {
+	if (rd->state == INGEST_DATA_STREAMING) {
 		l->peer_died = true;
 		if (l->attached)
-			ing_error(g, "Reader %u (pid %u on %s) died: shared-memory peer gone (%s); %" PRIu64 " frames received from it through ring %s",
+			ingest_error(g, "Reader %u (pid %u on %s) died: shared-memory peer gone (%s); %" PRIu64 " frames received from it through ring %s",
 				 rd->id, l->pid, l->host, why, rd->frames_received, l->segment);
 		else
-			ing_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (%s); see its log",
+			ingest_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (%s); see its log",
 				 rd->id, l->pid, l->host, l->segment, why);
-		ing_close(rd, BD_DATA_FAILED);
+		ingest_close(rd, INGEST_DATA_FAILED);
 	}
-	ing_after_frames(g);
+	ingest_after_frames(g);
 }
 
 /* After the handshake the socket carries one byte, the reader's "attached";
  * then only its closing, the instant sign that the reader is gone. Reads
  * what waits: 0 when nothing more does, -EPIPE at the socket's end (why
  * says how), -EPROTO after a byte that has no business there (reported). */
-static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len)
+static int link_shm_read_sock(struct link_shm_link *l, char *why, size_t why_len)
 {
-	struct bd_reader *rd = l->rd;
+	struct ingest_reader *rd = l->rd;
 	for (;;) {
 		uint8_t buf[16];
 		ssize_t n = read(l->sock, buf, sizeof buf);
@@ -302,12 +302,12 @@ static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len)
 				 * purpose, and without it nothing is left in /dev/shm
 				 * whoever dies. */
 				l->attached = true;
-				bshm_unlink(l);
+				link_shm_unlink(l);
 				if (l->ev_attach != NULL)
 					evtimer_del(l->ev_attach);
 				continue;
 			}
-			ing_error(rd->ing, "Reader %u (pid %u on %s) sent an unexpected byte 0x%02x on its shared-memory socket; closing ring %s",
+			ingest_error(rd->ing, "Reader %u (pid %u on %s) sent an unexpected byte 0x%02x on its shared-memory socket; closing ring %s",
 				 rd->id, l->pid, l->host, buf[i], l->segment);
 			return -EPROTO;
 		}
@@ -317,13 +317,13 @@ static int bshm_read_sock(struct bshm_link *l, char *why, size_t why_len)
 /* The reader has not said "attached" within the handshake timeout of its
  * WELCOME: a reader that never will (or a local process holding the window
  * open) must not keep the segment's name in /dev/shm, nor the slot. */
-static void bshm_on_attach_deadline(evutil_socket_t fd, short what, void *arg)
+static void link_shm_on_attach_deadline(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	struct bshm_link *l = arg;
-	struct bd_reader *rd = l->rd;
-	struct ing *g = rd->ing;
+	struct link_shm_link *l = arg;
+	struct ingest_reader *rd = l->rd;
+	struct ingest *g = rd->ing;
 	char why[CTL_MAX_TEXT + 256];
 	if (l->attached)
 		return;
@@ -331,60 +331,60 @@ static void bshm_on_attach_deadline(evutil_socket_t fd, short what, void *arg)
 	l->set->refused++;
 	snprintf(why, sizeof why,
 		 "(pid %u on %s) did not confirm its attach to ring %s within the handshake timeout (%" PRIu64 " ms): segment removed",
-		 l->pid, l->host, l->segment, ing_options(g)->handshake_timeout_ms);
-	if (!ing_release(rd, why)) {
-		ing_error(g, "Reader %u's data connection from %s %s, data path closed", rd->id,
+		 l->pid, l->host, l->segment, ingest_options(g)->handshake_timeout_ms);
+	if (!ingest_release(rd, why)) {
+		ingest_error(g, "Reader %u's data connection from %s %s, data path closed", rd->id,
 			 rd->address, why);
-		ing_close(rd, BD_DATA_FAILED);
+		ingest_close(rd, INGEST_DATA_FAILED);
 	}
-	ing_after_frames(g);
+	ingest_after_frames(g);
 }
 
-static void bshm_on_sock(evutil_socket_t fd, short what, void *arg)
+static void link_shm_on_sock(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	struct bshm_link *l = arg;
-	struct bd_reader *rd = l->rd;
+	struct link_shm_link *l = arg;
+	struct ingest_reader *rd = l->rd;
 	char why[96];
-	int rc = bshm_read_sock(l, why, sizeof why);
+	int rc = link_shm_read_sock(l, why, sizeof why);
 	if (rc == 0)
 		return;
 	if (rc == -EPIPE) {
 		event_del(l->ev_sock);
-		bshm_peer_gone(l, why);
+		link_shm_peer_gone(l, why);
 		return;
 	}
-	ing_close(rd, BD_DATA_FAILED);
-	ing_after_frames(rd->ing);
+	ingest_close(rd, INGEST_DATA_FAILED);
+	ingest_after_frames(rd->ing);
 }
 
 /* Refuses a reader whose ring cannot be set up; the run goes on and fails
  * by name when that reader's data never arrives. */
-static void bshm_refuse(struct ing *g, struct bshm_link *l, int fd, const char *peer,
+static void link_shm_refuse(struct ingest *g, struct link_shm_link *l, int fd, const char *peer,
 			const char *what, int rc)
 {
-	ing_error(g, "Reader %u: cannot set up shared-memory ring %s: %s: %s", l->rd->id, l->segment,
+	ingest_error(g, "Reader %u: cannot set up shared-memory ring %s: %s: %s", l->rd->id, l->segment,
 		 what, shr_strerror(rc));
 	greet_reply_error(fd, peer, "shm_failed", "the builder cannot set up ring %s: %s: %s",
 			  l->segment, what, shr_strerror(rc));
 	l->set->refused++;
 }
 
-static void bshm_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+static void link_shm_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
                             const char *peer, void *arg)
 {
 	(void)seal;   /* a data connection: no control messages follow */
-	struct bshm *set = arg;
-	struct ing *g = set->ing;
+	struct link_shm *set = arg;
+	struct ingest *g = set->ing;
 	if (fd < 0) {
 		set->refused++;
 		return;
 	}
-	struct bd_reader *rd = ing_admit(g, fd, h, peer);
+	struct ingest_reader *rd = ingest_admit(g, fd, h, peer);
 	if (rd == NULL)
 		return;
-	struct bshm_link *l = set->links[rd->id];
+	struct link_shm_link *l = set->links[rd->id];
 	if (l == NULL)
 		l = set->links[rd->id] = calloc(1, sizeof *l);
 	if (l == NULL) {
@@ -398,14 +398,14 @@ static void bshm_on_greeted(int fd, const struct ctl_hello *h, const struct msgs
 	l->sock = l->data_efd = l->space_efd = -1;
 	l->pid = h->pid;
 	snprintf(l->host, sizeof l->host, "%s", h->host);
-	shl_segment_name(l->segment, sizeof l->segment, ing_options(g)->shm_name, rd->id);
+	shl_segment_name(l->segment, sizeof l->segment, ingest_options(g)->shm_name, rd->id);
 	/* The ring is the reader's link from here: a refusal below is
 	 * reported as a ring that was never attached. */
-	rd->link = &bshm_ops;
+	rd->link = &link_shm_ops;
 	rd->link_state = l;
-	int rc = shr_create(&l->ring, l->segment, ing_options(g)->run_id, set->capacity_bytes);
+	int rc = shr_create(&l->ring, l->segment, ingest_options(g)->run_id, set->capacity_bytes);
 	if (rc < 0) {
-		bshm_refuse(g, l, fd, peer, "cannot create the segment", rc);
+		link_shm_refuse(g, l, fd, peer, "cannot create the segment", rc);
 		return;
 	}
 	l->ring_open = l->named = true;
@@ -414,46 +414,46 @@ static void bshm_on_greeted(int fd, const struct ctl_hello *h, const struct msgs
 			 l->segment);
 	rc = shr_eventfds(&l->data_efd, &l->space_efd);
 	if (rc < 0) {
-		bshm_refuse(g, l, fd, peer, "cannot create eventfds", rc);
-		bshm_link_close(l);
+		link_shm_refuse(g, l, fd, peer, "cannot create eventfds", rc);
+		link_shm_link_close(l);
 		return;
 	}
 	/* Asleep from the start: the reader's first commit must wake us. */
 	shr_wait_data(&l->ring);
-	if (greet_reply_welcome(fd, ing_options(g)->run_id, CTL_ROLE_BUILDER, ing_builder_id(g)) < 0 ||
+	if (greet_reply_welcome(fd, ingest_options(g)->run_id, CTL_ROLE_BUILDER, ingest_builder_id(g)) < 0 ||
 	    (rc = shr_send_fds(fd, l->data_efd, l->space_efd)) < 0) {
 		log_warn("Reader %u (%s) left during the shared-memory handshake", rd->id, peer);
 		close(fd);
-		bshm_link_close(l);
+		link_shm_link_close(l);
 		return;
 	}
 	l->sock = fd;
-	l->ev_sock = event_new(ing_base(g), fd, EV_READ | EV_PERSIST, bshm_on_sock, l);
-	l->ev_data = event_new(ing_base(g), l->data_efd, EV_READ | EV_PERSIST, bshm_on_data, l);
-	l->ev_attach = evtimer_new(ing_base(g), bshm_on_attach_deadline, l);
-	uint64_t t = ing_options(g)->handshake_timeout_ms;
+	l->ev_sock = event_new(ingest_base(g), fd, EV_READ | EV_PERSIST, link_shm_on_sock, l);
+	l->ev_data = event_new(ingest_base(g), l->data_efd, EV_READ | EV_PERSIST, link_shm_on_data, l);
+	l->ev_attach = evtimer_new(ingest_base(g), link_shm_on_attach_deadline, l);
+	uint64_t t = ingest_options(g)->handshake_timeout_ms;
 	struct timeval deadline = { .tv_sec = (time_t)(t / 1000),
 				    .tv_usec = (suseconds_t)(t % 1000) * 1000 };
 	event_add(l->ev_sock, NULL);
 	event_add(l->ev_data, NULL);
 	evtimer_add(l->ev_attach, &deadline);
-	if (!ing_options(g)->quiet)
+	if (!ingest_options(g)->quiet)
 		log_info("Reader %u data through shared-memory ring %s of %" PRIu64 " bytes (pid %u on %s)",
 			 rd->id, l->segment, l->ring.capacity_bytes, h->pid, h->host);
-	ing_started(rd, &bshm_ops, h, peer);
+	ingest_started(rd, &link_shm_ops, h, peer);
 }
 
-static void bshm_on_accept(evutil_socket_t fd, short what, void *arg)
+static void link_shm_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	struct bshm *set = arg;
-	greet_accept_all(&set->door, fd, bshm_on_greeted, set);
+	struct link_shm *set = arg;
+	greet_accept_all(&set->door, fd, link_shm_on_greeted, set);
 }
 
 /* Segments of this NAME whose builder died before it could remove them
  * (killed between creating a ring and its reader's attach): removed at
  * start, whatever reader they were for, so none outlives the next run. */
-static void bshm_sweep(const struct bd_options *opt)
+static void link_shm_sweep(const struct options *opt)
 {
 	char prefix[96];
 	int n = snprintf(prefix, sizeof prefix, "es-%s-r", opt->shm_name);
@@ -478,14 +478,14 @@ static void bshm_sweep(const struct bd_options *opt)
 	closedir(dir);
 }
 
-static void bshm_stop(void *arg)
+static void link_shm_stop(void *arg)
 {
-	struct bshm *s = arg;
+	struct link_shm *s = arg;
 	if (s == NULL)
 		return;
 	for (uint32_t r = 0; s->links && r < s->readers; r++) {
 		if (s->links[r] != NULL)
-			bshm_link_close(s->links[r]);
+			link_shm_link_close(s->links[r]);
 		free(s->links[r]);
 	}
 	if (s->ev_accept)
@@ -499,19 +499,19 @@ static void bshm_stop(void *arg)
 
 /* From the builder's tick: a reader whose process is gone without closing
  * its ring is reported even if its socket's end were somehow held open. */
-static void bshm_tick(void *arg, uint64_t now_ns)
+static void link_shm_tick(void *arg, uint64_t now_ns)
 {
-	struct bshm *s = arg;
-	if (s == NULL || now_ns - s->alive_checked_ns < BSHM_ALIVE_CHECK_NS)
+	struct link_shm *s = arg;
+	if (s == NULL || now_ns - s->alive_checked_ns < LINK_SHM_ALIVE_CHECK_NS)
 		return;
 	s->alive_checked_ns = now_ns;
 	for (uint32_t r = 0; r < s->readers; r++) {
-		struct bshm_link *l = s->links[r];
+		struct link_shm_link *l = s->links[r];
 		/* A held ring is not drained, so a reader that detached
 		 * cleanly (its pid cleared) would look dead: the assign that
 		 * resumes it finds the ring's end. */
 		if (l == NULL || l->rd->link_state != l || !l->attached || !l->ring_open ||
-		    l->rd->state != BD_DATA_STREAMING || l->rd->held)
+		    l->rd->state != INGEST_DATA_STREAMING || l->rd->held)
 			continue;
 		/* A clean close clears the pid a moment before it marks the
 		 * ring detached: only a second look in a row says dead. */
@@ -522,16 +522,16 @@ static void bshm_tick(void *arg, uint64_t now_ns)
 		} else if (!l->suspect) {
 			l->suspect = true;
 		} else {
-			bshm_peer_gone(l, "its process is gone");
-			if (!ing_running(s->ing))
+			link_shm_peer_gone(l, "its process is gone");
+			if (!ingest_running(s->ing))
 				return;
 		}
 	}
 }
 
-static void bshm_report(const void *arg, struct bd_snapshot *snap)
+static void link_shm_report(const void *arg, struct snapshot *snap)
 {
-	const struct bshm *s = arg;
+	const struct link_shm *s = arg;
 	snap->shm_capacity_bytes = s->capacity_bytes;
 	snap->greetings_busy += s->door.busy;
 	snap->greetings_evicted += s->door.evicted;
@@ -539,21 +539,21 @@ static void bshm_report(const void *arg, struct bd_snapshot *snap)
 	snap->refused_connections += s->refused;
 }
 
-static const struct bd_listener_ops bshm_listener_ops = {
-	.tick = bshm_tick,
-	.report = bshm_report,
-	.stop = bshm_stop,
+static const struct link_listener_ops link_shm_listener_ops = {
+	.tick = link_shm_tick,
+	.report = link_shm_report,
+	.stop = link_shm_stop,
 };
 
-int bshm_start(struct ing *g)
+int link_shm_start(struct ingest *g)
 {
-	const struct bd_options *opt = ing_options(g);
+	const struct options *opt = ingest_options(g);
 	if (opt->shm_name[0] == '\0')
 		return 0;
-	struct bshm *s = calloc(1, sizeof *s);
+	struct link_shm *s = calloc(1, sizeof *s);
 	if (s == NULL)
 		return -ENOMEM;
-	int rc = ing_add_link(g, &bshm_listener_ops, s);
+	int rc = ingest_add_link(g, &link_shm_listener_ops, s);
 	if (rc < 0) {
 		free(s);
 		return rc;
@@ -561,7 +561,7 @@ int bshm_start(struct ing *g)
 	s->ing = g;
 	s->listen_fd = -1;
 	s->readers = opt->readers;
-	greet_door_init(&s->door, ing_base(g), "the builder's shared-memory socket", "the builder",
+	greet_door_init(&s->door, ingest_base(g), "the builder's shared-memory socket", "the builder",
 			opt->handshake_timeout_ms, &s->refused);
 	s->links = calloc(opt->readers + 1, sizeof *s->links);
 	if (s->links == NULL)
@@ -579,8 +579,8 @@ int bshm_start(struct ing *g)
 	if (s->listen_fd < 0)
 		return s->listen_fd;
 	/* After the listen: holding the name, we are the only builder of it. */
-	bshm_sweep(opt);
-	s->ev_accept = event_new(ing_base(g), s->listen_fd, EV_READ | EV_PERSIST, bshm_on_accept, s);
+	link_shm_sweep(opt);
+	s->ev_accept = event_new(ingest_base(g), s->listen_fd, EV_READ | EV_PERSIST, link_shm_on_accept, s);
 	event_add(s->ev_accept, NULL);
 	if (!opt->quiet)
 		log_info("Run %u: co-located readers greet @%s for shared-memory rings of %" PRIu64 " bytes",

@@ -1,4 +1,4 @@
-#include "data/tcp.h"
+#include "data/link_tcp.h"
 
 #include "data/ingest.h"
 #include "data/link.h"
@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 /* One connection (rail) of a reader's link. */
-struct btcp_conn {
-	struct bd_reader *rd;
+struct link_tcp_conn {
+	struct ingest_reader *rd;
 	uint32_t rail;
 	int fd;
 	struct event *ev_read;
@@ -29,28 +29,28 @@ struct btcp_conn {
 	bool ended;        /* the reader closed it after whole frames */
 };
 
-struct btcp;
+struct link_tcp;
 
 /* The data port on one rail's address. */
-struct btcp_listener {
-	struct btcp *t;
+struct link_tcp_listener {
+	struct link_tcp *t;
 	int fd;
 	struct event *ev_accept;
 	struct greet_door door;
 };
 
-struct btcp {
-	struct ing *ing;
-	struct btcp_listener lis[CTL_MAX_RAILS];
+struct link_tcp {
+	struct ingest *ing;
+	struct link_tcp_listener lis[CTL_MAX_RAILS];
 	uint32_t listeners;            /* --listen addresses, one per rail */
 	uint32_t doors;                /* of lis[], initialised */
 	uint64_t refused;              /* the doors', handed to ingest */
 	size_t cap;                    /* of each buffer */
 	uint32_t readers;
-	struct btcp_conn *conns;       /* [readers x CTL_MAX_RAILS], reader-major */
+	struct link_tcp_conn *conns;       /* [readers x CTL_MAX_RAILS], reader-major */
 };
 
-static void btcp_conn_close(struct btcp_conn *c)
+static void link_tcp_conn_close(struct link_tcp_conn *c)
 {
 	if (c->ev_read != NULL) {
 		event_free(c->ev_read);
@@ -63,34 +63,34 @@ static void btcp_conn_close(struct btcp_conn *c)
 }
 
 /* Every connection of the link: one rail failing is the link failing. */
-static void btcp_close(struct bd_reader *rd)
+static void link_tcp_close(struct ingest_reader *rd)
 {
-	struct btcp_conn *conns = rd->link_state;
+	struct link_tcp_conn *conns = rd->link_state;
 	for (uint32_t k = 0; k < CTL_MAX_RAILS; k++) {
-		btcp_conn_close(&conns[k]);
+		link_tcp_conn_close(&conns[k]);
 		conns[k].held = false;
 	}
 }
 
-static void btcp_describe(const struct bd_reader *rd, struct bd_snapshot_link *l)
+static void link_tcp_describe(const struct ingest_reader *rd, struct snapshot_link *l)
 {
 	(void)rd;
 	(void)l;
 }
 
-static void btcp_resume(struct bd_reader *rd);
+static void link_tcp_resume(struct ingest_reader *rd);
 
-static const struct bd_link_ops btcp_ops = {
+static const struct link_ops link_tcp_ops = {
 	.transport = "tcp",
-	.close = btcp_close,
-	.describe = btcp_describe,
-	.resume = btcp_resume,
+	.close = link_tcp_close,
+	.describe = link_tcp_describe,
+	.resume = link_tcp_resume,
 };
 
 /* rd->held: some connection of the link holds a frame not yet assigned. */
-static void btcp_sync_held(struct bd_reader *rd)
+static void link_tcp_sync_held(struct ingest_reader *rd)
 {
-	const struct btcp_conn *conns = rd->link_state;
+	const struct link_tcp_conn *conns = rd->link_state;
 	rd->held = false;
 	for (uint32_t k = 0; k < CTL_MAX_RAILS; k++)
 		rd->held = rd->held || conns[k].held;
@@ -98,84 +98,84 @@ static void btcp_sync_held(struct bd_reader *rd)
 
 /* The reader closed connection c after whole frames: the link is over
  * once every rail of it is. */
-static void btcp_conn_ended(struct btcp_conn *c)
+static void link_tcp_conn_ended(struct link_tcp_conn *c)
 {
-	struct bd_reader *rd = c->rd;
-	const struct btcp_conn *conns = rd->link_state;
+	struct ingest_reader *rd = c->rd;
+	const struct link_tcp_conn *conns = rd->link_state;
 	c->ended = true;
-	btcp_conn_close(c);
+	link_tcp_conn_close(c);
 	uint32_t every = (1u << rd->rails) - 1u;
 	if ((rd->rails_greeted & every) != every)
 		return;
 	for (uint32_t k = 0; k < rd->rails; k++)
 		if (!conns[k].ended)
 			return;
-	ing_close(rd, BD_DATA_CLOSED);
+	ingest_close(rd, INGEST_DATA_CLOSED);
 }
 
 /* Feeds every whole frame in the buffer to ingest. eof: the reader closed
  * its end after these bytes. A frame of an event not yet assigned
  * (c->held) stays in the buffer with everything after it, and the
- * connection is not read until ingest resumes it (btcp_resume). */
-static void btcp_consume(struct btcp_conn *c, bool eof, uint64_t now)
+ * connection is not read until ingest resumes it (link_tcp_resume). */
+static void link_tcp_consume(struct link_tcp_conn *c, bool eof, uint64_t now)
 {
-	struct bd_reader *rd = c->rd;
-	struct ing *g = rd->ing;
+	struct ingest_reader *rd = c->rd;
+	struct ingest *g = rd->ing;
 	c->unconsumed = false;
 	rd->held = false;   /* this connection's verdict only, below */
 	while (c->start < c->end) {
-		if (clk_monotonic_ns() - now >= ING_TURN_NS && !eof) {
+		if (clk_monotonic_ns() - now >= INGEST_TURN_NS && !eof) {
 			/* The rest on the next turn, before any read. */
 			c->unconsumed = true;
 			event_active(c->ev_read, EV_READ, 0);
 			break;
 		}
 		size_t frame_bytes;
-		enum frm_status st = ing_take_rail(rd, c->rail, c->buf + c->start, c->end - c->start,
+		enum frm_status st = ingest_take_rail(rd, c->rail, c->buf + c->start, c->end - c->start,
 					      false, &frame_bytes, now);
 		if (st == FRM_NEED_MORE)
 			break;
 		if (st != FRM_OK) {
-			ing_close(rd, BD_DATA_FAILED);
-			ing_after_frames(g);
+			ingest_close(rd, INGEST_DATA_FAILED);
+			ingest_after_frames(g);
 			return;
 		}
 		c->start += frame_bytes;
 	}
 	c->held = rd->held;
-	btcp_sync_held(rd);
+	link_tcp_sync_held(rd);
 	if (c->held) {
 		c->eof = eof;
 		if (c->ev_read != NULL)
 			event_del(c->ev_read);
-		ing_after_frames(g);
+		ingest_after_frames(g);
 		return;
 	}
-	if (eof && ing_release(rd, "closed"))
+	if (eof && ingest_release(rd, "closed"))
 		return;
 	if (eof && c->start < c->end) {
-		ing_error(g, "Reader %u (%s) closed its data connection (rail %u) inside a frame (%zu bytes)",
+		ingest_error(g, "Reader %u (%s) closed its data connection (rail %u) inside a frame (%zu bytes)",
 			  rd->id, rd->rail[c->rail].address, c->rail, c->end - c->start);
-		ing_close(rd, BD_DATA_FAILED);
+		ingest_close(rd, INGEST_DATA_FAILED);
 	} else if (eof) {
-		btcp_conn_ended(c);
+		link_tcp_conn_ended(c);
 	}
-	ing_after_frames(g);
+	ingest_after_frames(g);
 }
 
 /* Reads at most a batch and feeds every whole frame to ingest. */
-static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
+static void link_tcp_on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	struct btcp_conn *c = arg;
-	struct bd_reader *rd = c->rd;
-	struct bd_rail *rail = &rd->rail[c->rail];
-	struct ing *g = rd->ing;
-	const struct bd_options *opt = ing_options(g);
-	if (!ing_may_take(g, clk_monotonic_ns()))
+	struct link_tcp_conn *c = arg;
+	struct ingest_reader *rd = c->rd;
+	struct snapshot_rail *rail = &rd->rail[c->rail];
+	struct ingest *g = rd->ing;
+	const struct options *opt = ingest_options(g);
+	if (!ingest_may_take(g, clk_monotonic_ns()))
 		return;
 	if (c->unconsumed) {
-		btcp_consume(c, false, clk_monotonic_ns());
+		link_tcp_consume(c, false, clk_monotonic_ns());
 		return;
 	}
 	if (c->start > 0) {
@@ -195,67 +195,67 @@ static void btcp_on_readable(evutil_socket_t fd, short what, void *arg)
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return;
-		if (ing_release(rd, strerror(errno)))
+		if (ingest_release(rd, strerror(errno)))
 			return;
-		ing_error(g, "Data connection of reader %u (%s, rail %u) failed: %s", rd->id,
+		ingest_error(g, "Data connection of reader %u (%s, rail %u) failed: %s", rd->id,
 			  rail->address, c->rail, strerror(errno));
-		ing_close(rd, BD_DATA_FAILED);
-		ing_after_frames(g);
+		ingest_close(rd, INGEST_DATA_FAILED);
+		ingest_after_frames(g);
 		return;
 	}
 	uint64_t now = clk_monotonic_ns();
-	ing_progress(g, now);
+	ingest_progress(g, now);
 	c->end += (size_t)n;
 	rd->bytes_received += (uint64_t)n;
 	rail->bytes_received += (uint64_t)n;
-	btcp_consume(c, n == 0, now);
+	link_tcp_consume(c, n == 0, now);
 }
 
 /* An assign passed the held frames: each connection holding one takes
  * what its buffer holds, then reads on (or ends, if the reader closed it
  * meanwhile). */
-static void btcp_resume(struct bd_reader *rd)
+static void link_tcp_resume(struct ingest_reader *rd)
 {
-	struct btcp_conn *conns = rd->link_state;
-	for (uint32_t k = 0; k < CTL_MAX_RAILS && rd->state == BD_DATA_STREAMING; k++) {
-		struct btcp_conn *c = &conns[k];
+	struct link_tcp_conn *conns = rd->link_state;
+	for (uint32_t k = 0; k < CTL_MAX_RAILS && rd->state == INGEST_DATA_STREAMING; k++) {
+		struct link_tcp_conn *c = &conns[k];
 		if (!c->held)
 			continue;
 		c->held = false;
 		if (c->ev_read != NULL && !c->eof)
 			event_add(c->ev_read, NULL);
-		btcp_consume(c, c->eof, clk_monotonic_ns());
+		link_tcp_consume(c, c->eof, clk_monotonic_ns());
 	}
 }
 
-static void btcp_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
+static void link_tcp_on_greeted(int fd, const struct ctl_hello *h, const struct msgseal *seal,
                             const char *peer, void *arg)
 {
 	(void)seal;   /* a data connection: no control messages follow */
-	struct btcp_listener *lis = arg;
-	struct btcp *t = lis->t;
-	struct ing *g = t->ing;
-	const struct bd_options *opt = ing_options(g);
+	struct link_tcp_listener *lis = arg;
+	struct link_tcp *t = lis->t;
+	struct ingest *g = t->ing;
+	const struct options *opt = ingest_options(g);
 	if (fd < 0) {
-		ing_refused(g);
+		ingest_refused(g);
 		return;
 	}
-	struct bd_reader *rd = ing_admit_rail(g, fd, h, peer, t->listeners,
+	struct ingest_reader *rd = ingest_admit_rail(g, fd, h, peer, t->listeners,
 					      (uint32_t)(lis - t->lis));
 	if (rd == NULL)
 		return;
-	if (greet_reply_welcome(fd, opt->run_id, CTL_ROLE_BUILDER, ing_builder_id(g)) < 0) {
+	if (greet_reply_welcome(fd, opt->run_id, CTL_ROLE_BUILDER, ingest_builder_id(g)) < 0) {
 		close(fd);
 		return;
 	}
-	struct btcp_conn *c = &t->conns[(size_t)rd->id * CTL_MAX_RAILS + h->rail];
+	struct link_tcp_conn *c = &t->conns[(size_t)rd->id * CTL_MAX_RAILS + h->rail];
 	c->fd = fd;
 	c->start = c->end = 0;
 	c->eof = c->held = c->ended = c->unconsumed = false;
 	rd->link_state = &t->conns[(size_t)rd->id * CTL_MAX_RAILS];
 	net_tune(fd, (int)opt->socket_buffer_bytes);
 	rd->rail[h->rail].socket_buffer_bytes = net_receive_buffer(fd);
-	c->ev_read = event_new(ing_base(g), fd, EV_READ | EV_PERSIST, btcp_on_readable, c);
+	c->ev_read = event_new(ingest_base(g), fd, EV_READ | EV_PERSIST, link_tcp_on_readable, c);
 	event_add(c->ev_read, NULL);
 	if (!opt->quiet && h->rails > 1)
 		log_info("Reader %u data connected from %s (pid %u on %s), rail %u of %u", h->id,
@@ -263,23 +263,23 @@ static void btcp_on_greeted(int fd, const struct ctl_hello *h, const struct msgs
 	else if (!opt->quiet)
 		log_info("Reader %u data connected from %s (pid %u on %s)", h->id, peer, h->pid,
 			 h->host);
-	ing_started(rd, &btcp_ops, h, peer);
+	ingest_started(rd, &link_tcp_ops, h, peer);
 }
 
-static void btcp_on_accept(evutil_socket_t fd, short what, void *arg)
+static void link_tcp_on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	(void)what;
-	struct btcp_listener *lis = arg;
-	greet_accept_all(&lis->door, fd, btcp_on_greeted, lis);
+	struct link_tcp_listener *lis = arg;
+	greet_accept_all(&lis->door, fd, link_tcp_on_greeted, lis);
 }
 
-static void btcp_stop(void *arg)
+static void link_tcp_stop(void *arg)
 {
-	struct btcp *t = arg;
+	struct link_tcp *t = arg;
 	if (t == NULL)
 		return;
 	for (uint32_t k = 0; k < t->doors; k++) {
-		struct btcp_listener *lis = &t->lis[k];
+		struct link_tcp_listener *lis = &t->lis[k];
 		if (lis->ev_accept)
 			event_free(lis->ev_accept);
 		if (lis->fd >= 0)
@@ -287,16 +287,16 @@ static void btcp_stop(void *arg)
 		greet_door_close(&lis->door);
 	}
 	for (size_t i = 0; t->conns && i < (size_t)t->readers * CTL_MAX_RAILS; i++) {
-		btcp_conn_close(&t->conns[i]);
+		link_tcp_conn_close(&t->conns[i]);
 		free(t->conns[i].buf);
 	}
 	free(t->conns);
 	free(t);
 }
 
-static void btcp_report(const void *arg, struct bd_snapshot *s)
+static void link_tcp_report(const void *arg, struct snapshot *s)
 {
-	const struct btcp *t = arg;
+	const struct link_tcp *t = arg;
 	s->read_buffers_bytes += (uint64_t)t->readers * t->listeners * t->cap;
 	for (uint32_t k = 0; k < t->listeners; k++) {
 		s->greetings_busy += t->lis[k].door.busy;
@@ -306,21 +306,21 @@ static void btcp_report(const void *arg, struct bd_snapshot *s)
 	s->refused_connections += t->refused;
 }
 
-static const struct bd_listener_ops btcp_listener_ops = {
-	.report = btcp_report,
-	.stop = btcp_stop,
+static const struct link_listener_ops link_tcp_listener_ops = {
+	.report = link_tcp_report,
+	.stop = link_tcp_stop,
 };
 
 /* Rail k's door on --listen's k-th address: rail 0 on the port asked, the
  * others on the one it got. */
-static int btcp_listen_rail(struct btcp *t, uint32_t k, uint16_t *port)
+static int link_tcp_listen_rail(struct link_tcp *t, uint32_t k, uint16_t *port)
 {
-	const struct bd_options *opt = ing_options(t->ing);
-	struct btcp_listener *lis = &t->lis[k];
+	const struct options *opt = ingest_options(t->ing);
+	struct link_tcp_listener *lis = &t->lis[k];
 	char name[64];
 	snprintf(name, sizeof name, k == 0 ? "the builder's data port" : "the builder's data port (rail %u)",
 		 k);
-	greet_door_init(&lis->door, ing_base(t->ing), name, "the builder", opt->handshake_timeout_ms,
+	greet_door_init(&lis->door, ingest_base(t->ing), name, "the builder", opt->handshake_timeout_ms,
 			&t->refused);
 	t->doors++;
 	uint16_t bound = 0;
@@ -333,15 +333,15 @@ static int btcp_listen_rail(struct btcp *t, uint32_t k, uint16_t *port)
 	}
 	if (k == 0)
 		*port = bound;
-	lis->ev_accept = event_new(ing_base(t->ing), lis->fd, EV_READ | EV_PERSIST, btcp_on_accept, lis);
+	lis->ev_accept = event_new(ingest_base(t->ing), lis->fd, EV_READ | EV_PERSIST, link_tcp_on_accept, lis);
 	event_add(lis->ev_accept, NULL);
 	return 0;
 }
 
-int btcp_start(struct ing *g, uint16_t *port)
+int link_tcp_start(struct ingest *g, uint16_t *port)
 {
-	const struct bd_options *opt = ing_options(g);
-	struct btcp *t = calloc(1, sizeof *t);
+	const struct options *opt = ingest_options(g);
+	struct link_tcp *t = calloc(1, sizeof *t);
 	if (t == NULL)
 		return -ENOMEM;
 	int rc = -ENOMEM;
@@ -358,8 +358,8 @@ int btcp_start(struct ing *g, uint16_t *port)
 		goto fail;
 	for (uint32_t r = 0; r < opt->readers; r++) {
 		for (uint32_t k = 0; k < CTL_MAX_RAILS; k++) {
-			struct btcp_conn *c = &t->conns[(size_t)r * CTL_MAX_RAILS + k];
-			c->rd = ing_reader(g, r);
+			struct link_tcp_conn *c = &t->conns[(size_t)r * CTL_MAX_RAILS + k];
+			c->rd = ingest_reader_at(g, r);
 			c->rail = k;
 			c->fd = -1;
 			c->cap = t->cap;
@@ -370,15 +370,15 @@ int btcp_start(struct ing *g, uint16_t *port)
 		}
 	}
 	for (uint32_t k = 0; k < t->listeners; k++) {
-		rc = btcp_listen_rail(t, k, port);
+		rc = link_tcp_listen_rail(t, k, port);
 		if (rc < 0)
 			goto fail;
 	}
-	rc = ing_add_link(g, &btcp_listener_ops, t);
+	rc = ingest_add_link(g, &link_tcp_listener_ops, t);
 	if (rc < 0)
 		goto fail;
 	return 0;
 fail:
-	btcp_stop(t);
+	link_tcp_stop(t);
 	return rc;
 }

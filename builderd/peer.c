@@ -1,4 +1,4 @@
-#include "peers.h"
+#include "peer.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ int peer_table_init_builders(struct peer_table *t, uint16_t sources, uint32_t re
 		uint32_t first = role == CTL_ROLE_SOURCE   ? 0
 				 : role == CTL_ROLE_READER ? sources
 							   : (uint32_t)sources + readers;
-		t->peers[i] = (struct bd_peer){ .role = role, .id = i - first };
+		t->peers[i] = (struct peer){ .role = role, .id = i - first };
 	}
 	return 0;
 }
@@ -42,12 +42,12 @@ uint32_t peer_count(const struct peer_table *t)
 	return (uint32_t)t->sources + t->readers + t->builders;
 }
 
-struct bd_peer *peer_at(const struct peer_table *t, uint32_t i)
+struct peer *peer_at(const struct peer_table *t, uint32_t i)
 {
 	return &t->peers[i];
 }
 
-struct bd_peer *peer_find(const struct peer_table *t, enum ctl_role role, uint32_t id)
+struct peer *peer_find(const struct peer_table *t, enum ctl_role role, uint32_t id)
 {
 	if (role == CTL_ROLE_SOURCE && id < t->sources)
 		return &t->peers[id];
@@ -58,27 +58,27 @@ struct bd_peer *peer_find(const struct peer_table *t, enum ctl_role role, uint32
 	return NULL;
 }
 
-struct bd_peer *peer_source(const struct peer_table *t, uint32_t source)
+struct peer *peer_source(const struct peer_table *t, uint32_t source)
 {
 	return &t->peers[source];
 }
 
-struct bd_peer *peer_reader(const struct peer_table *t, uint32_t reader)
+struct peer *peer_reader(const struct peer_table *t, uint32_t reader)
 {
 	return &t->peers[t->sources + reader];
 }
 
-struct bd_peer *peer_builder(const struct peer_table *t, uint32_t builder)
+struct peer *peer_builder(const struct peer_table *t, uint32_t builder)
 {
 	return &t->peers[(uint32_t)t->sources + t->readers + builder];
 }
 
-uint32_t peer_index(const struct peer_table *t, const struct bd_peer *p)
+uint32_t peer_index(const struct peer_table *t, const struct peer *p)
 {
 	return (uint32_t)(p - t->peers);
 }
 
-const char *peer_how_gone(const struct bd_peer *p)
+const char *peer_how_gone(const struct peer *p)
 {
 	return p->stalled ? "stalled" : p->stuck ? "stuck" : p->refused ? "refused" : "died";
 }

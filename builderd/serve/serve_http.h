@@ -1,0 +1,18 @@
+/* The serving hub on the operator's HTTP endpoint (io/ctlhttp,
+ * docs/RUNCONTROL.md "HTTP"): each request's JSON to a transition of
+ * serve_session.h and its answer, /state from what the hub session shows. */
+#ifndef ES_BD_SERVE_HTTP_H
+#define ES_BD_SERVE_HTTP_H
+
+#include <stdint.h>
+
+struct event_base;
+struct serve_session;
+struct serve_http;
+
+/* NULL, with the reason logged, when it cannot listen there. */
+struct serve_http *serve_http_new(struct event_base *base, const char *host, uint16_t port,
+			    struct serve_session *hs, uint16_t *bound_port);
+void serve_http_free(struct serve_http *h);
+
+#endif
