@@ -866,6 +866,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def data_status(args: argparse.Namespace, p: RunParams, status: int) -> int:
+    """With a run directory that holds event files (builderd --record), every
+    payload byte of every written event checked too (analysis/refdata.py)."""
+    if not args.run_dir or args.events_file:
+        return status
+    import refdata
+    if not refdata.has_data(args.run_dir):
+        return status
+    t0 = time.monotonic()
+    c = refdata.check_run(args.run_dir, p.seed, p.run, fences_of(args.run_dir), args.report)
+    ok = refdata.print_check(c, args.run_dir)
+    print(f"refbuild: data checked in {time.monotonic() - t0:.2f} s")
+    return status if ok else EXIT_FAIL
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -897,14 +912,15 @@ def main(argv: list[str] | None = None) -> int:
         files = None if args.events_file or not args.run_dir else \
             builder_files(args.run_dir, layout_of(args.run_dir)[0])
         if files is not None:
-            return check_builders(args.run_dir, exp, p, files, args.report)
+            status = check_builders(args.run_dir, exp, p, files, args.report)
+            return data_status(args, p, status)
         if events_file is None:
             return EXIT_PASS
         c = compare(exp, p, events_file, report=args.report)
         print(f"refbuild: {events_file}: {c.lines} lines")
         print(c.counts())
         print(f"{'PASS' if c.ok else 'FAIL'} refbuild {events_file}")
-        return EXIT_PASS if c.ok else EXIT_FAIL
+        return data_status(args, p, EXIT_PASS if c.ok else EXIT_FAIL)
     except InputError as e:
         print(f"refbuild: error: {e}", file=sys.stderr)
         return EXIT_USAGE

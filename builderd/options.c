@@ -87,6 +87,9 @@ static bool options_take_listen(const char *flag, const char *arg, void *opts)
 
 const char *const options_role_names[] = { "both", "hub", "builder", NULL };
 static const char *const options_routing_names[] = { "manager", "static", NULL };
+static const char *const options_record_names[] = { "none", "raw", "hdf5", NULL };
+/* enum evw_sync's order. */
+static const char *const options_sync_names[] = { "close", "batch", "never", NULL };
 
 #define O struct options
 
@@ -176,6 +179,27 @@ const struct opt_spec options_specs[] = {
 		   .help = "events.jsonl, expired.jsonl and metrics.json go here"),
 	OPT_UINT("flush-every", "N", O, flush_every, 1, 1u << 20, .def = "256",
 		 .help = "at most N records per write (default {default})"),
+	OPT_CHOICE("record", "FORMAT", O, record_format, options_record_names, .def = "none",
+		   .help = "write every accepted event's fragments to event files:\n"
+			   "raw (docs/event-file-format.md), hdf5\n"
+			   "(docs/hdf5-layout.md) or none (default {default})"),
+	OPT_STRING("record-dir", "DIR", O, record_dir,
+		   .help = "where the event files go (default: --out)"),
+	OPT_UINT("record-max-payload", "BYTES", O, record_max_payload, 1, FRM_MAX_PAYLOAD_BYTES,
+		 .def = "16384",
+		 .help = "largest payload recorded (default {default}); the builder\n"
+			 "keeps window x sources fragments of this size, and an\n"
+			 "event with a larger one is not recorded: counted, and\n"
+			 "the run fails naming it"),
+	OPT_UINT("record-max-file-bytes", "BYTES", O, record_max_file_bytes, 1u << 20, UINT64_MAX,
+		 .def = "268435456", .help = "an event file rolls before it passes this (default {default})"),
+	OPT_CHOICE("record-sync", "WHEN", O, record_sync, options_sync_names, .def = "close",
+		   .help = "fdatasync each file at its close (close, the default),\n"
+			   "after every batch too (batch), or never (never: a\n"
+			   "crash may lose closed files; for measurements)"),
+	OPT_STRING("config-sha256", "HEX", O, config_sha256,
+		   .help = "the run's configuration hash, stamped into each event\n"
+			   "file (daqrun gives the topology's)"),
 	OPT_UINT("batch-bytes", "B", O, batch_bytes, 4096, 64u << 20, .def = "262144",
 		 .help = "bytes read per call per reader (default {default})"),
 	OPT_UINT("socket-buffer", "B", O, socket_buffer_bytes, 1024, 64u << 20,
@@ -273,6 +297,16 @@ bool options_check(void *opts, const struct daemon_options *d)
 	}
 	if (d->session_port != 0 && o->role != ROLE_BUILDER) {
 		fprintf(stderr, "builderd: --session is for a --role builder; the hub serves runs with --session-listen\n");
+		return false;
+	}
+	if (o->config_sha256[0] != '\0' && (strlen(o->config_sha256) != 64 ||
+					     strspn(o->config_sha256, "0123456789abcdef") != 64)) {
+		fprintf(stderr, "builderd: --config-sha256 takes 64 lowercase hex digits, not \"%s\"\n",
+			o->config_sha256);
+		return false;
+	}
+	if (o->record_format != OPTIONS_RECORD_NONE && o->role == ROLE_HUB) {
+		fprintf(stderr, "builderd: --record is a builder's (--role both or builder); the hub builds no events\n");
 		return false;
 	}
 	if (o->shm_capacity_bytes != 0 && o->shm_name[0] == '\0') {

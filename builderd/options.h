@@ -80,8 +80,17 @@ struct options {
 	char control_http_host[256];    /* --control-http */
 	uint16_t control_http_port;
 	uint64_t transition_timeout_ms; /* the hub's deadline for a transition's answers */
+	int record_format;              /* enum options_record: --record */
+	char record_dir[1024];          /* "" = out_dir */
+	uint32_t record_max_payload;    /* a fragment's cell: this + the frame header */
+	uint64_t record_max_file_bytes;
+	int record_sync;                /* enum evw_sync: close, batch, never */
+	char config_sha256[65];         /* hex, "" = not given (zeros in the files) */
 	bool quiet;
 };
+
+/* What --record writes (docs/RECORDING.md). */
+enum options_record { OPTIONS_RECORD_NONE, OPTIONS_RECORD_RAW, OPTIONS_RECORD_HDF5 };
 
 /* How long the hub lets a builder that holds events go without a TOKEN:
  * --stall-timeout-ms past --timeout-ms, the builders' event timeout (a

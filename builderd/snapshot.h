@@ -112,6 +112,19 @@ struct snapshot {
 	uint64_t record_writes;
 	uint64_t negative_latencies;
 	uint64_t output_bytes;
+	/* the event files (--record, data/record.h): closed files, events
+	 * and bytes written, events handed over after the writer failed or
+	 * with a fragment larger than its cell, time in writev and syncs; and
+	 * the memory the fragments kept until written take by construction */
+	uint64_t data_files;
+	uint64_t data_events_written;
+	uint64_t data_bytes_written;
+	uint64_t data_events_unwritten;
+	uint64_t data_events_unrecorded;
+	uint64_t data_write_ns;
+	uint64_t data_sync_calls;
+	uint64_t data_store_bytes;
+	const char *data_format;           /* "raw", "hdf5"; NULL: not recorded */
 	/* --role hub: the builders' latency uncertainty merged (NULL in role
 	 * both, where the output has it) and the longest builder's span from
 	 * its first fragment to its last complete event (0: unknown) */

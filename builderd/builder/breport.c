@@ -45,6 +45,13 @@ static bool breport_totals(struct ctl_report *r, const struct snapshot *s,
 		[CNT_BUILDER_record_writes] = s->record_writes,
 		[CNT_BUILDER_negative_latencies] = s->negative_latencies,
 		[CNT_BUILDER_control_refused] = s->control_refused,
+		[CNT_BUILDER_data_files] = s->data_files,
+		[CNT_BUILDER_data_events_written] = s->data_events_written,
+		[CNT_BUILDER_data_bytes_written] = s->data_bytes_written,
+		[CNT_BUILDER_data_events_unwritten] = s->data_events_unwritten,
+		[CNT_BUILDER_data_events_unrecorded] = s->data_events_unrecorded,
+		[CNT_BUILDER_data_write_ns] = s->data_write_ns,
+		[CNT_BUILDER_data_sync_calls] = s->data_sync_calls,
 	};
 	for (unsigned i = 0; i < CNT_BUILDER_COUNT; i++)
 		ok = ctl_group_set(g, cnt_builder_names[i], own[i]) && ok;

@@ -3,6 +3,7 @@
 
 #include "data/link.h"
 #include "data/output.h"
+#include "data/record.h"
 #include "data/ownroute.h"
 #include "snapshot.h"
 
@@ -36,6 +37,12 @@ static void ingest_on_complete(void *ctx, const struct bld_event *e)
 	struct bld_event global = *e;
 	global.event_id = ownroute_to_global(g->plan, e->event_id);
 	output_add_event(g->out, &global);
+}
+
+static void ingest_on_unique(void *ctx, uint32_t slot, const struct bld_fragment *f)
+{
+	struct ingest *g = ctx;
+	output_keep(g->out, slot, f->source_id, g->taking, g->taking_bytes, f->payload_crc);
 }
 
 static void ingest_on_expired(void *ctx, const struct bld_expired *x)
@@ -240,6 +247,8 @@ enum frm_status ingest_take_rail(struct ingest_reader *rd, uint32_t rail, const 
 		.payload_len = h.payload_len,
 		.payload_crc = h.payload_crc,   /* the decoder summed it apart */
 	};
+	g->taking = buf;
+	g->taking_bytes = (uint32_t)*frame_bytes;
 	bld_add(g->core, &f, now);
 	return FRM_OK;
 }
@@ -378,7 +387,11 @@ int ingest_finish(struct ingest *g, uint64_t events_generated)
 		if (g->readers[r].state == INGEST_DATA_STREAMING)
 			ingest_close(&g->readers[r], INGEST_DATA_FAILED);
 	bld_finish(g->core, events_generated);
-	return output_flush(g->out);
+	int rc = output_flush(g->out);
+	char why[512];
+	if (!output_end_data(g->out, why, sizeof why))
+		ingest_error(g, "Recording the events' data failed: %s", why);
+	return rc;
 }
 
 bool ingest_close_output(struct ingest *g)
@@ -407,6 +420,18 @@ void ingest_snapshot(const struct ingest *g, struct snapshot *s)
 		s->record_writes = output_write_calls(g->out);
 		s->negative_latencies = output_negative_latencies(g->out);
 		s->output_bytes = output_buffer_bytes(g->out);
+		struct record_stats rs;
+		if (output_record_stats(g->out, &rs)) {
+			s->data_format = rs.format;
+			s->data_files = rs.files_closed;
+			s->data_events_written = rs.events_written;
+			s->data_bytes_written = rs.bytes_written;
+			s->data_events_unwritten = rs.events_unwritten;
+			s->data_events_unrecorded = rs.events_unrecorded;
+			s->data_write_ns = rs.write_ns;
+			s->data_sync_calls = rs.sync_calls;
+			s->data_store_bytes = rs.store_bytes;
+		}
 	}
 	/* The links array is the snapshot's to fill: its owner gave room for
 	 * every reader. */
@@ -469,6 +494,34 @@ static int ingest_alloc(struct ingest *g)
 	return 0;
 }
 
+/* --record: the recorder of the events' fragments (data/record.h), or
+ * none; false (logged, naming the problem) when it cannot record. */
+static bool ingest_open_record(const struct options *opt, struct record **out)
+{
+	*out = NULL;
+	if (opt->record_format == OPTIONS_RECORD_NONE)
+		return true;
+	struct record_config c = {
+		.format = opt->record_format,
+		.dir = opt->record_dir[0] != '\0' ? opt->record_dir : opt->out_dir,
+		.run = opt->run_id,
+		.builder_id = opt->role == ROLE_BUILDER ? (uint16_t)opt->builder_id : 0,
+		.sources = opt->sources,
+		.window = opt->max_inflight,
+		.max_payload = opt->record_max_payload,
+		.max_file_bytes = opt->record_max_file_bytes,
+		.sync = (enum evw_sync)opt->record_sync,
+	};
+	for (size_t i = 0; opt->config_sha256[0] != '\0' && i < sizeof c.config_sha256; i++)
+		sscanf(opt->config_sha256 + 2 * i, "%2hhx", &c.config_sha256[i]);
+	char why[512];
+	if (!record_open(out, &c, why, sizeof why)) {
+		log_error("Cannot record the events: %s", why);
+		return false;
+	}
+	return true;
+}
+
 struct ingest *ingest_create(struct event_base *base, const struct options *opt,
 		       const int64_t *source_offsets_ns, const struct ingest_hooks *hooks)
 {
@@ -501,14 +554,19 @@ struct ingest *ingest_create(struct event_base *base, const struct options *opt,
 		.lane_span = RAILS_SPAN_EVENTS,
 		.lane_offset = opt->role == ROLE_BUILDER ? 0 : opt->first_event,
 	};
-	struct bld_sink sink = { .on_complete = ingest_on_complete, .on_expired = ingest_on_expired, .ctx = g };
+	struct bld_sink sink = { .on_complete = ingest_on_complete, .on_expired = ingest_on_expired,
+				 .on_unique = opt->record_format != OPTIONS_RECORD_NONE ? ingest_on_unique : NULL,
+				 .ctx = g };
 	g->core = bld_create(&bc, &sink);
 	if (g->core == NULL) {
 		log_error("Cannot create the builder core (window %u, %u sources): %s",
 			  opt->max_inflight, opt->sources, strerror(errno));
 		goto fail;
 	}
-	g->out = output_open(opt->out_dir, opt->flush_every, opt->sources, source_offsets_ns);
+	struct record *data = NULL;
+	if (!ingest_open_record(opt, &data))
+		goto fail;
+	g->out = output_open(opt->out_dir, opt->flush_every, opt->sources, source_offsets_ns, data);
 	if (g->out == NULL)
 		goto fail;
 	return g;

@@ -1,9 +1,11 @@
 #include "data/output.h"
+#include "data/record.h"
 #include "data/recsink.h"
 
 #include "sys/clock.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct output_pending {
@@ -12,12 +14,14 @@ struct output_pending {
 	uint64_t earliest_timestamp_ns;
 	uint32_t crc;
 	uint32_t run_id;
+	uint32_t slot;                  /* its window slot: its fragments, when recording */
 	uint16_t earliest_source;
 };
 
 struct output {
 	struct recsink sink;                  /* where the records go: their format */
 	bool sink_open;
+	struct record *data;                  /* the events' fragments; NULL: not recorded */
 	uint32_t flush_every;
 	uint16_t sources;
 	struct output_clock *clocks;              /* [sources] */
@@ -33,11 +37,14 @@ struct output {
 };
 
 struct output *output_open(const char *dir, uint32_t flush_every, uint16_t sources,
-		     const int64_t *source_offsets_ns)
+		     const int64_t *source_offsets_ns, struct record *data)
 {
 	struct output *o = calloc(1, sizeof *o);
-	if (o == NULL)
+	if (o == NULL) {
+		record_close(data);
 		return NULL;
+	}
+	o->data = data;
 	o->flush_every = flush_every;
 	o->sources = sources;
 	hist_reset(&o->latency);
@@ -94,6 +101,15 @@ int output_flush(struct output *o)
 {
 	if (o->sealed)
 		return 0;
+	int data_rc = 0;
+	if (o->data != NULL) {
+		/* The data first: an event's latency ends when its data, not
+		 * its summary line, has left the process. */
+		for (uint32_t i = 0; i < o->pending_count; i++)
+			record_add(o->data, o->pending[i].slot, o->pending[i].event_id,
+				   o->pending[i].earliest_timestamp_ns);
+		data_rc = record_flush(o->data);
+	}
 	if (o->pending_count > 0) {
 		uint64_t now = clk_realtime_ns();
 		for (uint32_t i = 0; i < o->pending_count; i++) {
@@ -121,7 +137,44 @@ int output_flush(struct output *o)
 		o->written += o->pending_count;
 		o->pending_count = 0;
 	}
-	return o->sink.ops->flush(o->sink.self);
+	int rc = o->sink.ops->flush(o->sink.self);
+	return rc != 0 ? rc : data_rc;
+}
+
+void output_keep(struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame,
+		 uint32_t frame_bytes, uint32_t payload_crc)
+{
+	if (o->data == NULL || o->sealed)
+		return;
+	/* The slot's last event is queued or in the writer's batch: it is
+	 * written before its cells are reused. */
+	if (record_held(o->data, slot))
+		output_flush(o);
+	record_keep(o->data, slot, source, frame, frame_bytes, payload_crc);
+}
+
+bool output_end_data(struct output *o, char *why, size_t why_size)
+{
+	if (o->data == NULL || o->sealed)
+		return true;
+	if (!record_end(o->data, why, why_size))
+		return false;
+	struct record_stats st;
+	record_stats(o->data, &st);
+	if (st.events_written != o->written) {
+		snprintf(why, why_size, "%llu events written to the event files, %llu records written",
+			 (unsigned long long)st.events_written, (unsigned long long)o->written);
+		return false;
+	}
+	return true;
+}
+
+bool output_record_stats(const struct output *o, struct record_stats *out)
+{
+	if (o->data == NULL)
+		return false;
+	record_stats(o->data, out);
+	return true;
 }
 
 void output_add_event(struct output *o, const struct bld_event *e)
@@ -134,8 +187,11 @@ void output_add_event(struct output *o, const struct bld_event *e)
 		.earliest_timestamp_ns = e->earliest_timestamp_ns,
 		.crc = e->filter_crc,
 		.run_id = e->run_id,
+		.slot = e->slot,
 		.earliest_source = e->earliest_source,
 	};
+	if (o->data != NULL)
+		record_hold(o->data, e->slot);
 	if (o->pending_count == o->flush_every)
 		output_flush(o);
 }
@@ -202,6 +258,8 @@ uint64_t output_seal(struct output *o)
 {
 	uint64_t dropped = o->pending_count + o->sink.ops->seal(o->sink.self);
 	o->pending_count = 0;
+	if (o->data != NULL)
+		record_seal(o->data);
 	o->sealed = true;
 	return dropped;
 }
@@ -215,6 +273,8 @@ bool output_close(struct output *o)
 		output_flush(o);
 		ok = o->sink.ops->close(o->sink.self);
 	}
+	if (!record_close(o->data))
+		ok = false;
 	free(o->pending);
 	free(o->clocks);
 	free(o->source_uncertainty);

@@ -16,6 +16,8 @@
 #include <stdint.h>
 
 struct output;
+struct record;
+struct record_stats;
 
 /* A bound that is not known. */
 #define OUTPUT_UNBOUNDED INT64_C(-1)
@@ -39,9 +41,24 @@ struct output_uncertainty {
 
 /* Opens DIR/events.jsonl and DIR/expired.jsonl. flush_every bounds the
  * records held before a write. source_offsets_ns[source] (NULL: 0) are the
- * starting offsets, with no bound until output_set_clock() gives one. */
+ * starting offsets, with no bound until output_set_clock() gives one.
+ * data (NULL: none) records the accepted events' fragments
+ * (data/record.h); the output owns it from here, even when it fails. */
 struct output *output_open(const char *dir, uint32_t flush_every, uint16_t sources,
-		     const int64_t *source_offsets_ns);
+		     const int64_t *source_offsets_ns, struct record *data);
+
+/* When recording: a unique fragment of the event in window slot `slot`
+ * (core/builder.h's on_unique), kept until its event is written; a slot
+ * still held by an earlier event is written first. */
+void output_keep(struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame,
+		 uint32_t frame_bytes, uint32_t payload_crc);
+
+/* The run's end for the event files (data/record.h's record_end): false,
+ * with *why, when not every record written has its data written. */
+bool output_end_data(struct output *o, char *why, size_t why_size);
+
+/* The recorder's figures; false when not recording. */
+bool output_record_stats(const struct output *o, struct record_stats *out);
 
 /* Sets how later records of source are corrected; takes effect at the next
  * flush. */

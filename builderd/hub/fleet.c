@@ -332,6 +332,13 @@ void fleet_snapshot(const struct fleet *f, struct snapshot *s)
 	s->events_written = f->own[CNT_BUILDER_events_written];
 	s->record_writes = f->own[CNT_BUILDER_record_writes];
 	s->negative_latencies = f->own[CNT_BUILDER_negative_latencies];
+	s->data_files = f->own[CNT_BUILDER_data_files];
+	s->data_events_written = f->own[CNT_BUILDER_data_events_written];
+	s->data_bytes_written = f->own[CNT_BUILDER_data_bytes_written];
+	s->data_events_unwritten = f->own[CNT_BUILDER_data_events_unwritten];
+	s->data_events_unrecorded = f->own[CNT_BUILDER_data_events_unrecorded];
+	s->data_write_ns = f->own[CNT_BUILDER_data_write_ns];
+	s->data_sync_calls = f->own[CNT_BUILDER_data_sync_calls];
 	struct snapshot_link *links = (struct snapshot_link *)s->links;
 	for (uint32_t r = 0; r < f->opt->readers; r++)
 		links[r] = (struct snapshot_link){

@@ -375,6 +375,8 @@ static json_t *json_memory_bounds(const struct snapshot *b)
 	SET(o, "builder_core_bytes", U64((uint64_t)b->core_memory_bytes));
 	SET(o, "builder_read_buffers_bytes", U64(b->read_buffers_bytes));
 	SET(o, "builder_output_bytes", U64(b->output_bytes));
+	if (b->data_format != NULL)
+		SET(o, "builder_record_store_bytes", U64(b->data_store_bytes));
 	for (uint32_t r = 0; r < b->opt->readers; r++) {
 		bool found;
 		uint64_t v = acct_value(peer_reader(b->peers, r)->report, CNT_GROUP_TOTALS,

@@ -72,6 +72,7 @@ struct bld_event {
 	uint64_t bytes;              /* payload bytes of the event */
 	uint64_t earliest_timestamp_ns;
 	uint16_t earliest_source;    /* source whose timestamp is earliest */
+	uint32_t slot;               /* its window slot, as on_unique named it */
 	bool accepted;
 };
 
@@ -98,6 +99,11 @@ struct bld_expired {
 struct bld_sink {
 	void (*on_complete)(void *ctx, const struct bld_event *event);
 	void (*on_expired)(void *ctx, const struct bld_expired *expired);
+	/* Optional: a unique fragment taken into window slot `slot` (0 ..
+	 * window - 1), called before its event can complete, so a caller that
+	 * keeps the fragments' bytes (core/fragstore.h) has them all by
+	 * on_complete. A slot holds one pending event at a time. */
+	void (*on_unique)(void *ctx, uint32_t slot, const struct bld_fragment *fragment);
 	void *ctx;
 };
 

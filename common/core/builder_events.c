@@ -149,6 +149,7 @@ static void bld_complete(struct bld *b, uint32_t si)
 		.bytes = bytes,
 		.earliest_timestamp_ns = s->earliest_ts_ns,
 		.earliest_source = s->earliest_source,
+		.slot = si,
 		.accepted = crc % b->cfg.filter_modulo == 0,
 	};
 	b->c.events_complete++;
@@ -353,6 +354,8 @@ enum bld_outcome bld_add(struct bld *b, const struct bld_fragment *f, uint64_t n
 
 	bits[f->source_id / 64u] |= mask;
 	bld_keep_fragment(b, si, rel, f);
+	if (b->sink.on_unique != NULL)
+		b->sink.on_unique(b->sink.ctx, si, f);
 	if (++s->present == b->cfg.sources) {
 		bld_complete(b, si);
 		bld_settle(b);

@@ -52,7 +52,7 @@ static void run(bool correction, int64_t source_offset_ns, const char *source_ho
 	snprintf(dir, sizeof dir, "/tmp/test_clockreport.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	ck_assert_int_eq(peer_table_init(&peers, 1, 1), 0);
-	out = output_open(dir, 8, 1, NULL);
+	out = output_open(dir, 8, 1, NULL, NULL);
 	ck_assert_ptr_nonnull(out);
 	struct clocks_config cc = { .base = base, .peers = &peers, .out = out, .run_id = 4,
 				 .correction = correction, .quiet = true, .ready = on_ready };

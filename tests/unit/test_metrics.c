@@ -67,7 +67,7 @@ static void setup(void)
 				      .timeout_ms = 1000, .filter_modulo = 1, .flush_every = 8 };
 	snprintf(fx.opt.out_dir, sizeof fx.opt.out_dir, "%s", fx.dir);
 	ck_assert_int_eq(peer_table_init(&fx.peers, 2, 2), 0);
-	fx.out = output_open(fx.dir, 8, 2, NULL);
+	fx.out = output_open(fx.dir, 8, 2, NULL, NULL);
 	ck_assert_ptr_nonnull(fx.out);
 	struct clocks_config cc = { .base = fx.base, .peers = &fx.peers, .out = fx.out, .run_id = 7,
 				 .correction = true, .quiet = true };

@@ -1,0 +1,248 @@
+#include "data/record.h"
+
+#include "options.h"
+
+#include "core/fragstore.h"
+#include "io/daemon.h"
+#include "sys/h5writer.h"
+#include "sys/log.h"
+#include "wire/frame.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The writer of each format behind one set of calls. */
+struct record_writer_ops {
+	const char *format;
+	int (*add)(void *w, const struct evw_event *ev);
+	int (*flush)(void *w);
+	int (*close)(void *w);
+	const char *(*error)(const void *w);
+	void (*stats)(const void *w, struct evw_stats *out);
+	void (*destroy)(void *w);
+};
+
+static int record_raw_add(void *w, const struct evw_event *ev) { return evw_add(w, ev); }
+static int record_raw_flush(void *w) { return evw_flush(w); }
+static int record_raw_close(void *w) { return evw_close(w); }
+static const char *record_raw_error(const void *w) { return evw_error(w); }
+static void record_raw_stats(const void *w, struct evw_stats *out) { evw_stats(w, out); }
+static void record_raw_destroy(void *w) { evw_destroy(w); }
+
+static const struct record_writer_ops record_raw_ops = {
+	"raw", record_raw_add, record_raw_flush, record_raw_close, record_raw_error,
+	record_raw_stats, record_raw_destroy,
+};
+
+static int record_hdf5_add(void *w, const struct evw_event *ev) { return h5w_add(w, ev); }
+static int record_hdf5_flush(void *w) { return h5w_flush(w); }
+static int record_hdf5_close(void *w) { return h5w_close(w); }
+static const char *record_hdf5_error(const void *w) { return h5w_error(w); }
+static void record_hdf5_stats(const void *w, struct evw_stats *out) { h5w_stats(w, out); }
+static void record_hdf5_destroy(void *w) { h5w_destroy(w); }
+
+static const struct record_writer_ops record_hdf5_ops = {
+	"hdf5", record_hdf5_add, record_hdf5_flush, record_hdf5_close, record_hdf5_error,
+	record_hdf5_stats, record_hdf5_destroy,
+};
+
+struct record {
+	const struct record_writer_ops *ops;
+	void *writer;
+	struct fragstore *store;
+	uint16_t sources;
+	struct evw_frame *frames;        /* [sources]: one event's, for the writer */
+	uint64_t events_unrecorded;
+	uint64_t fragments_too_large;
+	bool sealed;
+	bool failed;
+};
+
+bool record_open(struct record **out, const struct record_config *c, char *error,
+		 size_t error_size)
+{
+	*out = NULL;
+	struct record *r = calloc(1, sizeof *r);
+	if (r == NULL) {
+		snprintf(error, error_size, "no memory for the recorder");
+		return false;
+	}
+	r->sources = c->sources;
+	r->ops = c->format == OPTIONS_RECORD_HDF5 ? &record_hdf5_ops : &record_raw_ops;
+	r->frames = calloc(c->sources, sizeof *r->frames);
+	r->store = fragstore_create(c->window, c->sources, FRM_HEADER_BYTES + c->max_payload);
+	if (r->frames == NULL || r->store == NULL) {
+		snprintf(error, error_size,
+			 "no memory for the fragments kept until written: window %u x %u sources x %u bytes",
+			 c->window, c->sources, FRM_HEADER_BYTES + c->max_payload);
+		record_close(r);
+		return false;
+	}
+	static const char software[] = "builderd " ES_VERSION;
+	int rc;
+	if (c->format == OPTIONS_RECORD_HDF5) {
+		struct h5w_config h = { .dir = c->dir, .run = c->run, .builder_id = c->builder_id,
+					.sources = c->sources, .max_file_bytes = c->max_file_bytes,
+					.sync = c->sync, .software = software };
+		memcpy(h.config_sha256, c->config_sha256, sizeof h.config_sha256);
+		struct h5w *w = NULL;
+		rc = h5w_open(&w, &h, NULL, NULL, error, error_size);
+		r->writer = w;
+	} else {
+		struct evw_config e = { .dir = c->dir, .run = c->run, .builder_id = c->builder_id,
+					.sources = c->sources, .max_file_bytes = c->max_file_bytes,
+					.sync = c->sync, .software = software };
+		memcpy(e.config_sha256, c->config_sha256, sizeof e.config_sha256);
+		struct evw *w = NULL;
+		rc = evw_open(&w, &e, NULL, NULL, error, error_size);
+		r->writer = w;
+	}
+	if (rc != 0) {
+		r->writer = NULL;
+		record_close(r);
+		return false;
+	}
+	*out = r;
+	return true;
+}
+
+bool record_keep(struct record *r, uint32_t slot, uint16_t src, const uint8_t *frame,
+		 uint32_t frame_bytes, uint32_t payload_crc)
+{
+	if (fragstore_put(r->store, slot, src, frame, frame_bytes, payload_crc))
+		return true;
+	r->fragments_too_large++;
+	return false;
+}
+
+bool record_held(const struct record *r, uint32_t slot)
+{
+	return fragstore_held(r->store, slot);
+}
+
+void record_hold(struct record *r, uint32_t slot)
+{
+	fragstore_hold(r->store, slot);
+}
+
+void record_add(struct record *r, uint32_t slot, uint64_t event_id, uint64_t earliest_ns)
+{
+	if (r->sealed)
+		return;
+	for (uint16_t src = 0; src < r->sources; src++) {
+		struct evw_frame *f = &r->frames[src];
+		f->bytes = fragstore_frame(r->store, slot, src, &f->frame_bytes, &f->payload_crc);
+		if (f->bytes == NULL) {
+			/* A fragment larger than the cells: the event cannot be
+			 * written whole. */
+			r->events_unrecorded++;
+			return;
+		}
+	}
+	struct evw_event ev = { .event_id = event_id, .earliest_ns = earliest_ns,
+				.frame_count = r->sources, .frames = r->frames };
+	if (r->ops->add(r->writer, &ev) != 0 && !r->failed) {
+		r->failed = true;
+		log_error("Recording stopped: %s", r->ops->error(r->writer));
+	}
+}
+
+int record_flush(struct record *r)
+{
+	int rc = 0;
+	if (!r->sealed) {
+		rc = r->ops->flush(r->writer);
+		if (rc != 0 && !r->failed) {
+			r->failed = true;
+			log_error("Recording stopped: %s", r->ops->error(r->writer));
+		}
+	}
+	fragstore_release_all(r->store);
+	return rc;
+}
+
+void record_seal(struct record *r)
+{
+	if (r->sealed)
+		return;
+	r->ops->close(r->writer);
+	r->sealed = true;
+	fragstore_release_all(r->store);
+}
+
+bool record_end(struct record *r, char *why, size_t why_size)
+{
+	if (!r->sealed) {
+		if (r->ops->flush(r->writer) != 0 || r->ops->close(r->writer) != 0)
+			r->failed = true;
+		r->sealed = true;
+		fragstore_release_all(r->store);
+	}
+	struct record_stats st;
+	record_stats(r, &st);
+	if (st.failed || st.events_unwritten > 0) {
+		snprintf(why, why_size, "%llu events' data not written: %s",
+			 (unsigned long long)st.events_unwritten,
+			 r->ops->error(r->writer) ? r->ops->error(r->writer) : "the writer failed");
+		return false;
+	}
+	if (st.events_unrecorded > 0) {
+		snprintf(why, why_size,
+			 "%llu events' data not recorded: %llu fragments larger than --record-max-payload",
+			 (unsigned long long)st.events_unrecorded,
+			 (unsigned long long)st.fragments_too_large);
+		return false;
+	}
+	return true;
+}
+
+bool record_close(struct record *r)
+{
+	if (r == NULL)
+		return true;
+	bool ok = !r->failed;
+	if (r->writer != NULL) {
+		if (!r->sealed) {
+			if (r->ops->flush(r->writer) != 0 || r->ops->close(r->writer) != 0)
+				ok = false;
+		}
+		if (r->ops->error(r->writer) != NULL)
+			ok = false;
+		r->ops->destroy(r->writer);
+	}
+	fragstore_destroy(r->store);
+	free(r->frames);
+	free(r);
+	return ok;
+}
+
+const char *record_error(const struct record *r)
+{
+	return r->ops->error(r->writer);
+}
+
+void record_stats(const struct record *r, struct record_stats *out)
+{
+	struct evw_stats w;
+	r->ops->stats(r->writer, &w);
+	*out = (struct record_stats){
+		.format = r->ops->format,
+		.files_closed = w.files_closed,
+		.events_written = w.events_written,
+		.bytes_written = w.bytes_written,
+		.events_unwritten = w.events_unwritten,
+		.events_unrecorded = r->events_unrecorded,
+		.fragments_too_large = r->fragments_too_large,
+		.write_calls = w.write_calls,
+		.sync_calls = w.sync_calls,
+		.write_ns = w.write_ns,
+		.sync_ns = w.sync_ns,
+		.free_bytes = w.free_bytes,
+		.store_bytes = fragstore_bytes(r->store),
+		.batch_bytes_peak = w.batch_bytes_peak,
+		.held_peak = fragstore_held_peak(r->store),
+		.failed = r->failed || w.failed,
+	};
+}
