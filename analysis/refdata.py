@@ -36,19 +36,24 @@ class DataCheck:
     unexpected: int = 0          # file events no events.jsonl records
     duplicate: int = 0           # an event written twice
     manifest_mismatch: int = 0   # manifests whose counts differ from the files'
+    slice_mismatch: int = 0      # end-of-slice documents that are not their files' sum,
+                                 # or an end-of-run document that is not the slices' sum
+    slices: int = 0
     damaged: list[str] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.payload_mismatch or self.not_recorded or self.unexpected
-                    or self.duplicate or self.manifest_mismatch or self.damaged)
+                    or self.duplicate or self.manifest_mismatch or self.slice_mismatch
+                    or self.damaged)
 
     def counts(self) -> str:
         return (f"data: files={self.files} events={self.events} fragments={self.fragments} "
                 f"bytes={self.bytes} payload-mismatch={self.payload_mismatch} "
                 f"not-recorded={self.not_recorded} unexpected={self.unexpected} "
                 f"duplicate={self.duplicate} manifest-mismatch={self.manifest_mismatch} "
+                f"slices={self.slices} slice-mismatch={self.slice_mismatch} "
                 f"damaged={len(self.damaged)}")
 
 
@@ -110,6 +115,8 @@ def check_folder(c: DataCheck, folder: str, seed: int, run: int, below: int | No
     want = recorded_events(os.path.join(folder, "events.jsonl"), below)
     seen: set[int] = set()
     batch: list = []
+    manifests: list[dict] = []
+    events_read = 0
     for path in event_files(folder):
         c.files += 1
         count = 0
@@ -136,9 +143,11 @@ def check_folder(c: DataCheck, folder: str, seed: int, run: int, below: int | No
             c.damaged.append(str(e))
             continue
         c.events += count
+        events_read += count
         manifest = Path(str(path) + ".json")
         try:
             doc = json.loads(manifest.read_text(encoding="utf-8"))
+            manifests.append(doc)
             if doc.get("event_count") != count:
                 c.manifest_mismatch += 1
                 c.examples.append(f"{manifest}: event_count {doc.get('event_count')}, "
@@ -148,10 +157,65 @@ def check_folder(c: DataCheck, folder: str, seed: int, run: int, below: int | No
             c.examples.append(f"{manifest}: missing or not JSON")
     if batch:
         _check_batch(c, seed, run, batch, report)
+    if below is None:      # a fenced builder writes no end documents
+        check_slices(c, folder, manifests, events_read)
     missing = want - seen
     c.not_recorded += len(missing)
     for e in sorted(missing)[:max(0, report - len(c.examples))]:
         c.examples.append(f"event {e} is in {folder}/events.jsonl but in no event file")
+
+
+SUMMED = ("event_count", "bytes", "files")
+
+
+def check_slices(c: DataCheck, folder: str, manifests: list[dict], events_read: int) -> None:
+    """A builder's end-of-slice documents against its files' manifests, and
+    its end-of-run document against the slices (docs/RECORDING.md)."""
+    root = Path(folder)
+    eor_paths = list(root.glob("*.eor.json"))
+    eos = {}
+    for p in root.glob("*.eos.json"):
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+            eos[int(doc["slice"])] = (p, doc)
+        except (OSError, ValueError, KeyError, TypeError):
+            c.slice_mismatch += 1
+            c.examples.append(f"{p}: not an end-of-slice document")
+    if not eor_paths:
+        if eos:
+            c.slice_mismatch += 1
+            c.examples.append(f"{folder}: end-of-slice documents but no end-of-run document")
+        return
+    c.slices += len(eos)
+    for s, (p, doc) in sorted(eos.items()):
+        mine = [m for m in manifests if m.get("slice") == s]
+        for key, field_ in (("event_count", "event_count"), ("bytes", "bytes")):
+            total = sum(m.get(field_, 0) for m in mine)
+            if doc.get(key) != total:
+                c.slice_mismatch += 1
+                c.examples.append(f"{p}: {key} {doc.get(key)}, its files' manifests say {total}")
+        if doc.get("files") != len(mine):
+            c.slice_mismatch += 1
+            c.examples.append(f"{p}: files {doc.get('files')}, {len(mine)} manifests of slice {s}")
+    try:
+        eor = json.loads(eor_paths[0].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        c.slice_mismatch += 1
+        c.examples.append(f"{eor_paths[0]}: not JSON")
+        return
+    for key in (*SUMMED, "expired", "unwritten"):
+        total = sum(doc.get(key, 0) for _, doc in eos.values())
+        if eor.get(key) != total:
+            c.slice_mismatch += 1
+            c.examples.append(f"{eor_paths[0]}: {key} {eor.get(key)}, the slices' sum is {total}")
+    if eor.get("slices") != len(eos) or sorted(eos) != list(range(len(eos))):
+        c.slice_mismatch += 1
+        c.examples.append(f"{eor_paths[0]}: slices {eor.get('slices')}, documents of slices "
+                          f"{sorted(eos)}")
+    if eor.get("event_count") != events_read:
+        c.slice_mismatch += 1
+        c.examples.append(f"{eor_paths[0]}: event_count {eor.get('event_count')}, the files hold "
+                          f"{events_read}")
 
 
 def has_data(run_dir: str) -> bool:

@@ -193,6 +193,12 @@ const struct opt_spec options_specs[] = {
 			 "the run fails naming it"),
 	OPT_UINT("record-max-file-bytes", "BYTES", O, record_max_file_bytes, 1u << 20, UINT64_MAX,
 		 .def = "268435456", .help = "an event file rolls before it passes this (default {default})"),
+	OPT_UINT("record-slice-ms", "T", O, record_slice_ms, 0, 86400000, .def = "10000",
+		 .help = "cut the recording into slices of T ms from the first\n"
+			 "event (default {default}; 0: not by time): each slice's\n"
+			 "files closed and its end-of-slice document written"),
+	OPT_UINT("record-slice-events", "N", O, record_slice_events, 0, UINT64_MAX, .def = "0",
+		 .help = "and a slice ends after N events written (default {default}: not by count)"),
 	OPT_CHOICE("record-sync", "WHEN", O, record_sync, options_sync_names, .def = "close",
 		   .help = "fdatasync each file at its close (close, the default),\n"
 			   "after every batch too (batch), or never (never: a\n"

@@ -85,6 +85,8 @@ struct options {
 	uint32_t record_max_payload;    /* a fragment's cell: this + the frame header */
 	uint64_t record_max_file_bytes;
 	int record_sync;                /* enum evw_sync: close, batch, never */
+	uint64_t record_slice_ms;       /* a slice's length; 0: by count only, or one slice */
+	uint64_t record_slice_events;   /* a slice's events; 0: by time only */
 	char config_sha256[65];         /* hex, "" = not given (zeros in the files) */
 	bool quiet;
 };

@@ -511,6 +511,8 @@ static bool ingest_open_record(const struct options *opt, struct record **out)
 		.max_payload = opt->record_max_payload,
 		.max_file_bytes = opt->record_max_file_bytes,
 		.sync = (enum evw_sync)opt->record_sync,
+		.slice_ns = opt->record_slice_ms * 1000000u,
+		.slice_events = opt->record_slice_events,
 	};
 	for (size_t i = 0; opt->config_sha256[0] != '\0' && i < sizeof c.config_sha256; i++)
 		sscanf(opt->config_sha256 + 2 * i, "%2hhx", &c.config_sha256[i]);

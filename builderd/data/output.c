@@ -108,7 +108,7 @@ int output_flush(struct output *o)
 		for (uint32_t i = 0; i < o->pending_count; i++)
 			record_add(o->data, o->pending[i].slot, o->pending[i].event_id,
 				   o->pending[i].earliest_timestamp_ns);
-		data_rc = record_flush(o->data);
+		data_rc = record_flush(o->data, clk_monotonic_ns());
 	}
 	if (o->pending_count > 0) {
 		uint64_t now = clk_realtime_ns();
@@ -157,7 +157,7 @@ bool output_end_data(struct output *o, char *why, size_t why_size)
 {
 	if (o->data == NULL || o->sealed)
 		return true;
-	if (!record_end(o->data, why, why_size))
+	if (!record_end(o->data, clk_monotonic_ns(), why, why_size))
 		return false;
 	struct record_stats st;
 	record_stats(o->data, &st);
@@ -200,6 +200,8 @@ void output_add_expired(struct output *o, const struct bld_expired *x)
 {
 	if (!o->sealed)
 		o->sink.ops->add_expired(o->sink.self, x);
+	if (o->data != NULL)
+		record_expired(o->data);
 }
 
 void output_set_clock(struct output *o, uint16_t source, const struct output_clock *clock)

@@ -2,6 +2,8 @@
 
 #include "options.h"
 
+#include "data/slices.h"
+
 #include "core/fragstore.h"
 #include "io/daemon.h"
 #include "sys/h5writer.h"
@@ -18,6 +20,7 @@ struct record_writer_ops {
 	const char *format;
 	int (*add)(void *w, const struct evw_event *ev);
 	int (*flush)(void *w);
+	int (*roll)(void *w, uint32_t slice);
 	int (*close)(void *w);
 	const char *(*error)(const void *w);
 	void (*stats)(const void *w, struct evw_stats *out);
@@ -26,25 +29,27 @@ struct record_writer_ops {
 
 static int record_raw_add(void *w, const struct evw_event *ev) { return evw_add(w, ev); }
 static int record_raw_flush(void *w) { return evw_flush(w); }
+static int record_raw_roll(void *w, uint32_t slice) { return evw_roll(w, slice); }
 static int record_raw_close(void *w) { return evw_close(w); }
 static const char *record_raw_error(const void *w) { return evw_error(w); }
 static void record_raw_stats(const void *w, struct evw_stats *out) { evw_stats(w, out); }
 static void record_raw_destroy(void *w) { evw_destroy(w); }
 
 static const struct record_writer_ops record_raw_ops = {
-	"raw", record_raw_add, record_raw_flush, record_raw_close, record_raw_error,
+	"raw", record_raw_add, record_raw_flush, record_raw_roll, record_raw_close, record_raw_error,
 	record_raw_stats, record_raw_destroy,
 };
 
 static int record_hdf5_add(void *w, const struct evw_event *ev) { return h5w_add(w, ev); }
 static int record_hdf5_flush(void *w) { return h5w_flush(w); }
+static int record_hdf5_roll(void *w, uint32_t slice) { return h5w_roll(w, slice); }
 static int record_hdf5_close(void *w) { return h5w_close(w); }
 static const char *record_hdf5_error(const void *w) { return h5w_error(w); }
 static void record_hdf5_stats(const void *w, struct evw_stats *out) { h5w_stats(w, out); }
 static void record_hdf5_destroy(void *w) { h5w_destroy(w); }
 
 static const struct record_writer_ops record_hdf5_ops = {
-	"hdf5", record_hdf5_add, record_hdf5_flush, record_hdf5_close, record_hdf5_error,
+	"hdf5", record_hdf5_add, record_hdf5_flush, record_hdf5_roll, record_hdf5_close, record_hdf5_error,
 	record_hdf5_stats, record_hdf5_destroy,
 };
 
@@ -52,6 +57,8 @@ struct record {
 	const struct record_writer_ops *ops;
 	void *writer;
 	struct fragstore *store;
+	struct slices *slices;
+	uint64_t batch_events;           /* handed to the writer since the last flush */
 	uint16_t sources;
 	struct evw_frame *frames;        /* [sources]: one event's, for the writer */
 	uint64_t events_unrecorded;
@@ -59,6 +66,12 @@ struct record {
 	bool sealed;
 	bool failed;
 };
+
+static void record_on_closed(void *arg, const struct evw_file_info *file)
+{
+	struct record *r = arg;
+	slices_file_closed(r->slices, file);
+}
 
 bool record_open(struct record **out, const struct record_config *c, char *error,
 		 size_t error_size)
@@ -73,7 +86,10 @@ bool record_open(struct record **out, const struct record_config *c, char *error
 	r->ops = c->format == OPTIONS_RECORD_HDF5 ? &record_hdf5_ops : &record_raw_ops;
 	r->frames = calloc(c->sources, sizeof *r->frames);
 	r->store = fragstore_create(c->window, c->sources, FRM_HEADER_BYTES + c->max_payload);
-	if (r->frames == NULL || r->store == NULL) {
+	struct slices_config sc = { .dir = c->dir, .run = c->run, .builder_id = c->builder_id,
+				    .slice_ns = c->slice_ns, .slice_events = c->slice_events };
+	r->slices = slices_create(&sc);
+	if (r->frames == NULL || r->store == NULL || r->slices == NULL) {
 		snprintf(error, error_size,
 			 "no memory for the fragments kept until written: window %u x %u sources x %u bytes",
 			 c->window, c->sources, FRM_HEADER_BYTES + c->max_payload);
@@ -88,7 +104,7 @@ bool record_open(struct record **out, const struct record_config *c, char *error
 					.sync = c->sync, .software = software };
 		memcpy(h.config_sha256, c->config_sha256, sizeof h.config_sha256);
 		struct h5w *w = NULL;
-		rc = h5w_open(&w, &h, NULL, NULL, error, error_size);
+		rc = h5w_open(&w, &h, record_on_closed, r, error, error_size);
 		r->writer = w;
 	} else {
 		struct evw_config e = { .dir = c->dir, .run = c->run, .builder_id = c->builder_id,
@@ -96,7 +112,7 @@ bool record_open(struct record **out, const struct record_config *c, char *error
 					.sync = c->sync, .software = software };
 		memcpy(e.config_sha256, c->config_sha256, sizeof e.config_sha256);
 		struct evw *w = NULL;
-		rc = evw_open(&w, &e, NULL, NULL, error, error_size);
+		rc = evw_open(&w, &e, record_on_closed, r, error, error_size);
 		r->writer = w;
 	}
 	if (rc != 0) {
@@ -138,18 +154,30 @@ void record_add(struct record *r, uint32_t slot, uint64_t event_id, uint64_t ear
 			/* A fragment larger than the cells: the event cannot be
 			 * written whole. */
 			r->events_unrecorded++;
+			slices_unwritten(r->slices, 1);
 			return;
 		}
 	}
 	struct evw_event ev = { .event_id = event_id, .earliest_ns = earliest_ns,
 				.frame_count = r->sources, .frames = r->frames };
-	if (r->ops->add(r->writer, &ev) != 0 && !r->failed) {
-		r->failed = true;
-		log_error("Recording stopped: %s", r->ops->error(r->writer));
+	if (r->ops->add(r->writer, &ev) != 0) {
+		slices_unwritten(r->slices, 1);
+		if (!r->failed) {
+			r->failed = true;
+			log_error("Recording stopped: %s", r->ops->error(r->writer));
+		}
+		return;
 	}
+	r->batch_events++;
 }
 
-int record_flush(struct record *r)
+void record_expired(struct record *r)
+{
+	if (!r->sealed)
+		slices_expired(r->slices);
+}
+
+int record_flush(struct record *r, uint64_t now)
 {
 	int rc = 0;
 	if (!r->sealed) {
@@ -160,6 +188,20 @@ int record_flush(struct record *r)
 		}
 	}
 	fragstore_release_all(r->store);
+	for (; r->batch_events > 0; r->batch_events--)
+		slices_event(r->slices, now);
+	if (!r->sealed && slices_due(r->slices, now)) {
+		/* The slice's files close before its document says what they hold. */
+		int roll = r->ops->roll(r->writer, slices_current(r->slices) + 1);
+		int doc = slices_end_slice(r->slices, now);
+		if ((roll != 0 || doc != 0) && !r->failed) {
+			r->failed = true;
+			log_error("Recording stopped at the end of a slice: %s",
+				  roll != 0 && r->ops->error(r->writer) ? r->ops->error(r->writer)
+									: strerror(-(roll ? roll : doc)));
+		}
+		rc = rc != 0 ? rc : roll != 0 ? roll : doc;
+	}
 	return rc;
 }
 
@@ -172,13 +214,19 @@ void record_seal(struct record *r)
 	fragstore_release_all(r->store);
 }
 
-bool record_end(struct record *r, char *why, size_t why_size)
+bool record_end(struct record *r, uint64_t now, char *why, size_t why_size)
 {
 	if (!r->sealed) {
-		if (r->ops->flush(r->writer) != 0 || r->ops->close(r->writer) != 0)
+		record_flush(r, now);
+		if (r->ops->close(r->writer) != 0)
 			r->failed = true;
+		if (slices_end_run(r->slices, now) != 0 && !r->failed) {
+			r->failed = true;
+			snprintf(why, why_size, "the end-of-run document could not be written in the output directory");
+			r->sealed = true;
+			return false;
+		}
 		r->sealed = true;
-		fragstore_release_all(r->store);
 	}
 	struct record_stats st;
 	record_stats(r, &st);
@@ -213,6 +261,7 @@ bool record_close(struct record *r)
 		r->ops->destroy(r->writer);
 	}
 	fragstore_destroy(r->store);
+	slices_destroy(r->slices);
 	free(r->frames);
 	free(r);
 	return ok;
@@ -243,6 +292,7 @@ void record_stats(const struct record *r, struct record_stats *out)
 		.store_bytes = fragstore_bytes(r->store),
 		.batch_bytes_peak = w.batch_bytes_peak,
 		.held_peak = fragstore_held_peak(r->store),
+		.slices_ended = slices_ended(r->slices),
 		.failed = r->failed || w.failed,
 	};
 }

@@ -29,6 +29,8 @@ struct record_config {
 	uint32_t max_payload;        /* larger fragments are not recorded */
 	uint64_t max_file_bytes;
 	enum evw_sync sync;
+	uint64_t slice_ns;           /* data/slices.h; 0: no slice by time */
+	uint64_t slice_events;       /* 0: no slice by count */
 	uint8_t config_sha256[EVF_SHA256_BYTES];
 };
 
@@ -48,6 +50,7 @@ struct record_stats {
 	uint64_t store_bytes;        /* the store's memory, allocated at open */
 	uint64_t batch_bytes_peak;
 	uint32_t held_peak;          /* slots held at once, at most */
+	uint32_t slices_ended;       /* end-of-slice documents written */
 	bool failed;
 };
 
@@ -72,8 +75,13 @@ void record_hold(struct record *r, uint32_t slot);
 /* The queued event of slot to the writer's batch (frames not copied). */
 void record_add(struct record *r, uint32_t slot, uint64_t event_id, uint64_t earliest_ns);
 
-/* Writes the batch and releases every held slot. 0 or -errno. */
-int record_flush(struct record *r);
+/* Writes the batch and releases every held slot; at now (monotonic) ends
+ * the slice when it is over (data/slices.h): its file closed, its
+ * document written. 0 or -errno. */
+int record_flush(struct record *r, uint64_t now);
+
+/* An expired event, counted in its slice. */
+void record_expired(struct record *r);
 
 /* A fenced builder: closes the open file as it stands and writes nothing
  * more. */
@@ -83,7 +91,7 @@ void record_seal(struct record *r);
  * rename, manifest); nothing more is written, the figures stay. false with
  * *why when not every event handed over was written: the writer failed
  * (its named error), or fragments did not fit their cells. */
-bool record_end(struct record *r, char *why, size_t why_size);
+bool record_end(struct record *r, uint64_t now, char *why, size_t why_size);
 
 /* Ends (if not yet) and frees. false when the writer failed at any time. */
 bool record_close(struct record *r);

@@ -146,6 +146,40 @@ class RecordRunTest(E2ETestCase):
         self.assertIn("Read-only file system", r.output)
 
 
+    def test_slices_by_time_and_by_count_add_up(self):
+        r = self.h.daqrun(LOCAL, sets=["run.events=12000", "run.rate=8000",
+                                       record("raw", "--record-slice-ms", "400")])
+        self.check_recorded(r, 12000)
+        eos = sorted(r.run_dir.glob("*.eos.json"))
+        self.assertGreaterEqual(len(eos), 3)     # 1.5 s of events in 0.4 s slices
+        docs = [json.loads(p.read_text()) for p in eos]
+        eor = json.loads(next(r.run_dir.glob("*.eor.json")).read_text())
+        self.assertEqual(eor["slices"], len(docs))
+        self.assertEqual(eor["event_count"], 12000)
+        self.assertEqual(sum(d["event_count"] for d in docs), 12000)
+        self.assertEqual([d["slice"] for d in docs], list(range(len(docs))))
+        # Each slice's files are its own: the slice number is in their names.
+        for d in docs[:-1]:
+            files = list(r.run_dir.glob(f"run000001_b0_s{d['slice']:04d}_f*.dat"))
+            self.assertEqual(len(files), d["files"])
+        self.assertIn(f"slices={len(docs)} slice-mismatch=0", r.output)
+        # A slice document that is not its files' sum is named.
+        docs[1]["event_count"] += 1
+        eos[1].write_text(json.dumps(docs[1]))
+        ref = self.h.refbuild(r.run_dir)
+        self.assertEqual(ref.returncode, 1, ref.describe())
+        self.assertIn(f"{eos[1]}: event_count {docs[1]['event_count']}, its files' manifests say "
+                      f"{docs[1]['event_count'] - 1}", ref.output)
+
+    def test_slices_by_count(self):
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-slice-ms", "0",
+                                                      "--record-slice-events", "1000")])
+        self.check_recorded(r, 6000)
+        docs = [json.loads(p.read_text()) for p in sorted(r.run_dir.glob("*.eos.json"))]
+        self.assertGreaterEqual(len(docs), 6)
+        self.assertTrue(all(d["event_count"] <= 1000 + 256 for d in docs), docs)
+        self.assertEqual(sum(d["event_count"] for d in docs), 6000)
+
 class RecordReplayTest(E2ETestCase):
     """A run recorded by a real builder, replayed by real sources into a
     second builder that records too: the same events, byte for byte."""
