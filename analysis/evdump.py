@@ -174,15 +174,21 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--check", action="store_true", help="verify every file and CRC")
     what.add_argument("--show", type=int, metavar="EVENT", help="print one event")
     what.add_argument("--recover", action="store_true",
-                      help="close .writing files a killed builder left")
+                      help="close the .writing files a killed builder left (a FILE, or every one in a RUN_DIR)")
     ap.add_argument("targets", nargs="+", metavar="RUN_DIR|FILE")
     args = ap.parse_args(argv)
     try:
         if args.recover:
-            paths = [Path(t) for t in args.targets]
-            missing = [str(p) for p in paths if not p.exists()]
-            if missing:
-                ap.error(f"no such file: {', '.join(missing)}")
+            paths = []
+            for t in map(Path, args.targets):
+                if not t.exists():
+                    ap.error(f"no such file or directory: {t}")
+                # A run directory: every file left open in it, every builder's.
+                paths += sorted(t.rglob("*" + evfile.FILE_SUFFIX + evfile.OPEN_SUFFIX)) \
+                    if t.is_dir() else [t]
+            if not paths:
+                print(f"evdump: no file left open in {' '.join(args.targets)}: nothing to recover")
+                return 0
             return max(recover(p) for p in paths)
         paths = files_of(args.targets, include_open=not args.check)
     except FileNotFoundError as e:

@@ -101,14 +101,15 @@ int output_flush(struct output *o)
 {
 	if (o->sealed)
 		return 0;
-	int data_rc = 0;
 	if (o->data != NULL) {
 		/* The data first: an event's latency ends when its data, not
 		 * its summary line, has left the process. */
 		for (uint32_t i = 0; i < o->pending_count; i++)
 			record_add(o->data, o->pending[i].slot, o->pending[i].event_id,
 				   o->pending[i].earliest_timestamp_ns);
-		data_rc = record_flush(o->data, clk_monotonic_ns());
+		/* A failure of the data is named at the end (output_end_data),
+		 * apart from the records'. */
+		record_flush(o->data, clk_monotonic_ns());
 	}
 	if (o->pending_count > 0) {
 		uint64_t now = clk_realtime_ns();
@@ -137,8 +138,7 @@ int output_flush(struct output *o)
 		o->written += o->pending_count;
 		o->pending_count = 0;
 	}
-	int rc = o->sink.ops->flush(o->sink.self);
-	return rc != 0 ? rc : data_rc;
+	return o->sink.ops->flush(o->sink.self);
 }
 
 void output_keep(struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame,

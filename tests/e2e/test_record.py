@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 from harness import E2ETestCase
@@ -21,6 +23,7 @@ from harness import E2ETestCase
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "analysis"))
 import evfile  # noqa: E402
+import refdata  # noqa: E402
 
 LOCAL = REPO / "deploy" / "topologies" / "local.toml"
 TWO = REPO / "deploy" / "topologies" / "two-builders.toml"
@@ -180,6 +183,37 @@ class RecordRunTest(E2ETestCase):
         self.assertTrue(all(d["event_count"] <= 1000 + 256 for d in docs), docs)
         self.assertEqual(sum(d["event_count"] for d in docs), 6000)
 
+    def test_a_full_disk_is_named_and_nothing_is_torn(self):
+        disk = self.h.path("small-disk")
+        disk.mkdir()
+        if os.system(f"mount -t tmpfs -o size=12m tmpfs {disk}") != 0:
+            self.skipTest("cannot mount a tmpfs here")
+        self.addCleanup(os.system, f"umount {disk}")
+        r = self.h.daqrun(LOCAL, sets=["run.events=20000", "run.rate=0",
+                                       record("raw", "--record-dir", str(disk),
+                                              "--record-max-file-bytes", str(2 << 20))])
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertRegex(r.output, r"Recording the events' data failed: \d+ events' data not "
+                                   r"written: disk full: \d+ bytes free in " + str(disk))
+        self.assertNotIn("Writing the record files", r.output)
+        self.assertIn("PASS refbuild", r.output)    # the records and the books are whole
+        m = r.metrics()
+        self.assertTrue(m["balanced"])
+        b = m["counters"]["builder"]
+        self.assertGreater(b["data_events_unwritten"], 0)
+        self.assertEqual(b["data_events_written"] + b["data_events_unwritten"], 20000)
+        # Every closed file whole, none left open, the documents' sums right.
+        self.assertEqual(list(disk.glob("*.writing")), [])
+        c = refdata.DataCheck()
+        refdata.check_slices(c, str(disk), [json.loads(p.read_text())
+                                            for p in sorted(disk.glob("*.dat.json"))],
+                             sum(1 for p in sorted(disk.glob("*.dat"))
+                                 for _ in evfile.Reader(p)))
+        self.assertEqual(c.slice_mismatch, 0, c.examples)
+        eor = json.loads(next(disk.glob("*.eor.json")).read_text())
+        self.assertEqual(eor["event_count"], b["data_events_written"])
+        self.assertEqual(eor["unwritten"], b["data_events_unwritten"])
+
 class RecordReplayTest(E2ETestCase):
     """A run recorded by a real builder, replayed by real sources into a
     second builder that records too: the same events, byte for byte."""
@@ -210,3 +244,52 @@ class RecordReplayTest(E2ETestCase):
         self.assertEqual(sorted(a), sorted(b))
         self.assertTrue(all(a[e] == b[e] for e in a), "a replayed payload differs")
         self.h.assert_clean()
+
+
+class RecordCrashTest(E2ETestCase):
+    """A builder killed with SIGKILL in the middle of a file: its closed
+    files are whole, its open one is NAME.writing, and evdump --recover
+    keeps it up to its last complete event, writes its trailer and its
+    manifest, and says how many it kept; every payload kept is the
+    generator's."""
+    needs_daemons = True
+
+    def test_a_killed_builder_leaves_closed_files_whole_and_one_to_recover(self):
+        h = self.h
+        out = h.path("run")
+        builder, ports = h.start_builder(run=2, sources=2, readers=1, events=40000, out=out,
+                                         record="raw", record_max_file_bytes=1 << 20,
+                                         record_slice_ms=0)
+        reader, rport = h.start_reader(id=0, run=2, sources=(0, 1), builder=ports)
+        sources = [h.start_source(id=s, run=2, seed=5, events=40000, payload=300,
+                                  rate=10000, reader_port=rport, builder=ports)
+                   for s in (0, 1)]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(list(out.glob("*.dat"))) < 2:
+            time.sleep(0.05)
+        os.kill(builder.pid, signal.SIGKILL)
+        h.wait(builder, 10)
+        for p in [reader, *sources]:
+            h.stop(p)
+        closed = sorted(out.glob("*.dat"))
+        left = sorted(out.glob("*.dat.writing"))
+        self.assertGreaterEqual(len(closed), 2)
+        self.assertLessEqual(len(left), 1)
+        for f in closed:
+            self.assertEqual(evfile.check_file(f)["events"],
+                             json.loads(Path(str(f) + ".json").read_text())["event_count"])
+        rec = h.run("evdump-recover", [sys.executable, REPO / "analysis" / "evdump.py",
+                                       "--recover", out], 60)
+        self.assertEqual(rec.returncode, 0, rec.describe())
+        if left:
+            self.assertRegex(rec.output, r"kept \d+ events")
+            self.assertEqual(list(out.glob("*.writing")), [])
+        check = h.run("evdump-check", [sys.executable, REPO / "analysis" / "evdump.py",
+                                       "--check", out], 60)
+        self.assertEqual(check.returncode, 0, check.describe())
+        self.assertIn(" 0 damaged", check.output)
+        c = refdata.DataCheck()
+        events = [ev for f in sorted(out.glob("*.dat")) for ev in evfile.Reader(f)]
+        refdata._check_batch(c, 5, 2, events, 10)
+        self.assertEqual(c.payload_mismatch, 0, c.examples)
+        self.assertEqual(len({ev.event_id for ev in events}), len(events))
