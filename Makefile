@@ -57,7 +57,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 # The documents with regions written from the code (scripts/gendocs.py).
 GENERATED_DOCS := docs/PROTOCOL.md docs/METRICS.md README.md
 
-.PHONY: all deps run test check-layers check-counters check-sizes check-prefixes check-docs docs examples unit e2e asan valgrind clean bench bench-admission soak bench-shm fuzz fuzz-build
+.PHONY: all deps run test check-layers check-counters check-sizes check-prefixes check-docs docs examples unit e2e asan valgrind clean bench bench-admission bench-record soak bench-shm fuzz fuzz-build
 all: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS)
 examples: $(EXAMPLES)
 .SECONDARY: $(DOCGEN:%=%.o) $(EXAMPLES:%=%.o)
@@ -213,6 +213,13 @@ bench-builders: deps
 bench-runs: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)ES_BIN=$(abspath $(BIN)) $(PYTHON) analysis/bench_runs.py
+
+# Recording's cost against the same runs not recording, the disk's dd
+# bandwidth, the writers alone on tmpfs, and 20 runs killed mid-file
+# (docs/RECORDING.md, "Measured").
+bench-record: deps
+	$(Q)$(MAKE) --no-print-directory all $(BUILD)/tests/bench_evwriter
+	$(Q)$(PYTHON) analysis/bench_record.py $(if $(QUICK),--quick) $(BENCH_ARGS)
 
 # A 20-point daqctl scan against 20 daqrun launches (docs/RUNCONTROL.md).
 bench-scan: deps

@@ -1,0 +1,367 @@
+#!/usr/bin/python3
+"""The cost of recording the events' data (docs/RECORDING.md, "Measured"),
+with the real daemons on this host, every figure beside a baseline taken
+in the same run, interleaved round by round so that the shared machine's
+load falls on both alike:
+
+- disk: the file system's sequential write bandwidth with `dd oflag=direct`
+  against one builder recording 4 sources x 16 KiB unpaced (its
+  data_bytes_written over its build time), and the same run not recording;
+- writer: the raw and HDF5 writers alone on tmpfs (tests/bench/bench_evwriter),
+  16 KiB fragments: GB/s and CPU per byte;
+- small: 4 x 64 B unpaced, events/s recorded against not recorded, and where
+  the builder's time goes when recording (perf, when it is installed);
+- paced: 4 sources x 10k events/s, latency p50/p99 recorded against not;
+- crash: runs killed with SIGKILL at random moments: damaged closed files,
+  `.writing` files recovered by evdump --recover, manifests against the
+  recovered counts.
+
+Usage: analysis/bench_record.py [--rounds N] [--crashes N] [--dir DIR] [--out DIR] [--quick]
+Writes OUT/record.json and OUT/record.md; exits 1 when a run failed or a
+crash left a damaged closed file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DAQRUN, EVDUMP = REPO / "deploy" / "daqrun", REPO / "analysis" / "evdump.py"
+sys.path.insert(0, str(REPO / "analysis"))
+import evdump  # noqa: E402
+import evfile  # noqa: E402
+
+TOPOLOGY = """[run]
+run = 1
+seed = 7
+events = {events}
+payload = {payload}
+rate = {rate}
+max_inflight = {window}
+
+[builder]
+host = "127.0.0.1"
+quiet = true
+extra = {extra}
+
+[[reader]]
+id = 0
+sources = [0, 1]
+host = "127.0.0.1"
+transport = "shm"
+
+[[reader]]
+id = 1
+sources = [2, 3]
+host = "127.0.0.1"
+transport = "shm"
+"""
+
+
+def run(argv: list, timeout_s: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True,
+                          timeout=timeout_s)
+
+
+def daqrun(work: Path, name: str, *, events: int, payload: int, rate: int, record: Path | None,
+           window: int = 1024, max_file: int = 256 << 20) -> dict:
+    """One run; its metrics' figures, or {"failed": ...}."""
+    extra = ["--record", "none"]
+    if record is not None:
+        extra = ["--record", "raw", "--record-dir", str(record), "--record-max-payload",
+                 str(payload), "--record-max-file-bytes", str(max_file)]
+    topo = work / f"{name}.toml"
+    topo.write_text(TOPOLOGY.format(events=events, payload=payload, rate=rate, window=window,
+                                    extra=json.dumps(extra)))
+    out = work / name
+    shutil.rmtree(out, ignore_errors=True)
+    r = run([sys.executable, DAQRUN, topo, "--quiet", "--check", "never", "--out", out])
+    try:
+        m = json.loads((out / "metrics.json").read_text())
+    except (OSError, ValueError):
+        return {"failed": 1, "tail": (r.stdout + r.stderr)[-800:]}
+    b = m["counters"]["builder"]
+    span = m["rates"]["build_duration_s"]
+    shutil.rmtree(out, ignore_errors=True)
+    return {"failed": int(r.returncode != 0), "events_per_s": m["rates"]["accepted_events_per_s"],
+            "span_s": span, "data_bytes": b.get("data_bytes_written", 0),
+            "data_mb_per_s": b.get("data_bytes_written", 0) / span / 1e6 if span else 0.0,
+            "p50_us": m["latency"]["p50_ns"] / 1e3 if m["latency"].get("p50_ns") else None,
+            "p99_us": m["latency"]["p99_ns"] / 1e3 if m["latency"].get("p99_ns") else None,
+            "cpu_us_per_fragment": m["cpu"]["us_per_fragment"],
+            "tail": (r.stdout + r.stderr)[-400:] if r.returncode else ""}
+
+
+def dd_mb_per_s(d: Path, mib: int) -> float:
+    target = d / "dd.bin"
+    r = run(["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={mib}", "oflag=direct",
+             "conv=fsync"])
+    target.unlink(missing_ok=True)
+    m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", r.stderr)
+    return int(m.group(1)) / float(m.group(2)) / 1e6 if m else 0.0
+
+
+def clean(d: Path) -> None:
+    for p in d.iterdir():
+        if p.is_file():
+            p.unlink()
+
+
+def median(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None and not r.get("failed")]
+    return statistics.median(vals) if vals else None
+
+
+def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> dict:
+    dd, rec, plain = [], [], []
+    for k in range(rounds):
+        dd.append(dd_mb_per_s(disk, mib))
+        rec.append(daqrun(work, f"disk-rec-{k}", events=events, payload=16384, rate=0,
+                          record=disk))
+        clean(disk)
+        plain.append(daqrun(work, f"disk-plain-{k}", events=events, payload=16384, rate=0,
+                            record=None))
+    out = {"dd_mb_per_s": statistics.median(dd), "dd_rounds": dd,
+           "recorded_mb_per_s": median(rec, "data_mb_per_s"),
+           "recorded_events_per_s": median(rec, "events_per_s"),
+           "not_recorded_events_per_s": median(plain, "events_per_s"),
+           "failed": sum(r["failed"] for r in rec + plain), "rounds": rounds, "events": events}
+    out["recorded_of_dd"] = (out["recorded_mb_per_s"] or 0) / out["dd_mb_per_s"] \
+        if out["dd_mb_per_s"] else None
+    return out
+
+
+def bench_writer(rounds: int, events: int) -> dict:
+    out = {}
+    tool = REPO / "build" / "tests" / "bench_evwriter"
+    for fmt in ("raw", "hdf5"):
+        rows = []
+        for _ in range(rounds):
+            d = Path(tempfile.mkdtemp(prefix="esdq-bench-writer-", dir="/dev/shm"))
+            r = run([tool, "--dir", d, "--sources", 4, "--payload", 16384, "--events", events,
+                     "--format", fmt])
+            shutil.rmtree(d, ignore_errors=True)
+            try:
+                rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                rows.append({"failed": 1})
+        out[fmt] = {"gb_per_s": median(rows, "gb_per_s"),
+                    "cpu_ns_per_byte": median(rows, "cpu_ns_per_byte"),
+                    "failed": sum(1 for r in rows if r.get("failed"))}
+    return out
+
+
+def profile_small(work: Path, disk: Path, events: int) -> list[str]:
+    """The builder's hottest symbols in one recorded run of small events."""
+    if shutil.which("perf") is None:
+        return ["perf is not installed: no profile"]
+    data = work / "perf.data"
+    perf = subprocess.Popen(["perf", "record", "-F", "999", "-a", "-g", "-o", str(data)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    daqrun(work, "small-profile", events=events, payload=64, rate=0, record=disk)
+    perf.send_signal(signal.SIGINT)
+    perf.wait(60)
+    clean(disk)
+    r = run(["perf", "report", "-i", data, "--comm", "builderd", "--no-children", "--stdio",
+             "--sort", "symbol", "--percentage", "relative", "--percent-limit", "2", "-g", "none"], 300)
+    data.unlink(missing_ok=True)
+    lines = [ln.strip() for ln in r.stdout.splitlines() if re.match(r"\s+[\d.]+%", ln)]
+    return lines[:12] or ["perf report gave nothing: " + r.stderr[-200:]]
+
+
+def bench_small(work: Path, disk: Path, rounds: int, events: int) -> dict:
+    rec, plain = [], []
+    for k in range(rounds):
+        rec.append(daqrun(work, f"small-rec-{k}", events=events, payload=64, rate=0, record=disk))
+        clean(disk)
+        plain.append(daqrun(work, f"small-plain-{k}", events=events, payload=64, rate=0,
+                            record=None))
+    return {"recorded_events_per_s": median(rec, "events_per_s"),
+            "not_recorded_events_per_s": median(plain, "events_per_s"),
+            "recorded_cpu_us_per_fragment": median(rec, "cpu_us_per_fragment"),
+            "not_recorded_cpu_us_per_fragment": median(plain, "cpu_us_per_fragment"),
+            "failed": sum(r["failed"] for r in rec + plain), "events": events,
+            "profile": profile_small(work, disk, max(events, 1000000))}
+
+
+def bench_paced(work: Path, disk: Path, rounds: int, events: int) -> dict:
+    rec, plain = [], []
+    for k in range(rounds):
+        rec.append(daqrun(work, f"paced-rec-{k}", events=events, payload=256, rate=10000,
+                          record=disk))
+        clean(disk)
+        plain.append(daqrun(work, f"paced-plain-{k}", events=events, payload=256, rate=10000,
+                            record=None))
+    return {"recorded_p50_us": median(rec, "p50_us"), "recorded_p99_us": median(rec, "p99_us"),
+            "not_recorded_p50_us": median(plain, "p50_us"),
+            "not_recorded_p99_us": median(plain, "p99_us"),
+            "failed": sum(r["failed"] for r in rec + plain), "events": events}
+
+
+def builder_pid(out: Path) -> int | None:
+    r = run(["pgrep", "-f", f"builderd .*--out {out}"])
+    pids = [int(p) for p in r.stdout.split()]
+    return pids[0] if pids else None
+
+
+def one_crash(work: Path, k: int, rng: random.Random) -> dict:
+    """A recording run killed at a random moment; what it left."""
+    out, rec = work / f"crash-{k}", work / f"crash-{k}-data"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(rec, ignore_errors=True)
+    rec.mkdir()
+    topo = work / "crash.toml"
+    topo.write_text(TOPOLOGY.format(events=200000, payload=1024, rate=20000, window=1024,
+                                    extra=json.dumps(["--record", "raw", "--record-dir", str(rec),
+                                                      "--record-max-payload", "1024",
+                                                      "--record-max-file-bytes", str(4 << 20),
+                                                      "--record-slice-ms", "1000"])))
+    launcher = subprocess.Popen([sys.executable, DAQRUN, topo, "--quiet", "--check", "never",
+                                 "--out", out], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    pid, t0 = None, time.monotonic()
+    while pid is None and time.monotonic() - t0 < 30:
+        pid = builder_pid(out)
+        time.sleep(0.05)
+    at = rng.uniform(0.3, 4.0)
+    time.sleep(at)
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    launcher.wait(120)
+    closed = sorted(rec.glob("*.dat"))
+    damaged = 0
+    for f in closed:
+        try:
+            info = evfile.check_file(f)
+            if info["events"] != json.loads(Path(str(f) + ".json").read_text())["event_count"]:
+                damaged += 1
+        except (evfile.EventFileError, OSError, ValueError):
+            damaged += 1
+    left = sorted(rec.glob("*.writing"))
+    recovered = kept = 0
+    manifests_equal = True
+    for f in left:
+        with open(os.devnull, "w") as quiet:
+            stdout, sys.stdout = sys.stdout, quiet
+            try:
+                status = evdump.recover(f)
+            finally:
+                sys.stdout = stdout
+        closed_name = f.with_name(f.name[:-len(evfile.OPEN_SUFFIX)])
+        if status == 0 and closed_name.exists():
+            recovered += 1
+            info = evfile.check_file(closed_name)
+            kept += info["events"]
+            doc = json.loads(Path(str(closed_name) + ".json").read_text())
+            manifests_equal &= doc["event_count"] == info["events"] and doc["recovered"]
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(rec, ignore_errors=True)
+    return {"killed_at_s": round(at, 2), "killed": pid is not None, "closed_files": len(closed),
+            "damaged_closed": damaged, "left_open": len(left), "recovered": recovered,
+            "events_kept": kept, "manifests_equal": manifests_equal}
+
+
+def bench_crash(work: Path, crashes: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    rows = [one_crash(work, k, rng) for k in range(crashes)]
+    return {"runs": crashes, "seed": seed, "killed": sum(r["killed"] for r in rows),
+            "closed_files": sum(r["closed_files"] for r in rows),
+            "damaged_closed_files": sum(r["damaged_closed"] for r in rows),
+            "left_open": sum(r["left_open"] for r in rows),
+            "recovered": sum(r["recovered"] for r in rows),
+            "manifests_equal": all(r["manifests_equal"] for r in rows), "rows": rows}
+
+
+def fmt(v, digits: int = 1) -> str:
+    return "n/a" if v is None else f"{v:,.{digits}f}"
+
+
+def markdown(res: dict) -> str:
+    d, w, s, p, c = res["disk"], res["writer"], res["small"], res["paced"], res["crash"]
+    lines = [f"# Recording: {res['date']} on {res['host']}", "",
+             f"Disk ({res['disk_dir']}): dd oflag=direct {fmt(d['dd_mb_per_s'])} MB/s; one builder "
+             f"recording 4 x 16 KiB unpaced {fmt(d['recorded_mb_per_s'])} MB/s "
+             f"({fmt(100 * (d['recorded_of_dd'] or 0))} % of dd); events/s "
+             f"{fmt(d['recorded_events_per_s'])} recorded, {fmt(d['not_recorded_events_per_s'])} "
+             "not recorded.", "",
+             f"Writer alone on tmpfs, 4 x 16 KiB: raw {fmt(w['raw']['gb_per_s'], 2)} GB/s at "
+             f"{fmt(w['raw']['cpu_ns_per_byte'], 2)} CPU ns/byte; HDF5 "
+             f"{fmt(w['hdf5']['gb_per_s'], 2)} GB/s at {fmt(w['hdf5']['cpu_ns_per_byte'], 2)} ns/byte.",
+             "",
+             f"Small events, 4 x 64 B unpaced: {fmt(s['recorded_events_per_s'])} events/s recorded, "
+             f"{fmt(s['not_recorded_events_per_s'])} not; CPU per fragment "
+             f"{fmt(s['recorded_cpu_us_per_fragment'], 2)} us against "
+             f"{fmt(s['not_recorded_cpu_us_per_fragment'], 2)} us. The builder's time when "
+             "recording (perf, self time):", "", "```", *s["profile"], "```", "",
+             f"Paced 4 x 10k events/s: latency p50 {fmt(p['recorded_p50_us'])} us, p99 "
+             f"{fmt(p['recorded_p99_us'])} us recorded; p50 {fmt(p['not_recorded_p50_us'])} us, p99 "
+             f"{fmt(p['not_recorded_p99_us'])} us not.", "",
+             f"Crash: {c['runs']} runs (seed {c['seed']}), {c['killed']} builders killed with "
+             f"SIGKILL: {c['closed_files']} closed files, {c['damaged_closed_files']} damaged; "
+             f"{c['left_open']} left open, {c['recovered']} recovered; manifests equal to the "
+             f"recovered counts: {'yes' if c['manifests_equal'] else 'NO'}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--crashes", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=20261204)
+    ap.add_argument("--dir", default="/var/tmp",
+                    help="a folder on the file system to measure (default /var/tmp)")
+    ap.add_argument("--quick", action="store_true", help="small runs, 1 round, 3 crashes")
+    ap.add_argument("--out", default=str(REPO / "results" /
+                                         f"bench-record-{datetime.date.today().isoformat()}"))
+    a = ap.parse_args()
+    if a.quick:
+        a.rounds, a.crashes = 1, min(a.crashes, 3)
+    scale = 0.2 if a.quick else 1.0
+    work = Path(tempfile.mkdtemp(prefix="esdq-bench-record-"))
+    disk = Path(tempfile.mkdtemp(prefix="esdq-bench-record-disk-", dir=a.dir))
+    try:
+        res = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+               "host": os.uname().nodename, "disk_dir": a.dir, "rounds": a.rounds}
+        print("bench_record: disk ...", flush=True)
+        res["disk"] = bench_disk(work, disk, a.rounds, int(16000 * scale), int(1024 * scale))
+        print("bench_record: writer ...", flush=True)
+        res["writer"] = bench_writer(a.rounds, int(20000 * scale))
+        print("bench_record: small events ...", flush=True)
+        res["small"] = bench_small(work, disk, a.rounds, int(300000 * scale))
+        print("bench_record: paced ...", flush=True)
+        res["paced"] = bench_paced(work, disk, a.rounds, int(50000 * scale))
+        print("bench_record: crashes ...", flush=True)
+        res["crash"] = bench_crash(work, a.crashes, a.seed)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(disk, ignore_errors=True)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "record.json").write_text(json.dumps(res, indent=1) + "\n")
+    (out / "record.md").write_text(markdown(res))
+    print(markdown(res))
+    failed = sum(res[k]["failed"] for k in ("disk", "small", "paced")) + \
+        res["writer"]["raw"]["failed"] + res["writer"]["hdf5"]["failed"]
+    return 1 if failed or res["crash"]["damaged_closed_files"] or \
+        not res["crash"]["manifests_equal"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
