@@ -125,39 +125,50 @@ def median(rows: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def writer_alone(d: Path, events: int, fmt: str = "raw") -> dict:
+    """tests/bench/bench_evwriter: 4 x 16 KiB events written in d, nothing else running."""
+    tool = REPO / "build" / "tests" / "bench_evwriter"
+    r = run([tool, "--dir", d, "--sources", 4, "--payload", 16384, "--events", events,
+             "--format", fmt])
+    clean(d)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"failed": 1}
+
+
 def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> dict:
-    dd, rec, plain = [], [], []
+    dd, rec, plain, alone = [], [], [], []
     for k in range(rounds):
         dd.append(dd_mb_per_s(disk, mib))
+        alone.append(writer_alone(disk, events))
         rec.append(daqrun(work, f"disk-rec-{k}", events=events, payload=16384, rate=0,
                           record=disk))
         clean(disk)
         plain.append(daqrun(work, f"disk-plain-{k}", events=events, payload=16384, rate=0,
                             record=None))
+    writer = median(alone, "gb_per_s")
     out = {"dd_mb_per_s": statistics.median(dd), "dd_rounds": dd,
+           "writer_alone_mb_per_s": writer * 1e3 if writer is not None else None,
            "recorded_mb_per_s": median(rec, "data_mb_per_s"),
            "recorded_events_per_s": median(rec, "events_per_s"),
            "not_recorded_events_per_s": median(plain, "events_per_s"),
            "failed": sum(r["failed"] for r in rec + plain), "rounds": rounds, "events": events}
     out["recorded_of_dd"] = (out["recorded_mb_per_s"] or 0) / out["dd_mb_per_s"] \
         if out["dd_mb_per_s"] else None
+    out["writer_alone_of_dd"] = (out["writer_alone_mb_per_s"] or 0) / out["dd_mb_per_s"] \
+        if out["dd_mb_per_s"] else None
     return out
 
 
 def bench_writer(rounds: int, events: int) -> dict:
     out = {}
-    tool = REPO / "build" / "tests" / "bench_evwriter"
     for fmt in ("raw", "hdf5"):
         rows = []
         for _ in range(rounds):
             d = Path(tempfile.mkdtemp(prefix="esdq-bench-writer-", dir="/dev/shm"))
-            r = run([tool, "--dir", d, "--sources", 4, "--payload", 16384, "--events", events,
-                     "--format", fmt])
+            rows.append(writer_alone(d, events, fmt))
             shutil.rmtree(d, ignore_errors=True)
-            try:
-                rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
-            except (ValueError, IndexError):
-                rows.append({"failed": 1})
         out[fmt] = {"gb_per_s": median(rows, "gb_per_s"),
                     "cpu_ns_per_byte": median(rows, "cpu_ns_per_byte"),
                     "failed": sum(1 for r in rows if r.get("failed"))}
@@ -296,7 +307,9 @@ def fmt(v, digits: int = 1) -> str:
 def markdown(res: dict) -> str:
     d, w, s, p, c = res["disk"], res["writer"], res["small"], res["paced"], res["crash"]
     lines = [f"# Recording: {res['date']} on {res['host']}", "",
-             f"Disk ({res['disk_dir']}): dd oflag=direct {fmt(d['dd_mb_per_s'])} MB/s; one builder "
+             f"Disk ({res['disk_dir']}): dd oflag=direct {fmt(d['dd_mb_per_s'])} MB/s; the raw "
+             f"writer alone there, 4 x 16 KiB events, {fmt(d['writer_alone_mb_per_s'])} MB/s "
+             f"({fmt(100 * (d['writer_alone_of_dd'] or 0))} % of dd); one builder "
              f"recording 4 x 16 KiB unpaced {fmt(d['recorded_mb_per_s'])} MB/s "
              f"({fmt(100 * (d['recorded_of_dd'] or 0))} % of dd); events/s "
              f"{fmt(d['recorded_events_per_s'])} recorded, {fmt(d['not_recorded_events_per_s'])} "
