@@ -10,6 +10,7 @@
 #include "sys/log.h"
 #include "wire/frame.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,10 +74,40 @@ static void record_on_closed(void *arg, const struct evw_file_info *file)
 	slices_file_closed(r->slices, file);
 }
 
+/* A file of this run and builder already in dir (a second run of the same
+ * number would overwrite it): its name in *found. */
+static bool record_dir_taken(const struct record_config *c, char *found, size_t found_size)
+{
+	char prefix[64];
+	snprintf(prefix, sizeof prefix, "run%06u_b%u_", (unsigned)c->run, (unsigned)c->builder_id);
+	char eor[96];
+	slices_run_name(eor, sizeof eor, c->run, c->builder_id);
+	DIR *d = opendir(c->dir);
+	if (d == NULL)
+		return false;     /* the writer names why it cannot use it */
+	bool taken = false;
+	for (struct dirent *e; !taken && (e = readdir(d)) != NULL;) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 || strcmp(e->d_name, eor) == 0) {
+			snprintf(found, found_size, "%s", e->d_name);
+			taken = true;
+		}
+	}
+	closedir(d);
+	return taken;
+}
+
 bool record_open(struct record **out, const struct record_config *c, char *error,
 		 size_t error_size)
 {
 	*out = NULL;
+	char found[256];
+	if (record_dir_taken(c, found, sizeof found)) {
+		snprintf(error, error_size,
+			 "output directory %s already holds run %u's files of builder %u (%s): a second "
+			 "run of that number would overwrite them; give another --record-dir",
+			 c->dir, (unsigned)c->run, (unsigned)c->builder_id, found);
+		return false;
+	}
 	struct record *r = calloc(1, sizeof *r);
 	if (r == NULL) {
 		snprintf(error, error_size, "no memory for the recorder");

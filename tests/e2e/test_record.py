@@ -214,6 +214,18 @@ class RecordRunTest(E2ETestCase):
         self.assertEqual(eor["event_count"], b["data_events_written"])
         self.assertEqual(eor["unwritten"], b["data_events_unwritten"])
 
+    def test_two_runs_of_one_number_into_one_directory_are_refused(self):
+        shared = self.h.path("shared")
+        shared.mkdir()
+        first = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-dir", str(shared))])
+        self.assertRunOk(first)
+        before = {p.name: p.read_bytes() for p in shared.iterdir()}
+        second = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-dir", str(shared))])
+        self.assertNotEqual(second.returncode, 0)
+        self.assertIn(f"Cannot record the events: output directory {shared} already holds run 1's "
+                      "files of builder 0 (run000001_b0", second.output)
+        self.assertEqual({p.name: p.read_bytes() for p in shared.iterdir()}, before)
+
 class RecordReplayTest(E2ETestCase):
     """A run recorded by a real builder, replayed by real sources into a
     second builder that records too: the same events, byte for byte."""
