@@ -237,7 +237,7 @@ class SshDeployTest(E2ETestCase):
             time.sleep(0.1)
         self.assertEqual(self.remote_daemons(), [])
         # What is left is the shared connection's master and its directory.
-        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup"], 60)
+        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup", str(pid)], 60)
         self.assertEqual(c.returncode, 0, c.describe())
         self.assertFalse(Path(f"/tmp/esdq{pid}-ssh").exists(), c.output)
         self.assert_clean()
