@@ -214,6 +214,7 @@ class Cms2003SshTest(E2ETestCase):
     on loopback (test_deploy_ssh's): four hosts, all 127.0.0.1."""
 
     start_sshd = ssh_tests.SshDeployTest.start_sshd
+    _start_sshd = ssh_tests.SshDeployTest._start_sshd
     stop_sshd = ssh_tests.SshDeployTest.stop_sshd
 
     def setUp(self) -> None:
