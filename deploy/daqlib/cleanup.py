@@ -12,9 +12,14 @@ behind on this machine, found by name:
 - Slurm allocations esdq<pid>-daqrun-<this machine> of the user's (scancel),
   should one outlive its launcher.
 
-<pid> is the launcher's (or analysis/railcap.py's, which builds its
-cluster with the netns backend): objects of one that still runs are left
-alone, so --cleanup is safe while other runs go on.
+<pid> is the owner's: the launcher's, or that of any other program that
+builds a cluster with a backend in its own process (analysis/railcap.py,
+analysis/cms2003.py, a test). An object whose owner still runs is left
+alone, whatever that program is, so --cleanup is safe while other runs go
+on: the owner runs when pid is a live process (not a zombie) that started
+before the object was made; a pid that runs but started later is another
+process that was given a dead owner's number. `--cleanup PID ...` looks at
+those owners' objects only.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import signal
 import time
 from pathlib import Path
 
-from .backends.base import PREFIX, launcher_alive
+from .backends.base import PREFIX, owner_alive, process_name
 
 NS_RE = re.compile(rf"^{PREFIX}(\d+)-")
 TMP_RE = re.compile(rf"^{PREFIX}(\d+)-")
@@ -57,19 +62,41 @@ def _kill_all(pids: list[int]) -> None:
             pass
 
 
-def cleanup(say=print, include_live: bool = False) -> tuple[list[str], list[str]]:
-    """Removes leftovers of dead launchers (of every launcher with
-    include_live). Returns (what was removed, problems)."""
-    removed, problems = [], []
+def _made_at(path: str | Path) -> float | None:
+    """When path was made, as near as its times tell (a namespace's nsfs
+    inode keeps its creation time; a directory's change with its
+    entries, never to before it was made)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return min(st.st_mtime, st.st_ctime)
 
-    def stale(pid: int) -> bool:
-        return include_live or (pid != os.getpid() and not launcher_alive(pid))
+
+def cleanup(say=print, include_live: bool = False,
+            owners: set[int] | None = None) -> tuple[list[str], list[str]]:
+    """Removes leftovers of dead owners (of every owner with include_live),
+    of the owners pids only when given. Says what it left alone because its
+    owner runs. Returns (what was removed, problems)."""
+    removed, problems = [], []
+    spared: dict[int, list[str]] = {}
+
+    def stale(pid: int, made_at: float | None, what: str) -> bool:
+        if owners is not None and pid not in owners:
+            return False
+        if include_live:
+            return True
+        if pid != os.getpid() and not owner_alive(pid, made_at):
+            return True
+        spared.setdefault(pid, []).append(what)
+        return False
 
     if shutil.which("ip") is not None and os.geteuid() == 0:
         from .backends.netns import delete_netns, netns_names
         for ns in netns_names():
             m = NS_RE.match(ns)
-            if m and stale(int(m.group(1))):
+            if m and stale(int(m.group(1)), _made_at(f"/run/netns/{ns}"),
+                           f"network namespace {ns}"):
                 p = delete_netns(ns)
                 if p:
                     problems.append(p)
@@ -77,7 +104,7 @@ def cleanup(say=print, include_live: bool = False) -> tuple[list[str], list[str]
                     removed.append(f"network namespace {ns}")
     for d in sorted(Path("/tmp").glob(f"{PREFIX}*-*")):
         m = TMP_RE.match(d.name)
-        if not m or not stale(int(m.group(1))):
+        if not m or not stale(int(m.group(1)), _made_at(d), f"directory {d}"):
             continue
         users = _users_of(str(d))
         _kill_all(users)
@@ -93,20 +120,25 @@ def cleanup(say=print, include_live: bool = False) -> tuple[list[str], list[str]
     if shm.is_dir():
         for seg in sorted(shm.iterdir()):
             m = SHM_RE.match(seg.name)
-            if m and stale(int(m.group(1))):
+            if m and stale(int(m.group(1)), _made_at(seg),
+                           f"shared-memory segment /dev/shm/{seg.name}"):
                 try:
                     seg.unlink()
                     removed.append(f"shared-memory segment /dev/shm/{seg.name}")
                 except OSError as e:
                     problems.append(f"cannot remove /dev/shm/{seg.name}: {e.strerror}")
     from .backends.slurm import cancel_jobs, stale_jobs
-    jobs = stale_jobs(stale)
+    jobs = stale_jobs(lambda pid, made_at, name: stale(pid, made_at, f"Slurm job {name}"))
     problems += cancel_jobs(jobs)
     removed += [f"Slurm job {job} ({name})" for job, name in jobs]
     for line in removed:
         say(f"removed {line}")
+    for pid, what in sorted(spared.items()):
+        say(f"left alone {len(what)} object(s) of pid {pid}, which still runs "
+            f"({process_name(pid)}): {', '.join(what)}")
     for line in problems:
         say(f"problem: {line}")
     if not removed and not problems:
-        say("nothing to clean up")
+        say("nothing to clean up" if owners is None else
+            f"nothing of pid {', '.join(map(str, sorted(owners)))} to clean up")
     return removed, problems

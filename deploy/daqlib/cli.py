@@ -43,7 +43,8 @@ EPILOG = ("Exit status: builderd's status; else 1 if another daemon failed, refb
 @dataclass(frozen=True)
 class Option:
     flag: str                    # "--out", or a positional's name
-    kind: str                    # "str", "float", "choice", "list" (repeatable), "flag"
+    kind: str                    # "str", "float", "choice", "list" (repeatable), "flag",
+                                 # "pids" (a flag taking any number of pids)
     help: str                    # "{backends}" becomes the registered backends
     metavar: str | None = None
     default: Any = None
@@ -68,6 +69,9 @@ class Option:
             kw.update(choices=self.choices, default=self.default, metavar=None)
         elif self.kind == "list":
             kw.update(action="append", default=[])
+        elif self.kind == "pids":           # the flag alone, or with PIDs after it
+            kw.update(nargs="*", type=int, default=None)
+            return kw
         if not self.flag.startswith("-"):
             kw["nargs"] = "?"
         return kw
@@ -110,9 +114,12 @@ OPTIONS = (
            "ends when the hub is shut down (daqctl shutdown) or on a signal "
            "(docs/RUNCONTROL.md)"),
     Option("--quiet", "flag", "no progress line while the run goes"),
-    Option("--cleanup", "flag", "instead of a run: remove what launchers that are no longer "
+    Option("--cleanup", "pids", "instead of a run: remove what launchers that are no longer "
            "running left behind (network namespaces esdq<pid>-*, /tmp/esdq<pid>-*, "
-           "/dev/shm/es-daq<pid>-*, Slurm allocations esdq<pid>-daqrun-<this host>) and exit"),
+           "/dev/shm/es-daq<pid>-*, Slurm allocations esdq<pid>-daqrun-<this host>) and exit; "
+           "with PIDs, only what those launchers left. What belongs to a process still running "
+           "(one that started before it was made) is left alone, and said so",
+           metavar="PID"),
 )
 
 
@@ -126,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = build_parser()
     args = ap.parse_args(argv)
-    if not args.cleanup and args.topology is None:
+    if args.cleanup is None and args.topology is None:
         ap.error("a topology is required (or --cleanup)")
     if args.backend:
         args.sets = [f"deploy.backend={args.backend}"] + args.sets
@@ -197,9 +204,9 @@ def fail_usage(msg: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.cleanup:
+    if args.cleanup is not None:
         from .cleanup import cleanup
-        _, problems = cleanup(say=say)
+        _, problems = cleanup(say=say, owners=set(args.cleanup) if args.cleanup else None)
         return EXIT_FAIL if problems else EXIT_OK
     if args.runs is None and not args.serve and (args.run_plan or args.run_seconds is not None
                               or any(x.startswith("runs.") for x in args.sets)):

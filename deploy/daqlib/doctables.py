@@ -97,6 +97,8 @@ def option_name(o: Option) -> str:
         return f"`{o.metavar}`"
     if o.kind == "choice":
         return f"`{o.flag} {'|'.join(o.choices)}`"
+    if o.kind == "pids":
+        return f"`{o.flag} [{o.metavar} ...]`"
     return f"`{o.flag} {o.metavar}`" if o.metavar else f"`{o.flag}`"
 
 

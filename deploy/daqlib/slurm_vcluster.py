@@ -2,10 +2,14 @@
 
     essl<pid>-sw       the switch: bridge br0, one veth port per host, and
                        port p0 whose other end, essl<pid>, is in the root
-                       namespace at 198.18.0.254/24 (the controller's side)
-    essl<pid>-<host>   a node: lo, eth0 at 198.18.0.<n>/24, one slurmd
+                       namespace at 198.18.S.254/24 (the controller's side)
+    essl<pid>-<host>   a node: lo, eth0 at 198.18.S.<n>/24, one slurmd
 
-<pid> is that of the `up` that built it; everything it made is recorded in
+198.18.S.0/24 is the cluster's subnet (--subnet; 198.18.0.0/24 unless
+given), any /24 of 198.18.0.0/15: its route in the root namespace is the
+one thing two clusters on a machine could share, so `up` claims it under a
+lock (LOCK) and refuses one already routed. <pid> is that of the `up` that
+built it, unique among running clusters; everything it made is recorded in
 DIR/vcluster.json as it is made, so `down` removes it all, also after an
 `up` that failed or was killed halfway. One munged (its socket in DIR/munge,
 reachable from every namespace since they share the filesystem) and one
@@ -17,6 +21,7 @@ directory, pid file and log (DIR/spool/NODE, DIR/run, DIR/logs).
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import json
 import os
@@ -31,8 +36,10 @@ from .backends.base import LaunchError, run_cmd, text
 from .backends.netns import delete_netns, netns_names
 
 PREFIX = "essl"
-SUBNET = ipaddress.ip_network("198.18.0.0/24")
-CONTROLLER_ADDR = "198.18.0.254"            # the root namespace's end of the switch
+SUBNET = ipaddress.ip_network("198.18.0.0/24")      # the default --subnet
+RANGE = ipaddress.ip_network("198.18.0.0/15")       # where every --subnet must lie
+CONTROLLER_HOST = 254                       # the root namespace's end of the switch: .254
+LOCK = Path("/run/lock/es-slurm-vcluster.lock")     # held while a subnet is claimed
 DEFAULT_DIR = Path("/tmp/es-slurm-vcluster")
 CTLD_PORT = 6817
 SLURMD_PORT = 6818                          # every node's, each in its own namespace
@@ -43,6 +50,23 @@ UP_TIMEOUT_S = 60
 
 class ClusterError(Exception):
     pass
+
+
+def parse_subnet(text: str) -> ipaddress.IPv4Network:
+    """--subnet: a /24 of 198.18.0.0/15 (198.18.N.0/24 or 198.19.N.0/24)."""
+    try:
+        net = ipaddress.IPv4Network(text, strict=True)
+    except ValueError as e:
+        raise ClusterError(f"--subnet {text}: not an IPv4 network ({e}); give "
+                           f"198.18.N.0/24 or 198.19.N.0/24") from None
+    if net.prefixlen != 24 or not net.subnet_of(RANGE):
+        raise ClusterError(f"--subnet {text}: not a /24 of {RANGE}; give 198.18.N.0/24 or "
+                           f"198.19.N.0/24 (N 0 .. 255)")
+    return net
+
+
+def controller_addr(subnet: ipaddress.IPv4Network) -> str:
+    return str(subnet.network_address + CONTROLLER_HOST)
 
 
 def say(msg: str) -> None:
@@ -81,9 +105,11 @@ class State:
 
 
 # -- hosts ---------------------------------------------------------------------
-def hosts_from(count: int | None, topology: Path | None) -> dict[str, str]:
+def hosts_from(count: int | None, topology: Path | None,
+               subnet: ipaddress.IPv4Network = SUBNET) -> dict[str, str]:
     """{node name: address}: host-1..host-N, or a topology's [hosts] in order
-    (its netns_address where given, as the netns backend assigns them)."""
+    (its netns_address where given, as the netns backend assigns them), on
+    subnet."""
     if topology is not None:
         import tomllib
         try:
@@ -100,20 +126,25 @@ def hosts_from(count: int | None, topology: Path | None) -> dict[str, str]:
             raise ClusterError("--hosts must be between 1 and 250")
         wanted = {f"host-{i}": None for i in range(1, count + 1)}
     used = {a for a in wanted.values() if a}
+    ctl = controller_addr(subnet)
     for h, a in wanted.items():
-        if a and (ipaddress.ip_address(a) not in SUBNET or a == CONTROLLER_ADDR):
-            raise ClusterError(f"[hosts.{h}] netns_address {a}: not a node address of {SUBNET}")
-    free = (str(a) for a in SUBNET.hosts() if str(a) not in used and str(a) != CONTROLLER_ADDR)
+        if a and (ipaddress.ip_address(a) not in subnet or a == ctl
+                  or ipaddress.ip_address(a) in (subnet.network_address,
+                                                 subnet.broadcast_address)):
+            raise ClusterError(f"[hosts.{h}] netns_address {a}: not a node address of {subnet}"
+                               + (" (the cluster's --subnet)" if subnet != SUBNET else ""))
+    free = (str(a) for a in subnet.hosts() if str(a) not in used and str(a) != ctl)
     return {h: a or next(free) for h, a in wanted.items()}
 
 
-def slurm_conf(directory: Path, nodes: dict[str, str], port: int, tag: str) -> str:
+def slurm_conf(directory: Path, nodes: dict[str, str], port: int, tag: str,
+               controller: str) -> str:
     cpus = os.cpu_count() or 1
     ctl = socket.gethostname().split(".")[0]
     lines = [
         f"# The virtual Slurm cluster {tag} (deploy/slurm-vcluster; docs/DEPLOY.md)",
         f"ClusterName={tag}",
-        f"SlurmctldHost={ctl}({CONTROLLER_ADDR})",
+        f"SlurmctldHost={ctl}({controller})",
         f"SlurmctldPort={port}",
         f"SlurmdPort={SLURMD_PORT}",
         "SlurmUser=root",
@@ -259,26 +290,54 @@ def make_dirs(directory: Path, state: State | None) -> None:
             state.add("dirs", sub)
 
 
-def make_network(state: State, nodes: dict[str, str]) -> None:
+def routed(subnet: ipaddress.IPv4Network) -> list[str]:
+    """The routes of the root namespace that cover part of subnet (other
+    than the default route), as "DST dev DEV"."""
+    r = run_cmd(["ip", "-j", "-4", "route", "show"], check=False)
+    out = []
+    for route in json.loads(text(r) or "[]"):
+        dst = route.get("dst")
+        if dst in (None, "default"):
+            continue
+        try:
+            net = ipaddress.ip_network(dst, strict=False)
+        except ValueError:
+            continue
+        if net.overlaps(subnet):
+            out.append(f"{dst} dev {route.get('dev')}")
+    return out
+
+
+def make_network(state: State, nodes: dict[str, str], subnet: ipaddress.IPv4Network) -> None:
     tag = state.data["tag"]
+    ctl = controller_addr(subnet)
     if shutil.which("ip") is None:
         raise ClusterError("needs ip (iproute2)")
-    r = run_cmd(["ip", "-j", "route", "show", "to", "match", CONTROLLER_ADDR], check=False)
-    for route in json.loads(text(r) or "[]"):
-        if route.get("dst") not in (None, "default"):
-            raise ClusterError(f"{route['dst']} is already routed here (dev {route.get('dev')}: "
-                               f"another virtual cluster?); bring it down first")
     sw = f"{tag}-sw"
-    run_cmd(["ip", "netns", "add", sw])
-    state.add("namespaces", sw)
-    run_cmd(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
-    run_cmd(["ip", "-n", sw, "link", "add", "p0", "type", "veth", "peer", "name", tag,
-             "netns", "1"])
-    state.add("links", tag)
-    run_cmd(["ip", "-n", sw, "link", "set", "p0", "master", "br0"])
-    run_cmd(["ip", "-n", sw, "link", "set", "p0", "up"])
-    run_cmd(["ip", "addr", "add", f"{CONTROLLER_ADDR}/{SUBNET.prefixlen}", "dev", tag])
-    run_cmd(["ip", "link", "set", tag, "up"])
+    # Whether the subnet is free and taking it, one `up` at a time: two
+    # clusters never both find it free.
+    try:
+        LOCK.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(LOCK, "a")
+    except OSError as e:
+        raise ClusterError(f"cannot open the lock {LOCK}: {e.strerror}") from e
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        taken = routed(subnet)
+        if taken:
+            raise ClusterError(f"{subnet} is already routed here ({'; '.join(taken)}: another "
+                               f"virtual cluster?); bring it down first or choose another "
+                               f"--subnet")
+        run_cmd(["ip", "netns", "add", sw])
+        state.add("namespaces", sw)
+        run_cmd(["ip", "-n", sw, "link", "add", "br0", "type", "bridge"])
+        run_cmd(["ip", "-n", sw, "link", "add", "p0", "type", "veth", "peer", "name", tag,
+                 "netns", "1"])
+        state.add("links", tag)
+        run_cmd(["ip", "-n", sw, "link", "set", "p0", "master", "br0"])
+        run_cmd(["ip", "-n", sw, "link", "set", "p0", "up"])
+        run_cmd(["ip", "addr", "add", f"{ctl}/{subnet.prefixlen}", "dev", tag])
+        run_cmd(["ip", "link", "set", tag, "up"])
     for i, (name, addr) in enumerate(nodes.items(), start=1):
         ns = f"{tag}-{name}"
         run_cmd(["ip", "netns", "add", ns])
@@ -288,15 +347,15 @@ def make_network(state: State, nodes: dict[str, str]) -> None:
                  "eth0", "netns", ns])
         run_cmd(["ip", "-n", sw, "link", "set", f"p{i}", "master", "br0"])
         run_cmd(["ip", "-n", sw, "link", "set", f"p{i}", "up"])
-        run_cmd(["ip", "-n", ns, "addr", "add", f"{addr}/{SUBNET.prefixlen}", "dev", "eth0"])
+        run_cmd(["ip", "-n", ns, "addr", "add", f"{addr}/{subnet.prefixlen}", "dev", "eth0"])
         run_cmd(["ip", "-n", ns, "link", "set", "eth0", "up"])
     run_cmd(["ip", "-n", sw, "link", "set", "br0", "up"])
     deadline = time.monotonic() + 10
     for name in nodes:
         while run_cmd(["ip", "netns", "exec", f"{tag}-{name}", "ping", "-c", "1", "-W", "1",
-                       "-q", CONTROLLER_ADDR], check=False).returncode != 0:
+                       "-q", ctl], check=False).returncode != 0:
             if time.monotonic() > deadline:
-                raise ClusterError(f"node {name} does not reach {CONTROLLER_ADDR} (ping)")
+                raise ClusterError(f"node {name} does not reach {ctl} (ping)")
             time.sleep(0.1)
 
 
@@ -381,11 +440,13 @@ def start_slurm(state: State, nodes: dict[str, str]) -> None:
         time.sleep(0.3)
 
 
-def up(directory: Path, count: int | None, topology: Path | None, port: int) -> int:
+def up(directory: Path, count: int | None, topology: Path | None, port: int,
+       subnet: ipaddress.IPv4Network = SUBNET) -> int:
     directory = directory.resolve()
     if os.geteuid() != 0:
         raise ClusterError("needs root (network namespaces, veth pairs, slurmd as root)")
-    nodes = hosts_from(count, topology)
+    nodes = hosts_from(count, topology, subnet)
+    ctl = controller_addr(subnet)
     old = State.load(directory) if (directory / "vcluster.json").exists() else None
     if old is not None:
         raise ClusterError(f"{directory} already holds the virtual cluster {old.data['tag']}: "
@@ -400,6 +461,7 @@ def up(directory: Path, count: int | None, topology: Path | None, port: int) -> 
     state.data["tag"] = tag = f"{PREFIX}{os.getpid()}"
     state.data["nodes"] = nodes
     state.data["port"] = port
+    state.data["subnet"] = str(subnet)
     try:
         state.save()
     except OSError as e:
@@ -407,10 +469,10 @@ def up(directory: Path, count: int | None, topology: Path | None, port: int) -> 
     try:
         make_dirs(directory, state)
         conf = directory / "slurm.conf"
-        conf.write_text(slurm_conf(directory, nodes, port, tag), encoding="utf-8")
+        conf.write_text(slurm_conf(directory, nodes, port, tag, ctl), encoding="utf-8")
         state.add("files", "slurm.conf")
-        make_network(state, nodes)
-        say(f"network: switch {tag}-sw, the controller's side {tag} at {CONTROLLER_ADDR} in "
+        make_network(state, nodes, subnet)
+        say(f"network: switch {tag}-sw, the controller's side {tag} at {ctl} in "
             f"the root namespace; " + ", ".join(f"{n} {a} ({tag}-{n})" for n, a in nodes.items()))
         why = port_free(port)
         if why:
@@ -425,7 +487,7 @@ def up(directory: Path, count: int | None, topology: Path | None, port: int) -> 
         say(f"up failed: {why}; removed what it had made"
             + (f" except: {'; '.join(problems)}" if problems else ""))
         return 130 if isinstance(e, KeyboardInterrupt) else 1
-    say(f"slurmctld on {CONTROLLER_ADDR}:{port} (root namespace); slurmd on "
+    say(f"slurmctld on {ctl}:{port} (root namespace); slurmd on "
         + ", ".join(f"{n} {a}" for n, a in nodes.items()) + f"; every node idle")
     first = next(iter(nodes))
     print(f"""
@@ -505,7 +567,8 @@ def status(directory: Path) -> int:
         say(f"no virtual cluster in {directory}")
         return 3
     tag = state.data["tag"]
-    print(f"virtual Slurm cluster {tag} in {directory} (SLURM_CONF={directory / 'slurm.conf'})")
+    print(f"virtual Slurm cluster {tag} in {directory} (SLURM_CONF={directory / 'slurm.conf'}), "
+          f"subnet {state.data.get('subnet') or SUBNET}")
     down_ = []
     for name, pid in state.data.get("pids", {}).items():
         alive = pid_alive(int(pid), str(directory))

@@ -95,6 +95,7 @@ class Result:
     returncode: int
     output: str
     elapsed_s: float
+    pid: int = 0          # the process the harness started (a launcher's pid names its objects)
 
     def describe(self) -> str:
         return (f"{self.name} exited {self.returncode} after {self.elapsed_s:.1f} s: "
@@ -444,17 +445,31 @@ class Harness:
         return proc.returncode
 
     def run(self, name: str, argv: list[Any], timeout_s: float,
-            env: dict[str, str] | None = None) -> Result:
-        """Runs a command to completion (own process group, output to a log)."""
+            env: dict[str, str] | None = None, seen: set[int] | None = None) -> Result:
+        """Runs a command to completion (own process group, output to a log).
+        With seen, adds to it the pid of every process of this test seen
+        while it runs (its launchers, whose pids name what they make), by
+        looking every 0.1 s."""
         p = self.start(name, [str(a) for a in argv], env=env)
         t0 = time.monotonic()
         try:
-            rc = p.popen.wait(timeout=timeout_s)
+            if seen is None:
+                rc = p.popen.wait(timeout=timeout_s)
+            else:
+                seen.add(p.pid)
+                while True:
+                    seen.update(pid for pid, _ in self.leftovers())
+                    try:
+                        rc = p.popen.wait(timeout=0.1)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if time.monotonic() - t0 > timeout_s:
+                            raise
         except subprocess.TimeoutExpired:
             self.stop(p, grace_s=10.0)
             raise HarnessError(f"{name} did not finish within {timeout_s:g} s "
                                f"(stopped):\n{p.tail(60)}") from None
-        return Result(name, p.argv, rc, p.log(), time.monotonic() - t0)
+        return Result(name, p.argv, rc, p.log(), time.monotonic() - t0, p.pid)
 
     def refbuild(self, *args: Any, timeout_s: float = 120) -> Result:
         return self.run(f"refbuild-{self._next()}", [sys.executable, REFBUILD, *args],
@@ -484,7 +499,7 @@ class Harness:
                 self.ports.update(ports.values())
         except HarnessError:
             pass
-        return Run(r.name, r.argv, r.returncode, r.output, r.elapsed_s, run_dir=run_dir)
+        return Run(r.name, r.argv, r.returncode, r.output, r.elapsed_s, r.pid, run_dir=run_dir)
 
     def _next(self) -> int:
         self._count += 1

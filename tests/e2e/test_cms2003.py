@@ -39,14 +39,15 @@ def all_processes() -> list[tuple[int, str]]:
     return out
 
 
-def left_behind(before: set[str]) -> list[str]:
-    """New namespaces of the netns backend (esdq<pid>-...) whose owner is
-    gone: a living owner is another test's cluster on this machine, and
-    another prefix (a virtual Slurm cluster's essl...) is not this test's."""
+def left_behind(owners: set[int]) -> list[str]:
+    """Namespaces of the netns backend (esdq<pid>-...) of the test's own
+    processes (owners: cms2003 and each launcher it started, seen by
+    Harness.run): another test's, or a suite's beside this one, are not
+    this test's to count, dead owner or not."""
     left = []
-    for name in sorted(set(netns_names()) - before):
+    for name in sorted(netns_names()):
         m = re.match(r"esdq([0-9]+)-", name)
-        if m is not None and not os.path.exists(f"/proc/{m.group(1)}"):
+        if m is not None and int(m.group(1)) in owners:
             left.append(name)
     return left
 
@@ -62,10 +63,10 @@ class Cms2003QuickTest(E2ETestCase):
 
     def test_quick_table_balances_and_fractions_are_shares(self) -> None:
         out = self.h.path("cms2003")
-        before = set(netns_names())
+        owners: set[int] = set()
         python = "/usr/bin/python3" if shutil.which("/usr/bin/python3") else sys.executable
         r = self.h.run("cms2003", [python, CMS2003, "--quick", "--out", out,
-                                   "--bin", self.h.bin], 300)
+                                   "--bin", self.h.bin], 300, seen=owners)
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("## 2x2, 1 rail, MTU 1500", r.output)
         self.assertIn("| fragment B | MB/s per node | of the link | whole run | CPU idle "
@@ -101,7 +102,7 @@ class Cms2003QuickTest(E2ETestCase):
         one = configs["2x2, 1 rail, MTU 1500"]["runs"][1]["per_node_Bps"]
         two = configs["2x2, 2 rails, MTU 9000"]["runs"][1]["per_node_Bps"]
         self.assertGreater(two, 1.3 * one)
-        self.assertEqual(left_behind(before), [], "cms2003 left namespaces")
+        self.assertEqual(left_behind(owners), [], "cms2003 left namespaces")
         self.h.assert_clean()
 
 
@@ -120,14 +121,14 @@ def hosts_doc(count: int, port: int, key: Path, known: Path, remote: Path) -> di
     return doc
 
 
-def control_dirs() -> set[str]:
+def control_dirs(owners: set[int]) -> set[str]:
     """The ssh backends' control directories (/tmp/esdq<launcher pid>-ssh)
-    of launchers no longer running: what a test's own launcher left. A
-    live launcher's is another run's, a suite's beside this one."""
+    of the test's own processes (owners, seen by Harness.run): another
+    run's, a suite's beside this one, is not this test's to count."""
     dirs = set()
     for p in Path("/tmp").glob("esdq*-ssh"):
         pid = p.name[len("esdq"):-len("-ssh")]
-        if not (pid.isdigit() and Path(f"/proc/{pid}").exists()):
+        if pid.isdigit() and int(pid) in owners:
             dirs.add(str(p))
     return dirs
 
@@ -214,6 +215,7 @@ class Cms2003SshTest(E2ETestCase):
     on loopback (test_deploy_ssh's): four hosts, all 127.0.0.1."""
 
     start_sshd = ssh_tests.SshDeployTest.start_sshd
+    _start_sshd = ssh_tests.SshDeployTest._start_sshd
     stop_sshd = ssh_tests.SshDeployTest.stop_sshd
 
     def setUp(self) -> None:
@@ -230,6 +232,7 @@ class Cms2003SshTest(E2ETestCase):
         self.addCleanup(self.stop_sshd)
         self.start_sshd()
         self.remote = self.h.dir / "remote"
+        self.owners: set[int] = set()      # cms2003 and its launchers (their pids name objects)
         self.iperf_port = ssh_tests.free_port()
         self.hosts = self.h.write_topology(hosts_doc(4, self.port, self.key, self.known,
                                                      self.remote), "hosts.toml")
@@ -238,9 +241,9 @@ class Cms2003SshTest(E2ETestCase):
         python = "/usr/bin/python3" if shutil.which("/usr/bin/python3") else sys.executable
         return self.h.run("cms2003", [python, CMS2003, "--hosts", self.hosts,
                                       "--iperf-port", str(self.iperf_port),
-                                      "--bin", self.h.bin, *args], timeout_s)
+                                      "--bin", self.h.bin, *args], timeout_s, seen=self.owners)
 
-    def assert_nothing_running(self, dirs_before: set[str]) -> None:
+    def assert_nothing_running(self) -> None:
         """No daemon, iperf3, ssh client or session of the test, no iperf3
         port listening, no control directory left."""
         self.stop_sshd()
@@ -249,11 +252,10 @@ class Cms2003SshTest(E2ETestCase):
         iperfs = [(pid, cmd) for pid, cmd in all_processes()
                   if "iperf3" in cmd and str(self.iperf_port) in cmd]
         self.assertEqual(iperfs, [])
-        self.assertEqual(control_dirs() - dirs_before, set())
+        self.assertEqual(control_dirs(self.owners), set())
 
     def test_quick_over_ssh_table_books_and_capacity(self) -> None:
         out = self.h.path("cms2003")
-        dirs = control_dirs()
         r = self.cms2003("--quick", "--events", "3000", "--out", str(out))
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("cms2003: hosts b0 = node0, b1 = node1, r0 = node2, r1 = node3", r.output)
@@ -302,10 +304,9 @@ class Cms2003SshTest(E2ETestCase):
         print(f"\n  cms2003 over ssh (loopback), rail {cap['rail_Bps'] / 1e6:.0f} MB/s: "
               + ", ".join(f"{x['payload']} B {x['per_node_Bps'] / 1e6:.2f} MB/s = "
                           f"{x['fraction']:.1%}" for x in cfg["runs"]), flush=True)
-        self.assert_nothing_running(dirs)
+        self.assert_nothing_running()
 
     def test_host_without_iperf3_and_iperf3_port_taken(self) -> None:
-        dirs = control_dirs()
         r = self.cms2003("--quick", "--iperf3", "/nonexistent/iperf3", "--out",
                          str(self.h.path("out")), timeout_s=90)
         self.assertEqual(r.returncode, 1, r.describe())
@@ -320,4 +321,4 @@ class Cms2003SshTest(E2ETestCase):
         self.assertIn(f"cms2003: iperf3 server on b0 (iperf3 -s -B 127.0.0.1 -p "
                       f"{self.iperf_port}) exited with status 1", r.output)
         self.assertIn("Address already in use", r.output)
-        self.assert_nothing_running(dirs)
+        self.assert_nothing_running()

@@ -287,8 +287,10 @@ class NetnsDeployTest(E2ETestCase):
         self.h.assert_clean(settle_s=10)
         left = [n for n in netns_names() if n.startswith(f"esdq{pid}-")]
         self.assertEqual(len(left), 4, left)
-        # ... until --cleanup removes them.
-        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup"], 60)
+        # ... until --cleanup removes them: --cleanup PID, what this launcher
+        # left (another test's leftovers, or a suite's beside this one, are
+        # theirs to clean up and check).
+        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup", str(pid)], 60)
         self.assertEqual(c.returncode, 0, c.describe())
         self.assertIn(f"removed network namespace esdq{pid}-builder", c.output)
         self.assertIn(f"removed directory /tmp/esdq{pid}-chrony", c.output)

@@ -17,6 +17,8 @@ with the reason otherwise.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -30,6 +32,39 @@ from harness import DAQRUN, E2ETestCase, HarnessError, listening_ports, read_jso
 
 FAKE_BIN = Path(__file__).resolve().parent / "fake"
 SSHD = "/usr/sbin/sshd"
+# sshd's privilege separation directory, shared by every sshd here (another
+# test's, a suite's beside this one, the system's): made when missing, with
+# a mark that a test made it, and removed by the last test's sshd to stop,
+# both under a lock.
+PRIVSEP = Path("/run/sshd")
+PRIVSEP_LOCK = Path("/run/lock/es-e2e-sshd.lock")
+PRIVSEP_MADE = Path("/run/lock/es-e2e-sshd.made")
+
+
+@contextlib.contextmanager
+def privsep_lock():
+    PRIVSEP_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(PRIVSEP_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def sshd_running(exclude: set[int] = frozenset()) -> list[int]:
+    """Every live sshd on this machine (listeners and sessions) but those of
+    exclude."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            exe = os.readlink(f"/proc/{d}/exe")
+            with open(f"/proc/{d}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if exe == SSHD and state != b"Z" and int(d) not in exclude:
+            found.append(int(d))
+    return found
 
 
 def sshd_unavailable() -> str | None:
@@ -69,12 +104,18 @@ class SshDeployTest(E2ETestCase):
                             "-f", str(d / name)], check=True, capture_output=True, timeout=30)
         shutil.copy(d / "user_key.pub", d / "authorized_keys")
         os.chmod(d / "authorized_keys", 0o600)
-        # sshd insists on its privilege separation directory.
-        if not os.path.isdir("/run/sshd"):
-            os.makedirs("/run/sshd", mode=0o755)
-            self.made_privsep = True
         self.key = d / "user_key"
         self.known = d / "known_hosts"
+        with privsep_lock():
+            # sshd insists on its privilege separation directory.
+            if not PRIVSEP.is_dir():
+                PRIVSEP.mkdir(mode=0o755)
+                PRIVSEP_MADE.touch()
+            self.made_privsep = PRIVSEP_MADE.exists()
+            self._start_sshd(d)
+
+    def _start_sshd(self, d: Path) -> None:
+        h = self.h
         for attempt in range(3):
             self.port = free_port()
             conf = d / "sshd_config"
@@ -103,8 +144,14 @@ class SshDeployTest(E2ETestCase):
         if getattr(self, "sshd", None) is not None:
             self.h.stop(self.sshd, grace_s=2.0)
         if self.made_privsep:
-            shutil.rmtree("/run/sshd", ignore_errors=True)
             self.made_privsep = False
+            with privsep_lock():
+                # Made by a test and used by no other sshd (of a test beside
+                # this one): gone.
+                ending = {pid for pid, _ in self.h.leftovers()}   # this test's sessions
+                if PRIVSEP_MADE.exists() and not sshd_running(ending):
+                    shutil.rmtree(PRIVSEP, ignore_errors=True)
+                    PRIVSEP_MADE.unlink()
 
     # -- topologies ---------------------------------------------------------
     def topology(self, bin_dir: Path | None = None, events: int = 5000,
@@ -237,7 +284,7 @@ class SshDeployTest(E2ETestCase):
             time.sleep(0.1)
         self.assertEqual(self.remote_daemons(), [])
         # What is left is the shared connection's master and its directory.
-        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup"], 60)
+        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup", str(pid)], 60)
         self.assertEqual(c.returncode, 0, c.describe())
         self.assertFalse(Path(f"/tmp/esdq{pid}-ssh").exists(), c.output)
         self.assert_clean()

@@ -200,6 +200,7 @@ class DeclarationsTest(E2ETestCase):
         for o in cli.OPTIONS:
             with self.subTest(option=o.flag):
                 shown = o.metavar if not o.flag.startswith("-") else \
+                    f"{o.flag} [{o.metavar} ...]" if o.kind == "pids" else \
                     f"{o.flag} {{{','.join(o.choices)}}}" if o.choices else \
                     f"{o.flag} {o.metavar}" if o.metavar else o.flag
                 self.assertIn(shown, r.output)

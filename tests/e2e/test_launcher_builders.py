@@ -434,14 +434,16 @@ class FakeBuildersRunTest(E2ETestCase):
 
 
     def test_cleanup_removes_a_dead_launchers_builder_rings(self) -> None:
-        pid = 4194300        # above any pid this machine hands out (pid_max 4194304)
+        # A launcher that is gone, a pid of this test's own (a suite beside
+        # this one picks another): near the top of the largest pid_max.
+        pid = 4194303 - os.getpid()
         while pid > 0 and os.path.exists(f"/proc/{pid}"):
             pid -= 1
         rings = [Path(f"/dev/shm/es-daq{pid}-b1-r0"), Path(f"/dev/shm/es-daq{pid}-r2")]
         for ring in rings:
             ring.write_bytes(b"")
             self.addCleanup(ring.unlink, missing_ok=True)
-        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup"], 60)
+        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup", str(pid)], 60)
         self.assertEqual(c.returncode, 0, c.describe())
         for ring in rings:
             self.assertIn(f"removed shared-memory segment {ring}", c.output)

@@ -3,7 +3,9 @@ a host's `addresses` and `[netns] rails`/`mtu` in a topology and their
 errors; every host's veth per rail with its address, MTU and tbf shaping;
 8000-byte unfragmentable pings across each rail at MTU 9000 and not at
 1500; a run of three-hosts.toml over two rails that balances; nothing left
-after success, failure or a killed owner; analysis/railcap.py measuring
+after success, failure or a killed owner; a cleanup that leaves a live
+owner's cluster alone, whatever program that owner is (this test's own
+process), and takes what a dead one left; analysis/railcap.py measuring
 each rail's tbf rate.
 
 The netns tests need root, ip, tc and ping (iperf3 for railcap; skipped
@@ -192,6 +194,40 @@ class NetnsRailsTest(E2ETestCase):
         self.assertEqual((d["rails"], d["mtu"]), (2, 9000))
         self.assertEqual(d["hosts"]["cap1"]["rails"], ["198.18.0.2", "198.18.1.2"])
 
+    def test_cleanup_leaves_a_live_owners_cluster_alone(self) -> None:
+        """This process owns the cluster (esdq<its pid>-*), and is neither a
+        launcher nor railcap: a cleanup of its pid leaves it alone while it
+        runs. A directory of a pid that runs but started after the
+        directory was made (a dead owner's number, given again) is taken."""
+        be = self.build()
+        mine = sorted(be.created)
+        self.assertEqual(len(mine), 3, mine)
+        c = self.h.run("cleanup-live", [sys.executable, DAQRUN, "--cleanup", str(os.getpid())],
+                       60)
+        self.assertEqual(c.returncode, 0, c.describe())
+        self.assertNotIn("removed", c.output)
+        self.assertIn(f"left alone 3 object(s) of pid {os.getpid()}, which still runs", c.output)
+        for ns in mine:
+            self.assertIn(f"network namespace {ns}", c.output)
+        self.assertEqual(sorted(n for n in netns_names() if n.startswith(be.tag + "-")), mine)
+        r = self.ping(be, 0, 1000)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # A pid given again: the directory is older than the process now
+        # holding its number.
+        sleeper = self.h.start("sleeper", ["sleep", "60"])
+        reused = Path(f"/tmp/esdq{sleeper.pid}-chrony")
+        reused.mkdir()
+        self.addCleanup(shutil.rmtree, reused, True)
+        made = time.time() - 30
+        os.utime(reused, (made, made))
+        c = self.h.run("cleanup-reused", [sys.executable, DAQRUN, "--cleanup",
+                                          str(sleeper.pid)], 60)
+        self.assertEqual(c.returncode, 0, c.describe())
+        self.assertIn(f"removed directory {reused}", c.output)
+        self.assertFalse(reused.exists())
+        self.assertIsNone(sleeper.returncode)
+        self.h.stop(sleeper)
+
     def test_standard_mtu_refuses_jumbo_pings(self) -> None:
         be = self.build(rails=2)
         for rail in (0, 1):
@@ -300,7 +336,6 @@ class RailcapTest(E2ETestCase):
 
     def measure(self, rails: int, mtu: int | None) -> None:
         out = self.h.path(f"railcap-{rails}.json")
-        before = set(netns_names())
         r = self.h.run("railcap", [sys.executable, RAILCAP, "--rails", str(rails),
                                    "--shaping", RATE, "--streams", "4", "--seconds", "2",
                                    "--json", out] + (["--mtu", str(mtu)] if mtu else []), 120)
@@ -321,7 +356,9 @@ class RailcapTest(E2ETestCase):
         print(f"\n  railcap, tbf {RATE}, mtu {mtu or 1500}: " + ", ".join(
             f"rail {x['rail']} {x['one_stream_Bps'] / 1e6:.2f}/{x['streams_Bps'] / 1e6:.2f} MB/s"
             for x in doc["rails"]), flush=True)
-        self.assertEqual(sorted(set(netns_names()) - before), [], "railcap left namespaces")
+        # Only railcap's own (esdq<its pid>-*): a suite beside this one has
+        # its own clusters.
+        assert_nothing_left(self, f"esdq{r.pid}")
         self.h.assert_clean()
 
     def test_bad_options_and_cleanup_of_a_killed_railcap(self) -> None:
@@ -340,15 +377,19 @@ class RailcapTest(E2ETestCase):
             if p.returncode is not None or time.monotonic() > deadline:
                 self.fail(f"railcap did not build its cluster:\n{p.tail(30)}")
             time.sleep(0.1)
-        # While it runs, --cleanup leaves its namespaces alone ...
-        c = self.h.run("cleanup-live", [sys.executable, DAQRUN, "--cleanup"], 60)
+        # While it runs, --cleanup leaves its namespaces alone (and says
+        # so) ... Only its own are looked at: what another test, or a suite
+        # beside this one, left is theirs to clean up and check.
+        c = self.h.run("cleanup-live", [sys.executable, DAQRUN, "--cleanup", str(p.pid)], 60)
         self.assertEqual(c.returncode, 0, c.describe())
-        self.assertNotIn(tag, c.output)
+        self.assertNotIn("removed", c.output)
+        self.assertIn(f"left alone 3 object(s) of pid {p.pid}, which still runs", c.output)
+        self.assertIn("railcap.py", c.output)
         self.assertEqual(len([n for n in netns_names() if n.startswith(tag + "-")]), 3)
         # ... and once it is killed, removes them.
         os.kill(p.pid, signal.SIGKILL)
         p.popen.wait(timeout=10)
-        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup"], 60)
+        c = self.h.run("cleanup", [sys.executable, DAQRUN, "--cleanup", str(p.pid)], 60)
         self.assertEqual(c.returncode, 0, c.describe())
         self.assertIn(f"removed network namespace {tag}-cap0", c.output)
         assert_nothing_left(self, tag)

@@ -19,8 +19,9 @@ virtual Slurm cluster (deploy/slurm-vcluster up deploy/topologies/three-hosts.to
 - daqrun --cleanup cancels an allocation whose launcher is gone.
 
 Root, and Debian's Slurm packages (installed when missing; skipped with the
-reason when that cannot be done); 198.18.0.0/24 inside the cluster's
-namespaces only.
+reason when that cannot be done); each cluster on a /24 of 198.18.0.0/15 no
+other cluster on this machine uses (test_slurm_vcluster.free_subnet), inside
+the cluster's namespaces only.
 """
 
 from __future__ import annotations
@@ -38,17 +39,16 @@ from pathlib import Path
 
 from harness import REPO, TAG_VAR, E2ETestCase, Run
 
-from test_slurm_vcluster import VCLUSTER, free_port, unavailable
+from test_slurm_vcluster import VCLUSTER, free_port, unavailable, up_on_a_free_subnet
 
 THREE = REPO / "deploy" / "topologies" / "three-hosts.toml"
-ADDRESS = {"builder": "198.18.0.1", "readout0": "198.18.0.2", "readout1": "198.18.0.3"}
 SMALL = ["run.events=20000", "run.payload=256"]
 
 
 class SlurmBackendTest(E2ETestCase):
     """Each test its own virtual cluster (about 2 s to bring up), whose nodes
-    are those of three-hosts.toml: only one can be up at a time, and the
-    runner gives no hook after a module's last test."""
+    are those of three-hosts.toml, on a subnet of its own: the runner gives
+    no hook after a module's last test."""
 
     def setUp(self) -> None:
         why = unavailable()
@@ -62,11 +62,20 @@ class SlurmBackendTest(E2ETestCase):
         # Without the test's tag: the cluster's daemons are not the run's
         # leftovers (the steps, started by the run's srun, carry it).
         env = {k: v for k, v in os.environ.items() if k != TAG_VAR}
-        r = subprocess.run([str(VCLUSTER), "up", str(THREE), "--dir", str(self.vdir), "--port",
-                            str(free_port())], stdin=subprocess.DEVNULL, capture_output=True,
-                           text=True, timeout=300, env=env)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+        def up(subnet):
+            r = subprocess.run([str(VCLUSTER), "up", str(THREE), "--dir", str(self.vdir),
+                                "--port", str(free_port()), "--subnet", str(subnet)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
+            r.output = r.stdout
+            return r
+        r, _ = up_on_a_free_subnet(up)
+        self.assertEqual(r.returncode, 0, r.output)
         self.env = {"SLURM_CONF": str(self.vdir / "slurm.conf")}
+        # The nodes' addresses on the cluster's subnet.
+        state = json.loads((self.vdir / "vcluster.json").read_text(encoding="utf-8"))
+        self.address = dict(state["nodes"])
 
     # -- helpers ------------------------------------------------------------
     def slurm(self, *argv: str) -> str:
@@ -139,7 +148,7 @@ class SlurmBackendTest(E2ETestCase):
                                                          "node": host})
             self.assertGreater(p["pid"], 0, p)
         self.assertEqual(len(seen_steps), len(r.params()["processes"]), "one step per daemon")
-        for host, addr in ADDRESS.items():
+        for host, addr in self.address.items():
             self.assertEqual(info["hosts"][host], {"node": host, "address": addr})
         return info
 
@@ -148,9 +157,10 @@ class SlurmBackendTest(E2ETestCase):
         r = self.daqrun()
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("PASS refbuild", r.output)
-        self.assertRegex(r.output, r"slurm: job \d+ \(esdq\d+-daqrun-\S+\), builder on node "
-                                   r"builder 198\.18\.0\.1, readout0 on node readout0 "
-                                   r"198\.18\.0\.2, readout1 on node readout1 198\.18\.0\.3")
+        a = {h: re.escape(x) for h, x in self.address.items()}
+        self.assertRegex(r.output, rf"slurm: job \d+ \(esdq\d+-daqrun-\S+\), builder on node "
+                                   rf"builder {a['builder']}, readout0 on node readout0 "
+                                   rf"{a['readout0']}, readout1 on node readout1 {a['readout1']}")
         self.assertRanAsSteps(r)
         m = r.metrics()
         self.assertTrue(m["balanced"])
@@ -158,7 +168,7 @@ class SlurmBackendTest(E2ETestCase):
         # Each reader's HELLO came from its node's namespace address, and
         # every peer named its node as its host.
         links = {link["id"]: link["address"].rsplit(":", 1)[0] for link in m["reader_links"]}
-        self.assertEqual(links, {0: ADDRESS["readout0"], 1: ADDRESS["readout1"]})
+        self.assertEqual(links, {0: self.address["readout0"], 1: self.address["readout1"]})
         hosts = {(p["role"], p["id"]): p["host"] for p in m["processes"]}
         self.assertEqual(hosts, {("builder", 0): "builder", ("reader", 0): "readout0",
                                  ("reader", 1): "readout1", ("source", 0): "readout0",
@@ -379,8 +389,10 @@ class SlurmBackendTest(E2ETestCase):
         self.slurm("salloc", "--no-shell", "-N1", "-J", f"esdq999999-daqrun-{here}")
         self.slurm("salloc", "--no-shell", "-N1", "-J", "someone-else")
         try:
-            r = self.h.run("cleanup", [str(REPO / "deploy" / "daqrun"), "--cleanup"], 60,
-                           env=self.env)
+            # Only that (long gone) launcher's:
+            # others' leftovers are theirs, and a suite's beside this one.
+            r = self.h.run("cleanup", [str(REPO / "deploy" / "daqrun"), "--cleanup", "999999"],
+                           60, env=self.env)
             self.assertEqual(r.returncode, 0, r.describe())
             self.assertRegex(r.output, rf"removed Slurm job \d+ \(esdq999999-daqrun-{here}\)")
             names = [line.split()[1] for line in self.queue()]

@@ -5,16 +5,22 @@ namespace address; an sbatch --wrap job runs and completes; scancel of a
 running job leaves nothing in squeue nor on the node; `down` leaves no
 daemon, namespace, veth, route or spool directory. An `up` that fails (a
 port taken, a --dir that cannot be made) names the reason and removes what
-it made; one interrupted or killed halfway leaves nothing (after `down`).
+it made; one interrupted or killed halfway leaves nothing (after `down`); a
+subnet already routed (another cluster's) and a bad --subnet are refused.
 
 Needs root, ip, nsenter and unshare, and Debian's slurmctld, slurmd,
 slurm-client and munge (the script installs them when missing; skipped with
-the reason when that cannot be done). Uses 198.18.0.0/24 only inside the
-namespaces it makes and on their one veth into the root namespace.
+the reason when that cannot be done). Each cluster takes a /24 of
+198.18.0.0/15 (--subnet) that no other on this machine uses: one derived
+from this process's pid and not routed here (another suite beside this one
+starts from another), retried on another should an `up` find it taken
+meanwhile. It is used only inside the namespaces the cluster makes and on
+their one veth into the root namespace.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -58,6 +64,42 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The /24s of 198.18.0.0/15 the tests' clusters take, but the first 16 (the
+# default 198.18.0.0/24 of a cluster brought up by hand, and the netns
+# backend's rails).
+_SUBNETS = [ipaddress.ip_network(f"198.{18 + i // 256}.{i % 256}.0/24") for i in range(16, 512)]
+
+
+def free_subnet(skip: set = frozenset()) -> ipaddress.IPv4Network:
+    """A subnet for this process's next cluster: the first not routed here
+    (nor in skip), from one that depends on this process's pid, so that a
+    suite running beside this one looks elsewhere first."""
+    start = os.getpid() % len(_SUBNETS)
+    for k in range(len(_SUBNETS)):
+        net = _SUBNETS[(start + k) % len(_SUBNETS)]
+        if net not in skip and not vc.routed(net):
+            return net
+    raise AssertionError("every /24 of 198.18.16.0 ... 198.19.255.0 is routed here")
+
+
+def up_on_a_free_subnet(run, attempts: int = 5):
+    """run(subnet) -> a Result of `slurm-vcluster up ... --subnet SUBNET`,
+    tried on another subnet when the one chosen was taken meanwhile (by a
+    cluster of a suite beside this one); (result, subnet)."""
+    tried: set = set()
+    for _ in range(attempts):
+        subnet = free_subnet(tried)
+        tried.add(subnet)
+        r = run(subnet)
+        if r.returncode == 0 or "is already routed here" not in r.output:
+            return r, subnet
+    return r, subnet
+
+
+def node_address(subnet: ipaddress.IPv4Network, n: int) -> str:
+    return str(subnet.network_address + n)
+
+
 class SlurmVclusterTest(E2ETestCase):
 
     def setUp(self) -> None:
@@ -67,6 +109,7 @@ class SlurmVclusterTest(E2ETestCase):
         super().setUp()
         self.vdir = self.h.dir / "vc"
         self.port = free_port()
+        self.subnet = free_subnet()
         self.env = {"SLURM_CONF": str(self.vdir / "slurm.conf")}
         # Whatever happens, nothing of this test's cluster stays.
         self.addCleanup(lambda: subprocess.run([str(VCLUSTER), "down", "--dir", str(self.vdir)],
@@ -83,6 +126,10 @@ class SlurmVclusterTest(E2ETestCase):
 
     def state(self) -> dict:
         return json.loads((self.vdir / "vcluster.json").read_text(encoding="utf-8"))
+
+    def addr(self, n: int) -> str:
+        """Node n's address on this test's subnet."""
+        return node_address(self.subnet, n)
 
     def assertNothingLeft(self, tag: str) -> None:
         """No daemon of the cluster, namespace, veth, route or spool."""
@@ -106,14 +153,16 @@ class SlurmVclusterTest(E2ETestCase):
         self.assertEqual([n for n in netns_names() if n.startswith(tag + "-")], [],
                          "namespaces left")
         self.assertFalse(Path(f"/sys/class/net/{tag}").exists(), f"veth {tag} left")
-        routes = subprocess.run(["ip", "route", "show", "198.18.0.0/24"], capture_output=True,
+        routes = subprocess.run(["ip", "route", "show", str(self.subnet)], capture_output=True,
                                 text=True).stdout
         self.assertEqual(routes.strip(), "", "route left")
         for sub in ("spool", "ctld", "munge", "run", "slurm.conf", "vcluster.json"):
             self.assertFalse((self.vdir / sub).exists(), f"{self.vdir / sub} left")
 
     def up(self, *args: str) -> tuple[str, dict[str, str]]:
-        r = self.vcluster("up", "--dir", self.vdir, "--port", self.port, *args)
+        r, self.subnet = up_on_a_free_subnet(
+            lambda subnet: self.vcluster("up", "--dir", self.vdir, "--port", self.port,
+                                         "--subnet", subnet, *args))
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("every node idle", r.output)
         self.assertIn(f"export SLURM_CONF={self.vdir / 'slurm.conf'}", r.output)
@@ -122,12 +171,13 @@ class SlurmVclusterTest(E2ETestCase):
 
     def test_jobs_on_every_node_then_down(self) -> None:
         tag, nodes = self.up("--hosts", "3")
-        self.assertEqual(nodes, {"host-1": "198.18.0.1", "host-2": "198.18.0.2",
-                                 "host-3": "198.18.0.3"})
+        self.assertEqual(nodes, {"host-1": self.addr(1), "host-2": self.addr(2),
+                                 "host-3": self.addr(3)})
         conf = (self.vdir / "slurm.conf").read_text(encoding="utf-8")
         for line in ("SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
                      "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-                     "NodeName=host-2 NodeAddr=198.18.0.2"):
+                     f"NodeName=host-2 NodeAddr={self.addr(2)}",
+                     f"SlurmctldHost={socket.gethostname().split('.')[0]}({self.addr(254)})"):
             self.assertIn(line, conf)
         self.assertEqual(sorted(self.slurm("sinfo", "-h", "-N", "-o", "%N %T").split()),
                          sorted([n for n in nodes] + ["idle"] * 3))
@@ -151,7 +201,7 @@ class SlurmVclusterTest(E2ETestCase):
         self.assertRegex(job, r"^\d+$")
         text = Path(str(job_out).replace("%j", job)).read_text(encoding="utf-8")
         self.assertIn("host-2", text)
-        self.assertIn("inet 198.18.0.2/24", text)
+        self.assertIn(f"inet {self.addr(2)}/24", text)
         self.assertIn("JobState=COMPLETED", self.slurm("scontrol", "show", "job", job))
         # scancel of a running job: gone from squeue and from its node.
         job = self.slurm("sbatch", "--parsable", "-w", "host-3", "--wrap", "sleep 60").strip()
@@ -176,6 +226,7 @@ class SlurmVclusterTest(E2ETestCase):
             time.sleep(0.2)
         r = self.vcluster("status", "--dir", self.vdir)
         self.assertEqual(r.returncode, 0, r.describe())
+        self.assertIn(f"subnet {self.subnet}", r.output)
         r = self.vcluster("down", "--dir", self.vdir)
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn(f"down {tag}: stopped munged, slurmctld, slurmd-host-1", r.output)
@@ -186,18 +237,44 @@ class SlurmVclusterTest(E2ETestCase):
 
     def test_nodes_of_a_topology(self) -> None:
         tag, nodes = self.up(str(REPO / "deploy" / "topologies" / "three-hosts.toml"))
-        self.assertEqual(nodes, {"builder": "198.18.0.1", "readout0": "198.18.0.2",
-                                 "readout1": "198.18.0.3"})
+        self.assertEqual(nodes, {"builder": self.addr(1), "readout0": self.addr(2),
+                                 "readout1": self.addr(3)})
         out = self.slurm("srun", "-w", "readout1", "hostname")
         self.assertEqual(out.strip(), "readout1")
+        # A second cluster on the same subnet is refused by name, and what it
+        # made removed; this one goes on.
+        other = self.h.dir / "vc2"
+        r = self.vcluster("up", "--hosts", "1", "--dir", other, "--port", free_port(),
+                          "--subnet", self.subnet)
+        self.assertEqual(r.returncode, 1, r.describe())
+        self.assertIn(f"up failed: {self.subnet} is already routed here ({self.subnet} dev "
+                      f"{tag}: another virtual cluster?); bring it down first or choose "
+                      f"another --subnet; removed what it had made", r.output)
+        self.assertEqual([n for n in netns_names() if n.startswith(f"essl{r.pid}-")], [])
+        self.assertFalse((other / "vcluster.json").exists())
+        self.assertEqual(self.slurm("srun", "-w", "builder", "hostname").strip(), "builder")
         self.assertEqual(self.vcluster("down", "--dir", self.vdir).returncode, 0)
         self.assertNothingLeft(tag)
+
+    def test_bad_subnet(self) -> None:
+        for subnet, why in (("10.0.0.0/24", "not a /24 of 198.18.0.0/15"),
+                            ("198.20.1.0/24", "not a /24 of 198.18.0.0/15"),
+                            ("198.18.0.0/16", "not a /24 of 198.18.0.0/15"),
+                            ("198.18.3.7/24", "not an IPv4 network"),
+                            ("nearby", "not an IPv4 network")):
+            with self.subTest(subnet=subnet):
+                r = self.vcluster("up", "--hosts", "1", "--dir", self.vdir, "--subnet", subnet)
+                self.assertEqual(r.returncode, 2, r.describe())
+                self.assertIn(f"error: --subnet {subnet}: {why}", r.output)
+                self.assertFalse(self.vdir.exists())
 
     def test_port_taken(self) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", self.port))
             s.listen()
-            r = self.vcluster("up", "--hosts", "2", "--dir", self.vdir, "--port", self.port)
+            r, self.subnet = up_on_a_free_subnet(
+                lambda subnet: self.vcluster("up", "--hosts", "2", "--dir", self.vdir, "--port",
+                                             self.port, "--subnet", subnet))
         self.assertEqual(r.returncode, 1, r.describe())
         self.assertIn(f"up failed: slurmctld cannot listen: port {self.port} is taken", r.output)
         self.assertIn("removed what it had made", r.output)
@@ -208,23 +285,18 @@ class SlurmVclusterTest(E2ETestCase):
         blocker = self.h.path("a-file")
         blocker.write_text("not a directory\n")
         self.vdir = blocker / "vc"
-        r = self.vcluster("up", "--hosts", "2", "--dir", self.vdir)
+        r = self.vcluster("up", "--hosts", "2", "--dir", self.vdir, "--subnet", self.subnet)
         self.assertEqual(r.returncode, 1, r.describe())
         self.assertIn(f"up failed: cannot create {self.vdir}: Not a directory", r.output)
-        self.assertEqual([n for n in netns_names() if n.startswith("essl")
-                          and not self._live_tag(n)], [])
-
-    @staticmethod
-    def _live_tag(ns: str) -> bool:
-        """Whether ns belongs to an `up` still running or a cluster still up
-        (another test's, on this machine)."""
-        m = re.match(r"^essl(\d+)-", ns)
-        return bool(m) and Path(f"/proc/{m.group(1)}").exists()
+        # Nothing of this `up` (its pid names what it makes); other clusters
+        # on this machine are not this test's to count.
+        self.assertEqual([n for n in netns_names() if n.startswith(f"essl{r.pid}-")], [])
+        self.assertFalse(Path(f"/sys/class/net/essl{r.pid}").exists())
 
     def interrupt_up(self, sig: int) -> tuple[str, int]:
         """Starts `up` and sends sig once slurmctld is started; (tag, status)."""
         p = self.h.start("vcluster-up", [VCLUSTER, "up", "--hosts", "3", "--dir", self.vdir,
-                                         "--port", str(self.port)])
+                                         "--port", str(self.port), "--subnet", str(self.subnet)])
         deadline = time.monotonic() + 60
         state = {}
         while p.popen.poll() is None:

@@ -134,13 +134,54 @@ def pid_alive(pid: int) -> bool:
 
 # The programs that create esdq<pid>-* objects: the launcher, and
 # analysis/railcap.py and analysis/cms2003.py, which build virtual clusters
-# with the netns backend (and ssh control directories) themselves.
+# with the netns backend (and ssh control directories) themselves; but any
+# program that uses a backend in its own process (a test) owns them too.
 OWNERS = (b"daqrun", b"railcap", b"cms2003")
+# How much later than an object a process may seem to have started and
+# still be its owner: the start time is counted in clock ticks of the boot
+# clock, an object's time is the wall clock's.
+START_SLACK_S = 1.0
+
+
+def process_start(pid: int) -> float | None:
+    """When pid started (seconds of the wall clock), or None when it does
+    not run (no such process, or a zombie: its children got their
+    PDEATHSIG, what it made is orphaned)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(b")") + 2:].split()
+    except (OSError, ValueError):
+        return None
+    if not fields or fields[0] in (b"Z", b"X"):
+        return None
+    try:
+        ticks = int(fields[19])                    # field 22, starttime
+    except (IndexError, ValueError):
+        return None
+    booted = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    return booted + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def owner_alive(pid: int, made_at: float | None = None) -> bool:
+    """Whether the owner of an esdq<pid>-* object made at made_at (wall
+    clock) still runs: pid runs and started before the object was made,
+    whatever the program (a reused pid started after its object, the
+    owner having died in between). Without made_at: pid runs and is one of
+    OWNERS."""
+    if pid == os.getpid():
+        return True
+    start = process_start(pid)
+    if start is None:
+        return False
+    if made_at is not None:
+        return start <= made_at + START_SLACK_S
+    return launcher_alive(pid)
 
 
 def launcher_alive(pid: int) -> bool:
     """Whether pid is a running deploy/daqrun, analysis/railcap.py or
-    analysis/cms2003.py (the owner of esdq<pid>-*)."""
+    analysis/cms2003.py (by its command line)."""
     if pid == os.getpid():
         return True
     try:
@@ -149,6 +190,16 @@ def launcher_alive(pid: int) -> bool:
     except OSError:
         return False
     return any(owner in cmd for owner in OWNERS)
+
+
+def process_name(pid: int) -> str:
+    """pid's command line, shortened, for messages."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = " ".join(f.read().replace(b"\0", b" ").decode(errors="replace").split())
+    except OSError:
+        return "?"
+    return cmd if len(cmd) <= 60 else cmd[:57] + "..."
 
 
 class Backend(abc.ABC):

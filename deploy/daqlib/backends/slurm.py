@@ -135,7 +135,9 @@ JOB_RE = re.compile(rf"^{PREFIX}(\d+)-daqrun-(\S+)$")
 
 def stale_jobs(stale) -> list[tuple[str, str]]:
     """(job id, name) of this user's daqrun allocations made on this machine
-    by launchers stale(pid) says are gone; [] without Slurm."""
+    by launchers stale(pid, None, name) says are gone (None: no time of
+    this machine's clock tells when the job was made, the controller's
+    may differ); [] without Slurm."""
     if shutil.which("squeue") is None:
         return []
     try:
@@ -150,7 +152,7 @@ def stale_jobs(stale) -> list[tuple[str, str]]:
     for line in r.stdout.splitlines() if r.returncode == 0 else []:
         words = line.split()
         m = JOB_RE.match(words[1]) if len(words) == 2 else None
-        if m and m.group(2) == here and stale(int(m.group(1))):
+        if m and m.group(2) == here and stale(int(m.group(1)), None, words[1]):
             jobs.append((words[0], words[1]))
     return jobs
 
