@@ -54,7 +54,7 @@ bool ctlowner_take(struct ctlowner *o, const char *name, bool take_over, uint64_
 		o->takeovers++;
 		snprintf(o->previous, sizeof o->previous, "%s", o->name);
 	} else {
-		log_info("Control taken by '%s'", name);
+		log_warn("Control taken by '%s'", name);
 		o->takes++;
 	}
 	o->held = true;
@@ -74,7 +74,7 @@ bool ctlowner_release(struct ctlowner *o, const char *name, char *reason, size_t
 			 o->name, name);
 		return false;
 	}
-	log_info("Control released by '%s'", name);
+	log_warn("Control released by '%s'", name);
 	o->releases++;
 	o->held = false;
 	snprintf(o->previous, sizeof o->previous, "%s", o->name);
