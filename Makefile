@@ -57,8 +57,8 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c)
 # The documents with regions written from the code (scripts/gendocs.py).
 GENERATED_DOCS := docs/PROTOCOL.md docs/METRICS.md README.md
 
-.PHONY: all deps run test check-layers check-counters check-sizes check-prefixes check-docs docs examples unit e2e asan valgrind clean bench bench-admission bench-record soak bench-shm fuzz fuzz-build
-all: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS)
+.PHONY: all console deps run test check-layers check-counters check-sizes check-prefixes check-docs docs examples unit e2e asan valgrind clean bench bench-admission bench-record soak bench-shm fuzz fuzz-build
+all: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS) console
 examples: $(EXAMPLES)
 .SECONDARY: $(DOCGEN:%=%.o) $(EXAMPLES:%=%.o)
 
@@ -111,9 +111,29 @@ $(BUILD)/%.o: %.c
 BUILDERD_SRC := $(wildcard builderd/*.c builderd/*/*.c)
 BUILDERD_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(filter-out builderd/main.c,$(BUILDERD_SRC)))
 $(BUILD)/builderd/%.o: CFLAGS += -Ibuilderd
+# The console make builds (below), builderd --console-dir's default.
+$(BUILD)/builderd/serve/serve_http.o: CFLAGS += -DES_CONSOLE_DIR='"$(abspath $(BUILD)/console)"'
 $(BUILD)/libbuilderd.a: $(BUILDERD_OBJ)
 	@rm -f $@
 	$(Q)$(AR) rcs $@ $^
+
+# The operator's console (docs/RUNCONTROL.md): the page's own code in
+# console/src, its libraries from npm at the versions console/package-lock.json
+# fixes (npm ci when console/node_modules is absent or older than the lock),
+# bundled by esbuild into $(BUILD)/console, which the hub serves.
+CONSOLE_OUT := $(BUILD)/console
+CONSOLE_SRC := $(wildcard console/src/*)
+console: $(CONSOLE_OUT)/index.html
+console/node_modules/.package-lock.json: console/package.json console/package-lock.json
+	@$(if $(Q),echo "  NPM console")
+	$(Q)cd console && npm ci --no-audit --no-fund --loglevel=error
+	$(Q)touch $@
+$(CONSOLE_OUT)/index.html: $(CONSOLE_SRC) console/node_modules/.package-lock.json
+	@mkdir -p $(CONSOLE_OUT)
+	@$(if $(Q),echo "  ESBUILD $(CONSOLE_OUT)")
+	$(Q)console/node_modules/.bin/esbuild console/src/main.js --bundle --minify --format=iife \
+		--target=es2020 --log-level=warning --outfile=$(CONSOLE_OUT)/console.js
+	$(Q)cp console/src/index.html $@
 
 $(BUILD)/libcommon.a: $(COMMON_OBJ)
 	@rm -f $@
@@ -161,8 +181,8 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/unit/test_%.o $(HELPER_OBJ) $(BUILD)/libbu
 unit: $(UNIT_BIN)
 	$(Q)fail=0; for t in $(UNIT_BIN); do CK_DEFAULT_TIMEOUT=120 $(TEST_WRAP) $$t || fail=1; done; exit $$fail
 
-e2e: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS)
-	$(Q)ES_BIN=$(abspath $(BIN)) ES_DOCGEN=$(abspath $(DOCGEN)) ES_EXAMPLES=$(abspath $(BUILD)/examples) \
+e2e: $(BINS) $(DOCGEN) $(EXAMPLES) $(TEST_PROGRAMS) console
+	$(Q)ES_BIN=$(abspath $(BIN)) ES_CONSOLE=$(abspath $(CONSOLE_OUT)) ES_DOCGEN=$(abspath $(DOCGEN)) ES_EXAMPLES=$(abspath $(BUILD)/examples) \
 		ES_TEST_PROGRAMS=$(abspath $(BUILD)/tests) \
 		$(PYTHON) tests/e2e/run.py $(E2E_ARGS)
 

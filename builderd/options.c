@@ -227,6 +227,10 @@ const struct opt_spec options_specs[] = {
 		     .fixed = true,
 		     .help = "the operator's HTTP endpoint (deploy/daqctl) with\n"
 			     "--session-listen; requests signed with the run key"),
+	OPT_STRING("console-dir", "DIR", O, console_dir, .fixed = true,
+		   .help = "the operator's console served at GET / of\n"
+			   "--control-http: index.html and its files (default:\n"
+			   "the console make built, build/console)"),
 	OPT_UINT("transition-timeout-ms", "T", O, transition_timeout_ms, 100, 86400000,
 		 .fixed = true, .def = "15000",
 		 .help = "with --session-listen: a configure, a stop or a reset\n"

@@ -79,6 +79,7 @@ struct options {
 	uint16_t session_listen_port;
 	char control_http_host[256];    /* --control-http */
 	uint16_t control_http_port;
+	char console_dir[1024];         /* --console-dir; "" = the built one */
 	uint64_t transition_timeout_ms; /* the hub's deadline for a transition's answers */
 	int record_format;              /* enum options_record: --record */
 	char record_dir[1024];          /* "" = out_dir */

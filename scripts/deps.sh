@@ -23,7 +23,8 @@ libsodium-dev libjansson-dev libsystemd-dev libhdf5-dev python3 python3-matplotl
 # iproute2, iputils-ping: the netns backend's virtual cluster.
 # openssh-server: the ssh backend's test starts its own sshd on a loopback
 # port (tests/e2e/test_deploy_ssh.py); deploy/daqrun never needs a running one.
-# chromium: the run report's test renders report.html headless.
+# chromium: the run report's test renders report.html headless, and the
+# console's test (tests/e2e/test_console.py) drives it with playwright-core.
 # systemd: systemd-analyze checks the installed units (verify, security).
 # prometheus: its promtool checks every daemon's /metrics scrape (Debian
 # ships promtool in no smaller package; the server itself is never started).

@@ -6,6 +6,7 @@
 
 #include "options.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -51,5 +52,8 @@ void hub_stop_drained(struct hub *b, const char *why);
 
 /* 0 when every equation balanced and nothing went wrong; 1 otherwise. */
 int hub_exit_status(const struct hub *b);
+
+/* The run as the console sees it live (report/live.h's live_json). */
+json_t *hub_live_json(struct hub *b);
 
 #endif

@@ -82,6 +82,13 @@ static void hub_fill_live(struct evbuffer *out, bool json, void *arg)
 	live_fill(out, json, &s);
 }
 
+json_t *hub_live_json(struct hub *b)
+{
+	struct snapshot s;
+	hub_snapshot_fill(b, &s, NULL);
+	return live_json(&s);
+}
+
 /* metrics.json and the summary. */
 void hub_report(struct hub *b, const struct acct *a)
 {

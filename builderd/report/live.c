@@ -9,6 +9,7 @@
 #include "core/evm.h"
 #include "core/hist.h"
 #include "io/prom.h"
+#include "sys/clock.h"
 
 #include <event2/buffer.h>
 #include <inttypes.h>
@@ -222,4 +223,51 @@ void live_fill(struct evbuffer *out, bool json, const struct snapshot *b)
 	if (lat != NULL)
 		prom_histogram_ns(out, "es_builder_latency_seconds",
 				  "source timestamp to record write, clock-corrected", lat);
+}
+
+/* One peer as the run object sees it. */
+static json_t *live_peer_json(const struct snapshot *b, const struct peer *p, uint64_t now_ns)
+{
+	json_t *o = json_pack("{s:s, s:I, s:b, s:b, s:b, s:b, s:b}", "role", ctl_role_name(p->role),
+			      "id", (json_int_t)p->id, "connected", p->connected, "reported",
+			      p->reported, "lost", p->lost, "stalled", p->stalled, "stuck", p->stuck);
+	int64_t offset, bound;
+	if (o == NULL)
+		return NULL;
+	if (p->connected && clocks_peer_estimate(b->clocks, p, &offset, &bound)) {
+		json_object_set_new(o, "clock_offset_ns", json_integer(offset));
+		json_object_set_new(o, "clock_bound_ns", json_integer(bound));
+	}
+	if (p->last_heard_ns != 0 && now_ns >= p->last_heard_ns)
+		json_object_set_new(o, "last_heard_ms_ago",
+				    json_integer((json_int_t)((now_ns - p->last_heard_ns) / 1000000u)));
+	if (p->role == CTL_ROLE_READER && p->id < b->opt->readers) {
+		json_object_set_new(o, CNT_BUILDER_LINK(frames_received),
+				    json_integer((json_int_t)b->links[p->id].frames_received));
+		json_object_set_new(o, "held_s", json_real((double)p->held_ns / 1e9));
+	}
+	if (p->role == CTL_ROLE_BUILDER && p->live.seen)
+		json_object_set_new(o, "events_per_s", json_integer((json_int_t)p->live.events_per_s));
+	return o;
+}
+
+json_t *live_json(const struct snapshot *b)
+{
+	struct evbuffer *out = evbuffer_new();
+	if (out == NULL)
+		return NULL;
+	live_status(out, b);
+	json_t *status = json_loadb((const char *)evbuffer_pullup(out, -1), evbuffer_get_length(out),
+				    0, NULL);
+	evbuffer_free(out);
+	json_t *peers = json_array();
+	uint64_t now_ns = clk_monotonic_ns();
+	for (uint32_t i = 0; i < peer_count(b->peers); i++)
+		json_array_append_new(peers, live_peer_json(b, peer_at(b->peers, i), now_ns));
+	return json_pack("{s:o, s:o, s:o, s:o}", "status", status ? status : json_null(),
+			 "latency_p50_ns", b->latency ? json_integer((json_int_t)hist_quantile(b->latency, 0.5))
+						  : json_null(),
+			 "last_error", b->error_count ? json_string(b->errors[b->error_count - 1])
+						      : json_null(),
+			 "peers", peers);
 }

@@ -22,7 +22,8 @@ int serve_main(const struct daemon_def *def, const struct daemon_options *d,
 	uint16_t session_port = 0, http_port = 0;
 	struct serve_session *hs = serve_session_new(def, base, argc, argv, &session_port);
 	struct serve_http *http = hs != NULL ? serve_http_new(base, o->control_http_host,
-							o->control_http_port, hs, &http_port)
+							o->control_http_port, o->console_dir, hs,
+							&http_port)
 					  : NULL;
 	int status = 1;
 	if (http != NULL) {

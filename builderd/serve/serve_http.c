@@ -137,8 +137,11 @@ static json_t *hubhttp_state(const struct serve_http *h)
 				  serve_fsm_state_name(serve_session_state(hs)), "run", (json_int_t)serve_session_run_now(hs),
 				  "error", serve_session_error(hs), "peers", peers, "missing", missing, "runs", runs,
 				  CNT_GROUP_CONTROL_HTTP, hubhttp_counters(h->http));
-	if (state != NULL)
+	if (state != NULL) {
 		hubhttp_machine(state, serve_session_state(hs));
+		json_t *live = serve_session_live(hs);
+		json_object_set_new(state, "live", live != NULL ? live : json_null());
+	}
 	return state;
 }
 
@@ -231,8 +234,13 @@ static int hubhttp_handle(void *arg, const char *method, const char *path, const
 	return 200;
 }
 
+#ifndef ES_CONSOLE_DIR
+#define ES_CONSOLE_DIR "build/console"
+#endif
+
 struct serve_http *serve_http_new(struct event_base *base, const char *host, uint16_t port,
-			    struct serve_session *hs, uint16_t *bound_port)
+			    const char *console_dir, struct serve_session *hs,
+			    uint16_t *bound_port)
 {
 	struct serve_http *h = calloc(1, sizeof *h);
 	char err[256];
@@ -245,6 +253,7 @@ struct serve_http *serve_http_new(struct event_base *base, const char *host, uin
 		free(h);
 		return NULL;
 	}
+	ctlhttp_set_console(h->http, console_dir[0] != '\0' ? console_dir : ES_CONSOLE_DIR);
 	*bound_port = ctlhttp_port(h->http);
 	return h;
 }

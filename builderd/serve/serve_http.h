@@ -10,9 +10,11 @@ struct event_base;
 struct serve_session;
 struct serve_http;
 
-/* NULL, with the reason logged, when it cannot listen there. */
+/* NULL, with the reason logged, when it cannot listen there. console_dir:
+ * the console's files ("" the one make built, ES_CONSOLE_DIR). */
 struct serve_http *serve_http_new(struct event_base *base, const char *host, uint16_t port,
-			    struct serve_session *hs, uint16_t *bound_port);
+			    const char *console_dir, struct serve_session *hs,
+			    uint16_t *bound_port);
 void serve_http_free(struct serve_http *h);
 
 #endif

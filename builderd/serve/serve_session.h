@@ -16,6 +16,7 @@
 #include "io/daemon.h"
 #include "wire/control.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,8 @@ const char *serve_session_error(const struct serve_session *hs);     /* why ERRO
 size_t serve_session_peer_count(const struct serve_session *hs);
 struct serve_peer_view serve_session_peer_at(const struct serve_session *hs, size_t i);
 size_t serve_session_summary_count(const struct serve_session *hs);
+/* The current run object's live view (hub_live_json), NULL with none. */
+json_t *serve_session_live(const struct serve_session *hs);
 const struct serve_run_summary *serve_session_summary_at(const struct serve_session *hs, size_t i);
 
 /* A configure's arguments, one daemon at a time ("hub", "source.0",

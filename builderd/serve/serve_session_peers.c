@@ -4,6 +4,8 @@
 #include "serve/serve_session_internal.h"
 
 #include "options.h"
+#include "hub/hub.h"
+#include "io/session.h"
 
 #include "io/msgstream.h"
 #include "io/net.h"
@@ -171,6 +173,12 @@ struct serve_peer_view serve_session_peer_at(const struct serve_session *hs, siz
 				   .pid = p->pid, .run = p->last.run, .state = p->last.state };
 	snprintf(v.host, sizeof v.host, "%s", p->host);
 	return v;
+}
+
+json_t *serve_session_live(const struct serve_session *hs)
+{
+	struct hub *hub = run_slot_object(hs->slot);
+	return hub != NULL ? hub_live_json(hub) : NULL;
 }
 
 void serve_session_configure_begin(struct serve_session *hs)

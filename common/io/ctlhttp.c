@@ -1,5 +1,7 @@
 #include "io/ctlhttp.h"
 
+#include "io/ctlowner.h"
+#include "io/ctlstatic.h"
 #include "io/httplisten.h"
 #include "io/net.h"
 #include "sys/auth.h"
@@ -37,6 +39,8 @@ struct ctlhttp {
 	uint16_t port;
 	struct replay_set *nonces;      /* the signed requests taken, for their window */
 	struct ctlhttp_stats stats;
+	struct ctlowner owner;          /* who is in control */
+	char console_dir[4096];         /* the console's files; "" serves none */
 };
 
 /* Each path served and the one method it takes. */
@@ -47,6 +51,7 @@ static const struct {
 	{ "/state", EVHTTP_REQ_GET },	  { "/configure", EVHTTP_REQ_POST },
 	{ "/start", EVHTTP_REQ_POST },	  { "/stop", EVHTTP_REQ_POST },
 	{ "/reset", EVHTTP_REQ_POST },	  { "/shutdown", EVHTTP_REQ_POST },
+	{ "/control", EVHTTP_REQ_POST },  { "/release", EVHTTP_REQ_POST },
 };
 #define CTLHTTP_ROUTES (sizeof ctlhttp_routes / sizeof ctlhttp_routes[0])
 
@@ -150,7 +155,7 @@ static const char *ctlhttp_route(struct ctlhttp *h, struct evhttp_request *req)
 	text_log_escape(shown, sizeof shown, uri, strlen(uri));
 	ctlhttp_refuse(h, req, 404,
 		       "no such path %s; served: GET /state, POST /configure, /start, /stop, "
-		       "/reset, /shutdown", shown);
+		       "/reset, /shutdown, /control, /release; the console GET /", shown);
 	return NULL;
 }
 
@@ -304,10 +309,77 @@ static bool ctlhttp_parse_body(struct ctlhttp *h, struct evhttp_request *req, co
 	return true;
 }
 
+/* GET / and /console/NAME: the console's files, unsigned (a browser
+ * loads them before it holds the key; they are the same for everyone). */
+static void ctlhttp_console(struct ctlhttp *h, struct evhttp_request *req, const char *uri)
+{
+	char reason[512];
+	const char *type = NULL;
+	struct evbuffer *out = evbuffer_new();
+	int status = out == NULL ? 500
+		: h->console_dir[0] == '\0'
+		? (snprintf(reason, sizeof reason, "this hub serves no console (builderd "
+						   "--console-dir)"), 404)
+		: ctlstatic_read(h->console_dir, uri, out, &type, reason, sizeof reason);
+	if (status != 200) {
+		if (out != NULL)
+			evbuffer_free(out);
+		ctlhttp_refuse(h, req, status, "%s", status == 500 && out == NULL ? "out of memory"
+										 : reason);
+		return;
+	}
+	struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
+	evhttp_add_header(headers, "Content-Type", type);
+	for (size_t i = 0; ctlstatic_headers[i] != NULL; i += 2)
+		evhttp_add_header(headers, ctlstatic_headers[i], ctlstatic_headers[i + 1]);
+	evhttp_send_reply(req, 200, "OK", out);
+	evbuffer_free(out);
+}
+
+/* POST /control ({"operator", "take_over"}) and /release ({"operator"}),
+ * answered here; any other POST goes on (true) when its "operator" may
+ * change the state now, else 409 naming the holder. */
+static bool ctlhttp_control(struct ctlhttp *h, struct evhttp_request *req, const char *path,
+			    const json_t *body)
+{
+	char reason[512] = "";
+	uint64_t now_ms = clk_realtime_true_ns() / 1000000u;
+	json_t *name = body != NULL ? json_object_get(body, "operator") : NULL;
+	bool own = strcmp(path, "/control") == 0 || strcmp(path, "/release") == 0;
+	if ((own || name != NULL) && !ctlowner_name_ok(name, reason, sizeof reason)) {
+		ctlhttp_refuse(h, req, 400, "%s", reason);
+		return false;
+	}
+	const char *who = json_string_value(name);
+	bool ok;
+	if (strcmp(path, "/control") == 0)
+		ok = ctlowner_take(&h->owner, who, json_is_true(json_object_get(body, "take_over")),
+				   now_ms, reason, sizeof reason);
+	else if (strcmp(path, "/release") == 0)
+		ok = ctlowner_release(&h->owner, who, reason, sizeof reason);
+	else if (ctlowner_allows(&h->owner, who, now_ms, reason, sizeof reason))
+		return true;
+	else
+		ok = false;
+	if (!ok) {
+		httplisten_warn(h->listener, "%s refused: %s", path + 1, reason);
+		ctlhttp_send(req, 409, json_pack("{s:b, s:s}", "accepted", 0, "reason", reason));
+	} else {
+		ctlhttp_send(req, 200, json_pack("{s:b, s:o}", "accepted", 1, "control",
+						 ctlowner_json(&h->owner)));
+	}
+	return false;
+}
+
 static void ctlhttp_on_request(struct evhttp_request *req, void *arg)
 {
 	struct ctlhttp *h = arg;
 	h->stats.requests++;
+	const char *uri = evhttp_request_get_uri(req);
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_GET && ctlstatic_wanted(uri)) {
+		ctlhttp_console(h, req, uri);
+		return;
+	}
 	const char *path = ctlhttp_route(h, req);
 	if (path == NULL)
 		return;
@@ -323,12 +395,18 @@ static void ctlhttp_on_request(struct evhttp_request *req, void *arg)
 	if (!ctlhttp_authorized(h, req, method, path, bytes, len))
 		return;
 	json_t *body = NULL;
-	if (evhttp_request_get_command(req) == EVHTTP_REQ_POST &&
-	    !ctlhttp_parse_body(h, req, bytes, len, &body))
+	bool post = evhttp_request_get_command(req) == EVHTTP_REQ_POST;
+	if (post && !ctlhttp_parse_body(h, req, bytes, len, &body))
 		return;
+	if (post && !ctlhttp_control(h, req, path, body)) {
+		json_decref(body);
+		return;
+	}
 	json_t *answer = NULL;
 	int status = h->handler(h->arg, method, path, body, &answer);
 	json_decref(body);
+	if (!post && json_is_object(answer))
+		json_object_set_new(answer, "control", ctlowner_json(&h->owner));
 	ctlhttp_send(req, status, answer);
 }
 
@@ -374,6 +452,11 @@ struct ctlhttp *ctlhttp_new(struct event_base *base, const char *host, uint16_t 
 	evhttp_set_timeout(h->http, 10);
 	evhttp_set_gencb(h->http, ctlhttp_on_request, h);
 	return h;
+}
+
+void ctlhttp_set_console(struct ctlhttp *h, const char *dir)
+{
+	snprintf(h->console_dir, sizeof h->console_dir, "%s", dir != NULL ? dir : "");
 }
 
 uint16_t ctlhttp_port(const struct ctlhttp *h)

@@ -1,6 +1,8 @@
 /* The hub's HTTP control endpoint (docs/RUNCONTROL.md, "The operator's
  * interface"): GET /state and POST /configure, /start, /stop, /reset,
- * /shutdown, served with libevent's evhttp from the daemon's event loop.
+ * /shutdown, served with libevent's evhttp from the daemon's event loop;
+ * POST /control and /release, who is in control (io/ctlowner), answered
+ * here; GET / and /console/NAME, the operator's console (io/ctlstatic).
  *
  * Every request is checked here before the handler sees it: the path and
  * the method (404, 405), the body's size (at most CTLHTTP_MAX_BODY bytes,
@@ -18,7 +20,12 @@
  * header. Connections go through io/httplisten's door (caps per listener
  * and per address, a deadline, accept backoff, a log rate). Every answer, refusals included, is one
  * line of JSON (Content-Type: application/json); a refusal's is
- * {"error": "reason"}. */
+ * {"error": "reason"}.
+ *
+ * A POST's body may name its "operator"; while one operator holds control
+ * every other POST but /control is refused 409 naming the holder, before
+ * the handler sees it; GET /state's answer gets "control" (who holds it,
+ * since when, takes, take-overs). */
 #ifndef ES_IO_CTLHTTP_H
 #define ES_IO_CTLHTTP_H
 
@@ -59,6 +66,10 @@ struct ctlhttp_stats {
 };
 
 void ctlhttp_stats(const struct ctlhttp *h, struct ctlhttp_stats *out);
+
+/* Serves the operator's console from dir (io/ctlstatic: GET / and
+ * /console/NAME, unsigned); NULL or "" serves none. */
+void ctlhttp_set_console(struct ctlhttp *h, const char *dir);
 
 /* The bound port. */
 uint16_t ctlhttp_port(const struct ctlhttp *h);

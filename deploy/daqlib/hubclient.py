@@ -103,11 +103,15 @@ class _Connection(http.client.HTTPConnection):
 class Hub:
     """netns: the hub's network namespace when it is not reachable from
     here (the netns backend's virtual hosts). key None: unsigned requests,
-    as the launcher reads a builder's /status on its --metrics-listen."""
+    as the launcher reads a builder's /status on its --metrics-listen.
+    operator: the name post() gives the hub in every body (docs/RUNCONTROL.md,
+    "One operator in control"); None names none, which the hub takes only
+    while nobody holds control."""
 
     def __init__(self, url: str, key: bytes | None, timeout_s: float = 5.0,
-                 netns: str | None = None):
+                 netns: str | None = None, operator: str | None = None):
         self.url, self.key, self.timeout_s = url.rstrip("/"), key, timeout_s
+        self.operator = operator
         self.netns = netns
         u = urllib.parse.urlsplit(self.url)
         self.host, self.port = u.hostname or "127.0.0.1", u.port or 80
@@ -152,7 +156,10 @@ class Hub:
         return answer
 
     def post(self, path: str, doc: dict) -> tuple[bool, str]:
-        """(accepted, the reason when refused)."""
+        """(accepted, the reason when refused). The body names the
+        operator when this client has one (the hub's control rule)."""
+        if self.operator is not None and "operator" not in doc:
+            doc = {**doc, "operator": self.operator}
         status, answer = self.request("POST", path, doc)
         if status == 200 and answer.get("accepted"):
             return True, ""

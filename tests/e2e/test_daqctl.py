@@ -8,18 +8,44 @@ exits 2 without sending anything."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import re
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from harness import REPO, E2ETestCase, HarnessError
 
+sys.path.insert(0, str(REPO / "deploy"))
+from daqlib.hubclient import authorization, read_key  # noqa: E402
+
 PROGRAMS = Path(os.environ.get("ES_TEST_PROGRAMS", REPO / "build" / "tests"))
 SERVE = PROGRAMS / "ctlhttp_serve"
 DAQCTL = REPO / "deploy" / "daqctl"
+
+
+def held_for(text: str) -> str:
+    """text with the seconds control has been held as N."""
+    return re.sub(r"in control for \d+ s", "in control for N s", text)
+
+
+def post_signed(url: str, key: Path, path: str, doc: dict) -> tuple[int, dict]:
+    """A signed POST of exactly doc (no operator added)."""
+    body = json.dumps(doc).encode()
+    u = url.removeprefix("http://")
+    host, port = u.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request("POST", path, body=body, headers={
+            "Authorization": authorization(read_key(key), "POST", path, body)})
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()
 
 
 class DaqctlTest(E2ETestCase):
@@ -65,14 +91,17 @@ class DaqctlTest(E2ETestCase):
     def refused(self, reason: str, *args: object) -> subprocess.CompletedProcess:
         r = self.daqctl(*args)
         self.assertEqual(r.returncode, 1, f"daqctl {args}: {r.stdout}{r.stderr}")
-        self.assertIn(reason, r.stderr)
+        self.assertIn(reason, held_for(r.stderr))
         return r
 
     def test_a_run_through_its_states(self) -> None:
         proc, url = self.serve(self.key)
         hub = ["--hub", url, "--run-key-file", self.key]
         self.assertEqual(self.accepted(*hub, "status"),
-                         {"state": "idle", "run": 0, "peers": [], "missing": [], "runs": []})
+                         {"state": "idle", "run": 0, "peers": [], "missing": [], "runs": [],
+                          "control": {"operator": None, "since_unix_ms": None, "previous": "",
+                                      "takes": 0, "takeovers": 0, "releases": 0,
+                                      "refused": 0}})
         args = self.h.path("configure.json")
         args.write_text(json.dumps({"run": 3, "args": {"hub": ["--events", "100"],
                                                        "source.0": ["--seed", "5"]}}))
@@ -96,6 +125,66 @@ class DaqctlTest(E2ETestCase):
         self.assertEqual(self.accepted(*hub, "status")["run"], 3)
         self.assertEqual(self.accepted(*hub, "reset")["state"], "idle")
         self.assertEqual(self.accepted(*hub, "shutdown")["state"], "shutdown")
+        self.assertEqual(self.h.wait(proc, 10), 0, proc.tail())
+
+    def test_one_operator_in_control(self) -> None:
+        proc, url = self.serve(self.key)
+        hub = ["--hub", url, "--run-key-file", self.key]
+        alice, bob = [*hub, "--operator", "alice"], [*hub, "--operator", "bob"]
+        args = self.h.path("configure.json")
+        args.write_text(json.dumps({"run": 3, "args": {"hub": []}}))
+        # Nobody in control: any operator's request is taken.
+        self.assertEqual(self.accepted(*bob, "configure", "--args-file", args)["state"],
+                         "configured")
+        self.assertEqual(self.accepted(*alice, "control")["control"]["operator"], "alice")
+        self.accepted(*alice, "control")    # taking one's own control again is fine
+        self.refused("daqctl: control refused (HTTP 409 Conflict): control is held by 'alice' "
+                     "(in control for N s); 'bob' may take it over explicitly", *bob, "control")
+        for command in (["start", "--run", 3], ["reset"], ["shutdown"]):
+            with self.subTest(command=command):
+                self.refused("refused (HTTP 409 Conflict): control is held by 'alice' (in "
+                             "control for N s), not 'bob'; take control over explicitly first",
+                             *bob, *command)
+        self.refused("release refused (HTTP 409 Conflict): control is held by 'alice', not "
+                     "'bob'; only its holder releases it", *bob, "release")
+        # Reading stays open to everyone; the refusals changed nothing.
+        state = self.accepted(*bob, "status")
+        self.assertEqual((state["state"], state["control"]["operator"],
+                          state["control"]["refused"]), ("configured", "alice", 3))
+        # The explicit take-over, logged by the hub; then alice is refused by name.
+        self.assertEqual(self.accepted(*bob, "--take-control", "start", "--run", 3)["state"],
+                         "running")
+        self.assertIn("Control taken over by 'bob' from 'alice'", proc.log())
+        self.refused("control is held by 'bob' (in control for N s), not 'alice'", *alice,
+                     "stop", "--run", 3)
+        state = self.accepted(*alice, "status")
+        self.assertEqual((state["state"], state["control"]["operator"],
+                          state["control"]["previous"], state["control"]["takeovers"]),
+                         ("running", "bob", "alice", 1))
+        self.assertEqual(self.accepted(*bob, "release")["control"]["operator"], None)
+        self.refused("control is not held by anyone; 'bob' has none to release", *bob,
+                     "release")
+        self.assertEqual(self.accepted(*alice, "stop", "--run", 3)["state"], "stopping")
+        # Bad names, refused by the hub before anything changes.
+        for name, reason in (("", "operator: a name of 1 to 64 characters is needed, not 0"),
+                             ("x" * 65, "operator: a name of 1 to 64 characters is needed")):
+            with self.subTest(name=name):
+                r = self.daqctl(*hub, "--operator", name, "control")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("--operator:", r.stderr)
+        status, answer = post_signed(url, self.key, "/control", {"operator": "tab\there"})
+        self.assertEqual((status, answer["error"]),
+                         (400, "operator: character 4 is not printable ASCII"))
+        status, answer = post_signed(url, self.key, "/control", {})
+        self.assertEqual((status, answer["error"]), (400, "operator: the request names no "
+                                                          "operator (\"operator\": \"NAME\" "
+                                                          "in its body)"))
+        self.accepted(*alice, "control")
+        status, answer = post_signed(url, self.key, "/reset", {})
+        self.assertEqual((status, held_for(answer["reason"])),
+                         (409, "control is held by 'alice' (in control for N s); this request "
+                               "names no operator"))
+        self.assertEqual(self.accepted(*alice, "shutdown")["state"], "shutdown")
         self.assertEqual(self.h.wait(proc, 10), 0, proc.tail())
 
     def test_wrong_or_missing_key_is_refused(self) -> None:

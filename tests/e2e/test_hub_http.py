@@ -118,14 +118,14 @@ class Dribblers:
 class HubHttpTest(E2ETestCase):
     needs_daemons = True
 
-    def start_hub(self, key: Path) -> tuple[object, Hub]:
+    def start_hub(self, key: Path, *extra: object, name: str = "hub") -> tuple[object, Hub]:
         """A serving hub alone (its peers never come): /state answers."""
-        pf = self.h.path("ports", "hub.port")
-        hub = self.h.daemon("builderd", "hub", [
+        pf = self.h.path("ports", f"{name}.port")
+        hub = self.h.daemon("builderd", name, [
             "--run", "1", "--sources", "1", "--readers", "1", "--listen", "127.0.0.1:0",
             "--control-listen", "127.0.0.1:0", "--out", self.h.path("base"),
             "--port-file", pf, "--run-key-file", key, "--session-listen", "127.0.0.1:0",
-            "--control-http", "127.0.0.1:0"])
+            "--control-http", "127.0.0.1:0", *extra])
         ports = self.h.wait_port_file(pf, ("http",), proc=hub)
         return hub, Hub(f"http://127.0.0.1:{ports['http']}", read_key(key), timeout_s=10)
 
@@ -134,6 +134,87 @@ class HubHttpTest(E2ETestCase):
         st = client.state()
         self.assertIn("control_http", st)
         return time.monotonic() - t
+
+    def test_the_console_files_and_nothing_else(self):
+        """GET / and /console/NAME from --console-dir, unsigned, with their
+        types and a policy that keeps the page on the hub; nothing outside
+        the directory, no link, nothing over the cap, no unknown type."""
+        key = write_key(self)
+        site = self.h.path("site")
+        site.mkdir()
+        (site / "index.html").write_text("<!doctype html><p>console</p>")
+        (site / "console.js").write_text("let x = 1;")
+        (site / "console.css").write_text("p {}")
+        (site / "empty.json").write_text("")
+        (site / "notes.txt").write_text("not served")
+        (site / ".hidden.js").write_text("hidden")
+        (site / "link.js").symlink_to(key)
+        with open(site / "big.js", "wb") as f:
+            f.truncate(8 * 1024 * 1024 + 1)
+        os.mkfifo(site / "fifo.js")
+        secret = self.h.path("secret.js")
+        secret.write_text("secret")
+        hub, client = self.start_hub(key, "--console-dir", site)
+
+        def get(path: str) -> tuple[int, dict, bytes]:
+            conn = http.client.HTTPConnection("127.0.0.1", client.port, timeout=10)
+            try:
+                conn.request("GET", path)
+                r = conn.getresponse()
+                return r.status, dict(r.getheaders()), r.read()
+            finally:
+                conn.close()
+
+        for path, body, ctype in (("/", b"<!doctype html><p>console</p>", "text/html; charset=utf-8"),
+                                  ("/console/index.html", b"<!doctype html><p>console</p>",
+                                   "text/html; charset=utf-8"),
+                                  ("/console/console.js", b"let x = 1;",
+                                   "text/javascript; charset=utf-8"),
+                                  ("/console/console.css", b"p {}", "text/css; charset=utf-8"),
+                                  ("/console/empty.json", b"", "application/json")):
+            with self.subTest(path=path):
+                status, headers, got = get(path)
+                self.assertEqual((status, got, headers["Content-Type"]), (200, body, ctype))
+                self.assertIn("connect-src 'self'", headers["Content-Security-Policy"])
+                self.assertIn("default-src 'none'", headers["Content-Security-Policy"])
+                self.assertEqual(headers["X-Content-Type-Options"], "nosniff")
+        no_file = ("no such console file; the console is GET / and its files GET "
+                   "/console/NAME (letters, digits, '.', '_', '-')")
+        for path, status, reason in (
+                ("/console/../secret.js", 404, no_file),
+                ("/console/..%2fsecret.js", 404, no_file),
+                ("/console/%2e%2e/secret.js", 404, no_file),
+                ("/console/sub/console.js", 404, no_file),
+                ("/console/.hidden.js", 404, no_file),
+                ("/console/", 404, no_file),
+                ("/console/notes.txt", 404, no_file),
+                ("/console/console.js?v=1", 404, no_file),
+                ("/console/absent.js", 404, "console file absent.js: No such file or directory"),
+                ("/console/link.js", 404, "console file link.js: Too many levels of symbolic links"),
+                ("/console/fifo.js", 404, "console file fifo.js is not a regular file"),
+                ("/console/big.js", 413, "console file big.js is 8388609 bytes; at most 8388608 "
+                                         "are served"),
+                ("/../secret.js", 404, "no such path /../secret.js")):
+            with self.subTest(path=path):
+                got_status, _, got = get(path)
+                self.assertEqual(got_status, status, got)
+                self.assertIn(reason, json.loads(got)["error"])
+        # A POST to / is no console request, and /state still wants the key.
+        self.assertEqual(send(client.port, "GET", "/state", b"", "none")[0], 401)
+        self.assertEqual(client.state()["state"], "idle")
+        # A hub whose directory has no console says where it comes from.
+        hub2, client2 = self.start_hub(key, "--console-dir", self.h.path("absent"),
+                                     name="hub2")
+        conn = http.client.HTTPConnection("127.0.0.1", client2.port, timeout=10)
+        conn.request("GET", "/")
+        r = conn.getresponse()
+        self.assertEqual(r.status, 404)
+        self.assertIn("console file index.html: No such file or directory (the console is "
+                      "built by make into build/console; builderd --console-dir)",
+                      json.loads(r.read())["error"])
+        conn.close()
+        self.h.stop(hub2)
+        self.h.stop(hub)
 
     def test_replayed_requests_are_refused_by_name(self):
         key = write_key(self)

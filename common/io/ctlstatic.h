@@ -1,0 +1,33 @@
+/* The operator's console as files served by the control endpoint
+ * (io/ctlhttp, docs/RUNCONTROL.md "The console"): GET / is DIR/index.html,
+ * GET /console/NAME is DIR/NAME. NAME is one file name of letters, digits,
+ * '.', '_' and '-', not starting with '.', so no request names anything
+ * outside DIR (no '/', no "..", no escapes); a file is served only when it
+ * is a regular file (not a symbolic link), at most CTLSTATIC_MAX_FILE
+ * bytes, of a known type (.html, .js, .css, .svg, .png, .ico, .json,
+ * .map), with its Content-Type and a Content-Security-Policy that lets the
+ * page reach no address but the hub's. */
+#ifndef ES_IO_CTLSTATIC_H
+#define ES_IO_CTLSTATIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct evbuffer;
+
+#define CTLSTATIC_MAX_FILE (8u * 1024u * 1024u)
+#define CTLSTATIC_PREFIX "/console/"
+
+/* Whether uri (as the request line has it) asks for a console file. */
+bool ctlstatic_wanted(const char *uri);
+
+/* The file uri names, into out: its content type in *type and 200, or the
+ * HTTP status of the refusal (404, 413, 500) with the reason. */
+int ctlstatic_read(const char *dir, const char *uri, struct evbuffer *out, const char **type,
+		   char *reason, size_t len);
+
+/* The headers every console file is sent with (name, value pairs, NULL
+ * ended). */
+extern const char *const ctlstatic_headers[];
+
+#endif
