@@ -46,6 +46,11 @@ esac
 # capacity in the virtual cluster, DEPS_EXTRA=iperf3 (its e2e test skips
 # without it).
 packages="$packages ${DEPS_EXTRA:-}"
+# node and npm: make bundles the operator's console (console/, npm ci and
+# esbuild); Debian's when the machine has none of its own.
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+	packages="$packages nodejs npm"
+fi
 if $list; then
 	# shellcheck disable=SC2086
 	printf '%s\n' $packages
