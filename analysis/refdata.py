@@ -110,14 +110,15 @@ def recorded_events(events_jsonl: str, below: int | None = None) -> set[int]:
 
 
 def check_folder(c: DataCheck, folder: str, seed: int, run: int, below: int | None,
-                 report: int) -> None:
-    """One builder's files against its events.jsonl."""
+                 report: int, data: str | None = None) -> None:
+    """One builder's files (in data, by default its folder) against its
+    events.jsonl."""
     want = recorded_events(os.path.join(folder, "events.jsonl"), below)
     seen: set[int] = set()
     batch: list = []
     manifests: list[dict] = []
     events_read = 0
-    for path in event_files(folder):
+    for path in event_files(data or folder):
         c.files += 1
         count = 0
         try:
@@ -158,7 +159,7 @@ def check_folder(c: DataCheck, folder: str, seed: int, run: int, below: int | No
     if batch:
         _check_batch(c, seed, run, batch, report)
     if below is None:      # a fenced builder writes no end documents
-        check_slices(c, folder, manifests, events_read)
+        check_slices(c, data or folder, manifests, events_read)
     missing = want - seen
     c.not_recorded += len(missing)
     for e in sorted(missing)[:max(0, report - len(c.examples))]:
@@ -218,24 +219,38 @@ def check_slices(c: DataCheck, folder: str, manifests: list[dict], events_read: 
                           f"{events_read}")
 
 
+def data_dirs(run_dir: str) -> dict[int, str]:
+    """{builder: the folder of its event files} as params.json's "output"
+    names them (daqrun's [output] directory, relative to the run directory
+    or absolute); {} without one (the files are beside events.jsonl)."""
+    try:
+        with open(os.path.join(run_dir, "params.json"), encoding="utf-8") as f:
+            out = (json.load(f).get("output") or {}).get("directories") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {int(b): os.path.join(run_dir, d) for b, d in out.items()}
+
+
 def has_data(run_dir: str) -> bool:
-    root = Path(run_dir)
-    return any(root.rglob("*" + evfile.FILE_SUFFIX)) or any(root.rglob("*.h5")) or \
-        any(root.rglob("*.writing"))
+    roots = [Path(run_dir)] + [Path(d) for d in data_dirs(run_dir).values()]
+    return any(any(root.rglob("*" + evfile.FILE_SUFFIX)) or any(root.rglob("*.h5")) or
+               any(root.rglob("*.writing")) for root in roots)
 
 
 def check_run(run_dir: str, seed: int, run: int, fences: dict, report: int = 10) -> DataCheck:
-    """Every builder's files of a run (RUN_DIR, or RUN_DIR/builders/B/);
-    fences: builder -> refbuild.Fence of the given-up ones."""
+    """Every builder's files of a run (RUN_DIR, or RUN_DIR/builders/B/, or
+    the directories params.json's "output" names); fences: builder ->
+    refbuild.Fence of the given-up ones."""
     c = DataCheck()
     top = os.path.join(run_dir, "builders")
+    data = data_dirs(run_dir)
     if os.path.isdir(top):
         for b in sorted(int(n) for n in os.listdir(top) if n.isdigit()):
             fence = fences.get(b)
             check_folder(c, os.path.join(top, str(b)), seed, run,
-                         fence.below if fence else None, report)
+                         fence.below if fence else None, report, data.get(b))
     else:
-        check_folder(c, run_dir, seed, run, None, report)
+        check_folder(c, run_dir, seed, run, None, report, data.get(0))
     return c
 
 

@@ -11,7 +11,10 @@ the outcome of every event ID, per-peer clock offsets with their bounds;
 and the table of conservation equations with each side. A run of several
 builders (RUN_DIR/builders/B/) adds a table of the builders (assigned,
 recorded, expired, rate) and each builder's accepted rate over the run;
-the rate figure counts every builder's records.
+the rate figure counts every builder's records. A run that records its
+events' data (builderd --record, daqrun's [output]) adds the recording:
+each builder's files, events, bytes and MB/s, and the files of
+files.json.
 """
 
 from __future__ import annotations
@@ -259,6 +262,70 @@ def builders_table(builders: list[dict]) -> str:
                       for b in builders if b.get("fenced_below") is not None))
 
 
+def mb_per_s(nbytes, ns) -> str:
+    return f"{nbytes / (ns / 1e9) / 1e6:,.1f}" if nbytes is not None and ns else "n/a"
+
+
+def recording_rows(m: dict) -> list[tuple]:
+    """(builder, its END counters, its build span in ns) of each builder
+    that recorded: the one of the run, or each of several."""
+    span = (m.get("rates") or {}).get("build_duration_s")
+    run_span = span * 1e9 if isinstance(span, (int, float)) else None
+    section = m.get("builders")
+    if isinstance(section, dict) and section:
+        out = []
+        for b, entry in sorted(section.items(), key=lambda kv: int(kv[0])):
+            c = ((entry or {}).get("counters") or {}).get("builder") or {}
+            out.append((b, c, c.get("build_span_ns") or run_span))
+        return [r for r in out if "data_files" in r[1]]
+    c = (m.get("counters") or {}).get("builder") or {}
+    return [("0", c, run_span)] if "data_files" in c else []
+
+
+def recording_section(run_dir: Path, m: dict) -> str:
+    """The recording (docs/RECORDING.md): per builder its files, events,
+    bytes, MB/s over its build span and while writing, the events not
+    written; then files.json's files. "" for a run that recorded nothing."""
+    rows = recording_rows(m)
+    if not rows or not any(c.get("data_files") or c.get("data_events_written")
+                           or c.get("data_events_unrecorded") for _, c, _ in rows):
+        return ""
+    body = "\n".join(
+        f"<tr><td>{html.escape(str(b))}</td><td>{number(c.get('data_files'))}</td>"
+        f"<td>{number(c.get('data_events_written'))}</td>"
+        f"<td>{number(c.get('data_bytes_written'))}</td>"
+        f"<td>{mb_per_s(c.get('data_bytes_written'), span)}</td>"
+        f"<td>{mb_per_s(c.get('data_bytes_written'), c.get('data_write_ns'))}</td>"
+        f"<td>{number(c.get('data_events_unwritten'))}</td>"
+        f"<td>{number(c.get('data_events_unrecorded'))}</td></tr>" for b, c, span in rows)
+    total = sum(c.get("data_bytes_written") or 0 for _, c, _ in rows)
+    span = (m.get("rates") or {}).get("build_duration_s")
+    files = ""
+    try:
+        doc = json.loads((run_dir / "files.json").read_text(encoding="utf-8"))
+        listed = doc.get("files") or []
+        files = (f"<p>files.json: {len(listed)} files, {number(doc['totals']['events'])} events, "
+                 f"{number(doc['totals']['bytes'])} bytes"
+                 + (f", {len(doc['unclosed'])} unclosed" if doc.get("unclosed") else "")
+                 + "</p>\n<table id=\"files\"><tr><th>file</th><th>builder</th><th>bytes</th>"
+                 "<th>events</th><th>first</th><th>last</th><th>CRC</th></tr>\n"
+                 + "\n".join(f"<tr><td>{html.escape(str(f.get('name')))}</td>"
+                             f"<td>{f.get('builder')}</td><td>{number(f.get('bytes'))}</td>"
+                             f"<td>{number(f.get('events'))}</td><td>{f.get('first_event')}</td>"
+                             f"<td>{f.get('last_event')}</td><td>{f.get('file_crc')}</td></tr>"
+                             for f in listed[:100])
+                 + "\n</table>" + (f"<p>... and {len(listed) - 100} more files.</p>"
+                                   if len(listed) > 100 else ""))
+    except (OSError, ValueError, KeyError, TypeError):
+        files = "<p>No files.json in the run directory.</p>"
+    return (f"<h2>Recording: {number(total)} bytes, "
+            f"{mb_per_s(total, span * 1e9 if isinstance(span, (int, float)) else None)} MB/s "
+            "over the build span</h2>\n<table id=\"recording\"><tr><th>builder</th><th>files</th>"
+            "<th>events written</th><th>bytes</th><th>MB/s over its build span</th>"
+            "<th>MB/s while writing</th><th>unwritten</th><th>unrecorded</th></tr>\n"
+            + body + "\n</table>\n" + files)
+
+
 def fig_outcomes(m: dict, path: Path) -> None:
     save(build_outcomes(m), path)
 
@@ -295,7 +362,8 @@ def img(path: Path, alt: str) -> str:
     return f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"><figcaption>{html.escape(alt)}</figcaption></figure>'
 
 
-def page(m: dict, figures: list[tuple[Path, str]], builders: list[dict] = ()) -> str:
+def page(m: dict, figures: list[tuple[Path, str]], builders: list[dict] = (),
+         recording: str = "") -> str:
     lat = m["latency"]
     u = lat.get("uncertainty_ns") or 0
     status = html.escape(str(m.get("status", "?")))
@@ -346,6 +414,7 @@ figure {{ margin: 1em 0; }} img {{ max-width: 100%; }}
 </table>
 <h2>Errors</h2><ul id="errors">{errors}</ul>
 {builders_table(list(builders))}
+{recording}
 <h2>Figures</h2>
 {''.join(img(p, alt) for p, alt in figures)}
 <h2>Processes</h2>
@@ -388,7 +457,8 @@ def main() -> int:
                                                "in the bins of the rate figure"))
     if fig_clocks(m, out / "clocks.png"):
         figures.append((out / "clocks.png", "Per-peer clock offsets with bounds"))
-    (out / "report.html").write_text(page(m, figures, builders), encoding="utf-8")
+    (out / "report.html").write_text(page(m, figures, builders,
+                                          recording_section(args.run_dir, m)), encoding="utf-8")
     print(f"report: {out / 'report.html'}")
     return 0
 

@@ -78,6 +78,36 @@ static void live_prom_builders(struct evbuffer *out, const struct snapshot *b)
 	prom_sample_u64(out, "es_hub_assignment_backlog_events", NULL, b->assignment_backlog);
 }
 
+/* The event files (--record, data/record.h): metrics.json's data_*
+ * counters, data_write_ns in seconds; a hub's are its builders' END sums. */
+static void live_prom_data(struct evbuffer *out, const struct snapshot *b)
+{
+	const struct {
+		const char *name, *help;
+		uint64_t value;
+	} fam[] = {
+		{ "es_builder_data_files_total", "event files closed", b->data_files },
+		{ "es_builder_data_events_written_total", "events written to event files",
+		  b->data_events_written },
+		{ "es_builder_data_bytes_written_total", "bytes written to event files",
+		  b->data_bytes_written },
+		{ "es_builder_data_events_unwritten_total",
+		  "events handed to the writer after it failed", b->data_events_unwritten },
+		{ "es_builder_data_events_unrecorded_total",
+		  "events with a fragment larger than --record-max-payload", b->data_events_unrecorded },
+		{ "es_builder_data_sync_calls_total", "fdatasync and fsync calls of the writer",
+		  b->data_sync_calls },
+	};
+	for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+		prom_family(out, fam[f].name, "counter", fam[f].help);
+		prom_sample_u64(out, fam[f].name, NULL, fam[f].value);
+	}
+	prom_family(out, "es_builder_data_write_seconds_total", "counter",
+		    "time in the writer's writes and syncs");
+	prom_sample_f64(out, "es_builder_data_write_seconds_total", NULL,
+			(double)b->data_write_ns / 1e9);
+}
+
 /* /status: numbers and fixed words only, so plain printf is strict JSON. */
 static void live_status(struct evbuffer *out, const struct snapshot *b)
 {
@@ -174,6 +204,7 @@ void live_fill(struct evbuffer *out, bool json, const struct snapshot *b)
 	prom_sample_u64(out, "es_builder_" #name "_total", NULL, c->name);
 	CNT_LIST_BUILDER_CORE(LIVE_COUNTER)
 #undef LIVE_COUNTER
+	live_prom_data(out, b);
 	prom_family(out, "es_builder_frames_read_total", "counter", "frames read from all readers");
 	prom_sample_u64(out, "es_builder_frames_read_total", NULL, b->frames_read);
 	prom_family(out, "es_builder_reader_frames_total", "counter", "frames read from each reader");

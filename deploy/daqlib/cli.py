@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     backend_name = t.deploy["backend"]
     run_dir = Path(args.out or f"runs/{Path(args.topology).stem}-{backend_name}").resolve()
     try:
-        prepare_run_dir(run_dir)
+        prepare_run_dir(run_dir, t)
     except OSError as e:
         return fail_usage(f"cannot prepare run directory {run_dir}: {e}")
 
@@ -370,7 +370,7 @@ def finish(launcher: Launcher, outcome: str) -> int:
     elif builder_rc != 0:
         status = builder_rc
     elif unfinished or others or (ref is not None and ref != 0) or (truth is not None and truth != 0) \
-            or launcher.teardown_problems:
+            or launcher.teardown_problems or launcher.recording_problems:
         status = EXIT_FAIL
     else:
         status = EXIT_OK
@@ -382,6 +382,8 @@ def finish(launcher: Launcher, outcome: str) -> int:
         parts.append(f"{len(others)} other daemon(s) failed")
     if launcher.teardown_problems:
         parts.append(f"{len(launcher.teardown_problems)} teardown problem(s)")
+    if launcher.recording_problems:
+        parts.append(f"{len(launcher.recording_problems)} recording problem(s)")
     parts.append("refbuild skipped" if ref is None else f"refbuild status {ref}")
     if truth is not None:
         parts.append(f"truthcheck status {truth}")

@@ -4,6 +4,8 @@ asked of the backend), the run key, and when refbuild's check applies.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,46 @@ def building_options(t: Topology, table: dict) -> list[str]:
     return argv
 
 
+def config_sha256(t: Topology) -> str:
+    """The run's configuration hash, stamped into every event file: the
+    SHA-256 of the topology as resolved (params.json's "topology", every
+    default filled in and every --set applied) in canonical JSON: keys
+    sorted, no spaces, UTF-8 (docs/TOPOLOGY.md, "[output]")."""
+    text = json.dumps(t.as_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def record_max_payload(t: Topology) -> int:
+    """[output] max_payload, by default the run's largest payload."""
+    o, r = t.output, t.run
+    if o["max_payload"] is not None:
+        return o["max_payload"]
+    return max(1, r["payload"], r["max_fragment"] or 0)
+
+
+def data_dir(t: Topology, run_dir: Path, builder_id: int) -> Path:
+    """Where builder B writes its event files: [output] directory (under
+    the run directory when relative), the run directory by default; with
+    several builders, its builders/B/ below that."""
+    given = t.output.get("directory")
+    base = run_dir if given is None else run_dir / given   # an absolute path stays itself
+    return base / "builders" / str(builder_id) if t.several else base
+
+
+def record_options(t: Topology, be: Backend, host: str, run_dir: Path,
+                   builder_id: int) -> list[str]:
+    """builderd's --record options from [output]; none when it records nothing."""
+    o = t.output
+    if not t.records:
+        return []
+    argv = ["--record", o["format"],
+            "--record-dir", be.path(host, data_dir(t, run_dir, builder_id)),
+            "--record-max-payload", str(record_max_payload(t))]
+    opt(argv, "--record-max-file-bytes", o["max_file_bytes"])
+    opt(argv, "--record-sync", o["sync"])
+    return argv + ["--config-sha256", config_sha256(t)]
+
+
 def common_tail(t: Topology, be: Backend, host: str, table: dict, run_dir: Path) -> list[str]:
     """What ends every builderd's command line: quiet, the run key, the
     metrics listener the progress line reads, the table's extra."""
@@ -143,6 +185,7 @@ def builder_argv(t: Topology, be: Backend, run_dir: Path, port_file: Path) -> li
         opt(argv, "--shm-capacity", b["shm_capacity"])
     if r["no_admission"]:
         argv.append("--no-admission")
+    argv += record_options(t, be, host, run_dir, 0)
     return argv + common_tail(t, be, host, b, run_dir)
 
 
@@ -184,6 +227,7 @@ def builder_role_argv(t: Topology, b: dict, be: Backend, run_dir: Path, port_fil
     if b["id"] in [x["id"] for x in t.shm_builders()]:
         argv += ["--shm-listen", builder_shm_name(b["id"])]
         opt(argv, "--shm-capacity", b["shm_capacity"])
+    argv += record_options(t, be, host, run_dir, b["id"])
     return argv + common_tail(t, be, host, b, run_dir)
 
 

@@ -23,6 +23,7 @@ from .daemons import (addr, builder_argv, builder_out, builder_role_argv, builde
                       hub_argv, placement_prefix, port_file, reader_argv, refbuild_policy,
                       shm_name, source_argv, uses_shm)
 from .hubclient import Hub, HubError
+from .recording import FILES_JSON, clear_event_files, files_doc, make_data_dirs, params_section, summary_lines
 from .topology import Topology
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -108,12 +109,15 @@ def in_progress(run_dir: Path) -> str | None:
     return None
 
 
-def prepare_run_dir(run_dir: Path) -> None:
+def prepare_run_dir(run_dir: Path, t: Topology | None = None) -> None:
     """Creates the run directory, or clears a previous run's outputs from it
-    (with the builders' folders of a run of several builders)."""
+    (with the builders' folders of a run of several builders, and the event
+    files of t's data directories under it)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     for name in OUTPUTS:
         (run_dir / name).unlink(missing_ok=True)
+    if t is not None:
+        clear_event_files(t, run_dir)
     shutil.rmtree(run_dir / "builders", ignore_errors=True)
     for sub in ("logs", "ports"):
         d = run_dir / sub
@@ -311,6 +315,7 @@ class Launcher:
         self.builder_status: dict[int, Hub] = {}   # /status of each builder of several
         self.builder_seen: dict[int, tuple[float, int]] = {}   # when, events_complete
         self.teardown_problems: list[str] = []
+        self.recording_problems: list[str] = []   # files.json against the counters
         self.t0 = time.monotonic()
 
     # params.json: what refbuild and later analysis need to know about the run.
@@ -340,6 +345,7 @@ class Launcher:
             "run": run,
             "topology": self.t.as_dict(),
             "refbuild": {"deterministic": deterministic, "reason": reason},
+            "output": params_section(self.t, self.run_dir),
             "ports": self.ports,
             "shm_name": shm_name() if uses_shm(self.t) else None,
             "builders": [{"id": b["id"], "host": b["host"], "out": f"builders/{b['id']}",
@@ -380,6 +386,7 @@ class Launcher:
         """Starts the builders (the one of --role both, or the hub, then
         every builder), the readers, then the sources, each stage once the
         one before has written its ports."""
+        make_data_dirs(self.t, self.backend, self.run_dir)
         if self.t.several:
             self.start_hub()
             self.start_builders()
@@ -645,7 +652,29 @@ class Launcher:
             print("---- builders " + "-" * 58)
             for line in builder_lines(self.run_dir, self.t):
                 print(line)
+        lines = self.recording()
+        if lines:
+            print("---- recording " + "-" * 57)
+            for line in lines:
+                print(line)
         print("-" * 72, flush=True)
+
+    def recording(self) -> list[str]:
+        """Writes RUN_DIR/files.json when the run records; the summary's
+        lines of what was written (docs/RECORDING.md, "What daqrun shows").
+        A difference between files.json and the builders' counters goes
+        to recording_problems, which fail the run."""
+        if not self.t.records:
+            return []
+        files = None
+        try:
+            files = files_doc(self.t, self.run_dir)
+            write_json(self.run_dir / FILES_JSON, files)
+        except OSError as e:
+            self.recording_problems.append(f"{FILES_JSON} not written: {e}")
+        lines, problems = summary_lines(self.t, self.run_dir, files)
+        self.recording_problems += problems
+        return lines + [f"recording: {p}" for p in problems]
 
     def truthcheck(self) -> int | None:
         """In the virtual cluster every namespace reads one kernel clock, so

@@ -32,6 +32,7 @@ from typing import Callable
 
 from .hubclient import Hub
 from .launcher import prepare_run_dir
+from .recording import make_data_dirs
 from .runconfig import CLIENT_BACKENDS, Session, configure_body
 from .schema import RUN_KEYS, TopologyError
 from .topology import Topology, load_topology
@@ -188,8 +189,10 @@ class ScanRunner:
         """Configure, start, end (the run's own or a stop), and its figures."""
         t = load_topology(self.scan.topology, self.sets + point.sets + [f"run.run={number}"])
         run_dir = self.session.run_dir(number)
-        prepare_run_dir(run_dir)
-        body = configure_body(t, self.session.backend(t, run_dir), run_dir, self.session.ports)
+        prepare_run_dir(run_dir, t)
+        backend = self.session.backend(t, run_dir)
+        make_data_dirs(t, backend, run_dir)
+        body = configure_body(t, backend, run_dir, self.session.ports)
         (run_dir / "configure.json").write_text(json.dumps(body, indent=2) + "\n")
         run = {"run": number, "dir": str(run_dir)}
         ok, reason = self.hub.post("/configure", body)

@@ -188,6 +188,36 @@ SOURCE_KEYS = {                  # [[source]]: one source's overrides
                 shown="any"),
     "rtprio": Key("int", None, 1, 99, "SCHED_FIFO priority (`chrt -f`)", shown="none"),
 }
+# [output]: what every builder records of its accepted events (builderd
+# --record, docs/RECORDING.md); builderd's bounds.
+OUTPUT_FORMATS = ("raw", "hdf5", "none")
+OUTPUT_SYNCS = ("close", "batch", "never")
+MAX_PAYLOAD = 1048576            # FRM_MAX_PAYLOAD_BYTES
+OUTPUT_KEYS = {
+    "format": Key("str", "none", doc="`\"raw\"` (docs/event-file-format.md), `\"hdf5\"` "
+                                    "(docs/hdf5-layout.md) or `\"none\"`: every builder's "
+                                    "`--record`",
+                  shown="`\"none\"` without `[output]` (deploy/topologies/local.toml: "
+                        "`\"raw\"`)"),
+    "directory": Key("str", None, doc="where the event files go; a relative path is under the "
+                                      "run directory (with `--runs N`, each run's); with "
+                                      "`[[builder]]` tables builder B writes to "
+                                      "DIRECTORY/builders/B: every builder's `--record-dir`",
+                     shown="the run directory (several builders: `builders/B/`)"),
+    "max_file_bytes": Key("int", None, 1 << 20, U64, "a file rolls before it passes this: "
+                                                     "`--record-max-file-bytes`",
+                          shown="`268435456` (builderd's default)"),
+    "sync": Key("str", None, doc="`\"close\"` (fdatasync each file at its close), "
+                                 "`\"batch\"` (after every batch too) or `\"never\"` (for "
+                                 "measurements): `--record-sync`",
+                shown="`\"close\"` (builderd's default)"),
+    "max_payload": Key("int", None, 1, MAX_PAYLOAD, "largest payload recorded; each builder "
+                                                    "keeps window × sources fragments of this "
+                                                    "size: `--record-max-payload`; not below "
+                                                    "`payload`",
+                       shown="the run's largest payload: `max_fragment` if set, else "
+                             "`payload` (at least 1)"),
+}
 HOST_KEYS = {                    # [hosts.NAME]: what every backend may read
     "address": Key("str", None, doc="address its daemons listen on and are reached at",
                    shown="local: `\"127.0.0.1\"`; ssh: the host part of `ssh`",
@@ -206,7 +236,7 @@ HOST_KEYS = {                    # [hosts.NAME]: what every backend may read
                shown="none", used_by="all"),
 }
 CORE_TABLES = {"deploy": DEPLOY_KEYS, "run": RUN_KEYS, "builder": BUILDER_KEYS,
-               "hub": HUB_KEYS, "sources": SOURCES_KEYS}
+               "hub": HUB_KEYS, "sources": SOURCES_KEYS, "output": OUTPUT_KEYS}
 ARRAYS = {"reader": READER_KEYS, "source": SOURCE_KEYS}
 TRANSPORTS = ("shm", "tcp")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from .backends import LaunchError
 from .daemons import addr, builder_out, run_key_path, shm_name
 from .hubclient import Hub, HubError, read_key
+from .recording import make_data_dirs
 from .runconfig import Session, configure_body, write_session
 from .launcher import (EXIT_FAIL, EXIT_OK, Launcher, prepare_run_dir, say, write_json)
 from .schema import TopologyError
@@ -166,9 +167,10 @@ class ServingLauncher(Launcher):
         t = self.topology_of(k)
         number = t.run["run"]
         run_dir = self.base_dir / f"run-{number}"
-        prepare_run_dir(run_dir)
+        prepare_run_dir(run_dir, t)
         for b in t.builders if t.several else ():
             self.backend.make_dir(b["host"], builder_out(run_dir, b["id"]))
+        make_data_dirs(t, self.backend, run_dir)
         body = configure_body(t, self.backend, run_dir, self.ports)
         write_json(run_dir / "configure.json", body)
         row = {"k": k, "run": number, "dir": run_dir, "t": t}
@@ -220,6 +222,9 @@ class ServingLauncher(Launcher):
             doc = self.params()
             doc["serving"] = {"run_of_session": row["k"], "runs": self.runs}
             write_json(self.run_dir / "params.json", doc)
+            row["recording"] = self.recording()
+            row["recording_problems"] = list(self.recording_problems)
+            self.recording_problems = []
             return self.refbuild()
         finally:
             self.t, self.run_dir = base_t, base_dir
@@ -254,6 +259,8 @@ class ServingLauncher(Launcher):
                 row["refbuild"] = self.per_run_outputs(row)
                 self.rows.append(row)
                 say(summary_line(row))
+                for line in row["recording"]:
+                    say(f"run {row['run']}: {line}")
         except (LaunchError, HubError) as e:
             say(f"error: {e}")
             outcome = "failed"
@@ -302,7 +309,7 @@ def finish_serving(launcher: ServingLauncher, outcome: str) -> int:
         "pids": {h.name: h.pid for h in launcher.handles}})
     print("-" * 72, flush=True)
     bad_rows = [r for r in launcher.rows if r["status"] != 0 or not r.get("balanced")
-                or (r.get("refbuild") not in (None, 0))]
+                or (r.get("refbuild") not in (None, 0)) or r.get("recording_problems")]
     bad_daemons = [h for h in launcher.handles if h.returncode != 0 or h.killed]
     for h in bad_daemons:
         say(f"{h.name} " + ("had to be stopped" if h.killed else f"exited with status {h.returncode}")

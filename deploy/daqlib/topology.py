@@ -15,8 +15,9 @@ from typing import Any
 from .backends import BACKENDS, HostSpec, host_keys, option_tables
 from .backends.base import NAME_RE
 from .schema import (ARRAYS, BUILDER_ARRAY_KEYS, CORE_TABLES, DEFAULT_BATCH, DEFAULT_SLOTS,
-                     DEFAULT_TIMEOUT_MS, HIGH_WATER_BATCHES, MAX_RAILS, ROUTINGS, TRANSPORTS, U64,
-                     TopologyError, default_of, resolve_table)
+                     DEFAULT_TIMEOUT_MS, HIGH_WATER_BATCHES, MAX_RAILS, OUTPUT_FORMATS,
+                     OUTPUT_SYNCS, ROUTINGS, TRANSPORTS, U64, TopologyError, default_of,
+                     resolve_table)
 
 # [run] keys of the hub of several builders: a single [builder] takes none.
 HUB_RUN_KEYS = ("routing", "batch", "window_batches")
@@ -45,6 +46,12 @@ class Topology:
     # [hub]; with one [builder], [that table] and None (builderd --role both).
     builders: list[dict] = field(default_factory=list)
     hub: dict | None = None
+    output: dict = field(default_factory=dict)     # [output], resolved
+
+    @property
+    def records(self) -> bool:
+        """Whether every builder writes its events' data ([output] format)."""
+        return self.output.get("format", "none") != "none"
 
     @property
     def several(self) -> bool:
@@ -110,7 +117,7 @@ class Topology:
         return {"deploy": self.deploy, "run": self.run, **several,
                 "reader": self.readers, "sources": self.sources_defaults,
                 "source": [dict(v) for _, v in sorted(self.source_overrides.items())],
-                "hosts": self.hosts, **self.backend_tables}
+                "hosts": self.hosts, "output": self.output, **self.backend_tables}
 
 
 def _resolve_hosts(where: str, doc: dict) -> dict[str, dict]:
@@ -416,6 +423,24 @@ def _check_run(where: str, run: dict) -> None:
                             f"than payload {run['payload']}")
 
 
+def _check_output(where: str, run: dict, output: dict) -> None:
+    """[output]: the format and sync by name, a directory that is a path,
+    and cells large enough for the run's payload."""
+    for key, names in (("format", OUTPUT_FORMATS), ("sync", OUTPUT_SYNCS)):
+        value = output[key]
+        if value is not None and value not in names:
+            raise TopologyError(f"{where} [output] {key}: expected "
+                                f"{', '.join(repr(n) for n in names[:-1])} or {names[-1]!r}, "
+                                f"got {value!r}")
+    directory = output["directory"]
+    if directory is not None and "\0" in directory:
+        raise TopologyError(f"{where} [output] directory: a path cannot hold a NUL byte")
+    if output["max_payload"] is not None and output["max_payload"] < run["payload"]:
+        raise TopologyError(f"{where} [output] max_payload: {output['max_payload']} is smaller "
+                            f"than payload {run['payload']}: no event of the run could be "
+                            f"recorded")
+
+
 def _check_sections(where: str, doc: dict, known_tables: dict) -> None:
     unknown = sorted(set(doc) - set(known_tables) - set(ARRAYS) - {"hosts"})
     if unknown:
@@ -443,6 +468,7 @@ def resolve_topology(doc: dict, path: str) -> Topology:
     owner = _source_owners(where, readers)
     overrides = _resolve_overrides(where, doc, owner)
     _check_run(where, run)
+    _check_output(where, run, resolved["output"])
     _check_several(where, run, hub is not None)
     if hub is not None:
         _check_event_timeouts(where, run, builders, hub)
@@ -456,7 +482,7 @@ def resolve_topology(doc: dict, path: str) -> Topology:
                  readers=readers, sources_defaults=sd, source_overrides=overrides,
                  source_ids=sorted(owner), hosts=hosts, hosts_declared=declared,
                  backend_tables={n: resolved[n] for n in known if n not in CORE_TABLES},
-                 builders=builders, hub=hub)
+                 builders=builders, hub=hub, output=resolved["output"])
     _check_backend(where, t)
     return t
 
@@ -552,7 +578,7 @@ def apply_set(doc: dict, assignment: str) -> None:
     elif section == "hosts" and len(parts) == 3:
         _set_in_hosts(doc, dotted, parts, value)
     else:
-        single = ["run", "builder", "hub", "deploy", "sources"] + list(option_tables())
+        single = ["run", "builder", "hub", "deploy", "sources", "output"] + list(option_tables())
         raise TopologyError(f"--set {dotted}: unknown key (use "
                             + ", ".join(f"{n}.KEY" for n in single)
                             + ", builder.ID.KEY, reader.ID.KEY, source.ID.KEY, hosts.NAME.KEY, "

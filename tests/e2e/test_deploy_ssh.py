@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -209,9 +210,18 @@ class SshDeployTest(E2ETestCase):
     def test_run_over_ssh(self) -> None:
         if not all(os.access(self.h.bin / d, os.X_OK) for d in ("builderd", "readoutd", "sourced")):
             self.skipTest(f"daemons not built in {self.h.bin}")
-        r = self.h.daqrun(self.topology(), timeout_s=120)
+        # Recording on ([output]): the builder writes its files in its remote
+        # run directory, which comes back with the logs.
+        r = self.h.daqrun(self.topology(), timeout_s=120, sets=['output.format="raw"'])
         self.assertRunOk(r)
         self.assertIn("PASS refbuild", r.output)
+        self.assertIn(f"PASS refbuild data {r.run_dir}: every payload byte", r.output)
+        files = json.loads((r.run_dir / "files.json").read_text())
+        self.assertEqual(sorted(f["name"] for f in files["files"]),
+                         sorted(p.name for p in r.run_dir.glob("run*_b0_s*_f*.dat")))
+        self.assertGreater(files["totals"]["events"], 0)
+        argv = next(p["argv"] for p in r.params()["processes"] if p["name"] == "builder-0")
+        self.assertRegex(argv[argv.index("--record-dir") + 1], r"/remote/evb/run-1(/\.)?$")
         self.assertRegex(r.output, r"ssh: evb = root@127\.0\.0\.1, address 127\.0\.0\.1, run "
                                    r"directory .*/remote/evb/run-1, binaries copied to "
                                    r".*/remote/evb/bin")

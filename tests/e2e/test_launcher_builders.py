@@ -245,9 +245,12 @@ class CommandLinesTest(E2ETestCase):
         return ["--run-key-file", f"{self.run_dir}/run.key"]
 
     def test_one_builder_unchanged(self) -> None:
-        got = self.lines(TOPOLOGIES / "local.toml", "events=500", "max_inflight=64",
-                         "builder.flush_every=8", "builder.quiet=true")
+        sets = ("events=500", "max_inflight=64", "builder.flush_every=8", "builder.quiet=true")
+        got = self.lines(TOPOLOGIES / "local.toml", *sets)
         d, shm = self.run_dir, daemons.shm_name()
+        sha = daemons.config_sha256(daqrun.load_topology(str(TOPOLOGIES / "local.toml"),
+                                                         list(sets)))
+        self.assertRegex(sha, "^[0-9a-f]{64}$")
         self.assertEqual(list(got), ["builder-0", "reader-0", "reader-1", "source-0",
                                      "source-1", "source-2", "source-3"])
         self.assertEqual(got["builder-0"], ("127.0.0.1", [
@@ -255,7 +258,10 @@ class CommandLinesTest(E2ETestCase):
             "--listen", "127.0.0.1:0", "--control-listen", "127.0.0.1:0", "--out", str(d),
             "--port-file", f"{d}/ports/builder-0.port", "--first-event", "0", "--events", "500",
             "--filter-modulo", "1", "--max-inflight", "64", "--flush-every", "8",
-            "--shm-listen", shm, "--shm-capacity", "4194304", "--quiet", *self.common(),
+            "--shm-listen", shm, "--shm-capacity", "4194304",
+            # local.toml's [output]: raw files in the run directory, cells of its payload
+            "--record", "raw", "--record-dir", str(d), "--record-max-payload", "256",
+            "--config-sha256", sha, "--quiet", *self.common(),
             "--metrics-listen", "127.0.0.1:0"]))
         self.assertEqual(got["reader-1"][1], [
             "/opt/es/bin/readoutd", "--id", "1", "--run", "1", "--listen", "127.0.0.1:0",
