@@ -211,6 +211,13 @@ OUTPUT_KEYS = {
                                  "`\"batch\"` (after every batch too) or `\"never\"` (for "
                                  "measurements): `--record-sync`",
                 shown="`\"close\"` (builderd's default)"),
+    "slice_ms": Key("int", None, 0, 86400000, "a slice's length from the builder's first "
+                                              "event, 0 = not by time (docs/RECORDING.md, "
+                                              "\"Slices\"): `--record-slice-ms`",
+                    shown="`10000` (builderd's default)"),
+    "slice_events": Key("int", None, 0, U64, "a slice ends after this many events written, "
+                                             "0 = not by count: `--record-slice-events`",
+                        shown="`0` (builderd's default)"),
     "max_payload": Key("int", None, 1, MAX_PAYLOAD, "largest payload recorded; each builder "
                                                     "keeps window × sources fragments of this "
                                                     "size: `--record-max-payload`; not below "

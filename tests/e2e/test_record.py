@@ -30,8 +30,10 @@ TWO = REPO / "deploy" / "topologies" / "two-builders.toml"
 SMALL = ["run.events=6000", "run.rate=0"]
 
 
-def record(fmt: str, *more: str) -> str:
-    return "builder.extra=" + json.dumps(["--record", fmt, *more])
+def record(fmt: str, *more: str) -> list[str]:
+    """builderd's own options, the topology's [output] off: what builderd
+    does when given them (tests/e2e/test_output.py drives [output])."""
+    return ["output.format=none", "builder.extra=" + json.dumps(["--record", fmt, *more])]
 
 
 def events_of(folder: Path) -> dict[int, list[bytes]]:
@@ -79,12 +81,12 @@ class RecordRunTest(E2ETestCase):
         self.assertIn("6000 events verified, 0 damaged", check.output)
 
     def test_one_builder_hdf5_every_byte(self):
-        r = self.h.daqrun(LOCAL, sets=[*SMALL, record("hdf5")])
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("hdf5")])
         self.check_recorded(r, 6000)
         self.assertEqual(len(list(r.run_dir.glob("*.h5"))), 1)
 
     def test_files_roll_at_their_size(self):
-        r = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-max-file-bytes",
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw", "--record-max-file-bytes",
                                                       str(2 << 20))])
         self.check_recorded(r, 6000)
         files = sorted(r.run_dir.glob("*.dat"))
@@ -107,7 +109,7 @@ class RecordRunTest(E2ETestCase):
         self.assertEqual(r.metrics()["counters"]["builder"]["data_events_written"], 6000)
 
     def test_a_payload_not_the_generators_is_named(self):
-        r = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw")])
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw")])
         self.assertRunOk(r)
         path = next(r.run_dir.glob("*.dat"))
         reader = evfile.Reader(path)
@@ -127,14 +129,14 @@ class RecordRunTest(E2ETestCase):
         self.assertIn("payload-mismatch=1 not-recorded=0", ref.output)
 
     def test_a_fragment_larger_than_its_cell_fails_the_run_by_name(self):
-        r = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-max-payload", "100")])
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw", "--record-max-payload", "100")])
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("Recording the events' data failed: 6000 events' data not recorded: "
                       "24000 fragments larger than --record-max-payload", r.output)
 
     def test_a_directory_missing_or_read_only_is_named(self):
         missing = self.h.dir / "no-such-dir"
-        r = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-dir", str(missing))])
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw", "--record-dir", str(missing))])
         self.assertNotEqual(r.returncode, 0)
         self.assertIn(f"Cannot record the events: output directory {missing}: No such file or "
                       "directory", r.output)
@@ -146,7 +148,7 @@ class RecordRunTest(E2ETestCase):
         if os.system(f"mount --bind {locked} {ro} && mount -o remount,bind,ro {ro}") != 0:
             self.skipTest("cannot make a read-only bind mount here")
         self.addCleanup(os.system, f"umount {ro}")
-        r = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-dir", str(ro))])
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw", "--record-dir", str(ro))])
         self.assertNotEqual(r.returncode, 0)
         self.assertIn(f"Cannot record the events: output directory {ro}", r.output)
         self.assertIn("Read-only file system", r.output)
@@ -154,7 +156,7 @@ class RecordRunTest(E2ETestCase):
 
     def test_slices_by_time_and_by_count_add_up(self):
         r = self.h.daqrun(LOCAL, sets=["run.events=12000", "run.rate=8000",
-                                       record("raw", "--record-slice-ms", "400")])
+                                       *record("raw", "--record-slice-ms", "400")])
         self.check_recorded(r, 12000)
         eos = sorted(r.run_dir.glob("*.eos.json"))
         self.assertGreaterEqual(len(eos), 3)     # 1.5 s of events in 0.4 s slices
@@ -178,7 +180,7 @@ class RecordRunTest(E2ETestCase):
                       f"{docs[1]['event_count'] - 1}", ref.output)
 
     def test_slices_by_count(self):
-        r = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-slice-ms", "0",
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw", "--record-slice-ms", "0",
                                                       "--record-slice-events", "1000")])
         self.check_recorded(r, 6000)
         docs = [json.loads(p.read_text()) for p in sorted(r.run_dir.glob("*.eos.json"))]
@@ -193,7 +195,7 @@ class RecordRunTest(E2ETestCase):
             self.skipTest("cannot mount a tmpfs here")
         self.addCleanup(os.system, f"umount {disk}")
         r = self.h.daqrun(LOCAL, sets=["run.events=20000", "run.rate=0",
-                                       record("raw", "--record-dir", str(disk),
+                                       *record("raw", "--record-dir", str(disk),
                                               "--record-max-file-bytes", str(2 << 20))])
         self.assertEqual(r.returncode, 1, r.describe())
         self.assertRegex(r.output, r"Recording the events' data failed: \d+ events' data not "
@@ -220,10 +222,10 @@ class RecordRunTest(E2ETestCase):
     def test_two_runs_of_one_number_into_one_directory_are_refused(self):
         shared = self.h.path("shared")
         shared.mkdir()
-        first = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-dir", str(shared))])
+        first = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw", "--record-dir", str(shared))])
         self.assertRunOk(first)
         before = {p.name: p.read_bytes() for p in shared.iterdir()}
-        second = self.h.daqrun(LOCAL, sets=[*SMALL, record("raw", "--record-dir", str(shared))])
+        second = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw", "--record-dir", str(shared))])
         self.assertNotEqual(second.returncode, 0)
         self.assertIn(f"Cannot record the events: output directory {shared} already holds run 1's "
                       "files of builder 0 (run000001_b0", second.output)
