@@ -124,6 +124,7 @@ struct snapshot {
 	uint64_t data_write_ns;
 	uint64_t data_sync_calls;
 	uint64_t data_store_bytes;
+	uint64_t data_free_bytes;          /* on the files' file system, at the writer's last check */
 	const char *data_format;           /* "raw", "hdf5"; NULL: not recorded */
 	/* --role hub: the builders' latency uncertainty merged (NULL in role
 	 * both, where the output has it) and the longest builder's span from

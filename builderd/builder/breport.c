@@ -217,7 +217,7 @@ int breport_write_fenced(const char *dir, uint32_t builder, uint32_t run,
 }
 
 void breport_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,
-		     double events_per_s)
+		     double events_per_s, int64_t data_free_bytes)
 {
 	const struct ctl_group *g = ctl_report_find(r, CNT_GROUP_TOTALS);
 	if (json) {
@@ -239,4 +239,9 @@ void breport_exposition(struct evbuffer *out, bool json, const struct ctl_report
 	prom_family(out, "es_builder_events_per_second", "gauge",
 		    "events completed per second over the last second");
 	prom_sample_f64(out, "es_builder_events_per_second", NULL, events_per_s);
+	if (data_free_bytes >= 0) {
+		prom_family(out, "es_builder_data_free_bytes", "gauge",
+			    "free bytes where the event files go, at the writer's last check");
+		prom_sample_u64(out, "es_builder_data_free_bytes", NULL, (uint64_t)data_free_bytes);
+	}
 }

@@ -50,6 +50,6 @@ int breport_write_fenced(const char *dir, uint32_t builder, uint32_t run,
 /* r as /metrics (Prometheus text) or /status (JSON), with the events
  * completed per second over the last second. */
 void breport_exposition(struct evbuffer *out, bool json, const struct ctl_report *r,
-		     double events_per_s);
+		     double events_per_s, int64_t data_free_bytes);
 
 #endif

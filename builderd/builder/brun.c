@@ -6,6 +6,7 @@
 #include "data/ingest.h"
 #include "data/output.h"
 #include "data/ownroute.h"
+#include "data/record.h"
 #include "report/rundir.h"
 #include "data/link_shm.h"
 #include "data/link_tcp.h"
@@ -463,7 +464,10 @@ static void brun_fill_live(struct evbuffer *out, bool json, void *arg)
 	struct brun *b = arg;
 	if (!b->reported)
 		brun_refresh_report(b);
-	breport_exposition(out, json, &b->end->u.report, b->events_per_s);
+	struct record_stats rs;
+	const struct output *o = ingest_output(b->ing);
+	int64_t free_bytes = o != NULL && output_record_stats(o, &rs) ? (int64_t)rs.free_bytes : -1;
+	breport_exposition(out, json, &b->end->u.report, b->events_per_s, free_bytes);
 }
 
 /* Once a second: the rate over the last second, and the hub hears how

@@ -431,6 +431,7 @@ void ingest_snapshot(const struct ingest *g, struct snapshot *s)
 			s->data_write_ns = rs.write_ns;
 			s->data_sync_calls = rs.sync_calls;
 			s->data_store_bytes = rs.store_bytes;
+			s->data_free_bytes = rs.free_bytes;
 		}
 	}
 	/* The links array is the snapshot's to fill: its owner gave room for

@@ -106,6 +106,11 @@ static void live_prom_data(struct evbuffer *out, const struct snapshot *b)
 		    "time in the writer's writes and syncs");
 	prom_sample_f64(out, "es_builder_data_write_seconds_total", NULL,
 			(double)b->data_write_ns / 1e9);
+	if (b->data_format != NULL) {
+		prom_family(out, "es_builder_data_free_bytes", "gauge",
+			    "free bytes where the event files go, at the writer's last check");
+		prom_sample_u64(out, "es_builder_data_free_bytes", NULL, b->data_free_bytes);
+	}
 }
 
 /* /status: numbers and fixed words only, so plain printf is strict JSON. */
