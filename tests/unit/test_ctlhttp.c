@@ -236,7 +236,10 @@ START_TEST(test_good_requests_reach_the_handler)
 	ck_assert_str_eq(seen_path, "/state");
 	ck_assert_str_eq(seen_body, "(null)");
 	ck_assert_ptr_nonnull(strstr(r.head, "Content-Type: application/json"));
-	ck_assert_str_eq(r.body, "{\"accepted\":true,\"state\":\"idle\"}\n");
+	/* The handler's answer, and who is in control (nobody yet). */
+	ck_assert_str_eq(r.body, "{\"accepted\":true,\"state\":\"idle\",\"control\":{\"operator\":null,"
+				 "\"since_unix_ms\":null,\"previous\":\"\",\"takes\":0,\"takeovers\":0,"
+				 "\"releases\":0,\"refused\":0}}\n");
 
 	r = signed_request("POST", "/configure", "{\"run\": 7, \"args\": {\"hub\": [\"--events\", \"9\"]}}");
 	ck_assert_int_eq(r.status, 200);
