@@ -49,6 +49,7 @@ struct brun {
 	uint64_t token_decided;         /* decided of the last TOKEN */
 	uint64_t token_decided_below;   /* and its decided_below: the fence */
 	uint64_t last_take_ns;          /* when frames were last taken (monotonic) */
+	uint64_t last_tick_ns;          /* when the tick last ran */
 	struct event *ev_stats;         /* a STATS to the hub every second */
 	struct ctl_msg stats;
 	double events_per_s;            /* completed over the last second */
@@ -238,9 +239,19 @@ static void brun_finish(struct brun *b)
 	brun_exit_after(b, BRUN_BYE_WAIT_S);
 }
 
+/* A gap in the builder's loop longer than this (a stopped or starved
+ * process) makes it ask whether its hub gave it up meanwhile before it
+ * takes another frame: it never builds, and so never records, events the
+ * hub's books already call lost. */
+#define BRUN_GAP_CHECK_NS (100ull * 1000 * 1000)
+
+/* Not right after a gap in the loop (a stopped process): the hub may have
+ * given this builder up meanwhile, and its word waits on the control link,
+ * read later in this turn; the tick finishes once it has been read. */
 static void brun_maybe_finish(struct brun *b)
 {
-	if (!b->reported && ingest_plan(b->ing) != NULL && ingest_done(b->ing))
+	if (!b->reported && !b->fenced && ingest_plan(b->ing) != NULL && ingest_done(b->ing) &&
+	    clk_monotonic_ns() - b->last_tick_ns <= BRUN_GAP_CHECK_NS)
 		brun_finish(b);
 }
 
@@ -256,17 +267,6 @@ static void brun_hook_started(void *ctx)
 	brun_maybe_join(ctx);
 }
 
-static void brun_hook_progress(void *ctx, uint64_t now)
-{
-	(void)ctx;
-	(void)now;
-}
-
-/* A gap in the builder's loop longer than this (a stopped or starved
- * process) makes it ask whether its hub gave it up meanwhile before it
- * takes another frame: it never builds, and so never records, events the
- * hub's books already call lost. */
-#define BRUN_GAP_CHECK_NS (100ull * 1000 * 1000)
 
 static bool brun_hook_may_take(void *ctx, uint64_t now)
 {
@@ -454,7 +454,8 @@ static void brun_on_tick(evutil_socket_t fd, short what, void *arg)
 	struct brun *b = arg;
 	if (b->reported)
 		return;
-	ingest_tick(b->ing, clk_monotonic_ns());
+	b->last_tick_ns = clk_monotonic_ns();
+	ingest_tick(b->ing, b->last_tick_ns);
 	brun_tokens(b, true);
 	brun_maybe_finish(b);
 }
@@ -533,7 +534,6 @@ struct brun *brun_create(struct event_base *base, const struct options *opt)
 		.ctx = b,
 		.error = brun_hook_error,
 		.data_started = brun_hook_started,
-		.progress = brun_hook_progress,
 		.may_take = brun_hook_may_take,
 		.after_frames = brun_hook_after_frames,
 		.reader_holds_slot = brun_hook_holds_slot,

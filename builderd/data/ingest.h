@@ -59,7 +59,7 @@ struct ingest_hooks {
 	void (*error)(void *ctx, const char *text);
 	/* A reader's data path is up: the run may start. */
 	void (*data_started)(void *ctx);
-	/* Data arrived at now (monotonic): the run makes progress. */
+	/* Data arrived at now (monotonic): the run makes progress. Optional. */
 	void (*progress)(void *ctx, uint64_t now);
 	/* Before a batch of frames is taken, at now (monotonic): false when
 	 * none may be (a builder its hub gave up while the process was stopped

@@ -220,7 +220,8 @@ bool ingest_may_take(struct ingest *g, uint64_t now)
 
 void ingest_progress(struct ingest *g, uint64_t now)
 {
-	g->hooks.progress(g->hooks.ctx, now);
+	if (g->hooks.progress != NULL)
+		g->hooks.progress(g->hooks.ctx, now);
 }
 
 void ingest_close(struct ingest_reader *rd, enum ingest_data_state state)
