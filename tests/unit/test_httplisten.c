@@ -268,7 +268,7 @@ START_TEST(test_a_dribbler_is_closed_at_the_deadline)
 	bool closed = false;
 	for (size_t i = 0; !closed && mono_ms() - start < 3 * HTTPLISTEN_DEADLINE_MS; i++) {
 		send(fd, req + i % (sizeof req - 1), 1, MSG_NOSIGNAL);
-		run_ms(250);
+		wait_ms(250);
 		closed = closed_by_server(fd);
 	}
 	uint64_t took = mono_ms() - start;
