@@ -3,7 +3,10 @@
 //   Authorization: es-hmac <unix-ms> <nonce> <hex>
 // hex = HMAC-SHA256 under the run key of "METHOD\nPATH\nUNIX-MS\nNONCE\nBODY",
 // the nonce 32 lowercase hex digits drawn afresh for every request.
-import { hmacSha256 } from './sha256.js';
+// Off a secure context (plain HTTP to a hub not on loopback) browsers offer
+// no WebCrypto: then @noble/hashes, audited, from npm.
+import { hmac } from '@noble/hashes/hmac.js';
+import { sha256 } from '@noble/hashes/sha2.js';
 
 export const KEY_MIN = 16;
 export const KEY_MAX = 4096;
@@ -32,7 +35,7 @@ async function proof(key, msg) {
                                             false, ['sign']);
     return hex(new Uint8Array(await crypto.subtle.sign('HMAC', k, msg)));
   }
-  return hex(hmacSha256(key, msg));
+  return hex(hmac(sha256, key, msg));
 }
 
 // The Authorization header's value for one request; ms and n are given by

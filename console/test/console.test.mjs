@@ -15,7 +15,8 @@
 import { chromium } from 'playwright-core';
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { hmacSha256 } from '../src/sha256.js';
+import { hmac } from '@noble/hashes/hmac.js';
+import { sha256 } from '@noble/hashes/sha2.js';
 import { authorization } from '../src/sign.js';
 
 const env = (k) => {
@@ -31,7 +32,7 @@ function check(ok, what) {
   if (!ok) throw new Error(`check failed: ${what}`);
 }
 
-// The page's fallback HMAC (sha256.js, for plain-HTTP pages off loopback)
+// The page's fallback HMAC (@noble/hashes, for plain-HTTP pages off loopback)
 // and WebCrypto's agree on random keys and messages of every length that
 // matters (a block, around the padding boundary, a long key).
 async function checkFallbackHmac() {
@@ -39,7 +40,7 @@ async function checkFallbackHmac() {
     const key = randomBytes(klen), msg = randomBytes(mlen);
     const k = await crypto.subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
     const want = Buffer.from(await crypto.subtle.sign('HMAC', k, msg)).toString('hex');
-    check(Buffer.from(hmacSha256(key, msg)).toString('hex') === want,
+    check(Buffer.from(hmac(sha256, key, msg)).toString('hex') === want,
           `fallback HMAC of a ${klen}-byte key, ${mlen}-byte message`);
   }
   // The header is "es-hmac MS NONCE HEX" over METHOD\nPATH\nMS\nNONCE\nBODY.
