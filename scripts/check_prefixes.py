@@ -80,7 +80,7 @@ def check(root):
                         continue
                     want = module + "_"
                 for name, first, _ in functions(lines):
-                    if lines[first - 1].startswith("static"):
+                    if re.search(r"\bstatic\b", lines[first - 1]):
                         continue
                     if want is None and name != "main":
                         problems.append(f"{rel}:{first}: {name}() is not static; main.c defines only main()")

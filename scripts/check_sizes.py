@@ -32,12 +32,14 @@ LONG_ALLOWED = {
 NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\((?!\s*\*)")
 NOT_NAMES = {"__attribute__", "__declspec", "alignas", "_Alignas", "sizeof", "typeof"}
 COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+# __attribute__((format(printf, 2, 3))) before or after a declarator.
+ATTRIBUTES = re.compile(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
 
 
 def function_name(header):
     """The name a definition's header declares, or None when it is no function
     (a struct, an initialiser, a macro's body)."""
-    text = COMMENTS.sub(" ", header).strip()
+    text = ATTRIBUTES.sub(" ", COMMENTS.sub(" ", header)).strip()
     if not text or "=" in text.split("(")[0]:
         return None
     for m in NAME.finditer(text):

@@ -57,9 +57,7 @@ struct brun {
 	uint64_t rate_ns;
 };
 
-static void brun_error(struct brun *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void brun_error(struct brun *b, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void brun_error(struct brun *b, const char *fmt, ...)
 {
 	char text[512];
 	va_list ap;
@@ -72,8 +70,7 @@ static void brun_error(struct brun *b, const char *fmt, ...)
 
 static void brun_on_leave(evutil_socket_t fd, short what, void *arg)
 {
-	(void)fd;
-	(void)what;
+	(void)fd, (void)what;
 	struct brun *b = arg;
 	event_base_loopexit(b->base, NULL);
 }
@@ -202,6 +199,13 @@ static void brun_finish(struct brun *b)
 {
 	if (b->reported)
 		return;
+	/* The hub closed the link before this END: it gave this builder up
+	 * (it was stopped), or died. Either way its books end at the last
+	 * TOKEN it read: fenced, not finished. */
+	if (b->joined && hublink_hub_closed(b->hub)) {
+		brun_fence(b, "lost its hub's control connection", "closed before the run's end");
+		return;
+	}
 	b->reported = true;
 	event_del(b->ev_tick);
 	struct ownroute *plan = ingest_plan(b->ing);
@@ -245,9 +249,7 @@ static void brun_finish(struct brun *b)
  * hub's books already call lost. */
 #define BRUN_GAP_CHECK_NS (100ull * 1000 * 1000)
 
-/* Not right after a gap in the loop (a stopped process): the hub may have
- * given this builder up meanwhile, and its word waits on the control link,
- * read later in this turn; the tick finishes once it has been read. */
+/* Not right after a gap in the loop (a stopped process): the tick does. */
 static void brun_maybe_finish(struct brun *b)
 {
 	if (!b->reported && !b->fenced && ingest_plan(b->ing) != NULL && ingest_done(b->ing) &&
@@ -449,8 +451,7 @@ static const struct hublink_ops brun_hub_ops = {
 
 static void brun_on_tick(evutil_socket_t fd, short what, void *arg)
 {
-	(void)fd;
-	(void)what;
+	(void)fd, (void)what;
 	struct brun *b = arg;
 	if (b->reported)
 		return;
@@ -475,8 +476,7 @@ static void brun_fill_live(struct evbuffer *out, bool json, void *arg)
  * this builder is doing (docs/BUILDERS.md, the live view). */
 static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
 {
-	(void)fd;
-	(void)what;
+	(void)fd, (void)what;
 	struct brun *b = arg;
 	uint64_t now = clk_monotonic_ns();
 	const struct bld_counters *c = ingest_counters(b->ing);

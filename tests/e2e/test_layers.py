@@ -241,7 +241,9 @@ class PrefixCheckTest(unittest.TestCase):
                                   "const struct x *bd_view(const struct hub *b);\n",
             "builderd/hub/hub_stop.c": "int hub_stop(void)\n{\n\treturn 0;\n}\n\n"
                                        "enum y run_over(void)\n{\n\treturn 0;\n}\n\n"
-                                       "static int helper(void)\n{\n\treturn 0;\n}\n",
+                                       "static int helper(void)\n{\n\treturn 0;\n}\n\n"
+                                       "__attribute__((format(printf, 1, 2))) static void "
+                                       "say(const char *fmt, ...)\n{\n\t(void)fmt;\n}\n",
             "builderd/hub/stray.c": "int stray(void)\n{\n\treturn 0;\n}\n",
             "builderd/main.c": "int wire(void)\n{\n\treturn 0;\n}\n\nint main(void)\n{\n\treturn 0;\n}\n",
         })
@@ -252,6 +254,8 @@ class PrefixCheckTest(unittest.TestCase):
         self.assertIn("builderd/hub/stray.c: no header names its module", r.stdout)
         self.assertIn("builderd/main.c:1: wire() is not static", r.stdout)
         self.assertNotIn("helper", r.stdout)
+        self.assertNotIn("say", r.stdout)
+        self.assertNotIn("format", r.stdout)
         self.assertIn("check_prefixes: 4 function(s)", r.stdout)
 
 
