@@ -24,6 +24,8 @@ struct peer {
 	uint64_t last_heard_ns;  /* last control message, monotonic */
 	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
 	uint64_t verified;       /* reader: frames it verified (its last STATS) */
+	bool drain_answered;     /* source: answered the drained stop's proposal */
+	uint64_t drain_last;     /* its answer: the last event it will have generated */
 	struct {                 /* builder: its last STATS (CNT_LIST_BUILDER_STATS) */
 		bool seen;
 		uint64_t events_complete;

@@ -98,11 +98,13 @@ struct snapshot {
 
 	/* run control, on the monotonic clock, 0 when it has not happened:
 	 * START sent, the first event decided, the operator's drained stop
-	 * asked (with its last_event), the books closed */
+	 * asked (with its proposal and its final last_event), the books
+	 * closed */
 	uint64_t started_ns;
 	uint64_t first_built_ns;
 	uint64_t drain_ns;
 	uint64_t fault_ns;                 /* a peer stopped the run for a fault; 0: none */
+	uint64_t drain_proposed;
 	uint64_t drain_last_event;
 	uint64_t books_ns;
 

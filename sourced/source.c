@@ -58,6 +58,7 @@ struct src {
 
 	struct src_replay *replay;     /* --replay, or NULL */
 	bool stop_requested;
+	bool drain_hold;               /* a drained stop's proposal: wait for the final STOP */
 	struct src_counters c;
 	struct prom_server *prom;      /* --metrics-listen */
 	struct ctl_msg report;
@@ -189,7 +190,8 @@ static void src_pump(struct src *s)
 		uint64_t due_positions = pace_due(&s->pace, now);
 		bool blocked = src_fill(s, now, due_positions);
 		bool all_out = s->stop_requested ||
-			       (s->next_index >= s->pace.events && s->delayed_count == 0);
+			       (s->next_index >= s->pace.events && s->delayed_count == 0 &&
+				!s->drain_hold);
 		if (all_out && !stream_end_queued(s->stream) && s->opt.inject != SRC_INJECT_NOEND &&
 		    s->c.frames_bad_injected == 0)
 			stream_append_end(s->stream);
@@ -391,13 +393,13 @@ static void src_on_stop(uint32_t source, const char *reason, void *arg)
  * run's natural end; the rest is cut by the stop. With the reorder fault a
  * pair of positions swaps its two IDs, so the limit is rounded up to a
  * whole pair: the partner past last_event is sent too rather than the one
- * before it left out. */
-static void src_on_drain(uint64_t last_event, const char *reason, void *arg)
+ * before it left out. A proposal (confirm) is answered with the last event
+ * this source will have generated, and the source holds there: the hub
+ * makes the highest answer the final stop, which only raises the limit. */
+static void src_on_drain(uint64_t last_event, bool confirm, const char *reason, void *arg)
 {
 	struct src *s = arg;
 	const struct src_options *o = &s->opt;
-	if (s->state >= SRC_REPORTING || s->stop_requested)
-		return;
 	uint64_t limit = 0;
 	if (last_event >= o->first_event)
 		limit = last_event - o->first_event >= o->events ? o->events
@@ -406,11 +408,29 @@ static void src_on_drain(uint64_t last_event, const char *reason, void *arg)
 		limit++;
 	if (limit < s->next_index)
 		limit = s->next_index;
-	if (limit < s->pace.events)
+	bool ended = s->state >= SRC_REPORTING || s->stop_requested;
+	if (confirm) {
+		/* Generated so far when ended, else where the limit puts us. */
+		uint64_t count = ended ? s->next_index : limit < s->pace.events ? limit
+			: s->pace.events;
+		struct ctl_msg answer = { .type = CTL_STOP };
+		answer.u.stop.source = o->id;
+		answer.u.stop.last_event = count > 0 ? o->first_event + count - 1 : CTL_STOP_NOW;
+		snprintf(answer.u.stop.reason, sizeof answer.u.stop.reason,
+			 "%" PRIu64 " of %" PRIu64 " events generated at the end", count, o->events);
+		if (ctllink_send(s->ctl, &answer) < 0)
+			log_warn("Source %u could not answer the drained stop", o->id);
+	}
+	if (ended)
+		return;
+	/* Held at a proposal, the final stop may raise the limit (another
+	 * source was past the proposal); otherwise a stop only lowers it. */
+	if (limit < s->pace.events || s->drain_hold)
 		s->pace.events = limit;
-	log_info("Source %u: drained stop after event %" PRIu64 " (%s): %" PRIu64
-		 " of %" PRIu64 " events to generate", o->id, last_event, reason, s->pace.events,
-		 o->events);
+	s->drain_hold = confirm;
+	log_info("Source %u: drained stop after event %" PRIu64 " (%s)%s: %" PRIu64
+		 " of %" PRIu64 " events to generate", o->id, last_event, reason,
+		 confirm ? ", proposed" : "", s->pace.events, o->events);
 	if (s->state == SRC_SENDING)
 		src_pump(s);
 }

@@ -235,6 +235,7 @@ static void hub_on_tick(evutil_socket_t fd, short what, void *arg)
 	else
 		ingest_tick(b->ing, now);
 	hub_publish_credits(b, true);
+	hub_drain_settle(b, now);
 	watchdog_check_stalls(&b->wd, now);
 	uint64_t done = hub_events_done(b);
 	progress_sample(b->prog, now, done);
@@ -398,6 +399,7 @@ static void hub_hook_lost(void *ctx, struct peer *p)
 	/* Lost before the start (its greeting was kept waiting at a busy
 	 * door, say): the others start without it rather than wait for ever. */
 	hub_fault_tell_builders(b);
+	hub_drain_settle(b, clk_monotonic_ns());
 	hub_maybe_start(b);
 	hub_maybe_finish(b);
 }
@@ -406,6 +408,10 @@ static void hub_hook_lost(void *ctx, struct peer *p)
 static bool hub_hook_message(void *ctx, struct peer *p, const struct ctl_msg *m)
 {
 	struct hub *b = ctx;
+	if (m->type == CTL_STOP && p->role == CTL_ROLE_SOURCE) {
+		hub_drain_answer(b, p, m->u.stop.last_event);
+		return true;
+	}
 	if (m->type != CTL_TOKEN || p->role != CTL_ROLE_BUILDER || b->mgr == NULL)
 		return false;
 	if (b->phase == HUB_RUNNING) {

@@ -63,7 +63,9 @@ struct hub {
 	uint64_t started_ns;              /* when START was sent; 0 before */
 	uint64_t first_built_ns;          /* the tick that saw the first decided event; 0 before */
 	uint64_t drain_ns;                /* the operator's drained stop asked; 0: none */
-	uint64_t drain_last_event;        /* its last_event */
+	uint64_t drain_proposed;          /* the proposal sent to the sources */
+	uint64_t drain_last_event;        /* the final stop: the highest answer */
+	bool drain_final;                 /* the final STOP sent */
 	uint64_t fault_ns;                /* a peer stopped the run for a fault; 0: none */
 	char fault_reason[CTL_MAX_TEXT];  /* the STOP's reason then */
 	bool fault_builders_told;
@@ -86,6 +88,14 @@ void hub_fault_tell(struct hub *b, struct peer *p);
 /* The builders of such a stop before START, once no reader will dial them
  * any more (every one reported or gone): told to stop, once. */
 void hub_fault_tell_builders(struct hub *b);
+
+/* A source's answer to the drained stop's proposal (a STOP from it):
+ * the last event it will have generated. */
+void hub_drain_answer(struct hub *b, struct peer *p, uint64_t last_event);
+
+/* The drained stop's final STOP, once every source has answered, reported
+ * or is gone, or at the answers' deadline (from the tick). */
+void hub_drain_settle(struct hub *b, uint64_t now);
 
 /* The run's figures for a report: the hub's own, then the data side's.
  * self (may be NULL) gets the builder process's own counters. */

@@ -57,6 +57,7 @@ void hub_snapshot_fill(struct hub *b, struct snapshot *s, struct ctl_report *sel
 		.first_built_ns = b->first_built_ns,
 		.drain_ns = b->drain_ns,
 		.fault_ns = b->fault_ns,
+		.drain_proposed = b->drain_proposed,
 		.drain_last_event = b->drain_last_event,
 		.books_ns = b->books_ns,
 		.links = b->snap_links,

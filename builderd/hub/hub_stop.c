@@ -1,7 +1,10 @@
 /* The operator's drained stop of the run (docs/RUNCONTROL.md, "stop"):
- * every source is told the last event to generate and ends as at the
- * run's natural end, so the run closes the normal way: every event up to
- * that one built, the books balanced with the cut-off as its own bucket.
+ * every source is proposed a last event to generate and answers where it
+ * will end (a source the proposal reached late is past it); the highest
+ * answer is the final stop, and every source ends there as at the run's
+ * natural end, so the run closes the normal way: every event up to that
+ * one built complete, the books balanced with the cut-off as its own
+ * bucket.
  * And the stop at a fault a peer found: every source stops now. */
 #include "hub/hub.h"
 #include "hub/hub_internal.h"
@@ -73,6 +76,12 @@ static uint64_t hub_drain_boundary(const struct hub *b, uint64_t now)
 	return last;
 }
 
+/* The time sources have to answer the proposal. An answer is a turn of a
+ * source's loop away; one that has not come by then is named, and the
+ * final stop goes without it (that source may then end past the others,
+ * its events beyond the final stop incomplete). */
+#define HUB_DRAIN_ANSWER_MIN_NS 1000000000u
+
 void hub_stop_drained(struct hub *b, const char *why)
 {
 	if (b->phase != HUB_RUNNING || b->drain_ns != 0) {
@@ -82,18 +91,76 @@ void hub_stop_drained(struct hub *b, const char *why)
 	}
 	uint64_t now = clk_monotonic_ns();
 	b->drain_ns = now;
-	b->drain_last_event = hub_drain_boundary(b, now);
+	b->drain_proposed = b->drain_last_event = hub_drain_boundary(b, now);
 	struct ctl_msg m = { .type = CTL_STOP };
 	m.u.stop.source = CTL_STOP_ALL;
-	m.u.stop.last_event = b->drain_last_event;
+	m.u.stop.last_event = b->drain_proposed;
+	m.u.stop.confirm = true;
 	snprintf(m.u.stop.reason, sizeof m.u.stop.reason, "operator stop (%s)", why);
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		struct peer *p = peer_source(&b->peers, s);
+		p->drain_answered = false;
+		if (p->conn != NULL)
+			msgconn_send(p->conn, &m);
+	}
+	log_info("Run %u: operator stop (%s) proposed at event %" PRIu64, b->opt.run_id, why,
+		 b->drain_proposed);
+	hub_drain_settle(b, now);
+}
+
+void hub_drain_answer(struct hub *b, struct peer *p, uint64_t last_event)
+{
+	if (b->drain_ns == 0 || b->drain_final || p->drain_answered) {
+		log_warn("Run %u: ignoring source %u's answer to a drained stop (%s)", b->opt.run_id,
+			 p->id, b->drain_ns == 0 ? "none was proposed" : b->drain_final
+			 ? "the final stop has gone" : "it answered already");
+		return;
+	}
+	p->drain_answered = true;
+	p->drain_last = last_event;
+	hub_drain_settle(b, clk_monotonic_ns());
+}
+
+/* Whether a source's answer is still awaited: its link is up and it has
+ * neither answered nor been given up. */
+static bool hub_drain_awaits(const struct peer *p)
+{
+	return p->conn != NULL && !p->lost && !p->drain_answered;
+}
+
+void hub_drain_settle(struct hub *b, uint64_t now)
+{
+	if (b->drain_ns == 0 || b->drain_final || b->phase != HUB_RUNNING)
+		return;
+	uint64_t wait_ns = HUB_DRAIN_MARGIN_RTTS * hub_drain_rtt_ns(b);
+	if (wait_ns < HUB_DRAIN_ANSWER_MIN_NS)
+		wait_ns = HUB_DRAIN_ANSWER_MIN_NS;
+	bool late = now - b->drain_ns >= wait_ns;
+	uint64_t last = b->drain_proposed;
+	for (uint16_t s = 0; s < b->opt.sources; s++) {
+		const struct peer *p = peer_source(&b->peers, s);
+		if (hub_drain_awaits(p) && !late)
+			return;
+		if (hub_drain_awaits(p))
+			log_warn("Run %u: source %u did not answer the drained stop within %" PRIu64
+				 " ms; the final stop goes without it", b->opt.run_id, p->id,
+				 wait_ns / 1000000u);
+		if (p->drain_answered && p->drain_last != CTL_STOP_NOW && p->drain_last > last)
+			last = p->drain_last;
+	}
+	b->drain_final = true;
+	b->drain_last_event = last;
+	struct ctl_msg m = { .type = CTL_STOP };
+	m.u.stop.source = CTL_STOP_ALL;
+	m.u.stop.last_event = last;
+	snprintf(m.u.stop.reason, sizeof m.u.stop.reason, "operator stop, final");
 	for (uint16_t s = 0; s < b->opt.sources; s++)
 		if (peer_source(&b->peers, s)->conn != NULL)
 			msgconn_send(peer_source(&b->peers, s)->conn, &m);
-	log_info("Run %u: operator stop at event %" PRIu64 " (%s)", b->opt.run_id,
-		 b->drain_last_event, why);
+	log_info("Run %u: operator stop at event %" PRIu64 " (proposed %" PRIu64 ", answered in %.1f ms)",
+		 b->opt.run_id, last, b->drain_proposed, (double)(now - b->drain_ns) / 1e6);
 	if (b->mgr != NULL)
-		manager_drain(b->mgr, b->drain_last_event);
+		manager_drain(b->mgr, last);
 }
 
 /* Whether the builders of a run stopped for a fault before START are due

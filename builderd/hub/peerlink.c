@@ -143,6 +143,10 @@ static void peerlink_on_message(struct msgconn *c, const struct ctl_msg *msg, ui
 			peerlink_on_source_given_up(l, p, msg->u.stop.source);
 			break;
 		}
+		/* A source's answer to the drained stop's proposal: the hub's. */
+		if (p->role == CTL_ROLE_SOURCE && l->hooks.message != NULL &&
+		    l->hooks.message(l->hooks.ctx, p, msg))
+			break;
 		log_warn("Ignoring a stop message from %s %u", ctl_role_name(p->role), p->id);
 		break;
 	default:

@@ -38,8 +38,9 @@ struct peerlink_hooks {
 	 * plan, or a builder link of its was answered by another builder)
 	 * and was given up for it: the run ends now. */
 	void (*fault)(void *ctx, struct peer *p);
-	/* A message this module does not handle (a builder's TOKEN): true
-	 * when the hub took it. May be NULL. */
+	/* A message this module does not handle (a builder's TOKEN, a
+	 * source's answer to the drained stop): true when the hub took it.
+	 * May be NULL. */
 	bool (*message)(void *ctx, struct peer *p, const struct ctl_msg *m);
 };
 

@@ -190,6 +190,7 @@ static void json_run_control(json_t *root, const struct snapshot *b)
 	SET(root, "start_to_first_event_ms", json_span_ms(b->started_ns, b->first_built_ns));
 	SET(root, "stop_to_books_ms", json_span_ms(b->drain_ns, b->books_ns));
 	SET(root, "stop_last_event", b->drain_ns != 0 ? U64(b->drain_last_event) : json_null());
+	SET(root, "stop_proposed_event", b->drain_ns != 0 ? U64(b->drain_proposed) : json_null());
 	SET(root, "fault_to_books_ms", json_span_ms(b->fault_ns, b->books_ns));
 }
 

@@ -96,7 +96,8 @@ static void ctllink_on_message(struct msgconn *c, const struct ctl_msg *msg, uin
 		break;
 	case CTL_STOP:
 		if (msg->u.stop.last_event != CTL_STOP_NOW && l->ops->on_drain != NULL)
-			l->ops->on_drain(msg->u.stop.last_event, msg->u.stop.reason, l->arg);
+			l->ops->on_drain(msg->u.stop.last_event, msg->u.stop.confirm, msg->u.stop.reason,
+					 l->arg);
 		else if (l->ops->on_stop != NULL)
 			l->ops->on_stop(msg->u.stop.source, msg->u.stop.reason, l->arg);
 		break;

@@ -26,9 +26,10 @@ struct ctllink_ops {
 	/* The builder says stop (source == CTL_STOP_ALL) or drop a source. */
 	void (*on_stop)(uint32_t source, const char *reason, void *arg);
 	/* The operator's drained stop (a STOP with last_event, not
-	 * CTL_STOP_NOW): generate up to last_event, then end. NULL: such a
-	 * STOP goes to on_stop. */
-	void (*on_drain)(uint64_t last_event, const char *reason, void *arg);
+	 * CTL_STOP_NOW): generate up to last_event, then end; with confirm,
+	 * the stop's proposal: answer where it will end, hold there for the
+	 * final one. NULL: such a STOP goes to on_stop. */
+	void (*on_drain)(uint64_t last_event, bool confirm, const char *reason, void *arg);
 	/* Refused, unreachable, or lost before BYE: the daemon cannot finish
 	 * its run properly. */
 	void (*on_lost)(const char *reason, void *arg);

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_PROTOCOL_VERSION 4u
+#define CTL_PROTOCOL_VERSION 5u
 #define CTL_LENGTH_BYTES 4u
 #define CTL_MAX_MESSAGE_BYTES 65536u   /* body, without the length prefix */
 #define CTL_MAX_NAME 32u                /* counter and group names, with NUL */
@@ -186,12 +186,17 @@ struct ctl_start {
  * operator's drained stop (docs/RUNCONTROL.md) is a STOP to a source with a
  * last_event: the source generates every event up to and including it, then
  * sends END and its END report, the events it will not generate counted as
- * cut off by the stop. CTL_STOP_NOW, every other STOP: stop at once. */
+ * cut off by the stop. A STOP that asks to confirm is the stop's proposal:
+ * the source answers with a STOP of its own giving the last event it will
+ * have generated (the proposal, or where it is if already past it) and
+ * holds there for the final STOP, so that no source ends past the others.
+ * CTL_STOP_NOW, every other STOP: stop at once. */
 #define CTL_STOP_ALL UINT32_MAX
 #define CTL_STOP_NOW UINT64_MAX
 struct ctl_stop {
 	uint32_t source;                    /* reader: the source to drop; CTL_STOP_ALL: stop */
 	uint64_t last_event;                /* a source: the last event to generate; CTL_STOP_NOW */
+	bool confirm;                       /* a proposal: answer, hold for the final STOP */
 	char reason[CTL_MAX_TEXT];
 };
 

@@ -207,7 +207,12 @@ static const struct ctl_field ctl_stop_fields[] = {
 	CTL_FIELD("last_event", CTL_KIND_U64, stop.last_event,
 		  "to a source, the operator's drained stop: generate every event up to and "
 		  "including this ID, then END (the rest counted `frags_cut_by_stop`); "
-		  "18446744073709551615 (`CTL_STOP_NOW`): stop at once"),
+		  "18446744073709551615 (`CTL_STOP_NOW`): stop at once; from a source, its "
+		  "answer to a proposal: the last event it will have generated"),
+	CTL_FIELD("confirm", CTL_KIND_BOOL, stop.confirm,
+		  "to a source, the drained stop's proposal: answer with a `stop` giving the "
+		  "last event it will have generated (`last_event`, or where it is if past it), "
+		  "generate up to that, and hold for the final `stop` (`confirm` false)"),
 	CTL_FIELD("reason", CTL_KIND_STR, stop.reason, "why, for the receiver's log"),
 };
 

@@ -91,8 +91,33 @@ class DrainedStopTest(E2ETestCase):
         cut = self.check_cut(m, out)
         self.assertGreater(cut, EVENTS // 2)
         log = builder.log()
-        self.assertIn(f"Run {RUN}: operator stop at event {m['stop_last_event']} (SIGUSR2)", log)
+        self.assertIn(f"Run {RUN}: operator stop (SIGUSR2) proposed at event", log)
+        self.assertIn(f"Run {RUN}: operator stop at event {m['stop_last_event']} (proposed", log)
         self.assertIn("operator stop (SIGUSR2) ignored: already stopping", log)
+        self.h.assert_clean()
+
+    def test_source_past_the_proposal(self) -> None:
+        """Source 0 frozen across the stop: the hub's proposal follows the
+        events it decided, which wait for source 0, so source 1 is past it
+        when the proposal comes. Source 1 answers where it is, source 0
+        catches up to that once thawed, and every event up to the final
+        stop is built complete: none expires, none is cut half-sent."""
+        out, builder, others = self.start_run()
+        self.wait_for_log(builder, "starting")
+        time.sleep(1.0)
+        frozen = others[1]
+        os.kill(frozen.pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.4)
+            os.kill(builder.pid, signal.SIGUSR2)
+            self.wait_for_log(builder, "operator stop (SIGUSR2) proposed at event")
+            time.sleep(0.2)
+        finally:
+            os.kill(frozen.pid, signal.SIGCONT)
+        m = self.finish(out, builder, others)
+        self.check_cut(m, out)
+        self.assertGreater(m["stop_last_event"], m["stop_proposed_event"],
+                           "source 1 was not past the proposal")
         self.h.assert_clean()
 
     def test_no_stop(self) -> None:
@@ -131,6 +156,8 @@ class PlayedHub:
         self.data_done = threading.Event()
         self.ctl: socket.socket | None = None
         self.end: dict | None = None
+        self.answers: list[dict] = []
+        self.answered = threading.Event()
         self.data_bytes = 0
         self.error: BaseException | None = None
         self._greeted = 0
@@ -161,6 +188,9 @@ class PlayedHub:
                 m = link.read()
                 if m is None:
                     return
+                if m.get("type") == "stop":
+                    self.answers.append(m)
+                    self.answered.set()
                 if m.get("type") == "end":
                     self.end = m
                     self.ended.set()
@@ -180,9 +210,9 @@ class PlayedHub:
         except BaseException as e:
             self.error = e
 
-    def stop_at(self, last_event: int) -> None:
+    def stop_at(self, last_event: int, confirm: bool = False) -> None:
         self.ctl.send({"type": "stop", "source": 2**32 - 1, "last_event": last_event,
-                       "reason": "operator stop (test)"})
+                       "confirm": confirm, "reason": "operator stop (test)"})
 
     def fragments(self) -> int:
         """Fragments on the data stream: whole frames, the END frame aside."""
@@ -209,7 +239,10 @@ class SourceDrainTest(E2ETestCase):
                                   builder={"control": hub.ctl_port}, rate=self.rate)
         self.assertTrue(hub.started.wait(15), src.tail())
         time.sleep(when_s)
-        hub.stop_at(last_event(hub) if callable(last_event) else last_event)
+        if callable(last_event):
+            last_event(hub)
+        else:
+            hub.stop_at(last_event)
         self.assertTrue(hub.ended.wait(30), src.tail())
         self.assertEqual(self.h.wait(src, 15), 0, src.tail())
         self.assertTrue(hub.data_done.wait(5))
@@ -244,6 +277,46 @@ class SourceDrainTest(E2ETestCase):
         self.assertEqual(c["frags_cut_by_stop"], 0, c)
 
 
+    def propose_then_stop(self, proposal: int, raise_by: int):
+        """The hub's two steps: the proposal, the source's answer, a check
+        that the source holds (no END) once it got there, then the final
+        stop raise_by events past the answer. Returns the answer's box."""
+        box: dict = {}
+
+        def stop(hub: PlayedHub) -> None:
+            hub.stop_at(proposal, confirm=True)
+            self.assertTrue(hub.answered.wait(10), "no answer to the proposal")
+            answer = hub.answers[0]
+            box["answer"] = answer["last_event"]
+            # Where the answer puts it is reached within (answer / rate) s;
+            # past that and a second more, it holds without END.
+            time.sleep(max(0.0, (answer["last_event"] + 1) / self.rate - 0.2) + 1.0)
+            self.assertFalse(hub.ended.is_set(), "the source ended at a proposal")
+            hub.stop_at(answer["last_event"] + raise_by)
+        return stop, box
+
+    def test_proposal_passed_is_answered_where_it_is(self) -> None:
+        """A proposal the source has passed: it answers with the last event
+        it generated, stops there, holds, and the final stop past it raises
+        its limit: it generates exactly up to the final stop."""
+        stop, box = self.propose_then_stop(10, 300)
+        c, src = self.run_source(1.0, stop)
+        self.assertGreater(box["answer"], 10)
+        self.assertEqual(c["frags_sent"], box["answer"] + 301, c)
+        self.assertEqual(c["frags_cut_by_stop"], self.events - c["frags_sent"], c)
+        self.assertIn("drained stop after event 10 (operator stop (test)), proposed", src.log())
+
+    def test_proposal_ahead_is_answered_with_it(self) -> None:
+        """A proposal ahead of the source: the answer is the proposal, the
+        source generates up to it and holds; the final stop at the
+        proposal itself ends it there."""
+        stop, box = self.propose_then_stop(1499, 0)
+        c, _ = self.run_source(0.2, stop)
+        self.assertEqual(box["answer"], 1499)
+        self.assertEqual(c["frags_sent"], 1500, c)
+        self.assertEqual(c["frags_cut_by_stop"], self.events - 1500, c)
+
+
 class SeveralBuildersDrainTest(E2ETestCase):
     """The drained stop of a hub of two builders (--role hub), launched by
     daqrun: SIGUSR2 to the hub mid-run, the books balance over every
@@ -252,18 +325,32 @@ class SeveralBuildersDrainTest(E2ETestCase):
 
     needs_daemons = True
 
-    def hub_pid(self, timeout_s: float = 30.0) -> int:
+    def hub_pid(self) -> int:
+        return self.daemon_pid("builderd|--role hub")
+
+    def daemon_pid(self, words: str, timeout_s: float = 30.0) -> int:
         marker = f"{TAG_VAR}={self.h.tag}".encode()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for pid in _proc_pids():
                 cmd = _cmdline(pid)
-                if "builderd" in cmd and "--role hub" in cmd and _has_tag(pid, marker):
+                if all(w in cmd for w in words.split("|")) and _has_tag(pid, marker):
                     return pid
             time.sleep(0.05)
-        self.fail("no hub started")
+        self.fail(f"no process with {words}")
 
     def test_two_builders(self) -> None:
+        self.drain_run(freeze_source=False)
+
+    def test_source_past_the_proposal(self) -> None:
+        """Source 0 frozen across the stop: the others are past the hub's
+        proposal when it comes (it follows the builders' tokens, which
+        wait for source 0), answer where they are, and source 0 catches up
+        to them. No reader is left holding a frame of an event the manager
+        never assigns, and every event up to the final stop is complete."""
+        self.drain_run(freeze_source=True)
+
+    def drain_run(self, freeze_source: bool) -> None:
         events, rate = 40000, 4000
         topo = topology(events=events, payload=1024, rate=rate)
         topo["run"]["batch"] = 64
@@ -274,14 +361,26 @@ class SeveralBuildersDrainTest(E2ETestCase):
             run=self.h.daqrun(topo, timeout_s=120, args=["--check", "never"])), daemon=True)
         t.start()
         pid = self.hub_pid()
+        frozen = self.daemon_pid("sourced|--id 0 ") if freeze_source else None
         time.sleep(2.5)   # the daemons' start, then about a second of the run
-        os.kill(pid, signal.SIGUSR2)
+        if frozen is not None:
+            os.kill(frozen, signal.SIGSTOP)
+            time.sleep(0.4)
+        try:
+            os.kill(pid, signal.SIGUSR2)
+            if frozen is not None:
+                time.sleep(0.2)
+        finally:
+            if frozen is not None:
+                os.kill(frozen, signal.SIGCONT)
         t.join(120)
         r = result["run"]
         self.assertRunOk(r)
         m = self.assertBalanced(r)
         last = m["stop_last_event"]
         self.assertIsInstance(last, int)
+        if frozen is not None:
+            self.assertGreater(last, m["stop_proposed_event"], "no source was past the proposal")
         generated = last + 1
         self.assertLess(generated, events)
         for s in range(4):

@@ -12,7 +12,7 @@ import os
 import socket
 import struct
 
-PROTOCOL = 4          # CTL_PROTOCOL_VERSION
+PROTOCOL = 5          # CTL_PROTOCOL_VERSION
 SEAL_HEADER = 24      # an 8-byte sequence number, a 16-byte tag
 
 

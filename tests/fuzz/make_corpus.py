@@ -175,11 +175,11 @@ def ctl_seeds():
         "start": {"type": "start", "delay_ns": 250000000, "at_realtime_ns": 1700000000250000000},
         "challenge": {"type": "challenge", "nonce": "0123456789abcdef" * 4},
         "stop-source": {"type": "stop", "source": 3, "last_event": 2**64 - 1,
-                        "reason": "reader 1 is gone"},
+                        "confirm": False, "reason": "reader 1 is gone"},
         "stop-all": {"type": "stop", "source": 2**32 - 1, "last_event": 2**64 - 1,
-                     "reason": "stop"},
+                     "confirm": False, "reason": "stop"},
         "stop-drained": {"type": "stop", "source": 2**32 - 1, "last_event": 41999,
-                         "reason": "operator stop (SIGUSR2)"},
+                         "confirm": True, "reason": "operator stop (SIGUSR2)"},
         "hello-builder": {"type": "hello", "role": "builder", "id": 255, "channel": "control",
                           "run_id": 42, "protocol": 3, "pid": 9, "host": "daq-bu-01",
                           "sources": [], "rail": 0, "rails": 1, "nonce": "", "proof": ""},
@@ -382,7 +382,7 @@ def ctl_dict():
              "assign", "lost", "mode", "manager", "static", "builders", "first_event",
              "events", "batch", "window_batches", "slots", "decided", "decided_below",
              "first", "count", "retired_below", "clock", "offset_ns", "bound_ns", "at_ns",
-             "drift_ppb", "last_event"]
+             "drift_ppb", "last_event", "confirm"]
     lines = []
     for w in words:
         enc = mp(w)
