@@ -158,7 +158,8 @@ START_TEST(test_top_level_fields)
 	json_t *root = tree();
 	static const char *const keys[] = { "run", "status", "exit_status", "balanced", "equations",
 					    "impossible_counters", "losses", "start_to_first_event_ms",
-					    "stop_to_books_ms", "stop_last_event", "fault_to_books_ms",
+					    "stop_to_books_ms", "stop_last_event", "stop_proposed_event",
+					    "fault_to_books_ms",
 					    "errors", "counters",
 					    "latency", "clocks", "rates", "processes", "cpu",
 					    "reader_links", "memory_bounds" };
@@ -169,6 +170,7 @@ START_TEST(test_top_level_fields)
 	ck_assert(json_is_null(json_object_get(root, "start_to_first_event_ms")));
 	ck_assert(json_is_null(json_object_get(root, "stop_to_books_ms")));
 	ck_assert(json_is_null(json_object_get(root, "stop_last_event")));
+	ck_assert(json_is_null(json_object_get(root, "stop_proposed_event")));
 	ck_assert(json_is_integer(json_object_get(json_object_get(root, "losses"),
 						  "fragments_cut_by_stop")));
 	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(root, "run"), "run")), 7);
