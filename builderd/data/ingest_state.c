@@ -150,6 +150,8 @@ void ingest_snapshot(const struct ingest *g, struct snapshot *s)
 			s->data_format = rs.format;
 			s->data_files = rs.files_closed;
 			s->data_events_written = rs.events_written;
+			s->data_events_in_files = rs.events_in_files;
+			s->data_recording = 1;
 			s->data_bytes_written = rs.bytes_written;
 			s->data_events_unwritten = rs.events_unwritten;
 			s->data_events_unrecorded = rs.events_unrecorded;

@@ -311,6 +311,7 @@ void record_stats(const struct record *r, struct record_stats *out)
 		.format = r->ops->format,
 		.files_closed = w.files_closed,
 		.events_written = w.events_written,
+		.events_in_files = slices_run(r->slices).events,
 		.bytes_written = w.bytes_written,
 		.events_unwritten = w.events_unwritten,
 		.events_unrecorded = r->events_unrecorded,

@@ -38,6 +38,7 @@ struct record_stats {
 	const char *format;          /* "raw" or "hdf5" */
 	uint64_t files_closed;
 	uint64_t events_written;
+	uint64_t events_in_files;    /* the closed files' manifests' events */
 	uint64_t bytes_written;
 	uint64_t events_unwritten;   /* handed to the writer after it failed */
 	uint64_t events_unrecorded;  /* a fragment larger than the cells */

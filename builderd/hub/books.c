@@ -105,6 +105,30 @@ void books_check(const struct books *bk)
 	books_collect_peer_errors(bk);
 }
 
+/* Every builder that records and reported: its recording's figures, from
+ * this process (--role both) or each builder's END report (--role hub).
+ * Returns how many. */
+static size_t books_recordings(const struct books *bk, struct acct_recording *out)
+{
+	if (bk->manager == NULL)
+		return dataview_recording(bk->data, &out[0]) ? 1 : 0;
+	size_t n = 0;
+	for (uint32_t k = 0; k < bk->peers->builders; k++) {
+		const struct ctl_report *r = peer_builder(bk->peers, k)->report;
+		if (r == NULL || acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_recording), NULL) == 0)
+			continue;
+		out[n++] = (struct acct_recording){
+			.builder = k,
+			.accepted = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_CORE(events_accepted), NULL),
+			.written = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_events_written), NULL),
+			.unwritten = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_events_unwritten), NULL),
+			.unrecorded = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_events_unrecorded), NULL),
+			.in_files = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_events_in_files), NULL),
+		};
+	}
+	return n;
+}
+
 /* --role hub: what the manager gave each builder and what it reported. */
 static void books_builders(const struct books *bk, struct acct_builder *builders)
 {
@@ -133,8 +157,9 @@ void books_account(const struct books *bk, struct acct *a)
 	uint64_t *unique_from = calloc(S + 1, sizeof *unique_from);
 	uint32_t M = bk->manager != NULL ? bk->peers->builders : 0;
 	struct acct_builder *builders = calloc(M + 1, sizeof *builders);
+	struct acct_recording *recordings = calloc(M + 1, sizeof *recordings);
 	if (source_reports == NULL || readers == NULL || source_gone == NULL || unique_from == NULL ||
-	    builders == NULL) {
+	    builders == NULL || recordings == NULL) {
 		books_error(bk, "Out of memory for the end-of-run accounting");
 		goto out;
 	}
@@ -171,7 +196,9 @@ void books_account(const struct books *bk, struct acct *a)
 		.builders = builders,
 		.ids_cut_unassigned = M > 0 ? manager_ids_cut_unassigned(bk->manager) : 0,
 		.stopped_at_fault = bk->stopped_at_fault,
+		.recordings = recordings,
 	};
+	run.recording_count = books_recordings(bk, recordings);
 	if (M > 0)
 		books_builders(bk, builders);
 	if (acct_compute(&run, a) < 0)
@@ -184,4 +211,5 @@ out:
 	free(unique_from);
 	free(readers);
 	free(builders);
+	free(recordings);
 }

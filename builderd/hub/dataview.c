@@ -1,5 +1,8 @@
 #include "hub/dataview.h"
 
+#include "data/output.h"
+#include "data/record.h"
+
 /* ---- the view of this process's ingest ---------------------------------- */
 
 static enum ingest_data_state ingv_reader_state(const void *ctx, uint32_t r)
@@ -52,6 +55,23 @@ static uint32_t ingv_reader_rails(const void *ctx, uint32_t r, const struct snap
 	return ingest_reader_rails(ctx, r, rail);
 }
 
+static bool ingv_recording(const void *ctx, struct acct_recording *out)
+{
+	struct record_stats rs;
+	const struct output *o = ingest_output(ctx);
+	if (o == NULL || !output_record_stats(o, &rs))
+		return false;
+	*out = (struct acct_recording){
+		.builder = 0,
+		.accepted = ingest_counters(ctx)->events_accepted,
+		.written = rs.events_written,
+		.unwritten = rs.events_unwritten,
+		.unrecorded = rs.events_unrecorded,
+		.in_files = rs.events_in_files,
+	};
+	return true;
+}
+
 static const struct dataview_ops ing_view_ops = {
 	.reader_state = ingv_reader_state,
 	.reader_frames = ingv_reader_frames,
@@ -63,6 +83,7 @@ static const struct dataview_ops ing_view_ops = {
 	.frames_received = ingv_frames_received,
 	.counters = ingv_counters,
 	.reader_rails = ingv_reader_rails,
+	.recording = ingv_recording,
 };
 
 void dataview_from_ingest(struct dataview *d, struct ingest *g)

@@ -8,6 +8,7 @@
 
 #include "data/ingest.h"
 
+#include "core/acct.h"
 #include "core/builder.h"
 
 #include <stdbool.h>
@@ -32,6 +33,10 @@ struct dataview_ops {
 	 * *rail, their count returned; 0 otherwise. NULL: this side has none
 	 * (--role hub, where the builders' END reports say it). */
 	uint32_t (*reader_rails)(const void *ctx, uint32_t r, const struct snapshot_rail **rail);
+	/* This process's recording, when it records: its books' figures.
+	 * NULL: this side has none (--role hub, where each builder's END
+	 * report says it). */
+	bool (*recording)(const void *ctx, struct acct_recording *out);
 };
 
 struct dataview {
@@ -92,6 +97,11 @@ static inline uint64_t dataview_frames_received(const struct dataview *d)
 static inline const struct bld_counters *dataview_counters(const struct dataview *d)
 {
 	return d->ops->counters(d->ctx);
+}
+
+static inline bool dataview_recording(const struct dataview *d, struct acct_recording *out)
+{
+	return d->ops->recording != NULL && d->ops->recording(d->ctx, out);
 }
 
 #endif

@@ -339,6 +339,8 @@ void fleet_snapshot(const struct fleet *f, struct snapshot *s)
 	s->data_events_unrecorded = f->own[CNT_BUILDER_data_events_unrecorded];
 	s->data_write_ns = f->own[CNT_BUILDER_data_write_ns];
 	s->data_sync_calls = f->own[CNT_BUILDER_data_sync_calls];
+	s->data_events_in_files = f->own[CNT_BUILDER_data_events_in_files];
+	s->data_recording = f->own[CNT_BUILDER_data_recording];
 	struct snapshot_link *links = (struct snapshot_link *)s->links;
 	for (uint32_t r = 0; r < f->opt->readers; r++)
 		links[r] = (struct snapshot_link){

@@ -45,6 +45,9 @@ enum acct_kind {
 	ACCT_WRONG_RAIL,
 	/* a run a peer stopped for a fault (docs/BUILDERS.md) */
 	ACCT_SOURCE_WIRE_STOPPED,
+	/* a builder that records the events' data (docs/RECORDING.md) */
+	ACCT_RECORD_ACCEPTED,
+	ACCT_RECORD_FILES,
 	ACCT_KIND_COUNT
 };
 
@@ -123,6 +126,17 @@ struct acct_builder {
 	uint64_t lost;                     /* in flight when it died (evm_loss); 0 alive */
 };
 
+/* A builder that records the events' data (docs/RECORDING.md): its
+ * accepted events and what became of their data, from its final counters. */
+struct acct_recording {
+	uint32_t builder;
+	uint64_t accepted;                 /* the core's events_accepted */
+	uint64_t written;                  /* data_events_written: the writer's count */
+	uint64_t unwritten;                /* data_events_unwritten */
+	uint64_t unrecorded;               /* data_events_unrecorded */
+	uint64_t in_files;                 /* data_events_in_files: the closed files' manifests */
+};
+
 struct acct_run {
 	uint16_t sources;
 	const struct ctl_report *const *source_reports;   /* [sources], NULL when absent */
@@ -145,6 +159,9 @@ struct acct_run {
 	 * read are the named bucket frames_unread_at_stop (equation 2 becomes
 	 * ACCT_SOURCE_WIRE_STOPPED). */
 	bool stopped_at_fault;
+	/* Every builder that records and reported: its recording's books. */
+	size_t recording_count;
+	const struct acct_recording *recordings;
 };
 
 /* Computes every equation of the run into a (allocated here; free with

@@ -473,7 +473,7 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 {
 	a->cap = 4u * run->sources + 2u * run->reader_count + 16u +
 		 (run->reader_count + 2u) * run->builder_count +
-		 run->reader_count * acct_rails_cap(run);
+		 run->reader_count * acct_rails_cap(run) + 2u * run->recording_count;
 	a->count = 0;
 	a->lost_with_sources = a->lost_with_readers = a->cut_by_stop = 0;
 	a->lost_with_builders = a->frames_lost_with_builders = a->unread_at_stop = 0;
@@ -502,9 +502,10 @@ int acct_compute(const struct acct_run *run, struct acct *a)
 	uint64_t outside = 0;
 	if (rc == 0)
 		rc = acct_builders(a, run, g.ids, g.agree, &outside);
-	if (rc == 0)
+	if (rc == 0) {
 		acct_builder(a, run, &g, outside);
-	else
+		acct_recordings(a, run);
+	} else
 		acct_free(a);
 	return rc;
 }

@@ -31,6 +31,9 @@ struct acct_equation *acct_add(struct acct *a, uint64_t lhs, uint64_t rhs, bool 
 
 extern const char ACCT_OVERFLOW_NOTE[];
 
+/* Each recording builder's two equations (acct_record.c). */
+void acct_recordings(struct acct *a, const struct acct_run *run);
+
 /* Several builders: reader rd's hop to each builder (forwarded = received
  * by it); what it forwarded to a builder gone without a report is lost
  * with it, added to *lost (and the run's bucket). Nothing with one

@@ -71,6 +71,12 @@ static const struct acct_kind_doc acct_kinds[ACCT_KIND_COUNT] = {
 	[ACCT_SOURCE_WIRE_STOPPED] = { "2 source %u: frames on wire = received by reader %u + unread at the stop for a fault",
 				       "source, reader", "`source.N.frames_wire`",
 				       "`reader.R.source.N.frames_received` + `frames_unread_at_stop` (a run a peer stopped for a fault: the readers closed their sources at once)" },
+	[ACCT_RECORD_ACCEPTED] = { "builder %u: accepted = data written + not written + not recorded",
+				   "builder (recording)", "`events_accepted`",
+				   "`data_events_written + data_events_unwritten + data_events_unrecorded`" },
+	[ACCT_RECORD_FILES] = { "builder %u: events in the closed files = data written",
+				"builder (recording)", "`data_events_in_files` (the manifests' events)",
+				"`data_events_written`" },
 };
 
 const struct acct_kind_doc *acct_kind_describe(enum acct_kind kind)

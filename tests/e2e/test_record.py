@@ -57,7 +57,22 @@ class RecordRunTest(E2ETestCase):
         self.assertEqual(m["counters"]["builder"]["data_events_unwritten"], 0)
         self.assertEqual(m["counters"]["builder"]["data_events_unrecorded"], 0)
         self.assertGreaterEqual(m["counters"]["builder"]["data_files"], 1)
+        self.assertEqual(m["counters"]["builder"]["data_events_in_files"], events)
+        self.check_record_equations(m, [0], events)
         return m
+
+    def check_record_equations(self, m: dict, builders, events: int) -> None:
+        """The books' recording equations, one pair per builder, hold and
+        add up to the events written."""
+        eqs = {e["name"]: e for e in m["equations"]}
+        accepted = 0
+        for b in builders:
+            e = eqs[f"builder {b}: accepted = data written + not written + not recorded"]
+            self.assertTrue(e["ok"], e)
+            accepted += e["lhs"]
+            e = eqs[f"builder {b}: events in the closed files = data written"]
+            self.assertTrue(e["ok"], e)
+        self.assertEqual(accepted, events)
 
     def test_one_builder_raw_every_byte(self):
         # local.toml records raw files by default ([output]), its cells sized
@@ -109,7 +124,10 @@ class RecordRunTest(E2ETestCase):
             self.assertEqual(len(files), 1, f"builder {b}")
             written += len(events_of(r.run_dir / "builders" / str(b)))
         self.assertEqual(written, 6000)
-        self.assertEqual(r.metrics()["counters"]["builder"]["data_events_written"], 6000)
+        m = r.metrics()
+        self.assertEqual(m["counters"]["builder"]["data_events_written"], 6000)
+        self.assertEqual(m["counters"]["builder"]["data_recording"], 2)
+        self.check_record_equations(m, [0, 1], 6000)
 
     def test_a_payload_not_the_generators_is_named(self):
         r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw")])

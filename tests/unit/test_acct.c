@@ -609,6 +609,62 @@ START_TEST(test_every_kind_named_by_its_format)
 }
 END_TEST
 
+/* A recording builder (docs/RECORDING.md): accepted events are written or
+ * in a named bucket, and the closed files hold exactly the written ones;
+ * each difference fails its own equation by name and nothing else. */
+START_TEST(test_recording_books)
+{
+	struct acct_recording rec = { .builder = 0, .accepted = EVENTS, .written = EVENTS - 7,
+				      .unwritten = 5, .unrecorded = 2, .in_files = EVENTS - 7 };
+	run.recordings = &rec;
+	run.recording_count = 1;
+	struct acct a;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(acct_balanced(&a));
+	const struct acct_equation *e =
+		find(&a, "builder 0: accepted = data written + not written + not recorded");
+	ck_assert_int_eq(e->kind, ACCT_RECORD_ACCEPTED);
+	ck_assert_uint_eq(e->lhs, EVENTS);
+	ck_assert_uint_eq(e->rhs, EVENTS);
+	e = find(&a, "builder 0: events in the closed files = data written");
+	ck_assert_int_eq(e->kind, ACCT_RECORD_FILES);
+	ck_assert(e->ok);
+	bool seen[ACCT_KIND_COUNT] = { false };
+	note_kinds(&a, seen);
+	ck_assert(seen[ACCT_RECORD_ACCEPTED] && seen[ACCT_RECORD_FILES]);
+	acct_free(&a);
+
+	/* An accepted event whose data went nowhere. */
+	rec.written--;
+	rec.in_files--;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	ck_assert(!acct_balanced(&a));
+	ck_assert(!find(&a, "builder 0: accepted = data written")->ok);
+	ck_assert(find(&a, "builder 0: events in the closed files")->ok);
+	ck_assert_uint_eq(failing(&a), 1);
+	acct_free(&a);
+
+	/* A file whose manifest counts one event fewer than were written. */
+	rec.written++;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	e = find(&a, "builder 0: events in the closed files");
+	ck_assert(!e->ok);
+	ck_assert_uint_eq(e->lhs, EVENTS - 8);
+	ck_assert_uint_eq(e->rhs, EVENTS - 7);
+	ck_assert_uint_eq(failing(&a), 1);
+	acct_free(&a);
+
+	/* Buckets that wrap never balance. */
+	rec.in_files = rec.written;
+	rec.unwritten = UINT64_MAX;
+	ck_assert_int_eq(acct_compute(&run, &a), 0);
+	e = find(&a, "builder 0: accepted = data written");
+	ck_assert(!e->ok);
+	ck_assert_str_eq(e->note, "a side's sum overflows 2^64: impossible counters");
+	acct_free(&a);
+}
+END_TEST
+
 /* A source gone without a report: the fragments the builder did not get of
  * it are the named bucket, its equation balances with it, and its hop at
  * the reader that did report still counts. */
@@ -805,6 +861,7 @@ static Suite *acct_suite(void)
 	TCase *tc = tcase_create("equations");
 	tcase_add_checked_fixture(tc, clean_run_setup, NULL);
 	tcase_add_test(tc, test_clean_run_balances);
+	tcase_add_test(tc, test_recording_books);
 	tcase_add_test(tc, test_frame_lost_between_source_and_reader);
 	tcase_add_test(tc, test_frame_lost_between_reader_and_builder);
 	tcase_add_test(tc, test_missing_report_fails_by_name);
