@@ -167,6 +167,29 @@ def recover(path: Path) -> int:
     return 0
 
 
+def manifest_missing(path: Path) -> int:
+    """A closed file whose builder was killed between its rename and its
+    manifest: the file is whole (checked), and gets the manifest it lacks."""
+    try:
+        info = evfile.check_file(path)
+    except evfile.EventFileError as e:
+        print(f"evdump: {e}; no manifest written", file=sys.stderr)
+        return 1
+    manifest = write_manifest(path, info, recovered=True)
+    print(f"evdump: {path}: closed whole ({info['events']} events) but without its manifest; "
+          f"manifest {manifest.name} written")
+    return 0
+
+
+def recover_dir(root: Path) -> list:
+    """What a killed builder may leave in a run directory, every builder's:
+    files left open, and closed files without their manifest."""
+    open_files = sorted(root.rglob("*" + evfile.FILE_SUFFIX + evfile.OPEN_SUFFIX))
+    bare = [p for p in sorted(root.rglob("*" + evfile.FILE_SUFFIX))
+            if not p.with_name(p.name + ".json").exists()]
+    return [(recover, p) for p in open_files] + [(manifest_missing, p) for p in bare]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="evdump", description=__doc__.split("\n\n")[0],
                                  epilog="docs/event-file-format.md; docs/RECORDING.md")
@@ -174,22 +197,22 @@ def main(argv: list[str] | None = None) -> int:
     what.add_argument("--check", action="store_true", help="verify every file and CRC")
     what.add_argument("--show", type=int, metavar="EVENT", help="print one event")
     what.add_argument("--recover", action="store_true",
-                      help="close the .writing files a killed builder left (a FILE, or every one in a RUN_DIR)")
+                      help="close the .writing files a killed builder left, and give a "
+                           "closed file without its manifest one (a FILE, or every one "
+                           "in a RUN_DIR)")
     ap.add_argument("targets", nargs="+", metavar="RUN_DIR|FILE")
     args = ap.parse_args(argv)
     try:
         if args.recover:
-            paths = []
+            work = []
             for t in map(Path, args.targets):
                 if not t.exists():
                     ap.error(f"no such file or directory: {t}")
-                # A run directory: every file left open in it, every builder's.
-                paths += sorted(t.rglob("*" + evfile.FILE_SUFFIX + evfile.OPEN_SUFFIX)) \
-                    if t.is_dir() else [t]
-            if not paths:
+                work += recover_dir(t) if t.is_dir() else [(recover, t)]
+            if not work:
                 print(f"evdump: no file left open in {' '.join(args.targets)}: nothing to recover")
                 return 0
-            return max(recover(p) for p in paths)
+            return max(fn(p) for fn, p in work)
         paths = files_of(args.targets, include_open=not args.check)
     except FileNotFoundError as e:
         ap.error(str(e))

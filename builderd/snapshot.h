@@ -128,6 +128,7 @@ struct snapshot {
 	uint64_t data_store_bytes;
 	uint64_t data_free_bytes;          /* on the files' file system, at the writer's last check */
 	uint64_t data_events_in_files;     /* the closed files' manifests' events */
+	uint64_t data_direct_bytes;        /* of data_bytes_written, by direct I/O */
 	uint64_t data_recording;           /* 1: this builder records (a hub: how many of its do) */
 	const char *data_format;           /* "raw", "hdf5"; NULL: not recorded */
 	/* --role hub: the builders' latency uncertainty merged (NULL in role

@@ -153,6 +153,7 @@ static bool ingest_open_record(const struct options *opt, struct record **out)
 		.max_payload = opt->record_max_payload,
 		.max_file_bytes = opt->record_max_file_bytes,
 		.sync = (enum evw_sync)opt->record_sync,
+		.direct = opt->record_io == OPTIONS_IO_DIRECT,
 		.slice_ns = opt->record_slice_ms * 1000000u,
 		.slice_events = opt->record_slice_events,
 	};

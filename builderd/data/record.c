@@ -3,6 +3,7 @@
 #include "options.h"
 
 #include "data/slices.h"
+#include "sys/dwrite.h"
 
 #include "core/fragstore.h"
 #include "io/daemon.h"
@@ -64,6 +65,7 @@ struct record {
 	struct evw_frame *frames;        /* [sources]: one event's, for the writer */
 	uint64_t events_unrecorded;
 	uint64_t fragments_too_large;
+	uint64_t stage_bytes;            /* the raw writer's direct-I/O staging buffer */
 	bool sealed;
 	bool failed;
 };
@@ -140,11 +142,12 @@ bool record_open(struct record **out, const struct record_config *c, char *error
 	} else {
 		struct evw_config e = { .dir = c->dir, .run = c->run, .builder_id = c->builder_id,
 					.sources = c->sources, .max_file_bytes = c->max_file_bytes,
-					.sync = c->sync, .software = software };
+					.sync = c->sync, .software = software, .direct = c->direct };
 		memcpy(e.config_sha256, c->config_sha256, sizeof e.config_sha256);
 		struct evw *w = NULL;
 		rc = evw_open(&w, &e, record_on_closed, r, error, error_size);
 		r->writer = w;
+		r->stage_bytes = c->direct ? DWRITE_STAGE_BYTES : 0;
 	}
 	if (rc != 0) {
 		r->writer = NULL;
@@ -313,6 +316,7 @@ void record_stats(const struct record *r, struct record_stats *out)
 		.events_written = w.events_written,
 		.events_in_files = slices_run(r->slices).events,
 		.bytes_written = w.bytes_written,
+		.direct_bytes = w.direct_bytes,
 		.events_unwritten = w.events_unwritten,
 		.events_unrecorded = r->events_unrecorded,
 		.fragments_too_large = r->fragments_too_large,
@@ -321,7 +325,7 @@ void record_stats(const struct record *r, struct record_stats *out)
 		.write_ns = w.write_ns,
 		.sync_ns = w.sync_ns,
 		.free_bytes = w.free_bytes,
-		.store_bytes = fragstore_bytes(r->store),
+		.store_bytes = fragstore_bytes(r->store) + r->stage_bytes,
 		.batch_bytes_peak = w.batch_bytes_peak,
 		.held_peak = fragstore_held_peak(r->store),
 		.slices_ended = slices_ended(r->slices),

@@ -29,6 +29,7 @@ struct record_config {
 	uint32_t max_payload;        /* larger fragments are not recorded */
 	uint64_t max_file_bytes;
 	enum evw_sync sync;
+	bool direct;                 /* raw files: whole blocks by direct I/O where allowed */
 	uint64_t slice_ns;           /* data/slices.h; 0: no slice by time */
 	uint64_t slice_events;       /* 0: no slice by count */
 	uint8_t config_sha256[EVF_SHA256_BYTES];
@@ -40,6 +41,7 @@ struct record_stats {
 	uint64_t events_written;
 	uint64_t events_in_files;    /* the closed files' manifests' events */
 	uint64_t bytes_written;
+	uint64_t direct_bytes;       /* of bytes_written, by direct I/O */
 	uint64_t events_unwritten;   /* handed to the writer after it failed */
 	uint64_t events_unrecorded;  /* a fragment larger than the cells */
 	uint64_t fragments_too_large;

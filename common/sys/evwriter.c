@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 
+#include "sys/dwrite.h"
 #include "sys/evpublish.h"
 #include "wire/crc.h"
 #include "wire/frame.h"
@@ -45,6 +46,7 @@ struct evw_open_file {
 	uint64_t first_event;
 	uint64_t last_event;
 	uint32_t crc;            /* of its bytes so far, batch included */
+	bool direct;             /* its whole blocks by direct I/O (w->dio) */
 };
 
 struct evw {
@@ -58,6 +60,7 @@ struct evw {
 	char error[PATH_MAX + 256];
 
 	struct evw_open_file file;    /* fd -1 when none is open */
+	struct dwrite dio;            /* cfg.direct: the staging buffer, the open file's direct fd */
 	uint32_t next_seq;
 	uint32_t slice;
 
@@ -137,6 +140,13 @@ int evw_open(struct evw **out, const struct evw_config *config, evw_closed_fn on
 	w->on_closed = on_closed;
 	w->on_closed_arg = arg;
 	w->file.fd = -1;
+	w->dio = (struct dwrite){ .fd = -1, .direct_fd = -1 };
+	if (w->cfg.direct && dwrite_init(&w->dio) != 0) {
+		rc = -ENOMEM;
+		snprintf(error, error_size, "out of memory for the direct-I/O staging buffer");
+		w->dir_fd = -1;
+		goto out;
+	}
 	w->dir_fd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (w->dir_fd < 0 || faccessat(w->dir_fd, ".", W_OK, AT_EACCESS) != 0) {
 		rc = -errno;
@@ -185,6 +195,12 @@ static int evw_open_file(struct evw *w)
 		return evw_fail(w, errno ? errno : EIO, "%s: write to %s failed: %s", "output");
 	f->bytes = sizeof(head);
 	f->crc = crc_update(0, head, sizeof(head));
+	/* A file system that refuses direct I/O refuses it for every file. */
+	if (w->cfg.direct) {
+		rc = dwrite_begin(&w->dio, w->dir_fd, open_name, f->fd, head, sizeof(head));
+		f->direct = rc == 0;
+		w->cfg.direct = rc == 0;
+	}
 	w->stats.bytes_written += sizeof(head);
 	return 0;
 }
@@ -219,6 +235,8 @@ static void evw_writeback(struct evw *w)
 {
 	struct evw_open_file *f = &w->file;
 
+	if (f->direct)
+		return;   /* nothing of it is in the page cache but a part block */
 	while (f->bytes - f->kicked >= EVW_WRITEBACK_WINDOW_BYTES) {
 		sync_file_range(f->fd, (off_t)f->kicked, EVW_WRITEBACK_WINDOW_BYTES,
 				SYNC_FILE_RANGE_WRITE);
@@ -234,6 +252,17 @@ static void evw_writeback(struct evw *w)
 	}
 }
 
+/* A batch that could not be written: its events unwritten, the file's CRC
+ * back to its last acknowledged byte, the writer failed. */
+static int evw_batch_failed(struct evw *w, int err)
+{
+	w->stats.events_unwritten += w->batch_events;
+	w->file.crc = w->batch_file_crc;
+	w->iov_count = w->header_count = 0;
+	w->batch_events = w->batch_bytes = 0;
+	return evw_fail(w, err, "%s: write to %s failed: %s", err == ENOSPC ? "disk full" : "output");
+}
+
 int evw_flush(struct evw *w)
 {
 	struct evw_open_file *f = &w->file;
@@ -246,21 +275,24 @@ int evw_flush(struct evw *w)
 	if (w->iov_count == 0)
 		return 0;
 	t0 = evw_now_ns(CLOCK_MONOTONIC);
+	if (f->direct) {
+		uint64_t calls = w->dio.calls, direct = w->dio.direct_bytes;
+		int rc = dwrite_append(&w->dio, iov, left);
+
+		w->stats.write_calls += w->dio.calls - calls;
+		w->stats.direct_bytes += w->dio.direct_bytes - direct;
+		if (rc != 0)
+			return evw_batch_failed(w, -rc);
+		done = w->batch_bytes;
+		left = 0;
+	}
 	while (left > 0) {
 		ssize_t n = writev(f->fd, iov, (int)left);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			int err = n < 0 ? errno : EIO;
-
-			w->stats.events_unwritten += w->batch_events;
-			f->crc = w->batch_file_crc;
-			w->iov_count = w->header_count = 0;
-			w->batch_events = w->batch_bytes = 0;
-			return evw_fail(w, err, "%s: write to %s failed: %s",
-					err == ENOSPC ? "disk full" : "output");
-		}
+		if (n <= 0)
+			return evw_batch_failed(w, n < 0 ? errno : EIO);
 		w->stats.write_calls++;
 		done += (uint64_t)n;
 		while (left > 0 && (size_t)n >= iov->iov_len) {
@@ -377,7 +409,9 @@ static int evw_close_file(struct evw *w)
 	uint64_t t0;
 
 	evf_encode_trailer(trailer, &t, f->crc);
-	if (write(f->fd, trailer, sizeof(trailer)) != (ssize_t)sizeof(trailer))
+	dwrite_end_file(&w->dio);
+	f->direct = false;
+	if (pwrite(f->fd, trailer, sizeof(trailer), (off_t)f->bytes) != (ssize_t)sizeof(trailer))
 		return evw_fail(w, errno ? errno : EIO, "%s: trailer in %s: %s", "output");
 	f->bytes += sizeof(trailer);
 	w->stats.bytes_written += sizeof(trailer);
@@ -414,6 +448,8 @@ static void evw_salvage(struct evw *w)
 	struct evw_open_file *f = &w->file;
 	bool failed = w->stats.failed;
 
+	dwrite_end_file(&w->dio);
+	f->direct = false;
 	if (ftruncate(f->fd, (off_t)f->bytes) != 0 || lseek(f->fd, 0, SEEK_END) < 0) {
 		close(f->fd);
 		f->fd = -1;
@@ -466,6 +502,7 @@ void evw_destroy(struct evw *w)
 		return;
 	if (w->file.fd >= 0)
 		close(w->file.fd);
+	dwrite_free(&w->dio);
 	if (w->dir_fd >= 0)
 		close(w->dir_fd);
 	free(w);

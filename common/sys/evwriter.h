@@ -41,6 +41,10 @@ struct evw_config {
 	uint8_t config_sha256[EVF_SHA256_BYTES];
 	const char *software;
 	uint64_t created_ns;         /* stamped into each file header; 0: the time of opening */
+	/* Whole blocks by direct I/O (sys/dwrite), where the file system
+	 * allows it; a file system that refuses (tmpfs) is written through
+	 * the page cache. Costs a staging buffer of DWRITE_STAGE_BYTES. */
+	bool direct;
 };
 
 /* One frame of an event: its bytes (42-byte header and payload), as they
@@ -72,6 +76,7 @@ struct evw_stats {
 	uint64_t sync_ns;            /* time inside fdatasync and fsync */
 	uint64_t free_bytes;         /* at the last check */
 	uint64_t batch_bytes_peak;
+	uint64_t direct_bytes;       /* of bytes_written, those written by direct I/O */
 	bool failed;
 };
 

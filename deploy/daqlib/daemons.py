@@ -153,6 +153,7 @@ def record_options(t: Topology, be: Backend, host: str, run_dir: Path,
             "--record-max-payload", str(record_max_payload(t))]
     opt(argv, "--record-max-file-bytes", o["max_file_bytes"])
     opt(argv, "--record-sync", o["sync"])
+    opt(argv, "--record-io", o["io"])
     opt(argv, "--record-slice-ms", o["slice_ms"])
     opt(argv, "--record-slice-events", o["slice_events"])
     return argv + ["--config-sha256", config_sha256(t)]

@@ -41,6 +41,7 @@ struct bench_args {
 	int keep;
 	int hdf5;
 	uint32_t chunk_bytes;
+	int buffered;
 };
 
 static double now_s(clockid_t clock)
@@ -68,10 +69,11 @@ static int parse(int argc, char **argv, struct bench_args *a)
 		{ "max-file-bytes", required_argument, NULL, 'm' },
 		{ "sync", required_argument, NULL, 'y' }, { "keep", no_argument, NULL, 'k' },
 		{ "format", required_argument, NULL, 'f' },
-		{ "chunk-bytes", required_argument, NULL, 'c' }, { NULL, 0, NULL, 0 } };
+		{ "chunk-bytes", required_argument, NULL, 'c' },
+		{ "buffered", no_argument, NULL, 'b' }, { NULL, 0, NULL, 0 } };
 	int c;
 
-	*a = (struct bench_args){ NULL, 4, 16384, 20000, 1ull << 30, EVW_SYNC_CLOSE, 0, 0, 0 };
+	*a = (struct bench_args){ NULL, 4, 16384, 20000, 1ull << 30, EVW_SYNC_CLOSE, 0, 0, 0, 0 };
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': a->dir = optarg; break;
@@ -80,6 +82,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
 		case 'e': a->events = strtoull(optarg, NULL, 10); break;
 		case 'm': a->max_file_bytes = strtoull(optarg, NULL, 10); break;
 		case 'k': a->keep = 1; break;
+		case 'b': a->buffered = 1; break;
 		case 'c': a->chunk_bytes = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'f':
 			if (strcmp(optarg, "raw") != 0 && strcmp(optarg, "hdf5") != 0)
@@ -148,7 +151,8 @@ static int writer_open(struct bench_writer *bw, const struct bench_args *a, char
 	}
 	struct evw_config c = { .dir = a->dir, .run = 1, .sources = (uint16_t)a->sources,
 				.max_file_bytes = a->max_file_bytes, .reserve_bytes = 1,
-				.sync = a->sync, .software = "bench_evwriter" };
+				.sync = a->sync, .software = "bench_evwriter",
+				.direct = !a->buffered };
 
 	return evw_open(&bw->raw, &c, NULL, NULL, err, size);
 }
@@ -186,14 +190,15 @@ static void print_result(const struct bench_args *a, const struct evw_stats *st,
 	       ", \"cpu_s\": %.6f, \"gb_per_s\": %.4f, \"frame_gb_per_s\": %.4f"
 	       ", \"cpu_ns_per_byte\": %.4f, \"cpu_ns_per_frame_byte\": %.4f, \"cpu_ns_per_event\": %.1f"
 	       ", \"events_per_s\": %.0f, \"write_s\": %.6f, \"sync_s\": %.6f, \"writes\": %" PRIu64
-	       ", \"sync\": \"%s\", \"chunk_bytes\": %" PRIu32 "}\n",
+	       ", \"sync\": \"%s\", \"chunk_bytes\": %" PRIu32 ", \"direct_bytes\": %" PRIu64 "}\n",
 	       a->hdf5 ? "hdf5" : "raw", a->sources, a->payload, st->events_written, st->bytes_written,
 	       frame_bytes, st->files_closed, wall, cpu, st->bytes_written / wall / 1e9,
 	       frame_bytes / wall / 1e9, cpu * 1e9 / (double)st->bytes_written, cpu * 1e9 / frame_bytes,
 	       cpu * 1e9 / (double)st->events_written, st->events_written / wall, st->write_ns / 1e9,
 	       st->sync_ns / 1e9, st->write_calls,
 	       a->sync == EVW_SYNC_CLOSE ? "close" : a->sync == EVW_SYNC_BATCH ? "batch" : "never",
-	       a->hdf5 ? (a->chunk_bytes ? a->chunk_bytes : H5W_DEFAULT_CHUNK_BYTES) : 0);
+	       a->hdf5 ? (a->chunk_bytes ? a->chunk_bytes : H5W_DEFAULT_CHUNK_BYTES) : 0,
+	       st->direct_bytes);
 }
 
 int main(int argc, char **argv)
