@@ -9,9 +9,12 @@
     analysis/evdump.py --recover FILE.writing ... close a file a killed builder left
                                                   open: cut it after its last complete
                                                   record, write the trailer, fsync,
-                                                  rename, write its manifest
+                                                  rename, write its manifest; an
+                                                  HDF5 one (NAME.h5.writing) cut back
+                                                  to its last whole event
 
-Standard library only. Exit status: 0 all good, 1 damage found (or an
+Standard library only, but for HDF5 files (h5events: h5py; and h5clear,
+Debian's hdf5-tools, to recover one). Exit status: 0 all good, 1 damage found (or an
 event not found), 2 a usage error.
 """
 
@@ -124,8 +127,38 @@ def write_manifest(path: Path, info: dict, recovered: bool) -> Path:
     return manifest
 
 
+H5_OPEN_SUFFIX = ".h5" + evfile.OPEN_SUFFIX
+
+
+def recover_h5(path: Path) -> int:
+    """Closes one `.h5.writing` file (h5events.recover_file), renames it,
+    writes its manifest."""
+    import h5events    # h5py: needed for HDF5 files only
+    try:
+        got = h5events.recover_file(path)
+        info = h5events.check_file(path)     # whole now, or it keeps its name
+    except evfile.EventFileError as e:
+        print(f"evdump: {e}; not recovered", file=sys.stderr)
+        return 1
+    with open(path, "r+b") as f:
+        os.fdatasync(f.fileno())
+    closed = path.with_name(path.name[:-len(evfile.OPEN_SUFFIX)])
+    os.replace(path, closed)
+    fsync_dir(closed.parent)
+    data = closed.read_bytes()
+    info["trailer"] = {"events": got["events"], "first_event": got["first_event"],
+                       "last_event": got["last_event"], "file_crc": zlib.crc32(data)}
+    manifest = write_manifest(closed, info, recovered=True)
+    print(f"evdump: {closed}: kept {got['events']} events"
+          + (f" ({got['first_event']}..{got['last_event']})" if got["events"] else "")
+          + f", the reading ended at: {got['stop']}; manifest {manifest.name}")
+    return 0
+
+
 def recover(path: Path) -> int:
     """Closes one `.writing` file: its complete records kept, the rest cut."""
+    if path.name.endswith(H5_OPEN_SUFFIX):
+        return recover_h5(path)
     if not path.name.endswith(evfile.OPEN_SUFFIX):
         print(f"evdump: {path}: not a file left open (its name does not end in "
               f"{evfile.OPEN_SUFFIX})", file=sys.stderr)
@@ -184,7 +217,8 @@ def manifest_missing(path: Path) -> int:
 def recover_dir(root: Path) -> list:
     """What a killed builder may leave in a run directory, every builder's:
     files left open, and closed files without their manifest."""
-    open_files = sorted(root.rglob("*" + evfile.FILE_SUFFIX + evfile.OPEN_SUFFIX))
+    open_files = sorted(root.rglob("*" + evfile.FILE_SUFFIX + evfile.OPEN_SUFFIX)) + \
+        sorted(root.rglob("*" + H5_OPEN_SUFFIX))
     bare = [p for p in sorted(root.rglob("*" + evfile.FILE_SUFFIX))
             if not p.with_name(p.name + ".json").exists()]
     return [(recover, p) for p in open_files] + [(manifest_missing, p) for p in bare]

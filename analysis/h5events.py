@@ -177,6 +177,57 @@ def check_file(path, allow_open: bool = False) -> dict:
             "trailer": r.trailer, "bytes": len(data)}
 
 
+def recover_file(path) -> dict:
+    """Closes NAME.h5.writing a killed builder left, in place: its open
+    flag cleared (`h5clear -s`, hdf5-tools: libhdf5 refuses a file marked
+    open for writing), every event read and checked up to the first that
+    is not whole (the writer flushes the tables after every batch, so the
+    last batch before the kill is whole), the tables cut back to those
+    events, the closing attributes written. Returns the events kept, their
+    first and last IDs, and what ended the reading. The caller renames the
+    file and writes its manifest. EventFileError when not even the file's
+    structure can be read."""
+    path = Path(path)
+    import shutil
+    import subprocess
+    import numpy as np
+    if shutil.which("h5clear") is None:
+        raise EventFileError(path, 0, evfile.NOT_EVENT_FILE,
+                             "h5clear (Debian's hdf5-tools) is needed to recover an HDF5 file")
+    r = subprocess.run(["h5clear", "-s", str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise EventFileError(path, 0, evfile.NOT_EVENT_FILE,
+                             f"h5clear -s failed: {(r.stderr or r.stdout).strip()[:200]}")
+    kept, stop = [], "every event whole"
+    reader = Reader(path, allow_open=True)
+    try:
+        for ev in reader:
+            kept.append(ev.event_id)
+    except EventFileError as e:
+        stop = str(e)
+    except (OSError, KeyError, ValueError) as e:     # tables the kill left unreadable
+        stop = f"{path}: {e}"
+    finally:
+        reader.close()
+    with h5py.File(path, "r+") as f:
+        last = kept[-1] if kept else None
+        f["events"].resize((len(kept),))
+        for s in range(int(f.attrs["sources"])):
+            frames, payload = f[f"source_{s}/frames"], f[f"source_{s}/payload"]
+            rows = frames[:] if frames.shape[0] else None
+            n = 0 if last is None or rows is None else \
+                int(np.searchsorted(rows["event_id"], last, side="right"))
+            end = 0 if n == 0 else \
+                int(rows["payload_offset"][n - 1]) + int(rows["payload_len"][n - 1])
+            frames.resize((n,))
+            payload.resize((end,))
+        f.attrs["event_count"] = np.uint64(len(kept))
+        f.attrs["first_event"] = np.uint64(kept[0] if kept else 0)
+        f.attrs["last_event"] = np.uint64(last or 0)
+    return {"events": len(kept), "first_event": kept[0] if kept else 0,
+            "last_event": last or 0, "stop": stop}
+
+
 def _file_key(p: Path) -> tuple:
     try:
         with h5py.File(p, "r") as f:

@@ -450,13 +450,19 @@ int h5w_flush(struct h5w *w)
 		h5w_abandon(w);
 		return rc;
 	}
+	/* The library's metadata to the file after every batch (to the
+	 * kernel; with sync batch to the disk too): a killed builder's file
+	 * is then whole up to a batch, which evdump --recover can close;
+	 * else its metadata may be only in this process, the file unreadable. */
+	t0 = h5w_now_ns(CLOCK_MONOTONIC);
+	errno = 0;
+	if (H5Fflush(f->id, H5F_SCOPE_LOCAL) < 0 ||
+	    (w->cfg.sync == EVW_SYNC_BATCH && fdatasync(f->fd) != 0)) {
+		rc = h5w_fail(w, errno ? errno : EIO, "output", "flush in");
+		h5w_abandon(w);
+		return rc;
+	}
 	if (w->cfg.sync == EVW_SYNC_BATCH) {
-		t0 = h5w_now_ns(CLOCK_MONOTONIC);
-		if (H5Fflush(f->id, H5F_SCOPE_LOCAL) < 0 || fdatasync(f->fd) != 0) {
-			rc = h5w_fail(w, errno ? errno : EIO, "output", "flush in");
-			h5w_abandon(w);
-			return rc;
-		}
 		w->stats.sync_calls++;
 		w->stats.sync_ns += h5w_now_ns(CLOCK_MONOTONIC) - t0;
 	}
