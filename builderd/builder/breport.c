@@ -176,6 +176,20 @@ bool breport_fill(struct ctl_report *r, const struct ingest *g, const struct bre
 	return ok;
 }
 
+void breport_stats(struct ctl_report *r, const struct ingest *g, uint64_t tokens_sent,
+		   uint64_t events_in_flight, double events_per_s)
+{
+	const struct bld_counters *c = ingest_counters(g);
+	memset(r, 0, sizeof *r);
+	struct ctl_group *t = ctl_report_group(r, CNT_GROUP_TOTALS);
+	ctl_group_set(t, CNT_BUILDER_CORE(events_complete), c->events_complete);
+	ctl_group_set(t, CNT_BUILDER_CORE(events_expired), c->events_expired);
+	ctl_group_set(t, CNT_BUILDER_CORE(events_accepted), c->events_accepted);
+	ctl_group_set(t, CNT_BUILDER_ROLE(tokens_sent), tokens_sent);
+	ctl_group_set(t, CNT_BUILDER_STATS(events_in_flight), events_in_flight);
+	ctl_group_set(t, CNT_BUILDER_STATS(events_complete_per_s), (uint64_t)(events_per_s + 0.5));
+}
+
 int breport_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r)
 {
 	json_t *root = json_object(), *groups = json_object();

@@ -28,6 +28,8 @@
 #define BRUN_TICK_US 2000u
 /* After our END, how long to wait for the hub's BYE before leaving. */
 #define BRUN_BYE_WAIT_S 10
+/* The wait for the hub's kernel to acknowledge a STATS after a loop gap. */
+#define BRUN_HUB_ANSWER_NS (1000ull * 1000 * 1000)
 
 struct brun {
 	struct event_base *base;
@@ -106,23 +108,36 @@ static void brun_fence(struct brun *b, const char *what, const char *why)
 	b->fenced = true;
 	b->reported = true;   /* no TOKEN, no records, no END from here on */
 	event_del(b->ev_tick);
-	uint64_t below = b->joined ? b->token_decided_below : 0;
-	uint64_t dropped = ingest_fence(b->ing);
-	struct fence_cut ev = { 0 }, ex = { 0 };
-	int rc = fence_cut_records(b->opt.out_dir, below, &ev, &ex);
-	brun_error(b, "Builder %u %s (%s): fenced at event %" PRIu64
-		      " (its last token: %" PRIu64 " events decided); its records keep %" PRIu64
-		      " events and %" PRIu64 " expired below it, %" PRIu64
-		      " records past it removed and %" PRIu64 " never written; it writes nothing more for run %u",
-		   b->opt.builder_id, what, why, below, b->token_decided, ev.kept, ex.kept,
-		   ev.removed + ex.removed, dropped, b->opt.run_id);
-	struct breport_fence f = { .below = below, .decided = b->token_decided,
-				.events_kept = ev.kept, .expired_kept = ex.kept,
-				.removed = ev.removed + ex.removed, .unwritten = dropped,
-				.complete = rc == 0 };
-	if (breport_write_fenced(b->opt.out_dir, b->opt.builder_id, b->opt.run_id, &f) == 0)
-		rundir_end(b->opt.out_dir);
+	struct fence_at at = { .dir = b->opt.out_dir, .builder = b->opt.builder_id,
+			       .run = b->opt.run_id, .below = b->joined ? b->token_decided_below : 0,
+			       .decided = b->token_decided, .unwritten = ingest_fence(b->ing) };
+	fence_apply(&at, what, why);
+	b->status = 1;
 	brun_leave(b, 0);
+}
+
+/* b->stats for the hub; false without a plan and a link, or after END. */
+static bool brun_fill_stats(struct brun *b)
+{
+	struct ownroute *plan = ingest_plan(b->ing);
+	if (!b->hub_ready || b->reported || plan == NULL)
+		return false;
+	uint64_t assigned = ownroute_assigned(plan), decided = ingest_decided(b->ing);
+	b->stats.type = CTL_STATS;
+	breport_stats(&b->stats.u.report, b->ing, hublink_tokens_sent(b->hub),
+		      assigned > decided ? assigned - decided : 0, b->events_per_s);
+	return true;
+}
+
+/* Whether the hub still holds this builder's link, after a loop gap (a
+ * stopped process): the FIN of a hub that gave it up may be stuck behind a
+ * full receive window, so a STATS must be acknowledged (a closed socket resets). */
+static bool brun_hub_answers(struct brun *b)
+{
+	if (hublink_hub_closed(b->hub))
+		return false;
+	return !b->joined || !brun_fill_stats(b) ||
+	       hublink_hub_answers(b->hub, &b->stats, BRUN_HUB_ANSWER_NS);
 }
 
 /* ---- tokens --------------------------------------------------------------- */
@@ -202,7 +217,7 @@ static void brun_finish(struct brun *b)
 	/* The hub closed the link before this END: it gave this builder up
 	 * (it was stopped), or died. Either way its books end at the last
 	 * TOKEN it read: fenced, not finished. */
-	if (b->joined && hublink_hub_closed(b->hub)) {
+	if (b->joined && !brun_hub_answers(b)) {
 		brun_fence(b, "lost its hub's control connection", "closed before the run's end");
 		return;
 	}
@@ -269,7 +284,6 @@ static void brun_hook_started(void *ctx)
 	brun_maybe_join(ctx);
 }
 
-
 static bool brun_hook_may_take(void *ctx, uint64_t now)
 {
 	struct brun *b = ctx;
@@ -277,7 +291,7 @@ static bool brun_hook_may_take(void *ctx, uint64_t now)
 	b->last_take_ns = now;
 	if (b->fenced)
 		return false;
-	if (last != 0 && now - last > BRUN_GAP_CHECK_NS && hublink_hub_closed(b->hub)) {
+	if (last != 0 && now - last > BRUN_GAP_CHECK_NS && !brun_hub_answers(b)) {
 		brun_fence(b, "lost its hub's control connection", "closed while it was stopped");
 		return false;
 	}
@@ -485,22 +499,8 @@ static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
 				  (double)(now - b->rate_ns);
 	b->rate_ns = now;
 	b->rate_complete = c->events_complete;
-	struct ownroute *plan = ingest_plan(b->ing);
-	if (!b->hub_ready || b->reported || plan == NULL)
-		return;
-	uint64_t assigned = ownroute_assigned(plan), decided = ingest_decided(b->ing);
-	b->stats.type = CTL_STATS;
-	memset(&b->stats.u.report, 0, sizeof b->stats.u.report);
-	struct ctl_group *g = ctl_report_group(&b->stats.u.report, CNT_GROUP_TOTALS);
-	ctl_group_set(g, CNT_BUILDER_CORE(events_complete), c->events_complete);
-	ctl_group_set(g, CNT_BUILDER_CORE(events_expired), c->events_expired);
-	ctl_group_set(g, CNT_BUILDER_CORE(events_accepted), c->events_accepted);
-	ctl_group_set(g, CNT_BUILDER_ROLE(tokens_sent), hublink_tokens_sent(b->hub));
-	ctl_group_set(g, CNT_BUILDER_STATS(events_in_flight),
-		      assigned > decided ? assigned - decided : 0);
-	ctl_group_set(g, CNT_BUILDER_STATS(events_complete_per_s),
-		      (uint64_t)(b->events_per_s + 0.5));
-	hublink_send_stats(b->hub, &b->stats);
+	if (brun_fill_stats(b))
+		hublink_send_stats(b->hub, &b->stats);
 }
 
 /* The port file and the "listening" lines the launcher reads back. */

@@ -1,5 +1,8 @@
 #include "builder/fence.h"
 
+#include "builder/breport.h"
+#include "report/rundir.h"
+
 #include "sys/afile.h"
 #include "sys/log.h"
 
@@ -67,4 +70,22 @@ int fence_cut_records(const char *dir, uint64_t below, struct fence_cut *events,
 	int rc = fence_cut_file(dir, "events.jsonl", below, events);
 	int rc2 = fence_cut_file(dir, "expired.jsonl", below, expired);
 	return rc < 0 ? rc : rc2;
+}
+
+void fence_apply(const struct fence_at *at, const char *what, const char *why)
+{
+	struct fence_cut ev = { 0 }, ex = { 0 };
+	int rc = fence_cut_records(at->dir, at->below, &ev, &ex);
+	log_error("Builder %u %s (%s): fenced at event %" PRIu64
+		  " (its last token: %" PRIu64 " events decided); its records keep %" PRIu64
+		  " events and %" PRIu64 " expired below it, %" PRIu64
+		  " records past it removed and %" PRIu64 " never written; it writes nothing more for run %u",
+		  at->builder, what, why, at->below, at->decided, ev.kept, ex.kept,
+		  ev.removed + ex.removed, at->unwritten, at->run);
+	struct breport_fence f = { .below = at->below, .decided = at->decided,
+				.events_kept = ev.kept, .expired_kept = ex.kept,
+				.removed = ev.removed + ex.removed, .unwritten = at->unwritten,
+				.complete = rc == 0 };
+	if (breport_write_fenced(at->dir, at->builder, at->run, &f) == 0)
+		rundir_end(at->dir);
 }

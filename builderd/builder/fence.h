@@ -20,4 +20,17 @@ struct fence_cut {
 int fence_cut_records(const char *dir, uint64_t below, struct fence_cut *events,
 		      struct fence_cut *expired);
 
+/* A fenced builder's end: where its fence is and what it holds. */
+struct fence_at {
+	const char *dir;      /* its --out */
+	uint32_t builder, run;
+	uint64_t below;       /* its last TOKEN's decided_below */
+	uint64_t decided;     /* that TOKEN's decided */
+	uint64_t unwritten;   /* events dropped unwritten at the fence */
+};
+
+/* Cuts the records back to the fence, names it in an error line (what and
+ * why it was fenced) and writes builder.json with status fenced. */
+void fence_apply(const struct fence_at *at, const char *what, const char *why);
+
 #endif

@@ -154,3 +154,9 @@ bool hublink_hub_closed(const struct hublink *h)
 {
 	return ctllink_peer_closed(h->ctl);
 }
+
+bool hublink_hub_answers(struct hublink *h, const struct ctl_msg *stats, uint64_t timeout_ns)
+{
+	return !ctllink_peer_closed(h->ctl) && ctllink_send(h->ctl, stats) == 0 &&
+	       ctllink_acked(h->ctl, timeout_ns);
+}

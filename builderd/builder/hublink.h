@@ -53,4 +53,9 @@ uint64_t hublink_tokens_sent(const struct hublink *h);
  * would never be read. */
 bool hublink_hub_closed(const struct hublink *h);
 
+/* After a gap in the builder's loop: sends stats and waits (at most
+ * timeout_ns) for the hub's kernel to acknowledge them; false when the hub
+ * closed the link (it gave this builder up) or did not answer in time. */
+bool hublink_hub_answers(struct hublink *h, const struct ctl_msg *stats, uint64_t timeout_ns);
+
 #endif

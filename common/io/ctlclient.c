@@ -227,6 +227,12 @@ bool ctllink_peer_closed(const struct ctllink *l)
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+bool ctllink_acked(struct ctllink *l, uint64_t timeout_ns)
+{
+	return l != NULL && l->conn != NULL && msgconn_write_now(l->conn) == 0 &&
+	       net_sent_acked(msgconn_fd(l->conn), timeout_ns);
+}
+
 int ctllink_write_now(struct ctllink *l)
 {
 	return l->conn != NULL ? msgconn_write_now(l->conn) : -ENOTCONN;

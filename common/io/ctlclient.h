@@ -59,6 +59,15 @@ int ctllink_write_now(struct ctllink *l);
  * fenced"). false before the link is up. */
 bool ctllink_peer_closed(const struct ctllink *l);
 
+/* Whether the other side's kernel acknowledged every byte sent so far,
+ * waiting at most timeout_ns: true when it did, false when the connection
+ * was reset or closed, or nothing came in time. A peer that closed its
+ * socket answers new bytes with a reset, even when its FIN cannot reach
+ * us (our receive window full of messages sent while we were stopped), so
+ * a message sent just before this tells a live peer from a gone one within
+ * a round trip. Blocks the caller: for rare checks only. */
+bool ctllink_acked(struct ctllink *l, uint64_t timeout_ns);
+
 void ctllink_free(struct ctllink *l);
 
 #endif

@@ -13,11 +13,14 @@
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <linux/sockios.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -466,4 +469,23 @@ void net_dial_cancel(struct net_dial *d)
 	if (d->fd >= 0)
 		close(d->fd);
 	free(d);
+}
+
+bool net_sent_acked(int fd, uint64_t timeout_ns)
+{
+	uint64_t until = clk_monotonic_ns() + timeout_ns;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+		int unacked = 0;
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+			return false;
+		if (ioctl(fd, SIOCOUTQ, &unacked) != 0)
+			return false;
+		if (unacked == 0)
+			return true;
+		if (clk_monotonic_ns() >= until)
+			return false;
+		/* A round trip is microseconds on a LAN: look again in 1 ms at most. */
+		(void)poll(&p, 1, 1);
+	}
 }

@@ -76,6 +76,14 @@ void net_tune(int fd, int buffer_bytes);
  * read back: what it granted, doubled for its bookkeeping as Linux does);
  * 0 when it cannot say. */
 uint64_t net_send_buffer(int fd);
+/* Whether the peer's kernel acknowledged every byte written to the TCP
+ * socket fd, waiting at most timeout_ns: true when it did; false when the
+ * connection was reset or closed, or on timeout. A peer that has closed
+ * its socket answers new bytes with a reset even when its FIN cannot reach
+ * us (our receive window full), so bytes written just before this call
+ * tell a live peer from a gone one within a round trip. Blocks: for rare
+ * checks only. */
+bool net_sent_acked(int fd, uint64_t timeout_ns);
 uint64_t net_receive_buffer(int fd);
 
 /* "host:port" of the remote end of fd. */
