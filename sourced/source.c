@@ -43,6 +43,7 @@ struct src {
 	char peer[272];
 	struct src_stream *stream;
 	struct event *ev_pace;
+	struct event *ev_stats;        /* a STATS to the hub every second */
 	struct fault_stall *stall;       /* --stall dribble's timer */
 	bool data_stalled;             /* --stall: the stream delivers no more */
 
@@ -61,7 +62,7 @@ struct src {
 	bool drain_hold;               /* a drained stop's proposal: wait for the final STOP */
 	struct src_counters c;
 	struct prom_server *prom;      /* --metrics-listen */
-	struct ctl_msg report;
+	struct ctl_msg report;         /* the STATS while sending, then the END */
 };
 
 static void src_pump(struct src *s);
@@ -236,6 +237,21 @@ static void src_on_pace(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	src_pump(arg);
+}
+
+/* Where the source is, for the operator's live view: no STATS once the
+ * END report is made, so the two share one message. */
+static void src_on_stats(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	struct src *s = arg;
+	if (!s->ctl_ready || s->state != SRC_SENDING)
+		return;
+	const struct src_options *o = &s->opt;
+	uint64_t n = s->next_index;
+	report_stats(&s->report, n, n ? gen_event_at(o->first_event, o->events, n - 1,
+						     o->faults.reorder) : 0);
+	ctllink_send(s->ctl, &s->report);
 }
 
 static void src_send_report(struct src *s)
@@ -506,7 +522,10 @@ struct src *src_create(struct event_base *base, const struct src_options *opt)
 	s->stream = stream_create(&s->opt, &s->c);
 	s->delayed = calloc(opt->max_delayed ? opt->max_delayed : 1, sizeof *s->delayed);
 	s->ev_pace = evtimer_new(base, src_on_pace, s);
-	if (s->stream == NULL || s->delayed == NULL || s->ev_pace == NULL)
+	s->ev_stats = event_new(base, -1, EV_PERSIST, src_on_stats, s);
+	const struct timeval second = { 1, 0 };
+	if (s->stream == NULL || s->delayed == NULL || s->ev_pace == NULL || s->ev_stats == NULL ||
+	    event_add(s->ev_stats, &second) != 0)
 		goto fail;
 	snprintf(s->peer, sizeof s->peer, "%s:%u", opt->data_host, (unsigned)opt->data_port);
 	if (opt->replay_dir[0] != '\0' && src_open_replay(s) < 0)
@@ -554,6 +573,8 @@ void src_destroy(struct src *s)
 	greet_dial_cancel(s->dial);
 	if (s->ev_pace)
 		event_free(s->ev_pace);
+	if (s->ev_stats)
+		event_free(s->ev_stats);
 	fault_stall_free(s->stall);
 	stream_destroy(s->stream);
 	replay_close(s->replay);

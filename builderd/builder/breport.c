@@ -3,6 +3,7 @@
 #include "data/ingest.h"
 #include "metrics_json.h"
 #include "data/output.h"
+#include "data/record.h"
 #include "snapshot.h"
 
 #include "core/hist.h"
@@ -173,6 +174,29 @@ bool breport_fill(struct ctl_report *r, const struct ingest *g, const struct bre
 	procstat_report(r);
 	free(links);
 	return ok;
+}
+
+void breport_stats(struct ctl_report *r, const struct ingest *g, uint64_t tokens_sent,
+		   uint64_t events_in_flight, double events_per_s)
+{
+	const struct bld_counters *c = ingest_counters(g);
+	memset(r, 0, sizeof *r);
+	struct ctl_group *t = ctl_report_group(r, CNT_GROUP_TOTALS);
+	ctl_group_set(t, CNT_BUILDER_CORE(events_complete), c->events_complete);
+	ctl_group_set(t, CNT_BUILDER_CORE(events_expired), c->events_expired);
+	ctl_group_set(t, CNT_BUILDER_CORE(events_accepted), c->events_accepted);
+	ctl_group_set(t, CNT_BUILDER_ROLE(tokens_sent), tokens_sent);
+	ctl_group_set(t, CNT_BUILDER_STATS(events_in_flight), events_in_flight);
+	ctl_group_set(t, CNT_BUILDER_STATS(events_complete_per_s), (uint64_t)(events_per_s + 0.5));
+	const struct output *o = ingest_output(g);
+	struct record_stats rs;
+	if (o == NULL || !output_record_stats(o, &rs))
+		return;
+	ctl_group_set(t, CNT_BUILDER(data_recording), 1);
+	ctl_group_set(t, CNT_BUILDER(data_files), rs.files_closed);
+	ctl_group_set(t, CNT_BUILDER(data_bytes_written), rs.bytes_written);
+	ctl_group_set(t, CNT_BUILDER(data_write_ns), rs.write_ns);
+	ctl_group_set(t, CNT_BUILDER_STATS(data_free_bytes), rs.free_bytes);
 }
 
 int breport_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r)

@@ -29,6 +29,13 @@ struct breport_role {
 bool breport_fill(struct ctl_report *r, const struct ingest *g, const struct breport_role *role,
 	       int32_t status);
 
+/* Fills r (zeroed first) with the STATS a builder sends its hub every
+ * second (CNT_LIST_BUILDER_STATS): its core's events, the tokens it sent,
+ * its IDs in flight, its rate over the last second and, when it records,
+ * its event files. */
+void breport_stats(struct ctl_report *r, const struct ingest *g, uint64_t tokens_sent,
+		   uint64_t events_in_flight, double events_per_s);
+
 /* Writes r as builder.json in dir. 0 or -errno (logged). */
 int breport_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r);
 

@@ -490,16 +490,8 @@ static void brun_on_stats(evutil_socket_t fd, short what, void *arg)
 		return;
 	uint64_t assigned = ownroute_assigned(plan), decided = ingest_decided(b->ing);
 	b->stats.type = CTL_STATS;
-	memset(&b->stats.u.report, 0, sizeof b->stats.u.report);
-	struct ctl_group *g = ctl_report_group(&b->stats.u.report, CNT_GROUP_TOTALS);
-	ctl_group_set(g, CNT_BUILDER_CORE(events_complete), c->events_complete);
-	ctl_group_set(g, CNT_BUILDER_CORE(events_expired), c->events_expired);
-	ctl_group_set(g, CNT_BUILDER_CORE(events_accepted), c->events_accepted);
-	ctl_group_set(g, CNT_BUILDER_ROLE(tokens_sent), hublink_tokens_sent(b->hub));
-	ctl_group_set(g, CNT_BUILDER_STATS(events_in_flight),
-		      assigned > decided ? assigned - decided : 0);
-	ctl_group_set(g, CNT_BUILDER_STATS(events_complete_per_s),
-		      (uint64_t)(b->events_per_s + 0.5));
+	breport_stats(&b->stats.u.report, b->ing, hublink_tokens_sent(b->hub),
+		      assigned > decided ? assigned - decided : 0, b->events_per_s);
 	hublink_send_stats(b->hub, &b->stats);
 }
 
