@@ -27,6 +27,7 @@ struct peer {
 	uint64_t verified;       /* reader: frames it verified (its last STATS) */
 	struct {                 /* source: its last STATS (CNT_LIST_SOURCE_STATS) */
 		bool seen;
+		uint64_t run_second;     /* the whole second of the run it was taken at */
 		uint64_t send_positions;
 		uint64_t last_event_sent;
 	} sent;

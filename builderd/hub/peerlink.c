@@ -126,6 +126,7 @@ static void peerlink_source_stats(struct peer *p, const struct ctl_report *r)
 	if (!found)
 		return;   /* its first STATS: the clock groups only */
 	p->sent.seen = true;
+	p->sent.run_second = acct_value(r, CNT_GROUP_TOTALS, CNT_SOURCE_STATS(run_second), NULL);
 	p->sent.send_positions = positions;
 	p->sent.last_event_sent =
 		acct_value(r, CNT_GROUP_TOTALS, CNT_SOURCE_STATS(last_event_sent), NULL);

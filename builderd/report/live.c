@@ -261,11 +261,13 @@ void live_fill(struct evbuffer *out, bool json, const struct snapshot *b)
 				  "source timestamp to record write, clock-corrected", lat);
 }
 
-/* A source's place in its run (its last STATS). */
+/* A source's place in its run (its last STATS) and the second of the run
+ * it was at there. */
 static void live_source_json(json_t *o, const struct peer *p)
 {
 	if (!p->sent.seen)
 		return;
+	json_object_set_new(o, CNT_SOURCE_STATS(run_second), json_integer((json_int_t)p->sent.run_second));
 	json_object_set_new(o, CNT_SOURCE_STATS(send_positions),
 			    json_integer((json_int_t)p->sent.send_positions));
 	if (p->sent.send_positions > 0)

@@ -42,12 +42,14 @@
 	X(frags_abandoned) X(frags_cut_by_stop) X(frames_wire) X(frames_bad_injected) X(frames_unsent) \
 	X(bytes_wire) X(write_calls) X(write_blocked) X(sending_ns)
 
-/* A source's STATS to its hub every second while it sends, group "", for
- * the operator's live view (docs/RUNCONTROL.md, "The console"): its send
- * positions done (event IDs generated into its stream, or omitted by the
- * seed's faults) and the event ID of the last of them (meaningless while
- * send_positions is 0). */
-#define CNT_LIST_SOURCE_STATS(X) X(send_positions) X(last_event_sent)
+/* A source's STATS to its hub while it sends, group "", for the operator's
+ * live view (docs/RUNCONTROL.md, "The console"), taken at every whole
+ * second of the run after START so that every source's are of the same
+ * instants: that second (run_second, 1, 2, ...), its send positions done
+ * (event IDs generated into its stream, or omitted by the seed's faults)
+ * and the event ID of the last of them (meaningless while send_positions
+ * is 0). */
+#define CNT_LIST_SOURCE_STATS(X) X(run_second) X(send_positions) X(last_event_sent)
 
 /* A reader's counters of one source, in group "source.N" of its END report
  * (cnt_group_peer) and summed over its sources in "". Its STATS carries

@@ -107,6 +107,7 @@ START_TEST(test_symbols_are_the_wire_names)
 	ck_assert_str_eq(CNT_BUILDER_ROLE(frags_misrouted), "frags_misrouted");
 	ck_assert_str_eq(CNT_MANAGER(events_lost_with_builders), "events_lost_with_builders");
 	ck_assert_uint_eq(CNT_BUILDER_CORE_COUNT, 18);
+	ck_assert_str_eq(CNT_SOURCE_STATS(run_second), "run_second");
 	ck_assert_str_eq(CNT_SOURCE_STATS(send_positions), "send_positions");
 	ck_assert_str_eq(CNT_SOURCE_STATS(last_event_sent), "last_event_sent");
 }

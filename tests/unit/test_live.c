@@ -155,6 +155,7 @@ START_TEST(test_live_json)
 {
 	struct peer *s0 = peer_source(&peers, 0), *r0 = peer_reader(&peers, 0);
 	s0->sent.seen = true;
+	s0->sent.run_second = 2;
 	s0->sent.send_positions = 41;
 	s0->sent.last_event_sent = 40;
 	r0->credit_sent = 97;
@@ -182,9 +183,11 @@ START_TEST(test_live_json)
 	ck_assert_uint_eq(json_array_size(ps), 4);
 	json_t *src = json_array_get(ps, 0), *quiet = json_array_get(ps, 1);
 	ck_assert_str_eq(json_string_value(json_object_get(src, "role")), "source");
+	ck_assert_int_eq(json_integer_value(json_object_get(src, "run_second")), 2);
 	ck_assert_int_eq(json_integer_value(json_object_get(src, "send_positions")), 41);
 	ck_assert_int_eq(json_integer_value(json_object_get(src, "last_event_sent")), 40);
 	/* No STATS yet: nothing said of where it is. */
+	ck_assert_ptr_null(json_object_get(quiet, "run_second"));
 	ck_assert_ptr_null(json_object_get(quiet, "send_positions"));
 	ck_assert_ptr_null(json_object_get(quiet, "last_event_sent"));
 	json_t *rd = json_array_get(ps, 2);

@@ -262,11 +262,13 @@ START_TEST(test_end_and_stats)
 	memset(&sm, 0, sizeof sm);
 	sm.type = CTL_STATS;
 	struct ctl_group *sg = ctl_report_group(&sm.u.report, "");
+	ck_assert(ctl_group_set(sg, "run_second", 3));
 	ck_assert(ctl_group_set(sg, "send_positions", 500));
 	ck_assert(ctl_group_set(sg, "last_event_sent", 499));
 	send_from(1, &sm);
 	struct peer *s1 = peer_source(&peers, 1);
 	ck_assert(s1->sent.seen);
+	ck_assert_uint_eq(s1->sent.run_second, 3);
 	ck_assert_uint_eq(s1->sent.send_positions, 500);
 	ck_assert_uint_eq(s1->sent.last_event_sent, 499);
 	ck_assert_uint_eq(s1->held_ns, 0);
