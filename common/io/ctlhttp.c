@@ -89,6 +89,17 @@ static const char *ctlhttp_phrase(int status)
 	return status < 300 ? "OK" : status < 500 ? "Refused" : "Error";
 }
 
+/* One request per connection. The door (io/httplisten) closes every
+ * connection 5 s after its accept, whatever it is doing, answers queued
+ * included; a browser that sent a request on a connection it kept may then
+ * send it again on a new one, signed as it was, and the hub has to refuse
+ * that as replayed although the first was taken. A connection closed after
+ * each answer is never kept, so nothing is sent twice. */
+static void ctlhttp_one_request(struct evhttp_request *req)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+}
+
 /* Sends answer (released here; NULL sends {}) as one line of JSON. */
 static void ctlhttp_send(struct evhttp_request *req, int status, json_t *answer)
 {
@@ -107,6 +118,7 @@ static void ctlhttp_send(struct evhttp_request *req, int status, json_t *answer)
 	evhttp_add_header(headers, "Content-Type", "application/json");
 	if (status == 401)
 		evhttp_add_header(headers, "WWW-Authenticate", "es-hmac");
+	ctlhttp_one_request(req);
 	evhttp_send_reply(req, status, ctlhttp_phrase(status), out);
 	if (out != NULL)
 		evbuffer_free(out);
@@ -345,6 +357,7 @@ static void ctlhttp_console(struct ctlhttp *h, struct evhttp_request *req, const
 	evhttp_add_header(headers, "Content-Type", type);
 	for (size_t i = 0; ctlstatic_headers[i] != NULL; i += 2)
 		evhttp_add_header(headers, ctlstatic_headers[i], ctlstatic_headers[i + 1]);
+	ctlhttp_one_request(req);
 	evhttp_send_reply(req, 200, "OK", out);
 	evbuffer_free(out);
 }
@@ -374,6 +387,7 @@ static void ctlhttp_file(struct ctlhttp *h, struct evhttp_request *req, const ch
 	evhttp_add_header(headers, "Content-Type", type);
 	for (size_t i = 0; ctlstatic_headers[i] != NULL; i += 2)
 		evhttp_add_header(headers, ctlstatic_headers[i], ctlstatic_headers[i + 1]);
+	ctlhttp_one_request(req);
 	evhttp_send_reply(req, 200, "OK", out);
 	evbuffer_free(out);
 }

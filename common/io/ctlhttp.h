@@ -20,7 +20,9 @@
  * header. Connections go through io/httplisten's door (caps per listener
  * and per address, a deadline, accept backoff, a log rate). Every answer, refusals included, is one
  * line of JSON (Content-Type: application/json); a refusal's is
- * {"error": "reason"}.
+ * {"error": "reason"}. Every answer closes its connection (Connection:
+ * close), so that no client sends a request twice over a kept connection
+ * the door closed under it.
  *
  * A signed GET /runs/N/NAME is a file the owner keeps (a finished run's
  * metrics.json): ctlhttp_set_files's resolver names it, or refuses, and it

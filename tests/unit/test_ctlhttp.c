@@ -104,18 +104,22 @@ static void spin(void)
 	event_base_dispatch(base);
 }
 
+/* Whether request() asks to keep its connection (HTTP/1.1's default). */
+static bool keep_alive;
+
 /* Writes the request (authorization: the header's value, or NULL for
- * none) on a fresh connection and reads the whole answer, turning the
- * server's loop meanwhile. */
+ * none) on a fresh connection and reads the whole answer up to the
+ * connection's close, turning the server's loop meanwhile. */
 static struct reply request(const char *method, const char *path, const char *authorization,
 			    const char *body, size_t len)
 {
 	size_t cap = len + 1024;
 	char *req = malloc(cap);
 	ck_assert_ptr_nonnull(req);
-	int n = snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+	int n = snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
 				   "Content-Length: %zu\r\n%s%s%s\r\n",
-			 method, path, len, authorization ? "Authorization: " : "",
+			 method, path, keep_alive ? "" : "Connection: close\r\n", len,
+			 authorization ? "Authorization: " : "",
 			 authorization ? authorization : "", authorization ? "\r\n" : "");
 	memcpy(req + n, body, len);
 	size_t total = (size_t)n + len, sent = 0;
@@ -271,6 +275,14 @@ START_TEST(test_good_requests_reach_the_handler)
 	r = request("GET", "/state", auth, "", 0);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_uint_eq(calls, 7);
+	/* A client that would keep the connection: answered, then closed. */
+	keep_alive = true;
+	r = signed_request("GET", "/state", "");
+	keep_alive = false;
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(strstr(r.head, "Connection: close"));
+	r = signed_request("POST", "/start", "{\"run\": 1}");
+	ck_assert_ptr_nonnull(strstr(r.head, "Connection: close"));
 }
 END_TEST
 
@@ -456,6 +468,7 @@ START_TEST(test_files)
 	r = signed_request("GET", "/runs/1/metrics.json", "");
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_str_eq(r.body, "{\"balanced\": true}\n");
+	ck_assert_ptr_nonnull(strstr(r.head, "Connection: close"));
 	ck_assert_ptr_nonnull(strstr(r.head, "Content-Type: application/json"));
 	ck_assert_ptr_nonnull(strstr(r.head, "Content-Security-Policy: default-src 'none'"));
 	ck_assert_uint_eq(resolved, 1);
