@@ -23,7 +23,14 @@ struct peer {
 	bool refused;            /* a reader that stopped the run for a fault it found */
 	uint64_t last_heard_ns;  /* last control message, monotonic */
 	uint64_t held_ns;        /* reader: time its sources were held (its last STATS) */
+	uint64_t held_count;     /* reader: times it held a source (its last STATS) */
 	uint64_t verified;       /* reader: frames it verified (its last STATS) */
+	struct {                 /* source: its last STATS (CNT_LIST_SOURCE_STATS) */
+		bool seen;
+		uint64_t run_second;     /* the whole second of the run it was taken at */
+		uint64_t send_positions;
+		uint64_t last_event_sent;
+	} sent;
 	bool drain_answered;     /* source: answered the drained stop's proposal */
 	uint64_t drain_last;     /* its answer: the last event it will have generated */
 	struct {                 /* builder: its last STATS (CNT_LIST_BUILDER_STATS) */
@@ -34,6 +41,11 @@ struct peer {
 		uint64_t tokens_sent;
 		uint64_t events_in_flight;
 		uint64_t events_per_s;
+		bool recording;          /* its event files (--record) */
+		uint64_t data_files;
+		uint64_t data_bytes_written;
+		uint64_t data_write_ns;
+		uint64_t data_free_bytes;
 	} live;
 	struct msgconn *conn;
 	char host[CTL_MAX_TEXT];

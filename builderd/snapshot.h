@@ -92,6 +92,8 @@ struct snapshot {
 	uint32_t pending;
 	uint64_t admission_limit;     /* 0: admission off */
 	uint64_t oldest_pending;      /* UINT64_MAX: none */
+	uint64_t decided_below;       /* every event ID below it is decided (in role hub,
+				       * retired: decided by its builder or lost with it) */
 	uint64_t core_memory_bytes;
 	uint64_t read_buffers_bytes;
 	uint64_t shm_capacity_bytes;  /* 0 without shared memory */

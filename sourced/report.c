@@ -20,6 +20,17 @@ void report_end(struct ctl_msg *m, const struct src_counters *c, int status)
 	procstat_report(&m->u.report);
 }
 
+void report_stats(struct ctl_msg *m, uint64_t run_second, uint64_t send_positions,
+		  uint64_t last_event_sent)
+{
+	memset(m, 0, sizeof *m);
+	m->type = CTL_STATS;
+	struct ctl_group *g = ctl_report_group(&m->u.report, CNT_GROUP_TOTALS);
+	ctl_group_set(g, CNT_SOURCE_STATS(run_second), run_second);
+	ctl_group_set(g, CNT_SOURCE_STATS(send_positions), send_positions);
+	ctl_group_set(g, CNT_SOURCE_STATS(last_event_sent), last_event_sent);
+}
+
 /* One family of /metrics per counter of the END report. Prometheus names a
  * counter *_total and a duration in seconds: events is the configured
  * number (--events), a gauge es_source_events; sending_ns, the time from the

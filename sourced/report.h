@@ -32,6 +32,12 @@ struct report_live {
  * group, and status (0, or the source's error count). */
 void report_end(struct ctl_msg *m, const struct src_counters *c, int status);
 
+/* m becomes the STATS the source sends its hub at every whole second of
+ * the run while it sends (CNT_LIST_SOURCE_STATS): that second, its send
+ * positions done and the event ID of the last of them. */
+void report_stats(struct ctl_msg *m, uint64_t run_second, uint64_t send_positions,
+		  uint64_t last_event_sent);
+
 /* /status (json) or /metrics: the counters and where the source is. */
 void report_live(struct evbuffer *out, bool json, const struct src_counters *c,
 		 const struct report_live *live);

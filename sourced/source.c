@@ -43,6 +43,7 @@ struct src {
 	char peer[272];
 	struct src_stream *stream;
 	struct event *ev_pace;
+	struct event *ev_stats;        /* a STATS to the hub at every second of the run */
 	struct fault_stall *stall;       /* --stall dribble's timer */
 	bool data_stalled;             /* --stall: the stream delivers no more */
 
@@ -61,7 +62,7 @@ struct src {
 	bool drain_hold;               /* a drained stop's proposal: wait for the final STOP */
 	struct src_counters c;
 	struct prom_server *prom;      /* --metrics-listen */
-	struct ctl_msg report;
+	struct ctl_msg report;         /* the STATS while sending, then the END */
 };
 
 static void src_pump(struct src *s);
@@ -238,6 +239,32 @@ static void src_on_pace(evutil_socket_t fd, short what, void *arg)
 	src_pump(arg);
 }
 
+/* The next whole second of the run after now: every source's STATS are
+ * taken at the same instants (START is one instant for all of them), so
+ * the hub compares like with like. */
+static void src_arm_stats(struct src *s, uint64_t now)
+{
+	uint64_t start = s->pace.start_ns, second = 1000000000u;
+	uint64_t next = now < start ? start + second : start + ((now - start) / second + 1) * second;
+	src_timer_in(s->ev_stats, next - now);
+}
+
+/* Where the source is, for the operator's live view: no STATS once the
+ * END report is made, so the two share one message. */
+static void src_on_stats(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	struct src *s = arg;
+	if (s->state != SRC_SENDING)
+		return;
+	const struct src_options *o = &s->opt;
+	uint64_t now = clk_monotonic_ns(), n = s->next_index;
+	report_stats(&s->report, now > s->pace.start_ns ? (now - s->pace.start_ns) / 1000000000u : 0,
+		     n, n ? gen_event_at(o->first_event, o->events, n - 1, o->faults.reorder) : 0);
+	ctllink_send(s->ctl, &s->report);
+	src_arm_stats(s, now);
+}
+
 static void src_send_report(struct src *s)
 {
 	report_end(&s->report, &s->c, s->status);
@@ -303,6 +330,7 @@ static void src_begin(struct src *s)
 	/* A source that heard START late catches up rather than shifting
 	 * its events against the others'. */
 	src_timer_in(s->ev_pace, s->pace.start_ns > now ? s->pace.start_ns - now : 0);
+	src_arm_stats(s, now);
 }
 
 /* No data connection: nothing was sent, the report says so. */
@@ -506,7 +534,8 @@ struct src *src_create(struct event_base *base, const struct src_options *opt)
 	s->stream = stream_create(&s->opt, &s->c);
 	s->delayed = calloc(opt->max_delayed ? opt->max_delayed : 1, sizeof *s->delayed);
 	s->ev_pace = evtimer_new(base, src_on_pace, s);
-	if (s->stream == NULL || s->delayed == NULL || s->ev_pace == NULL)
+	s->ev_stats = evtimer_new(base, src_on_stats, s);
+	if (s->stream == NULL || s->delayed == NULL || s->ev_pace == NULL || s->ev_stats == NULL)
 		goto fail;
 	snprintf(s->peer, sizeof s->peer, "%s:%u", opt->data_host, (unsigned)opt->data_port);
 	if (opt->replay_dir[0] != '\0' && src_open_replay(s) < 0)
@@ -554,6 +583,8 @@ void src_destroy(struct src *s)
 	greet_dial_cancel(s->dial);
 	if (s->ev_pace)
 		event_free(s->ev_pace);
+	if (s->ev_stats)
+		event_free(s->ev_stats);
 	fault_stall_free(s->stall);
 	stream_destroy(s->stream);
 	replay_close(s->replay);

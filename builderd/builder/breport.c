@@ -3,6 +3,7 @@
 #include "data/ingest.h"
 #include "metrics_json.h"
 #include "data/output.h"
+#include "data/record.h"
 #include "snapshot.h"
 
 #include "core/hist.h"
@@ -188,6 +189,15 @@ void breport_stats(struct ctl_report *r, const struct ingest *g, uint64_t tokens
 	ctl_group_set(t, CNT_BUILDER_ROLE(tokens_sent), tokens_sent);
 	ctl_group_set(t, CNT_BUILDER_STATS(events_in_flight), events_in_flight);
 	ctl_group_set(t, CNT_BUILDER_STATS(events_complete_per_s), (uint64_t)(events_per_s + 0.5));
+	const struct output *o = ingest_output(g);
+	struct record_stats rs;
+	if (o == NULL || !output_record_stats(o, &rs))
+		return;
+	ctl_group_set(t, CNT_BUILDER(data_recording), 1);
+	ctl_group_set(t, CNT_BUILDER(data_files), rs.files_closed);
+	ctl_group_set(t, CNT_BUILDER(data_bytes_written), rs.bytes_written);
+	ctl_group_set(t, CNT_BUILDER(data_write_ns), rs.write_ns);
+	ctl_group_set(t, CNT_BUILDER_STATS(data_free_bytes), rs.free_bytes);
 }
 
 int breport_write_json(const char *dir, uint32_t builder, uint32_t run, const struct ctl_report *r)

@@ -31,7 +31,8 @@ bool breport_fill(struct ctl_report *r, const struct ingest *g, const struct bre
 
 /* Fills r (zeroed first) with the STATS a builder sends its hub every
  * second (CNT_LIST_BUILDER_STATS): its core's events, the tokens it sent,
- * its IDs in flight and its rate over the last second. */
+ * its IDs in flight, its rate over the last second and, when it records,
+ * its event files. */
 void breport_stats(struct ctl_report *r, const struct ingest *g, uint64_t tokens_sent,
 		   uint64_t events_in_flight, double events_per_s);
 

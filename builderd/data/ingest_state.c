@@ -135,6 +135,7 @@ void ingest_snapshot(const struct ingest *g, struct snapshot *s)
 	s->pending = bld_pending(g->core);
 	s->admission_limit = g->opt.no_admission ? 0 : bld_admission_limit(g->core);
 	s->oldest_pending = bld_oldest_pending(g->core);
+	s->decided_below = bld_decided_below(g->core);
 	s->core_memory_bytes = (uint64_t)bld_memory_bytes(g->core);
 	s->refused_connections += g->refused;
 	for (unsigned i = 0; i < g->link_count; i++)

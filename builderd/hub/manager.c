@@ -331,6 +331,7 @@ void manager_snapshot(const struct manager *m, struct snapshot *s)
 {
 	s->hub = true;
 	s->assignment_backlog = 0;
+	s->decided_below = evm_totals(m->evm).retired_below;
 	for (uint32_t k = 0; k < m->opt->builders && k < EVM_MAX_BUILDERS; k++) {
 		if (!evm_builder_view(m->evm, k, &s->builder_views[k]))
 			s->builder_views[k] = (struct evm_builder_view){ 0 };

@@ -100,6 +100,36 @@ static void peerlink_builder_stats(struct peer *p, const struct ctl_report *r)
 		acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_STATS(events_in_flight), NULL);
 	p->live.events_per_s =
 		acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_STATS(events_complete_per_s), NULL);
+	p->live.recording = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_recording), NULL) != 0;
+	p->live.data_files = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_files), NULL);
+	p->live.data_bytes_written =
+		acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_bytes_written), NULL);
+	p->live.data_write_ns = acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_write_ns), NULL);
+	p->live.data_free_bytes =
+		acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER_STATS(data_free_bytes), NULL);
+}
+
+/* A reader's STATS: its holds and the frames it verified. */
+static void peerlink_reader_stats(struct peer *p, const struct ctl_report *r)
+{
+	p->held_ns = acct_value(r, CNT_GROUP_TOTALS, CNT_READER_SOURCE(held_ns), NULL);
+	p->held_count = acct_value(r, CNT_GROUP_TOTALS, CNT_READER_SOURCE(held_count), NULL);
+	p->verified = acct_value(r, CNT_GROUP_TOTALS, CNT_READER_SOURCE(frames_verified), NULL);
+}
+
+/* A source's STATS: where it is in its run. */
+static void peerlink_source_stats(struct peer *p, const struct ctl_report *r)
+{
+	bool found;
+	uint64_t positions =
+		acct_value(r, CNT_GROUP_TOTALS, CNT_SOURCE_STATS(send_positions), &found);
+	if (!found)
+		return;   /* its first STATS: the clock groups only */
+	p->sent.seen = true;
+	p->sent.run_second = acct_value(r, CNT_GROUP_TOTALS, CNT_SOURCE_STATS(run_second), NULL);
+	p->sent.send_positions = positions;
+	p->sent.last_event_sent =
+		acct_value(r, CNT_GROUP_TOTALS, CNT_SOURCE_STATS(last_event_sent), NULL);
 }
 
 static void peerlink_on_message(struct msgconn *c, const struct ctl_msg *msg, uint64_t rx_ns,
@@ -125,11 +155,12 @@ static void peerlink_on_message(struct msgconn *c, const struct ctl_msg *msg, ui
 		break;
 	case CTL_STATS:
 		clocks_on_report(l->clocks, p, &msg->u.report, false);
-		p->held_ns = acct_value(&msg->u.report, CNT_GROUP_TOTALS, CNT_READER_SOURCE(held_ns), NULL);
-		p->verified = acct_value(&msg->u.report, CNT_GROUP_TOTALS,
-					 CNT_READER_SOURCE(frames_verified), NULL);
-		if (p->role == CTL_ROLE_BUILDER)
+		if (p->role == CTL_ROLE_READER)
+			peerlink_reader_stats(p, &msg->u.report);
+		else if (p->role == CTL_ROLE_BUILDER)
 			peerlink_builder_stats(p, &msg->u.report);
+		else
+			peerlink_source_stats(p, &msg->u.report);
 		break;
 	case CTL_PONG:
 		clocks_on_pong(l->clocks, p, &msg->u.pong, rx_ns);

@@ -261,6 +261,75 @@ void live_fill(struct evbuffer *out, bool json, const struct snapshot *b)
 				  "source timestamp to record write, clock-corrected", lat);
 }
 
+/* A source's place in its run (its last STATS) and the second of the run
+ * it was at there. */
+static void live_source_json(json_t *o, const struct peer *p)
+{
+	if (!p->sent.seen)
+		return;
+	json_object_set_new(o, CNT_SOURCE_STATS(run_second), json_integer((json_int_t)p->sent.run_second));
+	json_object_set_new(o, CNT_SOURCE_STATS(send_positions),
+			    json_integer((json_int_t)p->sent.send_positions));
+	if (p->sent.send_positions > 0)
+		json_object_set_new(o, CNT_SOURCE_STATS(last_event_sent),
+				    json_integer((json_int_t)p->sent.last_event_sent));
+}
+
+/* A reader's credits (role both: the admission limit last sent to it and
+ * how many CREDITs), its holds and the frames it verified (its last STATS). */
+static void live_reader_json(json_t *o, const struct snapshot *b, const struct peer *p)
+{
+	json_object_set_new(o, CNT_BUILDER_LINK(frames_received),
+			    json_integer((json_int_t)b->links[p->id].frames_received));
+	json_object_set_new(o, "held_s", json_real((double)p->held_ns / 1e9));
+	json_object_set_new(o, CNT_READER_SOURCE(held_count), json_integer((json_int_t)p->held_count));
+	json_object_set_new(o, CNT_READER_SOURCE(frames_verified),
+			    json_integer((json_int_t)p->verified));
+	if (!b->hub) {
+		json_object_set_new(o, "credit_limit", json_integer((json_int_t)p->credit_sent));
+		json_object_set_new(o, CNT_BUILDER(credits_sent), json_integer((json_int_t)p->credits));
+	}
+}
+
+/* The event files as a builder's STATS or END report says (a hub's
+ * builders), or as this process writes them (role both). */
+static json_t *live_recording(const char *format, uint64_t files, uint64_t bytes,
+			      uint64_t write_ns, uint64_t free_bytes)
+{
+	return json_pack("{s:s?, s:I, s:I, s:I, s:I}", "format", format, CNT_BUILDER(data_files),
+			 (json_int_t)files, CNT_BUILDER(data_bytes_written), (json_int_t)bytes,
+			 CNT_BUILDER(data_write_ns), (json_int_t)write_ns,
+			 CNT_BUILDER_STATS(data_free_bytes), (json_int_t)free_bytes);
+}
+
+/* A builder of role hub: its rate, the tokens it sent and holds, its
+ * event files; from its END once it reported, else its last STATS. */
+static void live_builder_json(json_t *o, const struct snapshot *b, const struct peer *p)
+{
+	if (p->id < EVM_MAX_BUILDERS)
+		json_object_set_new(o, "tokens", json_integer(b->builder_views[p->id].tokens));
+	const struct ctl_report *r = p->report;
+	if (r != NULL) {
+		json_object_set_new(o, CNT_BUILDER_ROLE(tokens_sent), json_integer((json_int_t)acct_value(
+			r, CNT_GROUP_TOTALS, CNT_BUILDER_ROLE(tokens_sent), NULL)));
+		if (acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_recording), NULL) != 0)
+			json_object_set_new(o, "recording", live_recording(NULL,
+				acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_files), NULL),
+				acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_bytes_written), NULL),
+				acct_value(r, CNT_GROUP_TOTALS, CNT_BUILDER(data_write_ns), NULL),
+				p->live.data_free_bytes));
+		return;
+	}
+	if (!p->live.seen)
+		return;
+	json_object_set_new(o, "events_per_s", json_integer((json_int_t)p->live.events_per_s));
+	json_object_set_new(o, CNT_BUILDER_ROLE(tokens_sent),
+			    json_integer((json_int_t)p->live.tokens_sent));
+	if (p->live.recording)
+		json_object_set_new(o, "recording", live_recording(NULL, p->live.data_files,
+			p->live.data_bytes_written, p->live.data_write_ns, p->live.data_free_bytes));
+}
+
 /* One peer as the run object sees it. */
 static json_t *live_peer_json(const struct snapshot *b, const struct peer *p, uint64_t now_ns)
 {
@@ -277,14 +346,20 @@ static json_t *live_peer_json(const struct snapshot *b, const struct peer *p, ui
 	if (p->last_heard_ns != 0 && now_ns >= p->last_heard_ns)
 		json_object_set_new(o, "last_heard_ms_ago",
 				    json_integer((json_int_t)((now_ns - p->last_heard_ns) / 1000000u)));
-	if (p->role == CTL_ROLE_READER && p->id < b->opt->readers) {
-		json_object_set_new(o, CNT_BUILDER_LINK(frames_received),
-				    json_integer((json_int_t)b->links[p->id].frames_received));
-		json_object_set_new(o, "held_s", json_real((double)p->held_ns / 1e9));
-	}
-	if (p->role == CTL_ROLE_BUILDER && p->live.seen)
-		json_object_set_new(o, "events_per_s", json_integer((json_int_t)p->live.events_per_s));
+	if (p->role == CTL_ROLE_SOURCE)
+		live_source_json(o, p);
+	else if (p->role == CTL_ROLE_READER && p->id < b->opt->readers)
+		live_reader_json(o, b, p);
+	else if (p->role == CTL_ROLE_BUILDER)
+		live_builder_json(o, b, p);
 	return o;
+}
+
+/* The window sources may be apart in: --max-inflight, or with several
+ * builders the manager's live batches (--batch x --window-batches). */
+static uint64_t live_window_events(const struct snapshot *b)
+{
+	return b->hub ? (uint64_t)b->opt->batch * b->opt->window_batches : b->opt->max_inflight;
 }
 
 json_t *live_json(const struct snapshot *b)
@@ -300,10 +375,16 @@ json_t *live_json(const struct snapshot *b)
 	uint64_t now_ns = clk_monotonic_ns();
 	for (uint32_t i = 0; i < peer_count(b->peers); i++)
 		json_array_append_new(peers, live_peer_json(b, peer_at(b->peers, i), now_ns));
-	return json_pack("{s:o, s:o, s:o, s:o}", "status", status ? status : json_null(),
+	json_t *recording = b->data_format != NULL && !b->hub
+		? live_recording(b->data_format, b->data_files, b->data_bytes_written,
+				 b->data_write_ns, b->data_free_bytes)
+		: json_null();
+	return json_pack("{s:o, s:o, s:o, s:I, s:I, s:o, s:o}", "status", status ? status : json_null(),
 			 "latency_p50_ns", b->latency ? json_integer((json_int_t)hist_quantile(b->latency, 0.5))
 						  : json_null(),
 			 "last_error", b->error_count ? json_string(b->errors[b->error_count - 1])
 						      : json_null(),
-			 "peers", peers);
+			 "window_events", (json_int_t)live_window_events(b),
+			 "decided_below", (json_int_t)b->decided_below,
+			 "recording", recording, "peers", peers);
 }

@@ -234,6 +234,57 @@ static int hubhttp_handle(void *arg, const char *method, const char *path, const
 	return 200;
 }
 
+/* The files of a finished run the endpoint serves (GET /runs/N/NAME): its
+ * books and, when someone made one, its report; nothing else can be named. */
+static const char *const hubhttp_run_files[] = { "metrics.json", "report.html" };
+
+/* "/runs/N/NAME": the run number (1 .. 2^32-1, decimal, no leading zero)
+ * and the name, or false. */
+static bool hubhttp_run_path(const char *uri, uint32_t *run, const char **name)
+{
+	const char *p = uri + strlen(CTLHTTP_FILES_PREFIX);
+	uint64_t n = 0;
+	size_t digits = 0;
+	while (p[digits] >= '0' && p[digits] <= '9' && digits < 11)
+		n = n * 10 + (uint64_t)(p[digits++] - '0');
+	if (digits == 0 || p[0] == '0' || p[digits] != '/' || n > UINT32_MAX)
+		return false;
+	*run = (uint32_t)n;
+	*name = p + digits + 1;
+	return true;
+}
+
+/* The resolver of io/ctlhttp's files: the latest summary of run N names its
+ * directory; the name must be one of hubhttp_run_files. */
+static int hubhttp_run_file(void *arg, const char *uri, char *file, size_t len, char *reason,
+			    size_t reason_len)
+{
+	const struct serve_http *h = arg;
+	uint32_t run = 0;
+	const char *name = "";
+	size_t f = 0, nf = sizeof hubhttp_run_files / sizeof hubhttp_run_files[0];
+	bool named = hubhttp_run_path(uri, &run, &name);
+	while (named && f < nf && strcmp(name, hubhttp_run_files[f]) != 0)
+		f++;
+	if (!named || f == nf) {
+		snprintf(reason, reason_len, "no such run file; a finished run's are GET "
+					     "%sN/metrics.json and %sN/report.html",
+			 CTLHTTP_FILES_PREFIX, CTLHTTP_FILES_PREFIX);
+		return 404;
+	}
+	const struct serve_run_summary *s = NULL;
+	for (size_t i = 0; i < serve_session_summary_count(h->hs) && i < SERVE_SUMMARIES_KEPT; i++)
+		if (serve_session_summary_at(h->hs, i)->run == run)
+			s = serve_session_summary_at(h->hs, i);
+	if (s == NULL || s->out[0] == '\0') {
+		snprintf(reason, reason_len, "no finished run %u%s; the hub serves the files of the "
+					     "runs GET /state lists", run, s == NULL ? "" : " with an output directory");
+		return 404;
+	}
+	snprintf(file, len, "%s/%s", s->out, hubhttp_run_files[f]);
+	return 200;
+}
+
 #ifndef ES_CONSOLE_DIR
 #define ES_CONSOLE_DIR "build/console"
 #endif
@@ -254,6 +305,7 @@ struct serve_http *serve_http_new(struct event_base *base, const char *host, uin
 		return NULL;
 	}
 	ctlhttp_set_console(h->http, console_dir[0] != '\0' ? console_dir : ES_CONSOLE_DIR);
+	ctlhttp_set_files(h->http, hubhttp_run_file, h);
 	*bound_port = ctlhttp_port(h->http);
 	return h;
 }

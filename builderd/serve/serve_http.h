@@ -1,6 +1,8 @@
 /* The serving hub on the operator's HTTP endpoint (io/ctlhttp,
  * docs/RUNCONTROL.md "HTTP"): each request's JSON to a transition of
- * serve_session.h and its answer, /state from what the hub session shows. */
+ * serve_session.h and its answer, /state from what the hub session shows,
+ * and GET /runs/N/NAME, a finished run's metrics.json or report.html from
+ * the directory its summary names. */
 #ifndef ES_BD_SERVE_HTTP_H
 #define ES_BD_SERVE_HTTP_H
 

@@ -181,6 +181,10 @@ uint64_t bld_next_deadline_ns(const struct bld *b);
  * cannot hold the limit for ever. O(1). */
 uint64_t bld_admission_limit(const struct bld *b);
 
+/* The lowest undecided event ID: every ID of the run below it is decided
+ * (complete, expired or never observed). O(1). */
+uint64_t bld_decided_below(const struct bld *b);
+
 /* Oldest pending event ID, or UINT64_MAX when nothing is pending. Scans the
  * window's ID states from a lower bound kept on the fly: usually a few bytes,
  * at worst window bytes (memchr), so call it about once a millisecond, not

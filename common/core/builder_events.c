@@ -498,6 +498,11 @@ uint64_t bld_admission_limit(const struct bld *b)
 	return sat_add_u64(b->cfg.first_event, sat_add_u64(b->base, b->window));
 }
 
+uint64_t bld_decided_below(const struct bld *b)
+{
+	return sat_add_u64(b->cfg.first_event, b->base);
+}
+
 uint32_t bld_pending(const struct bld *b)
 {
 	return b->pending;

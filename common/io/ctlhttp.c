@@ -41,6 +41,8 @@ struct ctlhttp {
 	struct ctlhttp_stats stats;
 	struct ctlowner owner;          /* who is in control */
 	char console_dir[4096];         /* the console's files; "" serves none */
+	ctlhttp_file_resolver resolve;  /* GET /runs/...; NULL serves none */
+	void *resolve_arg;
 };
 
 /* Each path served and the one method it takes. */
@@ -87,6 +89,17 @@ static const char *ctlhttp_phrase(int status)
 	return status < 300 ? "OK" : status < 500 ? "Refused" : "Error";
 }
 
+/* One request per connection. The door (io/httplisten) closes every
+ * connection 5 s after its accept, whatever it is doing, answers queued
+ * included; a browser that sent a request on a connection it kept may then
+ * send it again on a new one, signed as it was, and the hub has to refuse
+ * that as replayed although the first was taken. A connection closed after
+ * each answer is never kept, so nothing is sent twice. */
+static void ctlhttp_one_request(struct evhttp_request *req)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+}
+
 /* Sends answer (released here; NULL sends {}) as one line of JSON. */
 static void ctlhttp_send(struct evhttp_request *req, int status, json_t *answer)
 {
@@ -105,6 +118,7 @@ static void ctlhttp_send(struct evhttp_request *req, int status, json_t *answer)
 	evhttp_add_header(headers, "Content-Type", "application/json");
 	if (status == 401)
 		evhttp_add_header(headers, "WWW-Authenticate", "es-hmac");
+	ctlhttp_one_request(req);
 	evhttp_send_reply(req, status, ctlhttp_phrase(status), out);
 	if (out != NULL)
 		evbuffer_free(out);
@@ -135,11 +149,21 @@ static void ctlhttp_refuse(struct ctlhttp *h, struct evhttp_request *req, int st
 	ctlhttp_send(req, status, json_pack("{s:s}", "error", reason));
 }
 
-/* The route of the request, or NULL after answering 404 or 405. */
+/* The route of the request, or NULL after answering 404 or 405: a path
+ * of ctlhttp_routes, or the files under CTLHTTP_FILES_PREFIX (GET, the
+ * whole path signed). */
 static const char *ctlhttp_route(struct ctlhttp *h, struct evhttp_request *req)
 {
 	const char *uri = evhttp_request_get_uri(req);
 	enum evhttp_cmd_type method = evhttp_request_get_command(req);
+	if (strncmp(uri, CTLHTTP_FILES_PREFIX, sizeof CTLHTTP_FILES_PREFIX - 1) == 0) {
+		if (method == EVHTTP_REQ_GET)
+			return uri;
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET");
+		ctlhttp_refuse(h, req, 405, "%s %sN/NAME: the method is GET (read only)",
+			       ctlhttp_method_name(method), CTLHTTP_FILES_PREFIX);
+		return NULL;
+	}
 	for (size_t i = 0; i < CTLHTTP_ROUTES; i++) {
 		if (strcmp(uri, ctlhttp_routes[i].path) != 0)
 			continue;
@@ -154,8 +178,9 @@ static const char *ctlhttp_route(struct ctlhttp *h, struct evhttp_request *req)
 	char shown[160];
 	text_log_escape(shown, sizeof shown, uri, strlen(uri));
 	ctlhttp_refuse(h, req, 404,
-		       "no such path %s; served: GET /state, POST /configure, /start, /stop, "
-		       "/reset, /shutdown, /control, /release; the console GET /", shown);
+		       "no such path %s; served: GET /state, %sN/metrics.json; POST /configure, "
+		       "/start, /stop, /reset, /shutdown, /control, /release; the console GET /",
+		       shown, CTLHTTP_FILES_PREFIX);
 	return NULL;
 }
 
@@ -332,6 +357,37 @@ static void ctlhttp_console(struct ctlhttp *h, struct evhttp_request *req, const
 	evhttp_add_header(headers, "Content-Type", type);
 	for (size_t i = 0; ctlstatic_headers[i] != NULL; i += 2)
 		evhttp_add_header(headers, ctlstatic_headers[i], ctlstatic_headers[i + 1]);
+	ctlhttp_one_request(req);
+	evhttp_send_reply(req, 200, "OK", out);
+	evbuffer_free(out);
+}
+
+/* GET /runs/N/NAME, signed: the file the resolver names, as it is. */
+static void ctlhttp_file(struct ctlhttp *h, struct evhttp_request *req, const char *uri)
+{
+	char file[4096], reason[512], shown[160];
+	const char *type = NULL;
+	int status = 404;
+	struct evbuffer *out = evbuffer_new();
+	text_log_escape(shown, sizeof shown, uri, strlen(uri));
+	if (out == NULL)
+		status = 500, snprintf(reason, sizeof reason, "out of memory");
+	else if (h->resolve == NULL)
+		snprintf(reason, sizeof reason, "no such path %s: this endpoint serves no files", shown);
+	else if ((status = h->resolve(h->resolve_arg, uri, file, sizeof file, reason,
+				      sizeof reason)) == 200)
+		status = ctlstatic_read_file(file, shown, "", out, &type, reason, sizeof reason);
+	if (status != 200) {
+		if (out != NULL)
+			evbuffer_free(out);
+		ctlhttp_refuse(h, req, status, "%s", reason);
+		return;
+	}
+	struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
+	evhttp_add_header(headers, "Content-Type", type);
+	for (size_t i = 0; ctlstatic_headers[i] != NULL; i += 2)
+		evhttp_add_header(headers, ctlstatic_headers[i], ctlstatic_headers[i + 1]);
+	ctlhttp_one_request(req);
 	evhttp_send_reply(req, 200, "OK", out);
 	evbuffer_free(out);
 }
@@ -394,6 +450,10 @@ static void ctlhttp_on_request(struct evhttp_request *req, void *arg)
 	const unsigned char *bytes = len > 0 ? evbuffer_pullup(in, -1) : NULL;
 	if (!ctlhttp_authorized(h, req, method, path, bytes, len))
 		return;
+	if (strncmp(path, CTLHTTP_FILES_PREFIX, sizeof CTLHTTP_FILES_PREFIX - 1) == 0) {
+		ctlhttp_file(h, req, uri);
+		return;
+	}
 	json_t *body = NULL;
 	bool post = evhttp_request_get_command(req) == EVHTTP_REQ_POST;
 	if (post && !ctlhttp_parse_body(h, req, bytes, len, &body))
@@ -457,6 +517,12 @@ struct ctlhttp *ctlhttp_new(struct event_base *base, const char *host, uint16_t 
 void ctlhttp_set_console(struct ctlhttp *h, const char *dir)
 {
 	snprintf(h->console_dir, sizeof h->console_dir, "%s", dir != NULL ? dir : "");
+}
+
+void ctlhttp_set_files(struct ctlhttp *h, ctlhttp_file_resolver resolve, void *arg)
+{
+	h->resolve = resolve;
+	h->resolve_arg = arg;
 }
 
 uint16_t ctlhttp_port(const struct ctlhttp *h)

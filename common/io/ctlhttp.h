@@ -20,7 +20,13 @@
  * header. Connections go through io/httplisten's door (caps per listener
  * and per address, a deadline, accept backoff, a log rate). Every answer, refusals included, is one
  * line of JSON (Content-Type: application/json); a refusal's is
- * {"error": "reason"}.
+ * {"error": "reason"}. Every answer closes its connection (Connection:
+ * close), so that no client sends a request twice over a kept connection
+ * the door closed under it.
+ *
+ * A signed GET /runs/N/NAME is a file the owner keeps (a finished run's
+ * metrics.json): ctlhttp_set_files's resolver names it, or refuses, and it
+ * is read as the console's files are (io/ctlstatic) and sent as it is.
  *
  * A POST's body may name its "operator"; while one operator holds control
  * every other POST but /control is refused 409 naming the holder, before
@@ -66,6 +72,19 @@ struct ctlhttp_stats {
 };
 
 void ctlhttp_stats(const struct ctlhttp *h, struct ctlhttp_stats *out);
+
+#define CTLHTTP_FILES_PREFIX "/runs/"
+
+/* A signed GET under CTLHTTP_FILES_PREFIX: writes the path on this host of
+ * the file uri names (as the request line has it, "/runs/7/metrics.json")
+ * into file and returns 200, or returns the refusal's status (404) with
+ * the reason. */
+typedef int (*ctlhttp_file_resolver)(void *arg, const char *uri, char *file, size_t len,
+				     char *reason, size_t reason_len);
+
+/* Serves the files resolve names under CTLHTTP_FILES_PREFIX; without it
+ * every such path is a 404. */
+void ctlhttp_set_files(struct ctlhttp *h, ctlhttp_file_resolver resolve, void *arg);
 
 /* Serves the operator's console from dir (io/ctlstatic: GET / and
  * /console/NAME, unsigned); NULL or "" serves none. */

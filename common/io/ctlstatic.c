@@ -74,31 +74,26 @@ static const char *ctlstatic_type(const char *name)
 	return NULL;
 }
 
-int ctlstatic_read(const char *dir, const char *uri, struct evbuffer *out, const char **type,
-		   char *reason, size_t len)
+int ctlstatic_read_file(const char *path, const char *shown, const char *hint,
+			struct evbuffer *out, const char **type, char *reason, size_t len)
 {
-	char name[CTLSTATIC_NAME_MAX + 1], path[4096 + CTLSTATIC_NAME_MAX];
-	if (!ctlstatic_name(uri, name) || (*type = ctlstatic_type(name)) == NULL) {
-		snprintf(reason, len, "no such console file; the console is GET / and its files "
-				      "GET %sNAME (letters, digits, '.', '_', '-')", CTLSTATIC_PREFIX);
+	const char *slash = strrchr(path, '/');
+	if ((*type = ctlstatic_type(slash != NULL ? slash + 1 : path)) == NULL) {
+		snprintf(reason, len, "%s is of no type served", shown);
 		return 404;
 	}
-	snprintf(path, sizeof path, "%s/%s", dir, name);
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		snprintf(reason, len, "console file %s: %s%s", name, strerror(errno),
-			 strcmp(name, "index.html") == 0 ? " (the console is built by make into "
-							   "build/console; builderd --console-dir)"
-							 : "");
+		snprintf(reason, len, "%s: %s%s", shown, strerror(errno), hint);
 		return 404;
 	}
 	struct stat st;
 	int status = 200;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		snprintf(reason, len, "console file %s is not a regular file", name);
+		snprintf(reason, len, "%s is not a regular file", shown);
 		status = 404;
 	} else if ((unsigned long long)st.st_size > CTLSTATIC_MAX_FILE) {
-		snprintf(reason, len, "console file %s is %lld bytes; at most %u are served", name,
+		snprintf(reason, len, "%s is %lld bytes; at most %u are served", shown,
 			 (long long)st.st_size, CTLSTATIC_MAX_FILE);
 		status = 413;
 	} else {
@@ -110,11 +105,27 @@ int ctlstatic_read(const char *dir, const char *uri, struct evbuffer *out, const
 			left -= (size_t)n;
 		}
 		if (left > 0) {
-			snprintf(reason, len, "console file %s cannot be read whole", name);
+			snprintf(reason, len, "%s cannot be read whole", shown);
 			evbuffer_drain(out, evbuffer_get_length(out));
 			status = 500;
 		}
 	}
 	close(fd);
 	return status;
+}
+
+int ctlstatic_read(const char *dir, const char *uri, struct evbuffer *out, const char **type,
+		   char *reason, size_t len)
+{
+	char name[CTLSTATIC_NAME_MAX + 1], path[4096 + CTLSTATIC_NAME_MAX], shown[32 + CTLSTATIC_NAME_MAX];
+	if (!ctlstatic_name(uri, name) || ctlstatic_type(name) == NULL) {
+		snprintf(reason, len, "no such console file; the console is GET / and its files "
+				      "GET %sNAME (letters, digits, '.', '_', '-')", CTLSTATIC_PREFIX);
+		return 404;
+	}
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	snprintf(shown, sizeof shown, "console file %s", name);
+	return ctlstatic_read_file(path, shown, strcmp(name, "index.html") == 0
+				   ? " (the console is built by make into build/console; builderd "
+				     "--console-dir)" : "", out, type, reason, len);
 }

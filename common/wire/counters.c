@@ -6,6 +6,9 @@
 #define CNT_NAME_(name) #name,
 
 const char *const cnt_source_names[CNT_SOURCE_COUNT] = { CNT_LIST_SOURCE(CNT_NAME_) };
+const char *const cnt_source_stats_names[CNT_SOURCE_STATS_COUNT] = {
+	CNT_LIST_SOURCE_STATS(CNT_NAME_)
+};
 const char *const cnt_reader_source_names[CNT_READER_SOURCE_COUNT] = {
 	CNT_LIST_READER_SOURCE(CNT_NAME_)
 };
@@ -75,6 +78,7 @@ bool cnt_known(const char *name)
 		size_t count;
 	} lists[] = {
 		{ cnt_source_names, CNT_SOURCE_COUNT },
+		{ cnt_source_stats_names, CNT_SOURCE_STATS_COUNT },
 		{ cnt_reader_source_names, CNT_READER_SOURCE_COUNT },
 		{ cnt_reader_names, CNT_READER_COUNT },
 		{ cnt_process_names, CNT_PROCESS_COUNT },

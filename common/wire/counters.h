@@ -42,6 +42,15 @@
 	X(frags_abandoned) X(frags_cut_by_stop) X(frames_wire) X(frames_bad_injected) X(frames_unsent) \
 	X(bytes_wire) X(write_calls) X(write_blocked) X(sending_ns)
 
+/* A source's STATS to its hub while it sends, group "", for the operator's
+ * live view (docs/RUNCONTROL.md, "The console"), taken at every whole
+ * second of the run after START so that every source's are of the same
+ * instants: that second (run_second, 1, 2, ...), its send positions done
+ * (event IDs generated into its stream, or omitted by the seed's faults)
+ * and the event ID of the last of them (meaningless while send_positions
+ * is 0). */
+#define CNT_LIST_SOURCE_STATS(X) X(run_second) X(send_positions) X(last_event_sent)
+
 /* A reader's counters of one source, in group "source.N" of its END report
  * (cnt_group_peer) and summed over its sources in "". Its STATS carries
  * the sums of held_ns, held_count and frames_verified in "". */
@@ -138,10 +147,12 @@
 
 /* A builder's STATS to its hub every second (--role builder), group "",
  * besides CNT_BUILDER_CORE's events_complete, events_expired and
- * events_accepted and CNT_BUILDER_ROLE's tokens_sent: the IDs assigned to
- * it not yet decided, and the events it completed per second over the last
- * second (rounded). */
-#define CNT_LIST_BUILDER_STATS(X) X(events_in_flight) X(events_complete_per_s)
+ * events_accepted, CNT_BUILDER_ROLE's tokens_sent and, when it records
+ * (--record), CNT_BUILDER's data_recording, data_files, data_bytes_written
+ * and data_write_ns: the IDs assigned to it not yet decided, the events it
+ * completed per second over the last second (rounded), and when it records
+ * the free bytes where its event files go (at the writer's last check). */
+#define CNT_LIST_BUILDER_STATS(X) X(events_in_flight) X(events_complete_per_s) X(data_free_bytes)
 
 /* The hub's event manager (--role hub), metrics.json's "manager". */
 #define CNT_LIST_MANAGER(X) \
@@ -161,6 +172,7 @@
 
 #define CNT_ENUM_ITEM_(list, name) CNT_##list##_##name,
 #define CNT_ENUM_SOURCE_(name) CNT_ENUM_ITEM_(SOURCE, name)
+#define CNT_ENUM_SOURCE_STATS_(name) CNT_ENUM_ITEM_(SOURCE_STATS, name)
 #define CNT_ENUM_READER_SOURCE_(name) CNT_ENUM_ITEM_(READER_SOURCE, name)
 #define CNT_ENUM_READER_(name) CNT_ENUM_ITEM_(READER, name)
 #define CNT_ENUM_PROCESS_(name) CNT_ENUM_ITEM_(PROCESS, name)
@@ -179,6 +191,7 @@
 #define CNT_ENUM_CONTROL_HTTP_(name) CNT_ENUM_ITEM_(CONTROL_HTTP, name)
 
 enum cnt_source { CNT_LIST_SOURCE(CNT_ENUM_SOURCE_) CNT_SOURCE_COUNT };
+enum cnt_source_stats { CNT_LIST_SOURCE_STATS(CNT_ENUM_SOURCE_STATS_) CNT_SOURCE_STATS_COUNT };
 enum cnt_reader_source { CNT_LIST_READER_SOURCE(CNT_ENUM_READER_SOURCE_) CNT_READER_SOURCE_COUNT };
 enum cnt_reader { CNT_LIST_READER(CNT_ENUM_READER_) CNT_READER_COUNT };
 enum cnt_process { CNT_LIST_PROCESS(CNT_ENUM_PROCESS_) CNT_PROCESS_COUNT };
@@ -198,6 +211,7 @@ enum cnt_control_http { CNT_LIST_CONTROL_HTTP(CNT_ENUM_CONTROL_HTTP_) CNT_CONTRO
 
 /* The names, indexed by the enums. */
 extern const char *const cnt_source_names[CNT_SOURCE_COUNT];
+extern const char *const cnt_source_stats_names[CNT_SOURCE_STATS_COUNT];
 extern const char *const cnt_reader_source_names[CNT_READER_SOURCE_COUNT];
 extern const char *const cnt_reader_names[CNT_READER_COUNT];
 extern const char *const cnt_process_names[CNT_PROCESS_COUNT];
@@ -218,6 +232,7 @@ extern const char *const cnt_builder_rail_names[CNT_BUILDER_RAIL_COUNT];
 /* A counter's name by its list and name: a name outside the list does not
  * compile. */
 #define CNT_SOURCE(name) (cnt_source_names[CNT_SOURCE_##name])
+#define CNT_SOURCE_STATS(name) (cnt_source_stats_names[CNT_SOURCE_STATS_##name])
 #define CNT_READER_SOURCE(name) (cnt_reader_source_names[CNT_READER_SOURCE_##name])
 #define CNT_READER(name) (cnt_reader_names[CNT_READER_##name])
 #define CNT_PROCESS(name) (cnt_process_names[CNT_PROCESS_##name])

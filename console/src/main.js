@@ -6,15 +6,19 @@ import './console.css';
 import { Hub, reasonOf } from './hub.js';
 import { keyBytes } from './sign.js';
 import { Plots } from './plots.js';
+import { renderReport } from './report.js';
+import { checkPlan, ScanRunner, tableCsv, tableJson } from './scan.js';
 import { renderPeers, renderBuilders, renderRuns } from './tables.js';
 
 const POLL_MS = 500;
 const $ = (id) => document.getElementById(id);
 const hub = new Hub();
-const plots = new Plots($('plot-rate'), $('plot-latency'));
+const plots = new Plots($('plot-rate'), $('plot-latency'), $('plot-completeness'), $('plot-write'));
 let last = null;            // the last /state
 let polling = false;
 let configureBody = null;   // the configure dialog's body
+let scanPlan = null;        // the scan panel's plan, checked
+let scan = null;            // the scan running, if any
 
 const toHex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 const fromHex = (h) => new Uint8Array(h.match(/../g).map((x) => parseInt(x, 16)));
@@ -186,6 +190,163 @@ $('configure-form').addEventListener('submit', async (ev) => {
   await send('/configure', doc);
 });
 
+// ---- a finished run's report (GET /runs/N/metrics.json) ---------------------
+let reportRun = null;
+let reportUrl = null;       // the last report.html's object URL
+
+async function openReport(run) {
+  reportRun = run;
+  $('report-view').textContent = `run ${run}: reading its books ...`;
+  say($('report-result'), '');
+  $('report-html-link').hidden = true;
+  if (!$('report-dialog').open) $('report-dialog').showModal();
+  const { status, answer } = await hub.request('GET', `/runs/${run}/metrics.json`);
+  if (status !== 200) {
+    $('report-view').textContent = '';
+    say($('report-result'), `run ${run}: ${reasonOf(answer, status)}`, 'refused');
+    return;
+  }
+  renderReport($('report-view'), run, answer);
+}
+
+$('runs').tBodies[0].addEventListener('click', (ev) => {
+  const a = ev.target.closest('a.report-link');
+  if (!a) return;
+  ev.preventDefault();
+  openReport(Number(a.dataset.run));
+});
+
+// report.html is served signed like the books: fetched here, then offered
+// as a file.
+$('report-html').addEventListener('click', async () => {
+  const run = reportRun;
+  const { status, blob, error } = await hub.file(`/runs/${run}/report.html`);
+  if (status !== 200) {
+    say($('report-result'), `run ${run}'s report.html: ${error}`, 'refused');
+    return;
+  }
+  if (reportUrl) URL.revokeObjectURL(reportUrl);
+  reportUrl = URL.createObjectURL(blob);
+  const link = $('report-html-link');
+  link.href = reportUrl;
+  link.download = `run-${run}-report.html`;
+  link.hidden = false;
+  say($('report-result'), `run ${run}'s report.html: ${blob.size} bytes`, 'ok');
+});
+
+// ---- the scan panel -----------------------------------------------------------
+function readPlan() {
+  scanPlan = null;
+  const text = $('scan-plan').value.trim();
+  if (!text) {
+    say($('scan-status'), '');
+    return;
+  }
+  try {
+    scanPlan = checkPlan(JSON.parse(text));
+    const runs = scanPlan.points.reduce((n, p) => n + p.runs.length, 0);
+    say($('scan-status'), `${scanPlan.points.length} points, ${runs} runs from run ` +
+        `${scanPlan.first_run} (${scanPlan.scan})`, 'ok');
+  } catch (e) {
+    say($('scan-status'), e instanceof SyntaxError ? `the plan is not JSON: ${e.message}`
+      : e.message, 'refused');
+  }
+  renderScanButtons(last);
+}
+
+$('scan-file').addEventListener('change', async () => {
+  const f = $('scan-file').files[0];
+  if (f) $('scan-plan').value = await f.text();
+  readPlan();
+});
+$('scan-plan').addEventListener('input', readPlan);
+
+function renderScanButtons(st) {
+  $('scan-run').disabled = !scanPlan || scan !== null || !inControl(st) || !st || st.state !== 'idle';
+  $('scan-stop').disabled = scan === null;
+}
+
+function renderScanTable(rows) {
+  const table = $('scan-table');
+  table.tHead.textContent = '';
+  table.tBodies[0].textContent = '';
+  if (!rows.length) return;
+  const columns = Object.keys(rows[0]);
+  const head = document.createElement('tr');
+  for (const c of columns) {
+    const th = document.createElement('th');
+    th.textContent = c;
+    head.append(th);
+  }
+  table.tHead.append(head);
+  for (const r of rows) {
+    const tr = document.createElement('tr');
+    tr.className = r.balanced ? 'good' : 'bad';
+    for (const c of columns) {
+      const td = document.createElement('td');
+      const v = r[c];
+      td.textContent = Array.isArray(v) ? v.join(' ') : v === null ? '' : String(v);
+      if (c === 'verdict') td.className = 'verdict';
+      tr.append(td);
+    }
+    table.tBodies[0].append(tr);
+  }
+}
+
+function scanProgress(p) {
+  $('scan-points').max = p.points;
+  $('scan-points').value = p.point;
+  $('scan-points-text').textContent = `${p.point} of ${p.points} points done`;
+  $('scan-point').value = p.runFraction;
+  $('scan-point-text').textContent = p.text;
+  renderScanTable(p.rows);
+}
+
+function offerTable(plan, rows) {
+  const stem = `scan-runs-${plan.first_run}`;
+  for (const [id, text, type, ext] of [['scan-json', tableJson(plan, rows), 'application/json', 'json'],
+                                       ['scan-csv', tableCsv(rows), 'text/csv', 'csv']]) {
+    const a = $(id);
+    if (a.href) URL.revokeObjectURL(a.href);
+    a.href = URL.createObjectURL(new Blob([text], { type }));
+    a.download = `${stem}.${ext}`;
+  }
+  $('scan-downloads').hidden = false;
+}
+
+$('scan-run').addEventListener('click', async () => {
+  const plan = scanPlan;
+  $('scan-downloads').hidden = true;
+  scan = new ScanRunner(hub, plan, { operator: operator(), timeoutS: Number($('scan-timeout').value) || 300,
+                                     progress: scanProgress });
+  renderScanButtons(last);
+  say($('scan-status'), `scan of ${plan.points.length} points running`);
+  let why = null;
+  try {
+    await scan.run();
+  } catch (e) {
+    why = e.message;
+  }
+  const rows = scan.rows;
+  scan = null;
+  renderScanTable(rows);
+  if (rows.length) offerTable(plan, rows);
+  const bad = rows.filter((r) => !r.balanced).length;
+  if (why) {
+    say($('scan-status'), `scan stopped after ${rows.length} of ${plan.points.length} points: ${why}`,
+        'refused');
+  } else {
+    say($('scan-status'), `scan ${bad ? 'FAIL' : 'PASS'}: ${rows.length - bad} of ${rows.length} ` +
+        'points balanced', bad ? 'refused' : 'ok');
+  }
+  renderScanButtons(last);
+});
+
+$('scan-stop').addEventListener('click', () => {
+  if (scan) scan.stop();
+  say($('scan-status'), 'the scan ends after the run in progress');
+});
+
 // ---- the live view ----------------------------------------------------------
 function render(st) {
   const badge = $('system-state');
@@ -205,6 +366,7 @@ function render(st) {
   renderPeers($('peers').tBodies[0], st);
   renderBuilders($('builders').tBodies[0], $('builder-summary'), st);
   renderRuns($('runs').tBodies[0], st);
+  renderScanButtons(st);
   plots.add(st);
 }
 
@@ -212,7 +374,10 @@ async function poll() {
   if (!hub.key) return false;
   const { status, answer } = await hub.state();
   if (status !== 200) {
-    say($('key-status'), reasonOf(answer, status), 'refused');
+    const why = reasonOf(answer, status);
+    say($('key-status'), why, 'refused');
+    // A request sent twice on the way is no wrong key: the next is signed anew.
+    if (status === 401 && why.startsWith('replayed request')) return true;
     $('system-state').textContent = status === 401 ? 'key refused' : 'unreachable';
     $('system-state').className = 'badge error';
     return status !== 401;

@@ -7,6 +7,7 @@
 //   KEY_FILE     the run key
 //   BODY_FILE    a configure body, from daqctl configure TOPOLOGY --print-body
 //   RUN          its run number
+//   PLAN_FILE    a scan's runs, from daqctl scan FILE --print-bodies
 //   SCREENSHOT   where to save the screenshot
 //   CHROMIUM     the browser (default /usr/bin/chromium)
 //
@@ -18,6 +19,7 @@ import { readFileSync } from 'node:fs';
 import { hmac } from '@noble/hashes/hmac.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { authorization } from '../src/sign.js';
+import { lastEventCell } from '../src/tables.js';
 
 const env = (k) => {
   if (!process.env[k]) throw new Error(`${k} is not set`);
@@ -51,8 +53,23 @@ async function checkFallbackHmac() {
   check(h === `es-hmac 1700000000000 ${'0'.repeat(32)} ${want}`, `the header ${h}`);
 }
 
+// The rule the peers table highlights a source by: more than the window
+// behind the source furthest on at the same second of the run.
+function checkDisagreement() {
+  const live = { window_events: 1000 };
+  const cell = (last, second = 7) => lastEventCell({ last_event_sent: last, run_second: second },
+                                                   live, 7, 9000);
+  check(cell(9000).cls === 'last-event', 'the furthest source is not highlighted');
+  check(cell(8000).cls === 'last-event', 'a source a window behind is not highlighted');
+  check(cell(7999).cls === 'last-event disagree', 'a source more than a window behind is');
+  check(cell(7999).text === '7,999 at 7 s', `the cell's text: ${cell(7999).text}`);
+  check(cell(10, 6).cls === 'last-event', 'a second behind the others: not compared');
+  check(lastEventCell({}, live, 7, 9000) === '', 'no STATS yet: nothing shown');
+}
+
 async function open(browser, requests, name) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 1500 } });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1500 },
+                                             acceptDownloads: true });
   context.on('request', (r) => requests.push({ page: name, method: r.method(), url: r.url() }));
   context.on('requestfailed', (r) => requests.push({ page: name, failed: r.failure()?.errorText, url: r.url() }));
   const page = await context.newPage();
@@ -73,8 +90,8 @@ async function text(page, sel) {
 
 // Polls from here: the page's Content-Security-Policy forbids the
 // evaluated scripts waitForFunction would run in it, and stays on.
-async function until(fn, what) {
-  const deadline = Date.now() + TIMEOUT;
+async function until(fn, what, timeout = TIMEOUT) {
+  const deadline = Date.now() + timeout;
   for (;;) {
     const v = await fn();
     if (v) return v;
@@ -105,8 +122,19 @@ async function giveKey(page, operator, how) {
   await page.click('#key-use');
 }
 
+async function cells(page, sel) {
+  return page.locator(sel).evaluateAll((rows) => rows.map((r) => Array.from(r.cells, (c) => c.textContent)));
+}
+
+// A download the page offers: its file name and text.
+async function download(page, sel) {
+  const [d] = await Promise.all([page.waitForEvent('download'), page.click(sel)]);
+  return { name: d.suggestedFilename(), text: readFileSync(await d.path(), 'utf8') };
+}
+
 async function main() {
   await checkFallbackHmac();
+  checkDisagreement();
   const seen = { requests: [] };
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -165,9 +193,22 @@ async function main() {
     seen.rate_running = await rate();
     const peerRows = await a.page.locator('#peers tbody tr').count();
     check(peerRows >= 3, `a row per peer (${peerRows})`);
-    seen.peer_rows = await a.page.locator('#peers tbody tr').evaluateAll(
-      (rows) => rows.map((r) => Array.from(r.cells, (c) => c.textContent)));
+    seen.peer_rows = await cells(a.page, '#peers tbody tr');
     check(seen.peer_rows.every((r) => /±/.test(r[6])), 'every peer\'s clock offset ± bound');
+    // The sources' STATS (every second): each one's last event sent, in
+    // step with the other; the reader's credits; the builder's files.
+    await until(async () => (await cells(a.page, '#peers tbody tr'))
+      .filter((r) => r[0] === 'source' && /^[\d,]+ at \d+ s$/.test(r[9])).length === 2,
+                'each source\'s last event sent');
+    await until(async () => (await cells(a.page, '#peers tbody tr'))
+      .some((r) => r[0] === 'reader' && /^limit [\d,]+ \([\d,]+ credits\), held .* verified$/.test(r[8])),
+                'the reader\'s credits');
+    await until(async () => /MB\/s$/.test((await cells(a.page, '#builders tbody tr'))[0][7]),
+                'the builder\'s write rate');
+    seen.peer_rows = await cells(a.page, '#peers tbody tr');
+    seen.builder_rows = await cells(a.page, '#builders tbody tr');
+    check(await a.page.locator('#peers td.disagree').count() === 0, 'sources in step: none highlighted');
+    check(/ (MB|GB|TB)$/.test(seen.builder_rows[0][8]), `disk free: ${seen.builder_rows[0][8]}`);
 
     // A second operator: sees everything, can change nothing.
     const b = await open(browser, seen.requests, 'B');
@@ -193,6 +234,39 @@ async function main() {
     seen.history = await a.page.locator('#runs tbody tr:first-child td').evaluateAll((c) => c.map((x) => x.textContent));
     check(seen.history[1] === 'balanced', `the run balanced (${seen.history})`);
     await waitText(b.page, '#runs tbody tr:first-child td:nth-child(2)', 'balanced', 'bob sees the run balanced');
+
+    // The run's report, from its books.
+    await a.page.click('#runs tbody tr:first-child a.report-link');
+    await waitText(a.page, '#report-view h3', `Run ${RUN}: books balanced, status ok (exit 0)`,
+                   'the run\'s report');
+    seen.report_equations = await text(a.page, '#report-view .equations-ok');
+    seen.report_figures = await cells(a.page, '#report-view table.figures tr');
+    await a.page.click('#report-html');
+    await waitText(a.page, '#report-result', /^run \d+'s report.html: \d+ bytes$/, 'report.html fetched');
+    seen.report_html = await download(a.page, '#report-html-link');
+    await a.page.click('#report-close');
+
+    // A scan from its plan: three points, run after run, to its table.
+    await a.page.setInputFiles('#scan-file', env('PLAN_FILE'));
+    await waitText(a.page, '#scan-status', /^3 points, 3 runs from run /, 'the plan read');
+    await until(async () => a.page.locator('#scan-run').isEnabled(), 'the scan may start');
+    await a.page.click('#scan-run');
+    const progress = new Set();
+    await until(async () => {
+      progress.add(await text(a.page, '#scan-point-text'));
+      return /^scan (PASS|FAIL|stopped)/.test(await text(a.page, '#scan-status'));
+    }, 'the scan over', 180000);
+    seen.scan_status = await text(a.page, '#scan-status');
+    seen.scan_progress = [...progress].filter((t) => / % of /.test(t));
+    seen.scan_points_bar = [await a.page.locator('#scan-points').getAttribute('max'),
+                            await a.page.locator('#scan-points').evaluate((e) => e.value)];
+    seen.scan_rows_shown = await cells(a.page, '#scan-table tbody tr');
+    const json = await download(a.page, '#scan-json');
+    const csv = await download(a.page, '#scan-csv');
+    seen.scan_table = { json_name: json.name, csv_name: csv.name, json: JSON.parse(json.text),
+                        csv: csv.text };
+    await waitText(b.page, '#runs tbody tr:first-child td:first-child',
+                   String(seen.scan_table.json.rows[2].runs[0]), 'bob sees the scan\'s runs');
 
     await a.page.click('#release-control');
     await waitText(a.page, '#control-status', 'nobody holds control', 'control released');

@@ -164,6 +164,42 @@ def load_scan(path: str, topology: str | None, sets: list[str]) -> tuple[Scan, l
     return Scan(Path(path), topo, repeats, points, keys), topologies
 
 
+PLAN_FORMAT = "daq-scan-plan/1"
+
+
+def prepare_run(scan: Scan, session: Session, sets: list[str], point: Point,
+                number: int) -> dict:
+    """Run number's directory made ready (a previous run's outputs cleared,
+    the builders' data directories made) and POST /configure's body for it
+    as configure_body builds it; the body is also the run's configure.json."""
+    t = load_topology(scan.topology, sets + point.sets + [f"run.run={number}"])
+    run_dir = session.run_dir(number)
+    prepare_run_dir(run_dir, t)
+    backend = session.backend(t, run_dir)
+    make_data_dirs(t, backend, run_dir)
+    body = configure_body(t, backend, run_dir, session.ports)
+    (run_dir / "configure.json").write_text(json.dumps(body, indent=2) + "\n")
+    return body
+
+
+def scan_plan(scan: Scan, session: Session, sets: list[str], first_run: int) -> dict:
+    """Every run of the scan as its configure body, for a client that runs
+    the points itself (the console, daqctl scan --print-bodies): the same
+    points, numbers and bodies ScanRunner would post, each run's directory
+    made ready; the stop condition of each point as the scan file says."""
+    points, number = [], first_run
+    for i, point in enumerate(scan.points, 1):
+        runs = []
+        for _ in range(scan.repeats):
+            runs.append({"run": number, "body": prepare_run(scan, session, sets, point, number)})
+            number += 1
+        points.append({"point": i, "values": point.values, "label": point.label(),
+                       "stop": point.stop, "runs": runs})
+    return {"format": PLAN_FORMAT, "scan": str(scan.path), "topology": scan.topology,
+            "repeats": scan.repeats, "keys": scan.keys, "first_run": first_run,
+            "points": points}
+
+
 class ScanRunner:
     """Runs a checked scan on a serving session through its hub."""
 
@@ -187,13 +223,8 @@ class ScanRunner:
 
     def one_run(self, point: Point, number: int) -> dict:
         """Configure, start, end (the run's own or a stop), and its figures."""
-        t = load_topology(self.scan.topology, self.sets + point.sets + [f"run.run={number}"])
+        body = prepare_run(self.scan, self.session, self.sets, point, number)
         run_dir = self.session.run_dir(number)
-        prepare_run_dir(run_dir, t)
-        backend = self.session.backend(t, run_dir)
-        make_data_dirs(t, backend, run_dir)
-        body = configure_body(t, backend, run_dir, self.session.ports)
-        (run_dir / "configure.json").write_text(json.dumps(body, indent=2) + "\n")
         run = {"run": number, "dir": str(run_dir)}
         ok, reason = self.hub.post("/configure", body)
         if ok:

@@ -5,7 +5,9 @@ the hub sends it, the uncertainty merged into metrics.json; the rates and
 CPU cost come from every process; the summary names the hub and each
 builder; the builders' sections carry a latency summary, not raw buckets;
 and while the run goes, the hub's /status, /metrics and progress line show
-each builder from its STATS and the manager."""
+each builder from its STATS and the manager; a serving hub's /state shows
+each builder's tokens and event files and each source's last event sent,
+from their STATS."""
 
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ import threading
 import time
 import urllib.request
 
-from harness import E2ETestCase, read_jsonl
+from harness import E2ETestCase, read_json, read_jsonl
 from test_builders import builders_topology
 from test_operator import parse_exposition, scrape
+import test_scan
 
 INJECTED_NS = 5_000_000   # source 1's clock behind the others' by this
 
@@ -168,3 +171,56 @@ class HubLiveViewTest(E2ETestCase):
         hub_log = (out / "logs" / "hub.log").read_text()
         self.assertRegex(hub_log, r"backlog \d+; b0 \d+/s \d+ built, \d+ tokens, \d+/\d+ held/cap")
         self.h.assert_clean()
+
+
+class ServingHubLiveTest(test_scan.SessionCase):
+    """daqrun --serve of a hub and two builders recording their events:
+    /state's live while a run goes (docs/RUNCONTROL.md, "The console")."""
+    topology = {**builders_topology(2, events=24000, readers=((0, 1),)),
+                "output": {"format": "raw"}}
+    topology["run"] = {**topology["run"], "rate": 4000, "window_batches": 8}
+
+    def test_each_builder_and_source_from_its_stats(self) -> None:
+        self.ok("configure", self.topo, "--run", 1)
+        self.wait_state(("configured",))
+        self.ok("start", "--run", 1)
+        seen = None
+        deadline = time.monotonic() + 60
+        while seen is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            live = self.hub.state()["live"] or {}
+            peers = live.get("peers", [])
+            builders = [p for p in peers if p["role"] == "builder"]
+            sources = [p for p in peers if p["role"] == "source"]
+            if len(builders) == 2 and all(b.get("tokens_sent", 0) > 0 and
+                                          b.get("recording", {}).get("data_bytes_written", 0) > 0
+                                          for b in builders) and \
+                    len({s.get("run_second") for s in sources} - {None}) == 1 and \
+                    all(s.get("run_second", 0) >= 2 for s in sources):
+                seen = live
+        self.assertIsNotNone(seen, "the hub's /state never showed both builders' files and "
+                                   "tokens and both sources at one second")
+        self.assertEqual(seen["window_events"], self.topology["run"]["batch"] * 8)
+        self.assertIsNone(seen["recording"], "with several builders the files are theirs")
+        self.assertGreater(seen["decided_below"], 0, seen)
+        for b in (p for p in seen["peers"] if p["role"] == "builder"):
+            self.assertGreaterEqual(b["tokens"], 0, b)
+            rec = b["recording"]
+            self.assertGreater(rec["data_free_bytes"], 0, b)
+            self.assertEqual(rec["data_files"], 0, b)     # one file each, still open
+        sources = [p for p in seen["peers"] if p["role"] == "source"]
+        # Paced alike from one START: at the same second, within a window.
+        last = [s["last_event_sent"] for s in sources]
+        self.assertLess(max(last) - min(last), seen["window_events"], sources)
+        for s in sources:
+            self.assertEqual(s["last_event_sent"] + 1, s["send_positions"], s)
+        readers = [p for p in seen["peers"] if p["role"] == "reader"]
+        self.assertNotIn("credit_limit", readers[0], "a hub of several builders sends no credits")
+        self.assertGreater(readers[0]["frames_verified"], 0, readers)
+        done = self.summary(1)
+        self.assertTrue(done["balanced"], done)
+        m = read_json(self.dir / "run-1" / "metrics.json")
+        written = sum(m["builders"][str(b)]["counters"]["builder"]["data_bytes_written"]
+                      for b in range(2))
+        self.assertGreater(written, 0)
+        self.shut_down()

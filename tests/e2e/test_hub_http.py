@@ -5,7 +5,9 @@ again (each refused by name, the hub's state unchanged, every run in
 operator's signed /state still answered at once, the slow ones cut at the
 door's deadline, the hub's CPU and log quiet, all of it counted); the hub
 out of descriptors (accept backs off without spinning or flooding its log,
-and serves again once descriptors are free). docs/RUNCONTROL.md, "HTTP"."""
+and serves again once descriptors are free); a finished run's metrics.json
+and report.html served signed and read only, and nothing else of its
+directory or beyond. docs/RUNCONTROL.md, "HTTP"."""
 
 from __future__ import annotations
 
@@ -215,6 +217,84 @@ class HubHttpTest(E2ETestCase):
         conn.close()
         self.h.stop(hub2)
         self.h.stop(hub)
+
+    def test_a_finished_runs_files_and_nothing_else(self):
+        """GET /runs/N/metrics.json (and report.html when the run has one),
+        signed, read only, of the runs /state lists; an unknown run, another
+        name, a path out of the run's directory and a link refused."""
+        key = write_key(self)
+        c = test_runs.Cluster(self, key_file=key)
+        self.assertTrue(c.hub.post("/configure", c.body(1, self.h.path("run-1")))[0])
+        c.wait_state(("configured",))
+        self.assertTrue(c.hub.post("/start", {"run": 1})[0])
+        while not [r for r in c.wait_state(("idle",), 60)["runs"] if r["run"] == 1]:
+            time.sleep(0.05)
+        # Run 2 configured and reset: listed, its books say so.
+        self.assertTrue(c.hub.post("/configure", c.body(2, self.h.path("run-2")))[0])
+        c.wait_state(("configured",))
+        self.assertTrue(c.hub.post("/reset", {})[0])
+        c.wait_state(("idle",))
+
+        def get(path: str, signed: bool = True) -> tuple[int, dict, bytes]:
+            conn = http.client.HTTPConnection("127.0.0.1", c.hub.port, timeout=10)
+            try:
+                headers = {"Authorization": authorization(c.hub.key, "GET", path, b"")} \
+                    if signed else {}
+                conn.request("GET", path, headers=headers)
+                r = conn.getresponse()
+                return r.status, dict(r.getheaders()), r.read()
+            finally:
+                conn.close()
+
+        run1 = self.h.path("run-1")
+        status, headers, got = get("/runs/1/metrics.json")
+        self.assertEqual((status, headers["Content-Type"]), (200, "application/json"), got)
+        self.assertEqual(got, (run1 / "metrics.json").read_bytes())
+        self.assertTrue(json.loads(got)["balanced"])
+        self.assertIn("default-src 'none'", headers["Content-Security-Policy"])
+        (run1 / "report.html").write_text("<!doctype html><p>run 1</p>")
+        status, headers, got = get("/runs/1/report.html")
+        self.assertEqual((status, headers["Content-Type"], got),
+                         (200, "text/html; charset=utf-8", b"<!doctype html><p>run 1</p>"))
+        status, _, got = get("/runs/2/metrics.json")
+        self.assertEqual(status, 200, got)
+        self.assertEqual((json.loads(got)["balanced"], json.loads(got)["errors"]),
+                         (False, ["Run 2 stopped: reset by the operator"]))
+        # A run's directory is its summary's; an unlisted run has none.
+        no_file = ("no such run file; a finished run's are GET /runs/N/metrics.json and "
+                   "/runs/N/report.html")
+        for path, status, reason in (
+                ("/runs/9/metrics.json", 404, "no finished run 9; the hub serves the files of "
+                                              "the runs GET /state lists"),
+                ("/runs/2/report.html", 404, "/runs/2/report.html: No such file or directory"),
+                ("/runs/1/params.json", 404, no_file),
+                ("/runs/1/../../run.key", 404, no_file),
+                ("/runs/1/..%2f..%2frun.key", 404, no_file),
+                ("/runs/1/logs/hub.log", 404, no_file),
+                ("/runs/01/metrics.json", 404, no_file),
+                ("/runs/4294967296/metrics.json", 404, no_file),
+                ("/runs/1/metrics.json?x=1", 404, no_file),
+                ("/runs/1", 404, no_file),
+                ("/runs/", 404, no_file)):
+            with self.subTest(path=path):
+                got_status, _, got = get(path)
+                self.assertEqual(got_status, status, got)
+                self.assertIn(reason, json.loads(got)["error"])
+        (run1 / "report.html").unlink()
+        (run1 / "report.html").symlink_to(key)
+        status, _, got = get("/runs/1/report.html")
+        self.assertEqual(status, 404, got)
+        self.assertIn("Too many levels of symbolic links", json.loads(got)["error"])
+        # Signed like /state, and read only.
+        self.assertEqual(get("/runs/1/metrics.json", signed=False)[0], 401)
+        body = b"{}"
+        status, answer = send(c.hub.port, "POST", "/runs/1/metrics.json", body,
+                              authorization(c.hub.key, "POST", "/runs/1/metrics.json", body))
+        self.assertEqual(status, 405, answer)
+        self.assertIn("the method is GET (read only)", answer["error"])
+        self.assertEqual(c.hub.state()["state"], "idle")
+        c.shutdown()
+        self.h.assert_clean()
 
     def test_replayed_requests_are_refused_by_name(self):
         key = write_key(self)

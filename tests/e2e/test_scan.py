@@ -201,6 +201,49 @@ class OperatorSessionTest(SessionCase):
         self.refbuild(23, self.dir / "run-23", 3000, 512)
         self.shut_down()
 
+    def test_the_scan_printed_as_bodies_for_the_console(self) -> None:
+        """scan --print-bodies: daqctl's own points and numbering, every
+        run's body as configure TOPOLOGY --print-body builds it and as its
+        configure.json holds it, nothing sent."""
+        scan = self.h.path("printed.toml")
+        scan.write_text(f'topology = "{self.topo.name}"\nstop = {{ events = 3000 }}\n'
+                        "repeats = 2\n"
+                        "[[point]]\npayload = 64\n"
+                        "[[point]]\npayload = 512\nrate = 20000\n"
+                        "[[point]]\nrate = 5000\nstop = { seconds = 0.3 }\n")
+        r = self.ok("scan", scan, "--print-bodies", "--first-run", 30)
+        doc = json.loads(r.stdout)
+        self.assertEqual((doc["format"], doc["repeats"], doc["keys"], doc["first_run"]),
+                         ("daq-scan-plan/1", 2, ["payload", "rate"], 30))
+        self.assertEqual([(p["point"], p["values"], p["stop"], [x["run"] for x in p["runs"]])
+                          for p in doc["points"]],
+                         [(1, {"payload": 64}, {"events": 3000}, [30, 31]),
+                          (2, {"payload": 512, "rate": 20000}, {"events": 3000}, [32, 33]),
+                          (3, {"rate": 5000}, {"seconds": 0.3}, [34, 35])])
+        self.assertEqual(doc["points"][1]["label"], "payload=512 rate=20000")
+        for p in doc["points"]:
+            for x in p["runs"]:
+                self.assertEqual(x["body"]["run"], x["run"])
+                self.assertEqual(x["body"], read_json(self.dir / f"run-{x['run']}" /
+                                                      "configure.json"))
+        # The one code path: configure TOPOLOGY --print-body with the point's keys.
+        r = self.ok("configure", self.topo, "--run", 33, "--set", "payload=512",
+                    "--set", "rate=20000", "--set", "events=3000", "--print-body")
+        self.assertEqual(json.loads(r.stdout), doc["points"][1]["runs"][1]["body"])
+        st = self.hub.state()
+        self.assertEqual((st["state"], st["runs"]), ("idle", []))
+        # Numbered from the hub's last run without --first-run; a bad file
+        # refused as the scan's own.
+        r = self.ok("scan", scan, "--print-bodies")
+        self.assertEqual(json.loads(r.stdout)["first_run"], TOPOLOGY["run"]["run"])
+        bad = self.h.path("bad.toml")
+        bad.write_text(f'topology = "{self.topo.name}"\nstop = {{ events = 10 }}\n'
+                       "[grid]\nrat = [1]\n")
+        r = self.daqctl("scan", bad, "--print-bodies")
+        self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
+        self.assertIn("unknown key 'rat'", r.stderr)
+        self.shut_down()
+
     def test_a_point_not_over_in_time_is_reset_and_the_scan_goes_on(self) -> None:
         scan = self.h.path("late.toml")
         scan.write_text(f'topology = "{self.topo.name}"\n'

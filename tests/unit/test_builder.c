@@ -311,6 +311,7 @@ START_TEST(test_in_order)
 		ck_assert_uint_eq(rec.ev[e].earliest_ts_ns, 1000);
 		ck_assert_uint_eq(rec.ev[e].earliest_source, 0);
 		ck_assert_uint_eq(bld_admission_limit(b), e + 1 + 8);
+		ck_assert_uint_eq(bld_decided_below(b), e + 1);
 	}
 	for (uint64_t i = 0; i < N; i++)
 		ck_assert_uint_eq(rec.order[i], i);
@@ -601,6 +602,7 @@ START_TEST(test_window_eviction)
 	ck_assert_uint_eq(bld_oldest_pending(b), 1000);
 	/* Base is 997, unseen: the limit counts from the lowest undecided ID. */
 	ck_assert_uint_eq(bld_admission_limit(b), 997 + W);
+	ck_assert_uint_eq(bld_decided_below(b), 997);
 	ck_assert_int_eq(add(b, 0, 995, 16), BLD_LATE);   /* unobserved, remembered */
 	ck_assert_int_eq(add(b, 0, 500, 16), BLD_LATE);   /* forgotten */
 	ck_assert_int_eq(add(b, 0, 998, 17), BLD_UNIQUE); /* still in the window */
@@ -651,6 +653,7 @@ START_TEST(test_admission_limit)
 	const struct bld_counters *c = bld_counters(b);
 	ck_assert_uint_eq(bld_oldest_pending(b), UINT64_MAX);
 	ck_assert_uint_eq(bld_admission_limit(b), F + W);
+	ck_assert_uint_eq(bld_decided_below(b), F);
 	ck_assert_int_eq(add(b, 0, F, 0), BLD_UNIQUE);
 	ck_assert_uint_eq(bld_oldest_pending(b), F);
 	ck_assert_uint_eq(bld_admission_limit(b), F + W);

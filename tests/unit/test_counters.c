@@ -32,6 +32,7 @@ static const struct list lists[] = {
 	{ "builder stats", cnt_builder_stats_names, CNT_BUILDER_STATS_COUNT },
 	{ "manager", cnt_manager_names, CNT_MANAGER_COUNT },
 	{ "latency", cnt_latency_names, CNT_LATENCY_COUNT },
+	{ "source stats", cnt_source_stats_names, CNT_SOURCE_STATS_COUNT },
 };
 #define LISTS (sizeof lists / sizeof lists[0])
 
@@ -106,6 +107,9 @@ START_TEST(test_symbols_are_the_wire_names)
 	ck_assert_str_eq(CNT_BUILDER_ROLE(frags_misrouted), "frags_misrouted");
 	ck_assert_str_eq(CNT_MANAGER(events_lost_with_builders), "events_lost_with_builders");
 	ck_assert_uint_eq(CNT_BUILDER_CORE_COUNT, 18);
+	ck_assert_str_eq(CNT_SOURCE_STATS(run_second), "run_second");
+	ck_assert_str_eq(CNT_SOURCE_STATS(send_positions), "send_positions");
+	ck_assert_str_eq(CNT_SOURCE_STATS(last_event_sent), "last_event_sent");
 }
 END_TEST
 

@@ -104,18 +104,22 @@ static void spin(void)
 	event_base_dispatch(base);
 }
 
+/* Whether request() asks to keep its connection (HTTP/1.1's default). */
+static bool keep_alive;
+
 /* Writes the request (authorization: the header's value, or NULL for
- * none) on a fresh connection and reads the whole answer, turning the
- * server's loop meanwhile. */
+ * none) on a fresh connection and reads the whole answer up to the
+ * connection's close, turning the server's loop meanwhile. */
 static struct reply request(const char *method, const char *path, const char *authorization,
 			    const char *body, size_t len)
 {
 	size_t cap = len + 1024;
 	char *req = malloc(cap);
 	ck_assert_ptr_nonnull(req);
-	int n = snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+	int n = snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
 				   "Content-Length: %zu\r\n%s%s%s\r\n",
-			 method, path, len, authorization ? "Authorization: " : "",
+			 method, path, keep_alive ? "" : "Connection: close\r\n", len,
+			 authorization ? "Authorization: " : "",
 			 authorization ? authorization : "", authorization ? "\r\n" : "");
 	memcpy(req + n, body, len);
 	size_t total = (size_t)n + len, sent = 0;
@@ -271,6 +275,14 @@ START_TEST(test_good_requests_reach_the_handler)
 	r = request("GET", "/state", auth, "", 0);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_uint_eq(calls, 7);
+	/* A client that would keep the connection: answered, then closed. */
+	keep_alive = true;
+	r = signed_request("GET", "/state", "");
+	keep_alive = false;
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(strstr(r.head, "Connection: close"));
+	r = signed_request("POST", "/start", "{\"run\": 1}");
+	ck_assert_ptr_nonnull(strstr(r.head, "Connection: close"));
 }
 END_TEST
 
@@ -372,7 +384,8 @@ END_TEST
 START_TEST(test_paths_methods_bodies_refused)
 {
 	struct reply r = signed_request("GET", "/nothing", "");
-	assert_refused(&r, 404, "no such path /nothing; served: GET /state, POST /configure", 0);
+	assert_refused(&r, 404, "no such path /nothing; served: GET /state, /runs/N/metrics.json; "
+				"POST /configure", 0);
 	r = signed_request("GET", "/state?verbose=1", "");
 	assert_refused(&r, 404, "no such path /state?verbose=1", 0);
 	r = signed_request("POST", "/state", "{}");
@@ -415,6 +428,72 @@ START_TEST(test_paths_methods_bodies_refused)
 	ck_assert_int_eq(r.status, 413);
 	ck_assert_uint_eq(calls, 1);
 	free(body);
+}
+END_TEST
+
+/* The files under /runs/: what the resolver names, signed, read only. */
+static char file_path[] = "/tmp/es-test-ctlhttp-files-XXXXXX";
+static unsigned resolved;
+
+static int resolve(void *arg, const char *uri, char *file, size_t len, char *reason,
+		   size_t reason_len)
+{
+	(void)arg;
+	resolved++;
+	if (strcmp(uri, "/runs/1/metrics.json") == 0) {
+		snprintf(file, len, "%s/metrics.json", file_path);
+		return 200;
+	}
+	if (strcmp(uri, "/runs/1/report.html") == 0) {
+		snprintf(file, len, "%s/report.html", file_path);
+		return 200;
+	}
+	snprintf(reason, reason_len, "no such run file %s", uri);
+	return 404;
+}
+
+START_TEST(test_files)
+{
+	struct reply r = signed_request("GET", "/runs/1/metrics.json", "");
+	assert_refused(&r, 404, "no such path /runs/1/metrics.json: this endpoint serves no files", 0);
+	ck_assert_ptr_nonnull(mkdtemp(file_path));
+	char path[128];
+	snprintf(path, sizeof path, "%s/metrics.json", file_path);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("{\"balanced\": true}\n", f);
+	fclose(f);
+	ctlhttp_set_files(server, resolve, NULL);
+
+	r = signed_request("GET", "/runs/1/metrics.json", "");
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_str_eq(r.body, "{\"balanced\": true}\n");
+	ck_assert_ptr_nonnull(strstr(r.head, "Connection: close"));
+	ck_assert_ptr_nonnull(strstr(r.head, "Content-Type: application/json"));
+	ck_assert_ptr_nonnull(strstr(r.head, "Content-Security-Policy: default-src 'none'"));
+	ck_assert_uint_eq(resolved, 1);
+	/* Neither unsigned nor written to; the resolver's refusal as it is. */
+	r = request("GET", "/runs/1/metrics.json", NULL, "", 0);
+	assert_refused(&r, 401, "no Authorization header", 0);
+	r = signed_request("POST", "/runs/1/metrics.json", "{}");
+	assert_refused(&r, 405, "POST /runs/N/NAME: the method is GET (read only)", 0);
+	ck_assert_ptr_nonnull(strstr(r.head, "Allow: GET"));
+	ck_assert_uint_eq(resolved, 1);
+	r = signed_request("GET", "/runs/2/metrics.json", "");
+	assert_refused(&r, 404, "no such run file /runs/2/metrics.json", 0);
+	/* What it names is read as the console's files are. */
+	r = signed_request("GET", "/runs/1/report.html", "");
+	assert_refused(&r, 404, "/runs/1/report.html: No such file or directory", 0);
+	snprintf(path, sizeof path, "%s/report.html", file_path);
+	ck_assert_int_eq(symlink("metrics.json", path), 0);
+	r = signed_request("GET", "/runs/1/report.html", "");
+	assert_refused(&r, 404, "/runs/1/report.html: Too many levels of symbolic links", 0);
+	ck_assert_uint_eq(calls, 0);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/metrics.json", file_path);
+	unlink(path);
+	rmdir(file_path);
+	strcpy(file_path, "/tmp/es-test-ctlhttp-files-XXXXXX");
 }
 END_TEST
 
@@ -466,6 +545,7 @@ int main(void)
 	tcase_add_test(keyed, test_replays_refused);
 	tcase_add_test(keyed, test_paths_methods_bodies_refused);
 	tcase_add_test(keyed, test_listen_failure);
+	tcase_add_test(keyed, test_files);
 	suite_add_tcase(s, keyed);
 	TCase *keyless = tcase_create("keyless");
 	tcase_add_checked_fixture(keyless, keyless_setup, teardown);

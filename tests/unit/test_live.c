@@ -150,6 +150,95 @@ START_TEST(test_metrics)
 }
 END_TEST
 
+/* The serving hub's /state "live": each peer's part of the run. */
+START_TEST(test_live_json)
+{
+	struct peer *s0 = peer_source(&peers, 0), *r0 = peer_reader(&peers, 0);
+	s0->sent.seen = true;
+	s0->sent.run_second = 2;
+	s0->sent.send_positions = 41;
+	s0->sent.last_event_sent = 40;
+	r0->credit_sent = 97;
+	r0->credits = 12;
+	r0->held_count = 3;
+	r0->verified = 88;
+	snap.decided_below = 33;
+	snap.data_format = "raw";
+	snap.data_files = 2;
+	snap.data_bytes_written = 5000000;
+	snap.data_write_ns = 250000000;
+	snap.data_free_bytes = 1u << 30;
+	json_t *o = live_json(&snap);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "window_events")), 64);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "decided_below")), 33);
+	ck_assert_str_eq(json_string_value(json_object_get(o, "last_error")), "two");
+	json_t *rec = json_object_get(o, "recording");
+	ck_assert_str_eq(json_string_value(json_object_get(rec, "format")), "raw");
+	ck_assert_int_eq(json_integer_value(json_object_get(rec, "data_files")), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(rec, "data_bytes_written")), 5000000);
+	ck_assert_int_eq(json_integer_value(json_object_get(rec, "data_write_ns")), 250000000);
+	ck_assert_int_eq(json_integer_value(json_object_get(rec, "data_free_bytes")), 1 << 30);
+	json_t *ps = json_object_get(o, "peers");
+	ck_assert_uint_eq(json_array_size(ps), 4);
+	json_t *src = json_array_get(ps, 0), *quiet = json_array_get(ps, 1);
+	ck_assert_str_eq(json_string_value(json_object_get(src, "role")), "source");
+	ck_assert_int_eq(json_integer_value(json_object_get(src, "run_second")), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(src, "send_positions")), 41);
+	ck_assert_int_eq(json_integer_value(json_object_get(src, "last_event_sent")), 40);
+	/* No STATS yet: nothing said of where it is. */
+	ck_assert_ptr_null(json_object_get(quiet, "run_second"));
+	ck_assert_ptr_null(json_object_get(quiet, "send_positions"));
+	ck_assert_ptr_null(json_object_get(quiet, "last_event_sent"));
+	json_t *rd = json_array_get(ps, 2);
+	ck_assert_str_eq(json_string_value(json_object_get(rd, "role")), "reader");
+	ck_assert_int_eq(json_integer_value(json_object_get(rd, "frames_received")), 100);
+	ck_assert(json_real_value(json_object_get(rd, "held_s")) == 1.5);
+	ck_assert_int_eq(json_integer_value(json_object_get(rd, "held_count")), 3);
+	ck_assert_int_eq(json_integer_value(json_object_get(rd, "frames_verified")), 88);
+	ck_assert_int_eq(json_integer_value(json_object_get(rd, "credit_limit")), 97);
+	ck_assert_int_eq(json_integer_value(json_object_get(rd, "credits_sent")), 12);
+	json_decref(o);
+
+	/* Several builders: their own files, tokens and window; the hub none. */
+	struct peer_table fleet;
+	ck_assert_int_eq(peer_table_init_builders(&fleet, 2, 2, 2), 0);
+	struct peer *b1 = peer_builder(&fleet, 1);
+	b1->live.seen = b1->live.recording = true;
+	b1->live.events_per_s = 900;
+	b1->live.tokens_sent = 77;
+	b1->live.data_files = 1;
+	b1->live.data_bytes_written = 4096;
+	b1->live.data_free_bytes = 123456;
+	opt.batch = 16;
+	opt.window_batches = 4;
+	snap.peers = &fleet;
+	snap.hub = true;
+	snap.builder_views[1].tokens = 5;
+	o = live_json(&snap);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(json_integer_value(json_object_get(o, "window_events")), 64);
+	ck_assert(json_is_null(json_object_get(o, "recording")));
+	ps = json_object_get(o, "peers");
+	ck_assert_uint_eq(json_array_size(ps), 6);
+	json_t *b = json_array_get(ps, 5), *idle = json_array_get(ps, 4);
+	ck_assert_str_eq(json_string_value(json_object_get(b, "role")), "builder");
+	ck_assert_int_eq(json_integer_value(json_object_get(b, "events_per_s")), 900);
+	ck_assert_int_eq(json_integer_value(json_object_get(b, "tokens_sent")), 77);
+	ck_assert_int_eq(json_integer_value(json_object_get(b, "tokens")), 5);
+	rec = json_object_get(b, "recording");
+	ck_assert(json_is_null(json_object_get(rec, "format")));
+	ck_assert_int_eq(json_integer_value(json_object_get(rec, "data_bytes_written")), 4096);
+	ck_assert_int_eq(json_integer_value(json_object_get(rec, "data_free_bytes")), 123456);
+	ck_assert_ptr_null(json_object_get(idle, "recording"));
+	ck_assert_ptr_null(json_object_get(idle, "tokens_sent"));
+	/* Readers of a hub get assignments, not credits. */
+	ck_assert_ptr_null(json_object_get(json_array_get(ps, 2), "credit_limit"));
+	json_decref(o);
+	peer_table_free(&fleet);
+}
+END_TEST
+
 static Suite *live_suite(void)
 {
 	Suite *s = suite_create("live");
@@ -157,6 +246,7 @@ static Suite *live_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_status);
 	tcase_add_test(tc, test_metrics);
+	tcase_add_test(tc, test_live_json);
 	suite_add_tcase(s, tc);
 	return s;
 }

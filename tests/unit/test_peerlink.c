@@ -248,11 +248,31 @@ START_TEST(test_end_and_stats)
 	m.type = CTL_STATS;
 	struct ctl_group *g = ctl_report_group(&m.u.report, "");
 	ck_assert(ctl_group_set(g, "held_ns", 7000));
+	ck_assert(ctl_group_set(g, "held_count", 2));
 	ck_assert(ctl_group_set(g, "frames_verified", 9));
 	send_from(3, &m);
 	struct peer *r0 = peer_reader(&peers, 0);
 	ck_assert_uint_eq(r0->held_ns, 7000);
+	ck_assert_uint_eq(r0->held_count, 2);
 	ck_assert_uint_eq(r0->verified, 9);
+	ck_assert(!r0->sent.seen);
+
+	/* A source's STATS: where it is; a reader's counters it has not. */
+	static struct ctl_msg sm;
+	memset(&sm, 0, sizeof sm);
+	sm.type = CTL_STATS;
+	struct ctl_group *sg = ctl_report_group(&sm.u.report, "");
+	ck_assert(ctl_group_set(sg, "run_second", 3));
+	ck_assert(ctl_group_set(sg, "send_positions", 500));
+	ck_assert(ctl_group_set(sg, "last_event_sent", 499));
+	send_from(1, &sm);
+	struct peer *s1 = peer_source(&peers, 1);
+	ck_assert(s1->sent.seen);
+	ck_assert_uint_eq(s1->sent.run_second, 3);
+	ck_assert_uint_eq(s1->sent.send_positions, 500);
+	ck_assert_uint_eq(s1->sent.last_event_sent, 499);
+	ck_assert_uint_eq(s1->held_ns, 0);
+	ck_assert_uint_eq(rec.progress, 0);
 	ck_assert_uint_gt(r0->last_heard_ns, 0);
 	ck_assert(!r0->reported);
 	ck_assert_uint_eq(rec.progress, 0);   /* STATS are no progress */
