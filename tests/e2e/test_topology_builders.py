@@ -105,8 +105,14 @@ class TwoBuildersRunTest(E2ETestCase):
         why = netns_unavailable()
         if why:
             self.skipTest(why)
+        # Recording on: each builder writes its own files on its own host.
         r = self.h.daqrun(TOPOLOGIES / "netns-two-by-two.toml", timeout_s=240,
-                          sets=["events=20000"])
+                          sets=["events=20000", 'output.format="raw"'])
         self.check_run(r)
+        self.assertIn(f"PASS refbuild data {r.run_dir}: every payload byte of 20000 written "
+                      f"events checked against the generator", r.output)
+        for b in (0, 1):
+            self.assertTrue(list((r.run_dir / "builders" / str(b)).glob(f"run*_b{b}_*.dat")),
+                            f"builder {b} wrote no file")
         self.assertEqual({p["host"] for p in r.params()["processes"]
                           if p["name"].startswith("builder-")}, {"builder0", "builder1"})
