@@ -154,9 +154,13 @@ class SlurmBackendTest(E2ETestCase):
 
     # -- tests --------------------------------------------------------------
     def test_three_hosts_as_job_steps(self) -> None:
-        r = self.daqrun()
+        # Recording on ([output]): the builder's step writes the events'
+        # data on its node, and refbuild checks every byte of it.
+        r = self.daqrun('output.format="raw"')
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertIn("PASS refbuild", r.output)
+        self.assertIn(f"PASS refbuild data {r.run_dir}: every payload byte of 20000 written "
+                      f"events checked against the generator", r.output)
         a = {h: re.escape(x) for h, x in self.address.items()}
         self.assertRegex(r.output, rf"slurm: job \d+ \(esdq\d+-daqrun-\S+\), builder on node "
                                    rf"builder {a['builder']}, readout0 on node readout0 "
@@ -165,6 +169,7 @@ class SlurmBackendTest(E2ETestCase):
         m = r.metrics()
         self.assertTrue(m["balanced"])
         self.assertEqual(m["counters"]["builder"]["events_accepted"], 20000)
+        self.assertEqual(m["counters"]["builder"]["data_events_written"], 20000)
         # Each reader's HELLO came from its node's namespace address, and
         # every peer named its node as its host.
         links = {link["id"]: link["address"].rsplit(":", 1)[0] for link in m["reader_links"]}
