@@ -6,11 +6,14 @@ load falls on both alike:
 
 - disk: the file system's sequential write bandwidth with `dd oflag=direct`
   against one builder recording 4 sources x 16 KiB unpaced (its
-  data_bytes_written over its build time), and the same run not recording;
+  data_bytes_written over its build time) through the page cache
+  (--record-io buffered, the default) and by direct I/O, the same run not
+  recording, the
+  writer alone both ways, and where the builder's time goes (perf);
 - writer: the raw and HDF5 writers alone on tmpfs (tests/bench/bench_evwriter),
-  16 KiB fragments: GB/s and CPU per byte;
-- small: 4 x 64 B unpaced, events/s recorded against not recorded, and where
-  the builder's time goes when recording (perf, when it is installed);
+  16 KiB fragments: GB/s and CPU per byte, beside dd's own rate into tmpfs;
+- small: 4 x 64 B unpaced, events/s recorded (buffered, direct) against not
+  recorded, and where the builder's time goes when recording (perf);
 - paced: 4 sources x 10k events/s, latency p50/p99 recorded against not;
 - crash: runs killed with SIGKILL at random moments: damaged closed files,
   `.writing` files recovered by evdump --recover, manifests against the
@@ -77,12 +80,13 @@ def run(argv: list, timeout_s: float = 900) -> subprocess.CompletedProcess:
 
 
 def daqrun(work: Path, name: str, *, events: int, payload: int, rate: int, record: Path | None,
-           window: int = 1024, max_file: int = 256 << 20) -> dict:
-    """One run; its metrics' figures, or {"failed": ...}."""
+           window: int = 1024, max_file: int = 256 << 20, io: str = "buffered") -> dict:
+    """One run; its metrics' figures, or {"failed": ...}. io: builderd's
+    --record-io (buffered, its default, or direct)."""
     extra = ["--record", "none"]
     if record is not None:
         extra = ["--record", "raw", "--record-dir", str(record), "--record-max-payload",
-                 str(payload), "--record-max-file-bytes", str(max_file)]
+                 str(payload), "--record-max-file-bytes", str(max_file), "--record-io", io]
     topo = work / f"{name}.toml"
     topo.write_text(TOPOLOGY.format(events=events, payload=payload, rate=rate, window=window,
                                     extra=json.dumps(extra)))
@@ -102,13 +106,14 @@ def daqrun(work: Path, name: str, *, events: int, payload: int, rate: int, recor
             "p50_us": m["latency"]["p50_ns"] / 1e3 if m["latency"].get("p50_ns") else None,
             "p99_us": m["latency"]["p99_ns"] / 1e3 if m["latency"].get("p99_ns") else None,
             "cpu_us_per_fragment": m["cpu"]["us_per_fragment"],
+            "direct_bytes": b.get("data_direct_bytes", 0),
             "tail": (r.stdout + r.stderr)[-400:] if r.returncode else ""}
 
 
-def dd_mb_per_s(d: Path, mib: int) -> float:
+def dd_mb_per_s(d: Path, mib: int, direct: bool = True) -> float:
     target = d / "dd.bin"
-    r = run(["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={mib}", "oflag=direct",
-             "conv=fsync"])
+    r = run(["dd", "if=/dev/zero", f"of={target}", "bs=1M", f"count={mib}",
+             *(["oflag=direct"] if direct else []), "conv=fsync"])
     target.unlink(missing_ok=True)
     m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", r.stderr)
     return int(m.group(1)) / float(m.group(2)) / 1e6 if m else 0.0
@@ -125,11 +130,11 @@ def median(rows: list[dict], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def writer_alone(d: Path, events: int, fmt: str = "raw") -> dict:
+def writer_alone(d: Path, events: int, fmt: str = "raw", direct: bool = False) -> dict:
     """tests/bench/bench_evwriter: 4 x 16 KiB events written in d, nothing else running."""
     tool = REPO / "build" / "tests" / "bench_evwriter"
     r = run([tool, "--dir", d, "--sources", 4, "--payload", 16384, "--events", events,
-             "--format", fmt])
+             "--format", fmt, *(["--direct"] if direct else [])])
     clean(d)
     try:
         return json.loads(r.stdout.strip().splitlines()[-1])
@@ -138,22 +143,37 @@ def writer_alone(d: Path, events: int, fmt: str = "raw") -> dict:
 
 
 def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> dict:
-    dd, rec, plain, alone = [], [], [], []
+    dd, rec, buf, plain, alone, alone_buf = [], [], [], [], [], []
     for k in range(rounds):
         dd.append(dd_mb_per_s(disk, mib))
-        alone.append(writer_alone(disk, events))
+        alone.append(writer_alone(disk, events, direct=True))
+        alone_buf.append(writer_alone(disk, events))
         rec.append(daqrun(work, f"disk-rec-{k}", events=events, payload=16384, rate=0,
                           record=disk))
+        clean(disk)
+        buf.append(daqrun(work, f"disk-buf-{k}", events=events, payload=16384, rate=0,
+                          record=disk, io="direct"))
         clean(disk)
         plain.append(daqrun(work, f"disk-plain-{k}", events=events, payload=16384, rate=0,
                             record=None))
     writer = median(alone, "gb_per_s")
+    writer_buf = median(alone_buf, "gb_per_s")
     out = {"dd_mb_per_s": statistics.median(dd), "dd_rounds": dd,
-           "writer_alone_mb_per_s": writer * 1e3 if writer is not None else None,
+           "writer_alone_mb_per_s": writer_buf * 1e3 if writer_buf is not None else None,
+           "writer_alone_cpu_ns_per_byte": median(alone_buf, "cpu_ns_per_byte"),
+           "writer_alone_direct_mb_per_s": writer * 1e3 if writer is not None else None,
+           "writer_alone_direct_cpu_ns_per_byte": median(alone, "cpu_ns_per_byte"),
            "recorded_mb_per_s": median(rec, "data_mb_per_s"),
            "recorded_events_per_s": median(rec, "events_per_s"),
+           "recorded_direct_io_bytes": median(buf, "direct_bytes"),
+           "recorded_direct_mb_per_s": median(buf, "data_mb_per_s"),
+           "recorded_direct_events_per_s": median(buf, "events_per_s"),
            "not_recorded_events_per_s": median(plain, "events_per_s"),
-           "failed": sum(r["failed"] for r in rec + plain), "rounds": rounds, "events": events}
+           "profile": profile(work, "disk-profile", events=events, payload=16384, record=disk),
+           "failed": sum(r["failed"] for r in rec + buf + plain), "rounds": rounds,
+           "events": events}
+    out["recorded_direct_of_dd"] = (out["recorded_direct_mb_per_s"] or 0) / \
+        out["dd_mb_per_s"] if out["dd_mb_per_s"] else None
     out["recorded_of_dd"] = (out["recorded_mb_per_s"] or 0) / out["dd_mb_per_s"] \
         if out["dd_mb_per_s"] else None
     out["writer_alone_of_dd"] = (out["writer_alone_mb_per_s"] or 0) / out["dd_mb_per_s"] \
@@ -162,7 +182,12 @@ def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> di
 
 
 def bench_writer(rounds: int, events: int) -> dict:
-    out = {}
+    """On tmpfs, beside dd's buffered write to it: the kernel's own rate
+    of putting bytes into tmpfs, which bounds any writer there."""
+    d = Path(tempfile.mkdtemp(prefix="esdq-bench-dd-", dir="/dev/shm"))
+    dd = [dd_mb_per_s(d, 1024, direct=False) for _ in range(rounds)]
+    shutil.rmtree(d, ignore_errors=True)
+    out = {"dd_tmpfs_gb_per_s": statistics.median(dd) / 1e3 if dd else None}
     for fmt in ("raw", "hdf5"):
         rows = []
         for _ in range(rounds):
@@ -175,15 +200,16 @@ def bench_writer(rounds: int, events: int) -> dict:
     return out
 
 
-def profile_small(work: Path, disk: Path, events: int) -> list[str]:
-    """The builder's hottest symbols in one recorded run of small events."""
+def profile(work: Path, name: str, *, events: int, payload: int, record: Path) -> list[str]:
+    """The builder's hottest symbols in one recorded unpaced run."""
     if shutil.which("perf") is None:
         return ["perf is not installed: no profile"]
     data = work / "perf.data"
     perf = subprocess.Popen(["perf", "record", "-F", "999", "-a", "-g", "-o", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)
-    daqrun(work, "small-profile", events=events, payload=64, rate=0, record=disk)
+    disk = record
+    daqrun(work, name, events=events, payload=payload, rate=0, record=disk)
     perf.send_signal(signal.SIGINT)
     perf.wait(60)
     clean(disk)
@@ -195,18 +221,24 @@ def profile_small(work: Path, disk: Path, events: int) -> list[str]:
 
 
 def bench_small(work: Path, disk: Path, rounds: int, events: int) -> dict:
-    rec, plain = [], []
+    rec, buf, plain = [], [], []
     for k in range(rounds):
         rec.append(daqrun(work, f"small-rec-{k}", events=events, payload=64, rate=0, record=disk))
+        clean(disk)
+        buf.append(daqrun(work, f"small-buf-{k}", events=events, payload=64, rate=0,
+                          record=disk, io="direct"))
         clean(disk)
         plain.append(daqrun(work, f"small-plain-{k}", events=events, payload=64, rate=0,
                             record=None))
     return {"recorded_events_per_s": median(rec, "events_per_s"),
+            "recorded_direct_events_per_s": median(buf, "events_per_s"),
             "not_recorded_events_per_s": median(plain, "events_per_s"),
             "recorded_cpu_us_per_fragment": median(rec, "cpu_us_per_fragment"),
+            "recorded_direct_cpu_us_per_fragment": median(buf, "cpu_us_per_fragment"),
             "not_recorded_cpu_us_per_fragment": median(plain, "cpu_us_per_fragment"),
-            "failed": sum(r["failed"] for r in rec + plain), "events": events,
-            "profile": profile_small(work, disk, max(events, 1000000))}
+            "failed": sum(r["failed"] for r in rec + buf + plain), "events": events,
+            "profile": profile(work, "small-profile", events=max(events, 1000000), payload=64,
+                               record=disk)}
 
 
 def bench_paced(work: Path, disk: Path, rounds: int, events: int) -> dict:
@@ -257,36 +289,43 @@ def one_crash(work: Path, k: int, rng: random.Random) -> dict:
             pass
     launcher.wait(120)
     closed = sorted(rec.glob("*.dat"))
-    damaged = 0
+    damaged = bare = 0
     for f in closed:
         try:
-            info = evfile.check_file(f)
-            if info["events"] != json.loads(Path(str(f) + ".json").read_text())["event_count"]:
-                damaged += 1
+            info = evfile.check_file(f)    # with its manifest, when it has one
         except (evfile.EventFileError, OSError, ValueError):
             damaged += 1
+            continue
+        bare += not Path(str(f) + ".json").exists()   # killed between rename and manifest
     left = sorted(rec.glob("*.writing"))
-    recovered = kept = 0
+    recovered = kept = empty = 0
     manifests_equal = True
+    with open(os.devnull, "w") as quiet:
+        stdout, sys.stdout = sys.stdout, quiet
+        try:
+            work = evdump.recover_dir(rec)
+            statuses = {p: fn(p) for fn, p in work}
+        finally:
+            sys.stdout = stdout
     for f in left:
-        with open(os.devnull, "w") as quiet:
-            stdout, sys.stdout = sys.stdout, quiet
-            try:
-                status = evdump.recover(f)
-            finally:
-                sys.stdout = stdout
         closed_name = f.with_name(f.name[:-len(evfile.OPEN_SUFFIX)])
-        if status == 0 and closed_name.exists():
+        if statuses.get(f) == 0 and not f.exists() and not closed_name.exists():
+            empty += 1      # empty: held no event, removed
+        elif statuses.get(f) == 0 and closed_name.exists():
             recovered += 1
             info = evfile.check_file(closed_name)
             kept += info["events"]
             doc = json.loads(Path(str(closed_name) + ".json").read_text())
             manifests_equal &= doc["event_count"] == info["events"] and doc["recovered"]
+    for f in closed:
+        if not Path(str(f) + ".json").exists():
+            manifests_equal = False
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(rec, ignore_errors=True)
     return {"killed_at_s": round(at, 2), "killed": pid is not None, "closed_files": len(closed),
-            "damaged_closed": damaged, "left_open": len(left), "recovered": recovered,
-            "events_kept": kept, "manifests_equal": manifests_equal}
+            "damaged_closed": damaged, "manifest_missing": bare, "left_open": len(left),
+            "recovered": recovered, "empty_removed": empty, "events_kept": kept,
+            "manifests_equal": manifests_equal}
 
 
 def bench_crash(work: Path, crashes: int, seed: int) -> dict:
@@ -295,8 +334,10 @@ def bench_crash(work: Path, crashes: int, seed: int) -> dict:
     return {"runs": crashes, "seed": seed, "killed": sum(r["killed"] for r in rows),
             "closed_files": sum(r["closed_files"] for r in rows),
             "damaged_closed_files": sum(r["damaged_closed"] for r in rows),
+            "manifest_missing": sum(r["manifest_missing"] for r in rows),
             "left_open": sum(r["left_open"] for r in rows),
             "recovered": sum(r["recovered"] for r in rows),
+            "empty_removed": sum(r["empty_removed"] for r in rows),
             "manifests_equal": all(r["manifests_equal"] for r in rows), "rows": rows}
 
 
@@ -311,25 +352,38 @@ def markdown(res: dict) -> str:
              f"writer alone there, 4 x 16 KiB events, {fmt(d['writer_alone_mb_per_s'])} MB/s "
              f"({fmt(100 * (d['writer_alone_of_dd'] or 0))} % of dd); one builder "
              f"recording 4 x 16 KiB unpaced {fmt(d['recorded_mb_per_s'])} MB/s "
-             f"({fmt(100 * (d['recorded_of_dd'] or 0))} % of dd); events/s "
-             f"{fmt(d['recorded_events_per_s'])} recorded, {fmt(d['not_recorded_events_per_s'])} "
-             "not recorded.", "",
+             f"({fmt(100 * (d['recorded_of_dd'] or 0))} % of dd) buffered (the default), "
+             f"{fmt(d['recorded_direct_mb_per_s'])} MB/s "
+             f"({fmt(100 * (d['recorded_direct_of_dd'] or 0))} % of dd) by direct I/O; events/s "
+             f"{fmt(d['recorded_events_per_s'])} recorded buffered, "
+             f"{fmt(d['recorded_direct_events_per_s'])} direct, "
+             f"{fmt(d['not_recorded_events_per_s'])} not recorded. The writer alone: "
+             f"{fmt(d['writer_alone_cpu_ns_per_byte'], 2)} CPU ns/byte buffered, "
+             f"{fmt(d['writer_alone_direct_cpu_ns_per_byte'], 2)} direct "
+             f"({fmt(d['writer_alone_direct_mb_per_s'])} MB/s). The builder's time recording "
+             "4 x 16 KiB (perf, self time):", "", "```", *d["profile"], "```", "",
+             f"On tmpfs dd writes {fmt(w['dd_tmpfs_gb_per_s'], 2)} GB/s (buffered, 1 MiB blocks). "
              f"Writer alone on tmpfs, 4 x 16 KiB: raw {fmt(w['raw']['gb_per_s'], 2)} GB/s at "
              f"{fmt(w['raw']['cpu_ns_per_byte'], 2)} CPU ns/byte; HDF5 "
              f"{fmt(w['hdf5']['gb_per_s'], 2)} GB/s at {fmt(w['hdf5']['cpu_ns_per_byte'], 2)} ns/byte.",
              "",
-             f"Small events, 4 x 64 B unpaced: {fmt(s['recorded_events_per_s'])} events/s recorded, "
+             f"Small events, 4 x 64 B unpaced: {fmt(s['recorded_events_per_s'])} events/s recorded "
+             f"buffered, {fmt(s['recorded_direct_events_per_s'])} direct, "
              f"{fmt(s['not_recorded_events_per_s'])} not; CPU per fragment "
-             f"{fmt(s['recorded_cpu_us_per_fragment'], 2)} us against "
+             f"{fmt(s['recorded_cpu_us_per_fragment'], 2)} us buffered, "
+             f"{fmt(s['recorded_direct_cpu_us_per_fragment'], 2)} us direct, against "
              f"{fmt(s['not_recorded_cpu_us_per_fragment'], 2)} us. The builder's time when "
              "recording (perf, self time):", "", "```", *s["profile"], "```", "",
              f"Paced 4 x 10k events/s: latency p50 {fmt(p['recorded_p50_us'])} us, p99 "
              f"{fmt(p['recorded_p99_us'])} us recorded; p50 {fmt(p['not_recorded_p50_us'])} us, p99 "
              f"{fmt(p['not_recorded_p99_us'])} us not.", "",
              f"Crash: {c['runs']} runs (seed {c['seed']}), {c['killed']} builders killed with "
-             f"SIGKILL: {c['closed_files']} closed files, {c['damaged_closed_files']} damaged; "
-             f"{c['left_open']} left open, {c['recovered']} recovered; manifests equal to the "
-             f"recovered counts: {'yes' if c['manifests_equal'] else 'NO'}.", ""]
+             f"SIGKILL: {c['closed_files']} closed files, {c['damaged_closed_files']} damaged, "
+             f"{c['manifest_missing']} without their manifest (killed between the rename and "
+             f"it; given one by recovery); {c['left_open']} left open, {c['recovered']} "
+             f"recovered, {c['empty_removed']} removed as empty (killed as it was opened); "
+             f"every manifest equal to its file's events: "
+             f"{'yes' if c['manifests_equal'] else 'NO'}.", ""]
     return "\n".join(lines)
 
 

@@ -164,6 +164,14 @@ def recover(path: Path) -> int:
               f"{evfile.OPEN_SUFFIX})", file=sys.stderr)
         return 1
     full = path.read_bytes()
+    if not full:
+        # Killed between creating the file and writing its header (one
+        # write, which a kill does not cut): it never held an event.
+        path.unlink()
+        fsync_dir(path.parent)
+        print(f"evdump: {path}: empty: the builder was killed as it opened it; it held no "
+              f"event and is removed")
+        return 0
     try:
         r = evfile.Reader(path, allow_open=True, data=full)
         records = [ev.event_id for ev in r]

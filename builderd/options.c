@@ -90,7 +90,7 @@ static const char *const options_routing_names[] = { "manager", "static", NULL }
 static const char *const options_record_names[] = { "none", "raw", "hdf5", NULL };
 /* enum evw_sync's order. */
 static const char *const options_sync_names[] = { "close", "batch", "never", NULL };
-static const char *const options_io_names[] = { "direct", "buffered", NULL };
+static const char *const options_io_names[] = { "buffered", "direct", NULL };
 
 #define O struct options
 
@@ -204,11 +204,11 @@ const struct opt_spec options_specs[] = {
 		   .help = "fdatasync each file at its close (close, the default),\n"
 			   "after every batch too (batch), or never (never: a\n"
 			   "crash may lose closed files; for measurements)"),
-	OPT_CHOICE("record-io", "HOW", O, record_io, options_io_names, .def = "direct",
-		   .help = "raw files' whole blocks by direct I/O, past the page\n"
-			   "cache (direct, the default; buffered where the file\n"
-			   "system refuses it, as tmpfs does), or all through the\n"
-			   "page cache (buffered)"),
+	OPT_CHOICE("record-io", "HOW", O, record_io, options_io_names, .def = "buffered",
+		   .help = "raw files through the page cache (buffered, the\n"
+			   "default: the faster here), or their whole blocks by\n"
+			   "direct I/O past it (direct: less CPU per byte, but each\n"
+			   "write waits for the disk; buffered on tmpfs)"),
 	OPT_STRING("config-sha256", "HEX", O, config_sha256,
 		   .help = "the run's configuration hash, stamped into each event\n"
 			   "file (daqrun gives the topology's)"),

@@ -95,7 +95,7 @@ struct options {
 
 /* What --record writes (docs/RECORDING.md). */
 enum options_record { OPTIONS_RECORD_NONE, OPTIONS_RECORD_RAW, OPTIONS_RECORD_HDF5 };
-enum options_io { OPTIONS_IO_DIRECT, OPTIONS_IO_BUFFERED };
+enum options_io { OPTIONS_IO_BUFFERED, OPTIONS_IO_DIRECT };
 
 /* How long the hub lets a builder that holds events go without a TOKEN:
  * --stall-timeout-ms past --timeout-ms, the builders' event timeout (a

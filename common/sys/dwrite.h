@@ -1,8 +1,9 @@
 /* Appending to a file with direct I/O (O_DIRECT): the bytes are gathered
  * into an aligned staging buffer and its whole blocks go to the device
  * without the page cache, whose copy, page management and writeback cost
- * about ten times the CPU per byte of a direct write on these machines
- * (docs/RECORDING.md, "Direct I/O"). What is left past the last whole
+ * about ten times the CPU per byte of a direct write on these machines;
+ * but each write waits for the device (docs/RECORDING.md, "Direct I/O":
+ * measured slower in the pipeline, so not the default). What is left past the last whole
  * block (less than one block) is written through the ordinary descriptor
  * at every append, so every byte appended has left the process when the
  * append returns, and the next direct write starts again at that block.

@@ -192,7 +192,7 @@ SOURCE_KEYS = {                  # [[source]]: one source's overrides
 # --record, docs/RECORDING.md); builderd's bounds.
 OUTPUT_FORMATS = ("raw", "hdf5", "none")
 OUTPUT_SYNCS = ("close", "batch", "never")
-OUTPUT_IOS = ("direct", "buffered")
+OUTPUT_IOS = ("buffered", "direct")
 MAX_PAYLOAD = 1048576            # FRM_MAX_PAYLOAD_BYTES
 OUTPUT_KEYS = {
     "format": Key("str", "none", doc="`\"raw\"` (docs/event-file-format.md), `\"hdf5\"` "
@@ -212,11 +212,11 @@ OUTPUT_KEYS = {
                                  "`\"batch\"` (after every batch too) or `\"never\"` (for "
                                  "measurements): `--record-sync`",
                 shown="`\"close\"` (builderd's default)"),
-    "io": Key("str", None, doc="`\"direct\"` (raw files' whole blocks by direct I/O, past the "
-                               "page cache; through it where the file system keeps files there, "
-                               "as tmpfs does) or `\"buffered\"` (all through the page cache): "
-                               "`--record-io`",
-              shown="`\"direct\"` (builderd's default)"),
+    "io": Key("str", None, doc="`\"buffered\"` (raw files through the page cache) or "
+                               "`\"direct\"` (their whole blocks by direct I/O past it: less "
+                               "CPU per byte, but each write waits for the disk; "
+                               "docs/RECORDING.md, \"Direct I/O\"): `--record-io`",
+              shown="`\"buffered\"` (builderd's default)"),
     "slice_ms": Key("int", None, 0, 86400000, "a slice's length from the builder's first "
                                               "event, 0 = not by time (docs/RECORDING.md, "
                                               "\"Slices\"): `--record-slice-ms`",

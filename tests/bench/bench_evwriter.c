@@ -41,7 +41,7 @@ struct bench_args {
 	int keep;
 	int hdf5;
 	uint32_t chunk_bytes;
-	int buffered;
+	int direct;
 };
 
 static double now_s(clockid_t clock)
@@ -70,7 +70,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
 		{ "sync", required_argument, NULL, 'y' }, { "keep", no_argument, NULL, 'k' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "chunk-bytes", required_argument, NULL, 'c' },
-		{ "buffered", no_argument, NULL, 'b' }, { NULL, 0, NULL, 0 } };
+		{ "direct", no_argument, NULL, 'b' }, { NULL, 0, NULL, 0 } };
 	int c;
 
 	*a = (struct bench_args){ NULL, 4, 16384, 20000, 1ull << 30, EVW_SYNC_CLOSE, 0, 0, 0, 0 };
@@ -82,7 +82,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
 		case 'e': a->events = strtoull(optarg, NULL, 10); break;
 		case 'm': a->max_file_bytes = strtoull(optarg, NULL, 10); break;
 		case 'k': a->keep = 1; break;
-		case 'b': a->buffered = 1; break;
+		case 'b': a->direct = 1; break;
 		case 'c': a->chunk_bytes = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'f':
 			if (strcmp(optarg, "raw") != 0 && strcmp(optarg, "hdf5") != 0)
@@ -152,7 +152,7 @@ static int writer_open(struct bench_writer *bw, const struct bench_args *a, char
 	struct evw_config c = { .dir = a->dir, .run = 1, .sources = (uint16_t)a->sources,
 				.max_file_bytes = a->max_file_bytes, .reserve_bytes = 1,
 				.sync = a->sync, .software = "bench_evwriter",
-				.direct = !a->buffered };
+				.direct = a->direct != 0 };
 
 	return evw_open(&bw->raw, &c, NULL, NULL, err, size);
 }

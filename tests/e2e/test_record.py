@@ -222,7 +222,7 @@ class RecordRunTest(E2ETestCase):
 
     def test_a_full_ext4_disk_written_by_direct_io(self):
         """A small ext4 file system on a loop device: the whole blocks by
-        direct I/O (--record-io direct, the default), the same rules."""
+        direct I/O (--record-io direct), the same rules."""
         disk = self.h.path("small-ext4")
         disk.mkdir()
         img = self.h.path("small-ext4.img")
@@ -230,13 +230,13 @@ class RecordRunTest(E2ETestCase):
                      f"mount -o loop {img} {disk}") != 0:
             self.skipTest("cannot mount a loop ext4 here")
         self.addCleanup(os.system, f"umount {disk}")
-        b = self.full_disk(disk)
+        b = self.full_disk(disk, "--record-io", "direct")
         self.assertGreater(b["data_direct_bytes"], 0)
 
-    def full_disk(self, disk) -> dict:
+    def full_disk(self, disk, *more: str) -> dict:
         r = self.h.daqrun(LOCAL, sets=["run.events=20000", "run.rate=0",
                                        *record("raw", "--record-dir", str(disk),
-                                              "--record-max-file-bytes", str(2 << 20))])
+                                              "--record-max-file-bytes", str(2 << 20), *more)])
         self.assertEqual(r.returncode, 1, r.describe())
         self.assertRegex(r.output, r"Recording the events' data failed: \d+ events' data not "
                                    r"written: disk full: \d+ bytes free in " + str(disk))
@@ -382,9 +382,15 @@ class RecordCrashTest(E2ETestCase):
         # yet: recovery gives it one.
         bare = [f for f in closed if not Path(str(f) + ".json").exists()]
         self.assertLessEqual(len(bare), 1)
+        # And a file killed as it was opened, before its header.
+        unborn = out / "run000002_b0_s0009_f0000.dat.writing"
+        unborn.write_bytes(b"")
         rec = h.run("evdump-recover", [sys.executable, REPO / "analysis" / "evdump.py",
                                        "--recover", out], 60)
         self.assertEqual(rec.returncode, 0, rec.describe())
+        self.assertIn(f"{unborn}: empty: the builder was killed as it opened it; it held no "
+                      f"event and is removed", rec.output)
+        self.assertFalse(unborn.exists())
         for f in bare:
             self.assertIn(f"{f}: closed whole", rec.output)
         for f in closed:
