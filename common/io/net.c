@@ -481,8 +481,14 @@ bool net_sent_acked(int fd, uint64_t timeout_ns)
 			return false;
 		if (ioctl(fd, SIOCOUTQ, &unacked) != 0)
 			return false;
-		if (unacked == 0)
-			return true;
+		/* A reset empties the send queue too: the connection must still
+		 * be established, both ways, once nothing is unacknowledged. */
+		if (unacked == 0) {
+			struct tcp_info ti;
+			socklen_t len = sizeof ti;
+			return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+			       ti.tcpi_state == TCP_ESTABLISHED;
+		}
 		if (clk_monotonic_ns() >= until)
 			return false;
 		/* A round trip is microseconds on a LAN: look again in 1 ms at most. */
