@@ -11,7 +11,6 @@
 #include "io/probe.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,10 +220,7 @@ void ctllink_free(struct ctllink *l)
 
 bool ctllink_peer_closed(const struct ctllink *l)
 {
-	if (l == NULL || l->conn == NULL)
-		return false;
-	struct pollfd p = { .fd = msgconn_fd(l->conn), .events = POLLRDHUP };
-	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+	return l != NULL && l->conn != NULL && net_peer_closed(msgconn_fd(l->conn));
 }
 
 bool ctllink_acked(struct ctllink *l, uint64_t timeout_ns)

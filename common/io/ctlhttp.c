@@ -334,6 +334,18 @@ static bool ctlhttp_parse_body(struct ctlhttp *h, struct evhttp_request *req, co
 	return true;
 }
 
+/* A file's bytes with its type and the static files' headers; frees out. */
+static void ctlhttp_send_file(struct evhttp_request *req, const char *type, struct evbuffer *out)
+{
+	struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
+	evhttp_add_header(headers, "Content-Type", type);
+	for (size_t i = 0; ctlstatic_headers[i] != NULL; i += 2)
+		evhttp_add_header(headers, ctlstatic_headers[i], ctlstatic_headers[i + 1]);
+	ctlhttp_one_request(req);
+	evhttp_send_reply(req, 200, "OK", out);
+	evbuffer_free(out);
+}
+
 /* GET / and /console/NAME: the console's files, unsigned (a browser
  * loads them before it holds the key; they are the same for everyone). */
 static void ctlhttp_console(struct ctlhttp *h, struct evhttp_request *req, const char *uri)
@@ -353,13 +365,7 @@ static void ctlhttp_console(struct ctlhttp *h, struct evhttp_request *req, const
 										 : reason);
 		return;
 	}
-	struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
-	evhttp_add_header(headers, "Content-Type", type);
-	for (size_t i = 0; ctlstatic_headers[i] != NULL; i += 2)
-		evhttp_add_header(headers, ctlstatic_headers[i], ctlstatic_headers[i + 1]);
-	ctlhttp_one_request(req);
-	evhttp_send_reply(req, 200, "OK", out);
-	evbuffer_free(out);
+	ctlhttp_send_file(req, type, out);
 }
 
 /* GET /runs/N/NAME, signed: the file the resolver names, as it is. */
@@ -383,13 +389,7 @@ static void ctlhttp_file(struct ctlhttp *h, struct evhttp_request *req, const ch
 		ctlhttp_refuse(h, req, status, "%s", reason);
 		return;
 	}
-	struct evkeyvalq *headers = evhttp_request_get_output_headers(req);
-	evhttp_add_header(headers, "Content-Type", type);
-	for (size_t i = 0; ctlstatic_headers[i] != NULL; i += 2)
-		evhttp_add_header(headers, ctlstatic_headers[i], ctlstatic_headers[i + 1]);
-	ctlhttp_one_request(req);
-	evhttp_send_reply(req, 200, "OK", out);
-	evbuffer_free(out);
+	ctlhttp_send_file(req, type, out);
 }
 
 /* POST /control ({"operator", "take_over"}) and /release ({"operator"}),

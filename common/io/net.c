@@ -471,13 +471,19 @@ void net_dial_cancel(struct net_dial *d)
 	free(d);
 }
 
+bool net_peer_closed(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 bool net_sent_acked(int fd, uint64_t timeout_ns)
 {
 	uint64_t until = clk_monotonic_ns() + timeout_ns;
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLRDHUP };
 		int unacked = 0;
-		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+		if (net_peer_closed(fd))
 			return false;
 		if (ioctl(fd, SIOCOUTQ, &unacked) != 0)
 			return false;

@@ -84,6 +84,9 @@ uint64_t net_send_buffer(int fd);
  * tell a live peer from a gone one within a round trip. Blocks: for rare
  * checks only. */
 bool net_sent_acked(int fd, uint64_t timeout_ns);
+/* Whether the peer of socket fd has closed or reset it: a FIN or a reset
+ * waiting in the kernel, even behind bytes not read yet. */
+bool net_peer_closed(int fd);
 uint64_t net_receive_buffer(int fd);
 
 /* "host:port" of the remote end of fd. */
