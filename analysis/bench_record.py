@@ -7,13 +7,15 @@ load falls on both alike:
 - disk: the file system's sequential write bandwidth with `dd oflag=direct`
   against one builder recording 4 sources x 16 KiB unpaced (its
   data_bytes_written over its build time) through the page cache
-  (--record-io buffered, the default) and by direct I/O, the same run not
-  recording, the
-  writer alone both ways, and where the builder's time goes (perf);
+  (--record-io buffered, the default) and by direct I/O, with each
+  fragment copied into the window's cells as it comes (--record-keep copy,
+  the default) and kept in its shared-memory ring until written
+  (in-place), the same run not recording, the writer alone both ways, and where
+  the builder's time goes (perf);
 - writer: the raw and HDF5 writers alone on tmpfs (tests/bench/bench_evwriter),
   16 KiB fragments: GB/s and CPU per byte, beside dd's own rate into tmpfs;
-- small: 4 x 64 B unpaced, events/s recorded (buffered, direct) against not
-  recorded, and where the builder's time goes when recording (perf);
+- small: 4 x 64 B unpaced, events/s recorded (buffered, direct, kept in
+  place) against not recorded, and where the builder's time goes when recording (perf);
 - paced: 4 sources x 10k events/s, latency p50/p99 recorded against not;
 - crash: runs killed with SIGKILL at random moments: damaged closed files,
   `.writing` files recovered by evdump --recover, manifests against the
@@ -80,13 +82,16 @@ def run(argv: list, timeout_s: float = 900) -> subprocess.CompletedProcess:
 
 
 def daqrun(work: Path, name: str, *, events: int, payload: int, rate: int, record: Path | None,
-           window: int = 1024, max_file: int = 256 << 20, io: str = "buffered") -> dict:
+           window: int = 1024, max_file: int = 256 << 20, io: str = "buffered",
+           keep: str = "copy") -> dict:
     """One run; its metrics' figures, or {"failed": ...}. io: builderd's
-    --record-io (buffered, its default, or direct)."""
+    --record-io (buffered, its default, or direct); keep: its --record-keep
+    (copy, its default, or in-place)."""
     extra = ["--record", "none"]
     if record is not None:
         extra = ["--record", "raw", "--record-dir", str(record), "--record-max-payload",
-                 str(payload), "--record-max-file-bytes", str(max_file), "--record-io", io]
+                 str(payload), "--record-max-file-bytes", str(max_file), "--record-io", io,
+                 "--record-keep", keep]
     topo = work / f"{name}.toml"
     topo.write_text(TOPOLOGY.format(events=events, payload=payload, rate=rate, window=window,
                                     extra=json.dumps(extra)))
@@ -107,7 +112,19 @@ def daqrun(work: Path, name: str, *, events: int, payload: int, rate: int, recor
             "p99_us": m["latency"]["p99_ns"] / 1e3 if m["latency"].get("p99_ns") else None,
             "cpu_us_per_fragment": m["cpu"]["us_per_fragment"],
             "direct_bytes": b.get("data_direct_bytes", 0),
+            "frames_in_place": b.get("data_frames_in_place", 0),
+            "frames_copied_late": b.get("data_frames_copied_late", 0),
+            "frames_unique": b.get("frags_unique", 0),
+            "builder_cpu_us_per_fragment": builder_cpu_us_per_fragment(m),
+            "builder_max_rss_mib": m["processes"][0]["max_rss_kib"] / 1024,
             "tail": (r.stdout + r.stderr)[-400:] if r.returncode else ""}
+
+
+def builder_cpu_us_per_fragment(m: dict) -> float | None:
+    """The builder process's own CPU (user and system) per fragment."""
+    me = m["processes"][0]
+    frags = m["cpu"]["fragments"]
+    return (me["cpu_user_s"] + me["cpu_sys_s"]) * 1e6 / frags if frags else None
 
 
 def dd_mb_per_s(d: Path, mib: int, direct: bool = True) -> float:
@@ -143,7 +160,7 @@ def writer_alone(d: Path, events: int, fmt: str = "raw", direct: bool = False) -
 
 
 def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> dict:
-    dd, rec, buf, plain, alone, alone_buf = [], [], [], [], [], []
+    dd, rec, buf, plain, alone, alone_buf, copied = [], [], [], [], [], [], []
     for k in range(rounds):
         dd.append(dd_mb_per_s(disk, mib))
         alone.append(writer_alone(disk, events, direct=True))
@@ -153,6 +170,9 @@ def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> di
         clean(disk)
         buf.append(daqrun(work, f"disk-buf-{k}", events=events, payload=16384, rate=0,
                           record=disk, io="direct"))
+        clean(disk)
+        copied.append(daqrun(work, f"disk-inplace-{k}", events=events, payload=16384, rate=0,
+                             record=disk, keep="in-place"))
         clean(disk)
         plain.append(daqrun(work, f"disk-plain-{k}", events=events, payload=16384, rate=0,
                             record=None))
@@ -168,17 +188,34 @@ def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> di
            "recorded_direct_io_bytes": median(buf, "direct_bytes"),
            "recorded_direct_mb_per_s": median(buf, "data_mb_per_s"),
            "recorded_direct_events_per_s": median(buf, "events_per_s"),
+           "recorded_in_place_mb_per_s": median(copied, "data_mb_per_s"),
+           "recorded_in_place_events_per_s": median(copied, "events_per_s"),
+           "recorded_cpu_us_per_fragment": median(rec, "cpu_us_per_fragment"),
+           "recorded_in_place_cpu_us_per_fragment": median(copied, "cpu_us_per_fragment"),
+           **kept_in_place(rec),
            "not_recorded_events_per_s": median(plain, "events_per_s"),
            "profile": profile(work, "disk-profile", events=events, payload=16384, record=disk),
-           "failed": sum(r["failed"] for r in rec + buf + plain), "rounds": rounds,
+           "failed": sum(r["failed"] for r in rec + buf + copied + plain), "rounds": rounds,
            "events": events}
     out["recorded_direct_of_dd"] = (out["recorded_direct_mb_per_s"] or 0) / \
         out["dd_mb_per_s"] if out["dd_mb_per_s"] else None
     out["recorded_of_dd"] = (out["recorded_mb_per_s"] or 0) / out["dd_mb_per_s"] \
         if out["dd_mb_per_s"] else None
+    out["recorded_in_place_of_dd"] = (out["recorded_in_place_mb_per_s"] or 0) / out["dd_mb_per_s"] \
+        if out["dd_mb_per_s"] else None
     out["writer_alone_of_dd"] = (out["writer_alone_mb_per_s"] or 0) / out["dd_mb_per_s"] \
         if out["dd_mb_per_s"] else None
     return out
+
+
+def kept_in_place(rows: list[dict]) -> dict:
+    """Of the unique fragments of the in-place runs, the share kept in
+    their ring until written, and the share of those copied out after all."""
+    unique = sum(r.get("frames_unique", 0) for r in rows)
+    kept = sum(r.get("frames_in_place", 0) for r in rows)
+    late = sum(r.get("frames_copied_late", 0) for r in rows)
+    return {"in_place_share": kept / unique if unique else None,
+            "copied_late_share": late / kept if kept else None}
 
 
 def bench_writer(rounds: int, events: int) -> dict:
@@ -221,9 +258,12 @@ def profile(work: Path, name: str, *, events: int, payload: int, record: Path) -
 
 
 def bench_small(work: Path, disk: Path, rounds: int, events: int) -> dict:
-    rec, buf, plain = [], [], []
+    rec, buf, plain, copied = [], [], [], []
     for k in range(rounds):
         rec.append(daqrun(work, f"small-rec-{k}", events=events, payload=64, rate=0, record=disk))
+        clean(disk)
+        copied.append(daqrun(work, f"small-inplace-{k}", events=events, payload=64, rate=0,
+                             record=disk, keep="in-place"))
         clean(disk)
         buf.append(daqrun(work, f"small-buf-{k}", events=events, payload=64, rate=0,
                           record=disk, io="direct"))
@@ -236,7 +276,12 @@ def bench_small(work: Path, disk: Path, rounds: int, events: int) -> dict:
             "recorded_cpu_us_per_fragment": median(rec, "cpu_us_per_fragment"),
             "recorded_direct_cpu_us_per_fragment": median(buf, "cpu_us_per_fragment"),
             "not_recorded_cpu_us_per_fragment": median(plain, "cpu_us_per_fragment"),
-            "failed": sum(r["failed"] for r in rec + buf + plain), "events": events,
+            "recorded_in_place_events_per_s": median(copied, "events_per_s"),
+            "recorded_in_place_cpu_us_per_fragment": median(copied, "cpu_us_per_fragment"),
+            "recorded_builder_cpu_us_per_fragment": median(rec, "builder_cpu_us_per_fragment"),
+            "recorded_in_place_builder_cpu_us_per_fragment": median(copied, "builder_cpu_us_per_fragment"),
+            **kept_in_place(copied),
+            "failed": sum(r["failed"] for r in rec + buf + copied + plain), "events": events,
             "profile": profile(work, "small-profile", events=max(events, 1000000), payload=64,
                                record=disk)}
 
@@ -360,8 +405,17 @@ def markdown(res: dict) -> str:
              f"{fmt(d['not_recorded_events_per_s'])} not recorded. The writer alone: "
              f"{fmt(d['writer_alone_cpu_ns_per_byte'], 2)} CPU ns/byte buffered, "
              f"{fmt(d['writer_alone_direct_cpu_ns_per_byte'], 2)} direct "
-             f"({fmt(d['writer_alone_direct_mb_per_s'])} MB/s). The builder's time recording "
-             "4 x 16 KiB (perf, self time):", "", "```", *d["profile"], "```", "",
+             f"({fmt(d['writer_alone_direct_mb_per_s'])} MB/s).", "",
+             f"Fragments kept in their ring until written (--record-keep in-place) against "
+             f"copied into the window's cells (copy, the default), 4 x 16 KiB buffered: "
+             f"{fmt(d['recorded_in_place_mb_per_s'])} against {fmt(d['recorded_mb_per_s'])} MB/s "
+             f"({fmt(100 * (d['recorded_in_place_of_dd'] or 0))} % of dd); the builder's own CPU "
+             f"{fmt(d['recorded_in_place_builder_cpu_us_per_fragment'], 2)} against "
+             f"{fmt(d['recorded_builder_cpu_us_per_fragment'], 2)} us per fragment; "
+             f"{fmt(100 * (d['in_place_share'] or 0))} % of the fragments kept in place, "
+             f"{fmt(100 * (d['copied_late_share'] or 0), 2)} % of those copied out after all. "
+             "The builder's time recording 4 x 16 KiB (perf, self time):", "", "```",
+             *d["profile"], "```", "",
              f"On tmpfs dd writes {fmt(w['dd_tmpfs_gb_per_s'], 2)} GB/s (buffered, 1 MiB blocks). "
              f"Writer alone on tmpfs, 4 x 16 KiB: raw {fmt(w['raw']['gb_per_s'], 2)} GB/s at "
              f"{fmt(w['raw']['cpu_ns_per_byte'], 2)} CPU ns/byte; HDF5 "
@@ -372,8 +426,14 @@ def markdown(res: dict) -> str:
              f"{fmt(s['not_recorded_events_per_s'])} not; CPU per fragment "
              f"{fmt(s['recorded_cpu_us_per_fragment'], 2)} us buffered, "
              f"{fmt(s['recorded_direct_cpu_us_per_fragment'], 2)} us direct, against "
-             f"{fmt(s['not_recorded_cpu_us_per_fragment'], 2)} us. The builder's time when "
-             "recording (perf, self time):", "", "```", *s["profile"], "```", "",
+             f"{fmt(s['not_recorded_cpu_us_per_fragment'], 2)} us. Kept in their ring instead "
+             f"of copied: {fmt(s['recorded_in_place_events_per_s'])} events/s; the builder's own "
+             f"CPU {fmt(s['recorded_in_place_builder_cpu_us_per_fragment'], 2)} against "
+             f"{fmt(s['recorded_builder_cpu_us_per_fragment'], 2)} us per fragment "
+             f"({fmt(100 * (s['in_place_share'] or 0))} % kept in place, "
+             f"{fmt(100 * (s['copied_late_share'] or 0), 2)} % of those copied out after all). "
+             "The builder's time when recording (perf, self time):", "", "```", *s["profile"],
+             "```", "",
              f"Paced 4 x 10k events/s: latency p50 {fmt(p['recorded_p50_us'])} us, p99 "
              f"{fmt(p['recorded_p99_us'])} us recorded; p50 {fmt(p['not_recorded_p50_us'])} us, p99 "
              f"{fmt(p['not_recorded_p99_us'])} us not.", "",

@@ -91,6 +91,7 @@ static const char *const options_record_names[] = { "none", "raw", "hdf5", NULL 
 /* enum evw_sync's order. */
 static const char *const options_sync_names[] = { "close", "batch", "never", NULL };
 static const char *const options_io_names[] = { "buffered", "direct", NULL };
+static const char *const options_keep_names[] = { "copy", "in-place", NULL };
 
 #define O struct options
 
@@ -209,6 +210,12 @@ const struct opt_spec options_specs[] = {
 			   "default: the faster here), or their whole blocks by\n"
 			   "direct I/O past it (direct: less CPU per byte, but each\n"
 			   "write waits for the disk; buffered on tmpfs)"),
+	OPT_CHOICE("record-keep", "HOW", O, record_keep, options_keep_names, .def = "copy",
+		   .help = "each fragment copied into the window's cells as it\n"
+			   "comes (copy, the default: as fast here), or, from a\n"
+			   "shared-memory ring, kept in it until its event is\n"
+			   "written and copied only if the ring needs the room\n"
+			   "(in-place); from TCP, always copied"),
 	OPT_STRING("config-sha256", "HEX", O, config_sha256,
 		   .help = "the run's configuration hash, stamped into each event\n"
 			   "file (daqrun gives the topology's)"),

@@ -87,6 +87,7 @@ struct options {
 	uint64_t record_max_file_bytes;
 	int record_sync;                /* enum evw_sync: close, batch, never */
 	int record_io;                  /* enum options_io: direct, buffered */
+	int record_keep;                /* enum options_keep: copy, in-place */
 	uint64_t record_slice_ms;       /* a slice's length; 0: by count only, or one slice */
 	uint64_t record_slice_events;   /* a slice's events; 0: by time only */
 	char config_sha256[65];         /* hex, "" = not given (zeros in the files) */
@@ -96,6 +97,7 @@ struct options {
 /* What --record writes (docs/RECORDING.md). */
 enum options_record { OPTIONS_RECORD_NONE, OPTIONS_RECORD_RAW, OPTIONS_RECORD_HDF5 };
 enum options_io { OPTIONS_IO_BUFFERED, OPTIONS_IO_DIRECT };
+enum options_keep { OPTIONS_KEEP_COPY, OPTIONS_KEEP_IN_PLACE };
 
 /* How long the hub lets a builder that holds events go without a TOKEN:
  * --stall-timeout-ms past --timeout-ms, the builders' event timeout (a

@@ -131,6 +131,8 @@ struct snapshot {
 	uint64_t data_free_bytes;          /* on the files' file system, at the writer's last check */
 	uint64_t data_events_in_files;     /* the closed files' manifests' events */
 	uint64_t data_direct_bytes;        /* of data_bytes_written, by direct I/O */
+	uint64_t data_frames_in_place;     /* kept where they arrived, not copied */
+	uint64_t data_frames_copied_late;  /* of those, copied to free their place */
 	uint64_t data_recording;           /* 1: this builder records (a hub: how many of its do) */
 	const char *data_format;           /* "raw", "hdf5"; NULL: not recorded */
 	/* --role hub: the builders' latency uncertainty merged (NULL in role

@@ -55,6 +55,8 @@ static bool breport_totals(struct ctl_report *r, const struct snapshot *s,
 		[CNT_BUILDER_data_sync_calls] = s->data_sync_calls,
 		[CNT_BUILDER_data_recording] = s->data_recording,
 		[CNT_BUILDER_data_direct_bytes] = s->data_direct_bytes,
+		[CNT_BUILDER_data_frames_in_place] = s->data_frames_in_place,
+		[CNT_BUILDER_data_frames_copied_late] = s->data_frames_copied_late,
 		[CNT_BUILDER_data_events_in_files] = s->data_events_in_files,
 	};
 	for (unsigned i = 0; i < CNT_BUILDER_COUNT; i++)

@@ -144,9 +144,25 @@ bool ingest_release(struct ingest_reader *rd, const char *why);
  * unconsumed, stops reading, and takes it again once resumed. */
 enum frm_status ingest_take_rail(struct ingest_reader *rd, uint32_t rail, const uint8_t *buf,
 			      size_t avail, bool exact, size_t *frame_bytes, uint64_t now);
-/* The same on a link of one connection (shared memory): rail 0. */
+/* A frame whose bytes stay where they lie until its link hands them back
+ * (a shared-memory ring's record), kept there by the recorder: which
+ * window cell refers to it. */
+struct ingest_in_place {
+	bool kept;
+	uint32_t slot;
+	uint16_t src;
+};
+
+/* The same on a link of one connection (shared memory): rail 0. in_place:
+ * NULL, or where to say that the recorder kept the frame where it lies
+ * (--record-keep in-place, ingest_keeps_in_place): then the link keeps its
+ * bytes there until ingest_refers says no more, or has them copied first
+ * (ingest_own). */
 enum frm_status ingest_take(struct ingest_reader *rd, const uint8_t *buf, size_t avail, bool exact,
-			 size_t *frame_bytes, uint64_t now);
+			 size_t *frame_bytes, uint64_t now, struct ingest_in_place *in_place);
+bool ingest_keeps_in_place(const struct ingest *g);
+bool ingest_refers(const struct ingest *g, const struct ingest_in_place *kept, const uint8_t *frame);
+void ingest_own(struct ingest *g, const struct ingest_in_place *kept);
 
 /* Data arrived at now: the run makes progress. */
 void ingest_progress(struct ingest *g, uint64_t now);

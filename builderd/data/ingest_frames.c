@@ -155,9 +155,30 @@ bool ingest_release(struct ingest_reader *rd, const char *why)
 }
 
 enum frm_status ingest_take(struct ingest_reader *rd, const uint8_t *buf, size_t avail, bool exact,
-			 size_t *frame_bytes, uint64_t now)
+			 size_t *frame_bytes, uint64_t now, struct ingest_in_place *in_place)
 {
-	return ingest_take_rail(rd, 0, buf, avail, exact, frame_bytes, now);
+	struct ingest *g = rd->ing;
+	if (in_place != NULL)
+		in_place->kept = false;
+	g->in_place = in_place;
+	enum frm_status st = ingest_take_rail(rd, 0, buf, avail, exact, frame_bytes, now);
+	g->in_place = NULL;
+	return st;
+}
+
+bool ingest_keeps_in_place(const struct ingest *g)
+{
+	return g->opt.record_format != OPTIONS_RECORD_NONE && g->opt.record_keep == OPTIONS_KEEP_IN_PLACE;
+}
+
+bool ingest_refers(const struct ingest *g, const struct ingest_in_place *kept, const uint8_t *frame)
+{
+	return output_refers(g->out, kept->slot, kept->src, frame);
+}
+
+void ingest_own(struct ingest *g, const struct ingest_in_place *kept)
+{
+	output_own(g->out, kept->slot, kept->src);
 }
 
 enum frm_status ingest_take_rail(struct ingest_reader *rd, uint32_t rail, const uint8_t *buf,

@@ -31,6 +31,7 @@ struct ingest {
 	uint64_t refused;                 /* refusals of the links' greetings */
 	const uint8_t *taking;            /* the frame bld_add is taking, for on_unique */
 	uint32_t taking_bytes;
+	struct ingest_in_place *in_place; /* the frame may be kept where it is: say so here */
 	struct ownroute *plan;                 /* --role builder: global <-> local IDs */
 	uint64_t misrouted;               /* frags_misrouted */
 	uint64_t held_unassigned;         /* frames_held_unassigned */

@@ -27,8 +27,10 @@ static void ingest_on_complete(void *ctx, const struct bld_event *e)
 	g->last_complete_ns = clk_monotonic_ns();
 	if (g->opt.filter_cost_us)
 		clk_burn_us(g->opt.filter_cost_us);
-	if (!e->accepted)
+	if (!e->accepted) {
+		output_forget(g->out, e->slot);
 		return;
+	}
 	if (g->plan == NULL) {
 		output_add_event(g->out, e);
 		return;
@@ -42,7 +44,10 @@ static void ingest_on_complete(void *ctx, const struct bld_event *e)
 static void ingest_on_unique(void *ctx, uint32_t slot, const struct bld_fragment *f)
 {
 	struct ingest *g = ctx;
-	output_keep(g->out, slot, f->source_id, g->taking, g->taking_bytes, f->payload_crc);
+	struct ingest_in_place *kept = g->in_place;
+	if (output_keep(g->out, slot, f->source_id, g->taking, g->taking_bytes, f->payload_crc,
+			kept != NULL) && kept != NULL)
+		*kept = (struct ingest_in_place){ .kept = true, .slot = slot, .src = f->source_id };
 }
 
 static void ingest_on_expired(void *ctx, const struct bld_expired *x)

@@ -154,6 +154,8 @@ void ingest_snapshot(const struct ingest *g, struct snapshot *s)
 			s->data_events_in_files = rs.events_in_files;
 			s->data_recording = 1;
 			s->data_direct_bytes = rs.direct_bytes;
+			s->data_frames_in_place = rs.frames_in_place;
+			s->data_frames_copied_late = rs.frames_copied_late;
 			s->data_bytes_written = rs.bytes_written;
 			s->data_events_unwritten = rs.events_unwritten;
 			s->data_events_unrecorded = rs.events_unrecorded;

@@ -1,7 +1,9 @@
 #include "data/link_shm.h"
+#include "data/link_shm_internal.h"
 
 #include "data/ingest.h"
 #include "data/link.h"
+#include "data/ringkeep.h"
 #include "snapshot.h"
 
 #include "sys/clock.h"
@@ -20,57 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Bytes taken from a ring before handing them back to the reader: small
- * enough that a reader waiting on a full ring restarts early, large enough
- * that the release's cache line does not bounce per record. */
-#define LINK_SHM_RELEASE_BYTES (64u << 10)
-/* How often the tick looks at the readers' processes. */
-#define LINK_SHM_ALIVE_CHECK_NS 100000000u
-
-struct link_shm_link {
-	struct link_shm *set;
-	struct ingest_reader *rd;
-	struct shr_ring ring;
-	bool ring_open;
-	bool named;                 /* the segment name is still in /dev/shm */
-	bool attached;
-	bool peer_died;
-	bool suspect;               /* looked dead at the previous check */
-	char segment[96];
-	int sock, data_efd, space_efd;
-	struct event *ev_sock, *ev_data;
-	struct event *ev_attach;    /* the deadline of the reader's "attached" */
-	uint32_t pid;
-	char host[CTL_MAX_TEXT];
-	uint64_t wakeups;
-	/* --role builder: the record peeked and held for an unassigned event
-	 * (rd->held); it and those before it stay unreleased, so valid. */
-	const void *held_rec;
-	uint32_t held_len;
-};
-
-struct link_shm {
-	struct ingest *ing;
-	int listen_fd;
-	struct event *ev_accept;
-	struct greet_door door;
-	uint64_t refused;           /* the door's and the ring set-ups' */
-	uint32_t readers;
-	struct link_shm_link **links;   /* [readers], kept for the report once made */
-	char sock_name[96];
-	uint64_t capacity_bytes;
-	uint64_t alive_checked_ns;
-};
-
-static void link_shm_unlink(struct link_shm_link *l)
-{
-	if (!l->named)
-		return;
-	int rc = shr_unlink(l->segment);
-	if (rc < 0)
-		log_warn("Cannot remove shared-memory segment %s: %s", l->segment, strerror(-rc));
-	l->named = false;
-}
 
 /* Closes a reader's ring (a blocked reader wakes and stops), its eventfds
  * and socket, and unlinks the segment name. The link stays for the report. */
@@ -88,6 +39,9 @@ static void link_shm_link_close(struct link_shm_link *l)
 		event_free(l->ev_attach);
 		l->ev_attach = NULL;
 	}
+	/* The frames kept in the ring are copied out before it goes. */
+	ringkeep_own_all(&l->keep);
+	ringkeep_free(&l->keep);
 	if (l->ring_open) {
 		/* CLOSED wakes a reader waiting for space: it stops forwarding. */
 		shr_close(&l->ring, l->space_efd);
@@ -118,18 +72,6 @@ static void link_shm_describe(const struct ingest_reader *rd, struct snapshot_li
 	info->wakeups = l->wakeups;
 }
 
-static int link_shm_read_sock(struct link_shm_link *l, char *why, size_t why_len);
-static void link_shm_drain(struct link_shm_link *l, uint64_t budget);
-
-/* An assign passed the held record: drain on from it. */
-static void link_shm_resume(struct ingest_reader *rd)
-{
-	struct link_shm_link *l = rd->link_state;
-	if (!l->ring_open)
-		return;
-	link_shm_drain(l, ingest_options(rd->ing)->batch_bytes);
-	ingest_after_frames(rd->ing);
-}
 
 static const struct link_ops link_shm_ops = {
 	.transport = "shm",
@@ -137,113 +79,6 @@ static const struct link_ops link_shm_ops = {
 	.describe = link_shm_describe,
 	.resume = link_shm_resume,
 };
-
-/* The next record: the one held for an assign first, then the ring's. */
-static int link_shm_next(struct link_shm_link *l, const void **rec, uint32_t *len)
-{
-	if (l->held_rec == NULL)
-		return shr_peek(&l->ring, rec, len);
-	*rec = l->held_rec;
-	*len = l->held_len;
-	l->held_rec = NULL;
-	return 0;
-}
-
-/* Takes records from the ring into the builder core, at most budget bytes
- * in one go so that other readers and the tick get their turn. Ends with
- * the wake-up armed (empty), the data event re-activated (budget spent) or
- * the data path closed (the reader's end of stream, or a corrupt ring). */
-static void link_shm_drain(struct link_shm_link *l, uint64_t budget)
-{
-	struct ingest_reader *rd = l->rd;
-	struct ingest *g = rd->ing;
-	uint64_t now = clk_monotonic_ns();
-	uint64_t taken = 0, unreleased = 0;
-	int rc;
-	if (rd->held)
-		return;   /* ring left as it is until an assign resumes it */
-	if (!ingest_may_take(g, now))
-		return;
-	rd->read_calls++;
-	for (;;) {
-		const void *rec;
-		uint32_t len;
-		rc = link_shm_next(l, &rec, &len);
-		if (rc == 0) {
-			size_t frame_bytes;
-			enum frm_status st = ingest_take(rd, rec, len, true, &frame_bytes, now);
-			if (st == FRM_NEED_MORE && rd->held) {
-				/* Neither it nor what came before is released:
-				 * the producer waits for the room, which is the
-				 * hold's back-pressure. */
-				l->held_rec = rec;
-				l->held_len = len;
-				break;
-			}
-			if (st != FRM_OK) {
-				if (shr_status(&l->ring) == -EFAULT)
-					ingest_error(g, "Reader %u (pid %u on %s): shared-memory ring %s: %s while its record was read; the bad frame above came from the lost pages",
-						 rd->id, l->pid, l->host, l->segment, shr_strerror(-EFAULT));
-				ingest_close(rd, INGEST_DATA_FAILED);
-				break;
-			}
-			rd->bytes_received += len;
-			taken += len;
-			unreleased += len;
-			if (unreleased >= LINK_SHM_RELEASE_BYTES) {
-				shr_release(&l->ring);
-				shr_notify_producer(&l->ring, l->space_efd);
-				unreleased = 0;
-			}
-			if (taken >= budget || clk_monotonic_ns() - now >= INGEST_TURN_NS) {
-				shr_release(&l->ring);
-				shr_notify_producer(&l->ring, l->space_efd);
-				event_active(l->ev_data, EV_READ, 0);
-				break;
-			}
-			continue;
-		}
-		shr_release(&l->ring);
-		shr_notify_producer(&l->ring, l->space_efd);
-		if (rc == -EAGAIN) {
-			if (shr_wait_data(&l->ring))
-				break;   /* asleep: the reader's next commit wakes us */
-			continue;
-		}
-		if (rc == -EPIPE) {
-			/* Detached and drained: the clean end of a TCP stream, if the
-			 * reader confirmed its attach first. Its byte was sent before
-			 * it detached, so it is on the socket by now if at all. */
-			char why[96];
-			if (!l->attached && link_shm_read_sock(l, why, sizeof why) == -EPROTO) {
-				ingest_close(rd, INGEST_DATA_FAILED);
-				break;
-			}
-			if (!l->attached)
-				ingest_error(g, "Reader %u (pid %u on %s) left shared-memory ring %s before confirming its attach (it detached); see its log",
-					 rd->id, l->pid, l->host, l->segment);
-			ingest_close(rd, l->attached ? INGEST_DATA_CLOSED : INGEST_DATA_FAILED);
-			break;
-		}
-		ingest_error(g, "Reader %u (pid %u on %s): shared-memory ring %s is corrupt: %s; closing it after %" PRIu64 " frames",
-			 rd->id, l->pid, l->host, l->segment, shr_strerror(rc), rd->frames_received);
-		ingest_close(rd, INGEST_DATA_FAILED);
-		break;
-	}
-	if (taken > 0)
-		ingest_progress(g, now);
-}
-
-static void link_shm_on_data(evutil_socket_t fd, short what, void *arg)
-{
-	(void)what;
-	struct link_shm_link *l = arg;
-	struct ingest *g = l->rd->ing;
-	shr_clear_wakeup(fd);
-	l->wakeups++;
-	link_shm_drain(l, ingest_options(g)->batch_bytes);
-	ingest_after_frames(g);
-}
 
 /* The reader's end of the link is gone (socket closed, or process gone).
  * What it committed is still good: drain it first. A ring it had detached
@@ -276,42 +111,6 @@ static void link_shm_peer_gone(struct link_shm_link *l, const char *why)
 		ingest_close(rd, INGEST_DATA_FAILED);
 	}
 	ingest_after_frames(g);
-}
-
-/* After the handshake the socket carries one byte, the reader's "attached";
- * then only its closing, the instant sign that the reader is gone. Reads
- * what waits: 0 when nothing more does, -EPIPE at the socket's end (why
- * says how), -EPROTO after a byte that has no business there (reported). */
-static int link_shm_read_sock(struct link_shm_link *l, char *why, size_t why_len)
-{
-	struct ingest_reader *rd = l->rd;
-	for (;;) {
-		uint8_t buf[16];
-		ssize_t n = read(l->sock, buf, sizeof buf);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n <= 0) {
-			snprintf(why, why_len, "its socket %s", n == 0 ? "closed" : strerror(errno));
-			return -EPIPE;
-		}
-		for (ssize_t i = 0; i < n; i++) {
-			if (buf[i] == SHL_ATTACHED_BYTE && !l->attached) {
-				/* Both processes map it now: the name has served its
-				 * purpose, and without it nothing is left in /dev/shm
-				 * whoever dies. */
-				l->attached = true;
-				link_shm_unlink(l);
-				if (l->ev_attach != NULL)
-					evtimer_del(l->ev_attach);
-				continue;
-			}
-			ingest_error(rd->ing, "Reader %u (pid %u on %s) sent an unexpected byte 0x%02x on its shared-memory socket; closing ring %s",
-				 rd->id, l->pid, l->host, buf[i], l->segment);
-			return -EPROTO;
-		}
-	}
 }
 
 /* The reader has not said "attached" within the handshake timeout of its
@@ -392,6 +191,7 @@ static void link_shm_on_greeted(int fd, const struct ctl_hello *h, const struct 
 		set->refused++;
 		return;
 	}
+	ringkeep_free(&l->keep);
 	memset(l, 0, sizeof *l);
 	l->set = set;
 	l->rd = rd;
@@ -415,6 +215,12 @@ static void link_shm_on_greeted(int fd, const struct ctl_hello *h, const struct 
 	rc = shr_eventfds(&l->data_efd, &l->space_efd);
 	if (rc < 0) {
 		link_shm_refuse(g, l, fd, peer, "cannot create eventfds", rc);
+		link_shm_link_close(l);
+		return;
+	}
+	if (ingest_keeps_in_place(g) &&
+	    ringkeep_init(&l->keep, g, ingest_options(g)->max_inflight * (uint32_t)h->source_count) < 0) {
+		link_shm_refuse(g, l, fd, peer, "no memory for the frames kept in place", -ENOMEM);
 		link_shm_link_close(l);
 		return;
 	}

@@ -141,16 +141,33 @@ int output_flush(struct output *o)
 	return o->sink.ops->flush(o->sink.self);
 }
 
-void output_keep(struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame,
-		 uint32_t frame_bytes, uint32_t payload_crc)
+bool output_keep(struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame,
+		 uint32_t frame_bytes, uint32_t payload_crc, bool in_place)
 {
 	if (o->data == NULL || o->sealed)
-		return;
+		return false;
 	/* The slot's last event is queued or in the writer's batch: it is
 	 * written before its cells are reused. */
 	if (record_held(o->data, slot))
 		output_flush(o);
-	record_keep(o->data, slot, source, frame, frame_bytes, payload_crc);
+	return record_keep(o->data, slot, source, frame, frame_bytes, payload_crc, in_place);
+}
+
+bool output_refers(const struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame)
+{
+	return o != NULL && o->data != NULL && record_refers(o->data, slot, source, frame);
+}
+
+void output_own(struct output *o, uint32_t slot, uint16_t source)
+{
+	if (o != NULL && o->data != NULL)
+		record_own(o->data, slot, source);
+}
+
+void output_forget(struct output *o, uint32_t slot)
+{
+	if (o->data != NULL)
+		record_forget(o->data, slot);
 }
 
 bool output_end_data(struct output *o, char *why, size_t why_size)
@@ -200,8 +217,10 @@ void output_add_expired(struct output *o, const struct bld_expired *x)
 {
 	if (!o->sealed)
 		o->sink.ops->add_expired(o->sink.self, x);
-	if (o->data != NULL)
+	if (o->data != NULL) {
 		record_expired(o->data);
+		record_forget(o->data, x->slot);
+	}
 }
 
 void output_set_clock(struct output *o, uint16_t source, const struct output_clock *clock)

@@ -49,9 +49,18 @@ struct output *output_open(const char *dir, uint32_t flush_every, uint16_t sourc
 
 /* When recording: a unique fragment of the event in window slot `slot`
  * (core/builder.h's on_unique), kept until its event is written; a slot
- * still held by an earlier event is written first. */
-void output_keep(struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame,
-		 uint32_t frame_bytes, uint32_t payload_crc);
+ * still held by an earlier event is written first. in_place: referred to
+ * where it lies (data/record.h's record_keep); true when it was. */
+bool output_keep(struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame,
+		 uint32_t frame_bytes, uint32_t payload_crc, bool in_place);
+
+/* A frame kept in place: whether slot's cell of source still refers to
+ * it, and a copy of it into the cell when its place must be handed back. */
+bool output_refers(const struct output *o, uint32_t slot, uint16_t source, const uint8_t *frame);
+void output_own(struct output *o, uint32_t slot, uint16_t source);
+
+/* The slot's event was decided and will not be written (filtered out). */
+void output_forget(struct output *o, uint32_t slot);
 
 /* The run's end for the event files (data/record.h's record_end): false,
  * with *why, when not every record written has its data written. */

@@ -66,6 +66,8 @@ struct record {
 	uint64_t events_unrecorded;
 	uint64_t fragments_too_large;
 	uint64_t stage_bytes;            /* the raw writer's direct-I/O staging buffer */
+	uint64_t frames_in_place;
+	uint64_t frames_copied_late;     /* kept in place, then copied (record_own) */
 	bool sealed;
 	bool failed;
 };
@@ -159,12 +161,33 @@ bool record_open(struct record **out, const struct record_config *c, char *error
 }
 
 bool record_keep(struct record *r, uint32_t slot, uint16_t src, const uint8_t *frame,
-		 uint32_t frame_bytes, uint32_t payload_crc)
+		 uint32_t frame_bytes, uint32_t payload_crc, bool in_place)
 {
-	if (fragstore_put(r->store, slot, src, frame, frame_bytes, payload_crc))
+	if (in_place && fragstore_put_ref(r->store, slot, src, frame, frame_bytes, payload_crc)) {
+		r->frames_in_place++;
+		return true;
+	}
+	if (!in_place && fragstore_put(r->store, slot, src, frame, frame_bytes, payload_crc))
 		return true;
 	r->fragments_too_large++;
 	return false;
+}
+
+bool record_refers(const struct record *r, uint32_t slot, uint16_t src, const uint8_t *frame)
+{
+	return fragstore_refers(r->store, slot, src, frame);
+}
+
+void record_own(struct record *r, uint32_t slot, uint16_t src)
+{
+	fragstore_own(r->store, slot, src);
+	r->frames_copied_late++;
+}
+
+void record_forget(struct record *r, uint32_t slot)
+{
+	if (!fragstore_held(r->store, slot))
+		fragstore_clear(r->store, slot);
 }
 
 bool record_held(const struct record *r, uint32_t slot)
@@ -328,6 +351,8 @@ void record_stats(const struct record *r, struct record_stats *out)
 		.store_bytes = fragstore_bytes(r->store) + r->stage_bytes,
 		.batch_bytes_peak = w.batch_bytes_peak,
 		.held_peak = fragstore_held_peak(r->store),
+		.frames_in_place = r->frames_in_place,
+		.frames_copied_late = r->frames_copied_late,
 		.slices_ended = slices_ended(r->slices),
 		.failed = r->failed || w.failed,
 	};

@@ -9,7 +9,7 @@
  * first. Expired events are not written: they are counted in the books.
  *
  * Memory by construction: the store's window x sources x (42 +
- * --record-max-payload + 8) and the writer's batch. */
+ * --record-max-payload + 16) and the writer's batch. */
 #ifndef ES_BD_RECORD_H
 #define ES_BD_RECORD_H
 
@@ -53,6 +53,8 @@ struct record_stats {
 	uint64_t store_bytes;        /* the store's memory, allocated at open */
 	uint64_t batch_bytes_peak;
 	uint32_t held_peak;          /* slots held at once, at most */
+	uint64_t frames_in_place;    /* kept where they arrived (record_keep in_place) */
+	uint64_t frames_copied_late; /* of those, copied to free their place */
 	uint32_t slices_ended;       /* end-of-slice documents written */
 	bool failed;
 };
@@ -66,10 +68,18 @@ bool record_open(struct record **out, const struct record_config *config, char *
 		 size_t error_size);
 
 /* A unique fragment of the event in window slot `slot`: its frame copied
- * into the slot's cell. false when it is larger than the cells: its event
- * will be counted unrecorded. The slot must not be held (record_held). */
+ * into the slot's cell, or, in_place, referred to where it is: the caller
+ * keeps those bytes until record_refers says no more, or has them copied
+ * (record_own). false when it is larger than the cells: its event will be
+ * counted unrecorded. The slot must not be held (record_held). */
 bool record_keep(struct record *r, uint32_t slot, uint16_t src, const uint8_t *frame,
-		 uint32_t frame_bytes, uint32_t payload_crc);
+		 uint32_t frame_bytes, uint32_t payload_crc, bool in_place);
+bool record_refers(const struct record *r, uint32_t slot, uint16_t src, const uint8_t *frame);
+void record_own(struct record *r, uint32_t slot, uint16_t src);
+
+/* The slot's event was decided without being written (expired, filtered
+ * out): its cells let go of their frames. */
+void record_forget(struct record *r, uint32_t slot);
 bool record_held(const struct record *r, uint32_t slot);
 
 /* A completed, accepted event queued for writing: its slot held. */

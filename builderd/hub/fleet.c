@@ -342,6 +342,8 @@ void fleet_snapshot(const struct fleet *f, struct snapshot *s)
 	s->data_events_in_files = f->own[CNT_BUILDER_data_events_in_files];
 	s->data_recording = f->own[CNT_BUILDER_data_recording];
 	s->data_direct_bytes = f->own[CNT_BUILDER_data_direct_bytes];
+	s->data_frames_in_place = f->own[CNT_BUILDER_data_frames_in_place];
+	s->data_frames_copied_late = f->own[CNT_BUILDER_data_frames_copied_late];
 	struct snapshot_link *links = (struct snapshot_link *)s->links;
 	for (uint32_t r = 0; r < f->opt->readers; r++)
 		links[r] = (struct snapshot_link){

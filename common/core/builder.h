@@ -92,6 +92,7 @@ struct bld_expired {
 	uint64_t event_id;
 	enum bld_expiry_reason reason;
 	uint16_t present;            /* unique fragments it held */
+	uint32_t slot;               /* its window slot, as on_unique named it */
 	uint16_t missing_count;
 	const uint16_t *missing;     /* source IDs absent, ascending */
 };

@@ -182,6 +182,7 @@ static void bld_expire_slot(struct bld *b, uint32_t si, enum bld_expiry_reason r
 		.event_id = b->cfg.first_event + s->rel_id,
 		.reason = reason,
 		.present = s->present,
+		.slot = si,
 		.missing_count = n,
 		.missing = b->missing,
 	};

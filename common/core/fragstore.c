@@ -5,6 +5,7 @@
 #include <string.h>
 
 struct fragstore_cell {
+	const uint8_t *ref;        /* the frame where it arrived; NULL: in the cell */
 	uint32_t frame_bytes;      /* 0: no frame from this source */
 	uint32_t payload_crc;
 };
@@ -81,8 +82,35 @@ bool fragstore_put(struct fragstore *s, uint32_t slot, uint16_t src, const uint8
 		return false;
 	size_t at = (size_t)slot * s->sources + src;
 	memcpy(s->bytes + at * s->cell_bytes, frame, frame_bytes);
-	s->cells[at] = (struct fragstore_cell){ frame_bytes, payload_crc };
+	s->cells[at] = (struct fragstore_cell){ NULL, frame_bytes, payload_crc };
 	return true;
+}
+
+bool fragstore_put_ref(struct fragstore *s, uint32_t slot, uint16_t src, const uint8_t *frame,
+		       uint32_t frame_bytes, uint32_t payload_crc)
+{
+	if (slot >= s->window || src >= s->sources || frame_bytes == 0 || frame_bytes > s->cell_bytes)
+		return false;
+	s->cells[(size_t)slot * s->sources + src] = (struct fragstore_cell){ frame, frame_bytes, payload_crc };
+	return true;
+}
+
+bool fragstore_refers(const struct fragstore *s, uint32_t slot, uint16_t src, const uint8_t *frame)
+{
+	return slot < s->window && src < s->sources && frame != NULL &&
+	       s->cells[(size_t)slot * s->sources + src].ref == frame;
+}
+
+void fragstore_own(struct fragstore *s, uint32_t slot, uint16_t src)
+{
+	if (slot >= s->window || src >= s->sources)
+		return;
+	size_t at = (size_t)slot * s->sources + src;
+	struct fragstore_cell *c = &s->cells[at];
+	if (c->ref == NULL)
+		return;
+	memcpy(s->bytes + at * s->cell_bytes, c->ref, c->frame_bytes);
+	c->ref = NULL;
 }
 
 const uint8_t *fragstore_frame(const struct fragstore *s, uint32_t slot, uint16_t src,
@@ -95,7 +123,7 @@ const uint8_t *fragstore_frame(const struct fragstore *s, uint32_t slot, uint16_
 		return NULL;
 	*frame_bytes = s->cells[at].frame_bytes;
 	*payload_crc = s->cells[at].payload_crc;
-	return s->bytes + at * s->cell_bytes;
+	return s->cells[at].ref != NULL ? s->cells[at].ref : s->bytes + at * s->cell_bytes;
 }
 
 void fragstore_clear(struct fragstore *s, uint32_t slot)

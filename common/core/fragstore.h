@@ -8,10 +8,13 @@
  * must wait for that write (fragstore_held says so, the caller writes).
  *
  * Memory, all allocated by fragstore_create(): window x sources x
- * (cell_bytes + 8) bytes for the cells and their lengths and CRCs, plus
+ * (cell_bytes + 16) bytes for the cells and their lengths and CRCs, plus
  * 4 x window bytes for the held list and window / 8 for its bitmap. The
- * frame is copied once, into its cell; writers read it from there. Pure: no
- * I/O, no allocation after create. */
+ * frame is copied once, into its cell, and writers read it from there; or,
+ * where its bytes stay put until written (a shared-memory ring's record),
+ * the cell refers to them instead, and the frame is copied into the cell
+ * only if they must be handed back before the write (fragstore_own).
+ * Pure: no I/O, no allocation after create. */
 #ifndef ES_CORE_FRAGSTORE_H
 #define ES_CORE_FRAGSTORE_H
 
@@ -36,6 +39,19 @@ uint32_t fragstore_cell_bytes(const struct fragstore *s);
  * not be held. */
 bool fragstore_put(struct fragstore *s, uint32_t slot, uint16_t src, const uint8_t *frame,
 		   uint32_t frame_bytes, uint32_t payload_crc);
+
+/* The same frame kept where it is: the cell refers to frame's bytes, which
+ * the caller keeps unchanged until the cell no longer refers to them
+ * (fragstore_refers) or it made the cell a copy (fragstore_own). */
+bool fragstore_put_ref(struct fragstore *s, uint32_t slot, uint16_t src, const uint8_t *frame,
+		       uint32_t frame_bytes, uint32_t payload_crc);
+
+/* Whether slot's cell of src still refers to frame's bytes: false once the
+ * slot was released, cleared, given another frame or made a copy. */
+bool fragstore_refers(const struct fragstore *s, uint32_t slot, uint16_t src, const uint8_t *frame);
+
+/* The frame the cell refers to copied into it: its bytes may go. */
+void fragstore_own(struct fragstore *s, uint32_t slot, uint16_t src);
 
 /* Source src's frame in slot: its bytes (NULL when the slot's event never
  * had one from src), *frame_bytes and *payload_crc. */

@@ -214,6 +214,28 @@ int shr_peek(struct shr_ring *r, const void **ptr, uint32_t *len)
 	}
 }
 
+void shr_release_to(struct shr_ring *r, uint64_t pos)
+{
+	if (pos > r->pos)
+		pos = r->pos;
+	if (pos <= r->released || r->err)
+		return;
+	r->released = pos;
+	/* Release: our reads of the records finish before the producer may
+	 * reuse their bytes. */
+	atomic_store_explicit(&r->hdr->tail, pos, memory_order_release);
+}
+
+uint64_t shr_read_position(const struct shr_ring *r)
+{
+	return r->pos;
+}
+
+uint64_t shr_released_position(const struct shr_ring *r)
+{
+	return r->released;
+}
+
 void shr_release(struct shr_ring *r)
 {
 	if (r->pos == r->released || r->err)

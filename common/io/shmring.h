@@ -166,6 +166,17 @@ int shr_peek(struct shr_ring *r, const void **ptr, uint32_t *len);
  * shr_notify_producer() afterwards. */
 void shr_release(struct shr_ring *r);
 
+/* Consumer: the ring's stream position past the last record peeked (where
+ * the next one starts, or its wrap padding), and the position handed back
+ * so far. Positions only grow. */
+uint64_t shr_read_position(const struct shr_ring *r);
+uint64_t shr_released_position(const struct shr_ring *r);
+
+/* Consumer: hands back the records before stream position pos (at most
+ * what was peeked), keeping later ones valid where they are: records kept
+ * in place until their events are written (core/pins.h). */
+void shr_release_to(struct shr_ring *r, uint64_t pos);
+
 /* Announce-then-recheck before sleeping. Each stores its side's wake target
  * (the peer counter value it waits for), issues a full fence and looks
  * again: true means sleeping (polling the eventfd) is safe because the peer

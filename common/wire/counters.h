@@ -112,7 +112,7 @@
 	X(negative_latencies) X(control_refused) \
 	X(data_files) X(data_events_written) X(data_bytes_written) X(data_events_unwritten) \
 	X(data_events_unrecorded) X(data_write_ns) X(data_sync_calls) X(data_recording) \
-	X(data_events_in_files) X(data_direct_bytes)
+	X(data_events_in_files) X(data_direct_bytes) X(data_frames_in_place) X(data_frames_copied_late)
 
 /* builderd's counters of one reader's data link, metrics.json's
  * "builder.from_reader.R" (cnt_group_builder_link). */

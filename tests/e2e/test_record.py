@@ -130,6 +130,49 @@ class RecordRunTest(E2ETestCase):
         self.assertEqual(m["counters"]["builder"]["data_recording"], 2)
         self.check_record_equations(m, [0, 1], 6000)
 
+    def test_fragments_kept_in_their_ring_until_written(self):
+        # --record-keep in-place over shared memory, in a ring so small
+        # (64 KiB: a quarter holds about 50 records) that many are copied
+        # out late to give the reader its room: every byte still the
+        # generator's, every fragment kept in place first.
+        keep = ["--record-keep", "in-place", "--shm-capacity", "65536"]
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, "builder.extra=" + json.dumps(keep)])
+        m = self.check_recorded(r, 6000)
+        b = m["counters"]["builder"]
+        self.assertEqual([x["transport"] for x in m["reader_links"]], ["shm", "shm"])
+        self.assertEqual(b["data_frames_in_place"], b["frags_unique"])
+        self.assertGreater(b["data_frames_copied_late"], 0)
+        self.assertLess(b["data_frames_copied_late"], b["data_frames_in_place"])
+        # The default copies each one into its cell as it comes.
+        r = self.h.daqrun(LOCAL, sets=SMALL, out=self.h.dir / "copied")
+        b = self.check_recorded(r, 6000)["counters"]["builder"]
+        self.assertEqual((b["data_frames_in_place"], b["data_frames_copied_late"]), (0, 0))
+
+    def test_a_reader_killed_with_fragments_kept_in_its_ring(self):
+        # The ring goes with its reader: the fragments the recorder still
+        # kept in it are copied out first, so the events written are
+        # whole and the generator's, and the books balance.
+        keep = ["--record-keep", "in-place", "--stall-timeout-ms", "800"]
+        r = self.h.daqrun(LOCAL, timeout_s=120, args=["--fault", "reader:0:KILL@1"],
+                          sets=["run.events=60000", "run.rate=20000", "run.timeout_ms=200",
+                                "builder.extra=" + json.dumps(keep)])
+        self.assertNotEqual(r.returncode, 0, r.output)
+        m = r.metrics()
+        self.assertTrue(m["balanced"], m.get("errors"))
+        b = m["counters"]["builder"]
+        self.assertGreater(b["data_frames_in_place"], 0)
+        written = b["data_events_written"]
+        self.assertGreater(written, 0)
+        self.assertEqual(b["data_events_in_files"], written)
+        check = self.h.run("evdump", [sys.executable, REPO / "analysis" / "evdump.py", "--check",
+                                      r.run_dir], 60)
+        self.assertEqual(check.returncode, 0, check.describe())
+        self.assertIn(f"{written} events verified, 0 damaged", check.output)
+        ref = self.h.refbuild(r.run_dir)
+        self.assertIn(f"every payload byte of {written} written events checked against the "
+                      f"generator", ref.output)
+        self.h.assert_clean()
+
     def test_a_payload_not_the_generators_is_named(self):
         r = self.h.daqrun(LOCAL, sets=[*SMALL, *record("raw")])
         self.assertRunOk(r)

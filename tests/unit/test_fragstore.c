@@ -4,7 +4,10 @@
  * on_unique (core/builder.h): every fragment of each completed event is in
  * its slot's cells, byte for byte, when on_complete runs, duplicates and
  * late fragments never reach the store, and a held slot is seen before a
- * later event would overwrite it. */
+ * later event would overwrite it. Frames kept in place (fragstore_put_ref):
+ * read from where they lie, referred to until released, cleared, replaced
+ * or copied, and a copy that outlives its original; and the queue of such
+ * frames a link keeps (core/pins.h): in order, bounded, wrapping. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -12,6 +15,7 @@
 
 #include "core/builder.h"
 #include "core/fragstore.h"
+#include "core/pins.h"
 
 START_TEST(test_bad_sizes_and_frames)
 {
@@ -23,7 +27,7 @@ START_TEST(test_bad_sizes_and_frames)
 	ck_assert_ptr_null(fragstore_create(UINT32_MAX, UINT16_MAX, UINT32_MAX));
 	struct fragstore *s = fragstore_create(8, 2, 64);
 	ck_assert_ptr_nonnull(s);
-	ck_assert_uint_eq(fragstore_bytes(s), 8u * 2u * (64u + 8u) + 8u * 4u + 8u);
+	ck_assert_uint_eq(fragstore_bytes(s), 8u * 2u * (64u + 16u) + 8u * 4u + 8u);
 	uint8_t frame[65];
 	memset(frame, 0xab, sizeof frame);
 	ck_assert(!fragstore_put(s, 0, 0, frame, 65, 1));     /* larger than a cell */
@@ -147,6 +151,91 @@ START_TEST(test_core_and_store_together)
 }
 END_TEST
 
+START_TEST(test_frames_kept_in_place)
+{
+	struct fragstore *s = fragstore_create(4, 2, 64);
+	ck_assert_ptr_nonnull(s);
+	uint8_t ring[2][64], big[65] = { 0 };
+	memset(ring[0], 0x11, sizeof ring[0]);
+	memset(ring[1], 0x22, sizeof ring[1]);
+	ck_assert(!fragstore_put_ref(s, 0, 0, big, 65, 1));   /* larger than a cell */
+	ck_assert(!fragstore_put_ref(s, 4, 0, ring[0], 8, 1)); /* no such slot */
+	ck_assert(fragstore_put_ref(s, 1, 0, ring[0], 40, 5));
+	ck_assert(fragstore_put_ref(s, 1, 1, ring[1], 64, 6));
+	uint32_t len, crc;
+	/* Read from where it lies, not from a copy. */
+	ck_assert_ptr_eq(fragstore_frame(s, 1, 0, &len, &crc), ring[0]);
+	ck_assert_uint_eq(len, 40);
+	ck_assert_uint_eq(crc, 5);
+	ck_assert(fragstore_refers(s, 1, 0, ring[0]));
+	ck_assert(!fragstore_refers(s, 1, 0, ring[1]));
+	ck_assert(!fragstore_refers(s, 1, 0, NULL));
+	ck_assert(!fragstore_refers(s, 9, 0, ring[0]));
+	/* Copied into the cell: it no longer refers to the ring, whose bytes
+	 * may change, and the cell keeps them as they were. */
+	fragstore_own(s, 1, 0);
+	ck_assert(!fragstore_refers(s, 1, 0, ring[0]));
+	memset(ring[0], 0x99, sizeof ring[0]);
+	const uint8_t *got = fragstore_frame(s, 1, 0, &len, &crc);
+	ck_assert_ptr_ne(got, ring[0]);
+	ck_assert_uint_eq(len, 40);
+	for (uint32_t i = 0; i < len; i++)
+		ck_assert_uint_eq(got[i], 0x11);
+	fragstore_own(s, 1, 0);     /* a copy already: nothing changes */
+	ck_assert_ptr_eq(fragstore_frame(s, 1, 0, &len, &crc), got);
+	/* Held and released: no longer referred to. */
+	fragstore_hold(s, 1);
+	ck_assert(fragstore_refers(s, 1, 1, ring[1]));
+	ck_assert_uint_eq(fragstore_release_all(s), 1);
+	ck_assert(!fragstore_refers(s, 1, 1, ring[1]));
+	/* Cleared, or given another frame: the same. */
+	ck_assert(fragstore_put_ref(s, 2, 0, ring[0], 8, 1));
+	fragstore_clear(s, 2);
+	ck_assert(!fragstore_refers(s, 2, 0, ring[0]));
+	ck_assert(fragstore_put_ref(s, 3, 0, ring[0], 8, 1));
+	ck_assert(fragstore_put(s, 3, 0, ring[1], 8, 1));
+	ck_assert(!fragstore_refers(s, 3, 0, ring[0]));
+	fragstore_destroy(s);
+}
+END_TEST
+
+START_TEST(test_pins_in_order)
+{
+	struct pins p;
+	ck_assert_int_eq(pins_init(&p, 0), -EINVAL);
+	ck_assert_int_eq(pins_init(&p, 3), 0);
+	ck_assert_ptr_null(pins_oldest(&p));
+	pins_pop(&p);    /* empty: nothing */
+	int frames[5];
+	for (uint32_t round = 0; round < 4; round++) {
+		/* Filled to its bound, then refused; emptied oldest first,
+		 * each round starting further round the queue. */
+		for (uint32_t i = 0; i < 3; i++)
+			ck_assert(pins_push(&p, 100 * round + i, i, (uint16_t)round, &frames[i]));
+		ck_assert(!pins_push(&p, 999, 9, 9, &frames[4]));
+		ck_assert_uint_eq(pins_count(&p), 3);
+		for (uint32_t i = 0; i < 3 - round % 2; i++) {
+			const struct pin *o = pins_oldest(&p);
+			ck_assert_ptr_nonnull(o);
+			ck_assert_uint_eq(o->at, 100 * round + i);
+			ck_assert_uint_eq(o->slot, i);
+			ck_assert_uint_eq(o->src, round);
+			ck_assert_ptr_eq(o->frame, &frames[i]);
+			pins_pop(&p);
+		}
+		if (round % 2) {
+			ck_assert_uint_eq(pins_oldest(&p)->at, 100 * round + 2);
+			pins_pop(&p);
+		}
+		ck_assert_uint_eq(pins_count(&p), 0);
+		ck_assert(pins_push(&p, 1, 1, 1, &frames[0]));
+		pins_pop(&p);
+	}
+	pins_free(&p);
+	ck_assert_ptr_null(p.queue);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("fragstore");
@@ -154,6 +243,8 @@ int main(void)
 	tcase_add_test(tc, test_bad_sizes_and_frames);
 	tcase_add_test(tc, test_holds_and_release);
 	tcase_add_test(tc, test_core_and_store_together);
+	tcase_add_test(tc, test_frames_kept_in_place);
+	tcase_add_test(tc, test_pins_in_order);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -146,7 +146,7 @@ static void feed(struct ingest_reader *rd, uint16_t source, uint64_t event)
 	struct frm_header h = { .source_id = source, .run_id = opt.run_id, .event_id = event,
 				.payload_len = 8 };
 	size_t n = frm_encode(buf, &h, (const uint8_t *)"payload!"), used;
-	ck_assert_int_eq(ingest_take(rd, buf, n, true, &used, 1), FRM_OK);
+	ck_assert_int_eq(ingest_take(rd, buf, n, true, &used, 1, NULL), FRM_OK);
 	ck_assert_uint_eq(used, n);
 }
 
