@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import evfile
-from refbuild import MASK64, SALTS, mix64, mix64_many, payloads_many
+from refgen import MASK64, SALTS, mix64, mix64_many, payloads_many
 
 BATCH_EVENTS = 2048
 
