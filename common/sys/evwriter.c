@@ -14,6 +14,7 @@
 
 
 #include "sys/dwrite.h"
+#include "sys/evclose.h"
 #include "sys/evpublish.h"
 #include "wire/crc.h"
 #include "wire/frame.h"
@@ -30,6 +31,9 @@
  * keeps the kernel's dirty pages, and so its write throttling, low, and
  * a builder's memory flat however large its files. */
 #define EVW_WRITEBACK_WINDOW_BYTES (8ull << 20)
+#ifndef EVW_WRITEBACK_LAG
+#define EVW_WRITEBACK_LAG 2
+#endif
 /* Frames up to this size are summed directly; beyond, their CRC is combined
  * from the payload's, which the decoder already has (as wire/frame.c does). */
 #define EVW_RESUM_FRAME_BYTES 2048u
@@ -60,6 +64,7 @@ struct evw {
 	char error[PATH_MAX + 256];
 
 	struct evw_open_file file;    /* fd -1 when none is open */
+	struct evclose *closer;       /* a file's fdatasync, rename and manifest, off the loop */
 	struct dwrite dio;            /* cfg.direct: the staging buffer, the open file's direct fd */
 	uint32_t next_seq;
 	uint32_t slice;
@@ -79,6 +84,9 @@ struct evw {
 
 	struct evw_stats stats;
 };
+
+static int evw_collect(struct evw *w, bool wait);
+static int evw_next_file(struct evw *w, uint32_t slice, bool wait);
 
 static uint64_t evw_now_ns(clockid_t clock)
 {
@@ -156,6 +164,11 @@ int evw_open(struct evw **out, const struct evw_config *config, evw_closed_fn on
 	rc = evw_check_space(w, 0);
 	if (rc != 0) {
 		snprintf(error, error_size, "%s", w->error);
+		goto out;
+	}
+	rc = evclose_start(&w->closer, w->dir, w->dir_fd, w->cfg.run, w->cfg.builder_id);
+	if (rc != 0) {
+		snprintf(error, error_size, "cannot start the thread that closes files: %s", strerror(-rc));
 		goto out;
 	}
 	*out = w;
@@ -241,7 +254,7 @@ static void evw_writeback(struct evw *w)
 		sync_file_range(f->fd, (off_t)f->kicked, EVW_WRITEBACK_WINDOW_BYTES,
 				SYNC_FILE_RANGE_WRITE);
 		f->kicked += EVW_WRITEBACK_WINDOW_BYTES;
-		if (f->kicked - f->dropped >= 2 * EVW_WRITEBACK_WINDOW_BYTES) {
+		if (f->kicked - f->dropped >= EVW_WRITEBACK_LAG * EVW_WRITEBACK_WINDOW_BYTES) {
 			sync_file_range(f->fd, (off_t)f->dropped, EVW_WRITEBACK_WINDOW_BYTES,
 					SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
 						SYNC_FILE_RANGE_WAIT_AFTER);
@@ -270,7 +283,7 @@ int evw_flush(struct evw *w)
 	unsigned int left = w->iov_count;
 	uint64_t t0, done = 0;
 
-	if (w->stats.failed)
+	if (evw_collect(w, false) != 0 || w->stats.failed)
 		return -EIO;
 	if (w->iov_count == 0)
 		return 0;
@@ -354,7 +367,9 @@ int evw_add(struct evw *w, const struct evw_event *ev)
 	r.record_bytes = (uint32_t)(EVF_RECORD_HEADER_BYTES + frames_bytes);
 	if (w->file.fd >= 0 && w->file.events + w->batch_events > 0 &&
 	    w->file.bytes + w->batch_bytes + r.record_bytes + EVF_TRAILER_BYTES > w->cfg.max_file_bytes) {
-		rc = evw_roll(w, w->slice);
+		/* Rolled at its size: its fdatasync and manifest go on while
+		 * the next file is written. */
+		rc = evw_next_file(w, w->slice, false);
 		if (rc != 0)
 			goto unwritten;
 	}
@@ -389,24 +404,46 @@ unwritten:
 	return rc;
 }
 
-/* NAME.json beside the closed file (sys/evpublish, through sys/afile). */
-static int evw_write_manifest(struct evw *w, const struct evw_file_info *info)
+/* The closer's answer for a file handed to it: counted closed, or the
+ * writer failed naming the step. 0 also when none was finished. */
+static int evw_collect(struct evw *w, bool wait)
 {
-	int rc = evp_manifest(w->dir, info, w->cfg.run, w->cfg.builder_id);
-	return rc == 0 ? 0 : evw_fail(w, -rc, "%s: manifest in %s: %s", "output");
+	static const char *const fmts[][2] = {
+		{ "fdatasync", "%s: fdatasync in %s failed: %s" },
+		{ "rename", "%s: rename in %s failed: %s" },
+		{ "fsync", "%s: fsync of %s failed: %s" },
+		{ "manifest", "%s: manifest in %s: %s" },
+	};
+	struct evclose_result r;
+
+	if (w->closer == NULL || !evclose_collect(w->closer, wait, &r))
+		return 0;
+	if (r.err != 0) {
+		for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++)
+			if (strcmp(fmts[i][0], r.step) == 0)
+				return evw_fail(w, r.err, fmts[i][1], "output");
+		return evw_fail(w, r.err, "%s: closing a file in %s failed: %s", "output");
+	}
+	if (w->cfg.sync != EVW_SYNC_NEVER)
+		w->stats.sync_calls += 2;
+	w->stats.sync_ns += r.sync_ns;
+	w->stats.files_closed++;
+	if (w->on_closed)
+		w->on_closed(w->on_closed_arg, &r.info);
+	return 0;
 }
 
-/* Trailer, fdatasync, rename to NAME, directory fsync, manifest. */
-static int evw_close_file(struct evw *w)
+/* The trailer here; fdatasync, rename to NAME, directory fsync and the
+ * manifest by the closer (sys/evclose). wait: until they are done too. */
+static int evw_close_file(struct evw *w, bool wait)
 {
 	struct evw_open_file *f = &w->file;
 	struct evf_trailer t = { .events = f->events,
 				 .record_bytes = f->bytes - EVF_HEADER_BYTES,
 				 .first_event = f->first_event, .last_event = f->last_event };
-	struct evw_file_info info;
+	struct evclose_job job = { .sync = w->cfg.sync != EVW_SYNC_NEVER };
 	uint8_t trailer[EVF_TRAILER_BYTES];
-	char open_name[80];
-	uint64_t t0;
+	int rc;
 
 	evf_encode_trailer(trailer, &t, f->crc);
 	dwrite_end_file(&w->dio);
@@ -415,29 +452,18 @@ static int evw_close_file(struct evw *w)
 		return evw_fail(w, errno ? errno : EIO, "%s: trailer in %s: %s", "output");
 	f->bytes += sizeof(trailer);
 	w->stats.bytes_written += sizeof(trailer);
-	t0 = evw_now_ns(CLOCK_MONOTONIC);
-	if (w->cfg.sync != EVW_SYNC_NEVER && fdatasync(f->fd) != 0)
-		return evw_fail(w, errno, "%s: fdatasync in %s failed: %s", "output");
-	close(f->fd);
+	job.fd = f->fd;
+	job.info = (struct evw_file_info){ .file_seq = f->file_seq, .slice = f->slice, .bytes = f->bytes,
+					   .events = f->events, .first_event = f->first_event,
+					   .last_event = f->last_event, .file_crc = t.file_crc };
+	snprintf(job.info.name, sizeof(job.info.name), "%s", f->name);
+	/* One file at a time: the one before is answered first. */
+	rc = evw_collect(w, true);
+	if (rc != 0)
+		return rc;
 	f->fd = -1;
-	snprintf(open_name, sizeof(open_name), "%s.writing", f->name);
-	if (renameat(w->dir_fd, open_name, w->dir_fd, f->name) != 0)
-		return evw_fail(w, errno, "%s: rename in %s failed: %s", "output");
-	if (w->cfg.sync != EVW_SYNC_NEVER && fsync(w->dir_fd) != 0)
-		return evw_fail(w, errno, "%s: fsync of %s failed: %s", "output");
-	if (w->cfg.sync != EVW_SYNC_NEVER)
-		w->stats.sync_calls += 2;
-	w->stats.sync_ns += evw_now_ns(CLOCK_MONOTONIC) - t0;
-	info = (struct evw_file_info){ .file_seq = f->file_seq, .slice = f->slice, .bytes = f->bytes,
-				       .events = f->events, .first_event = f->first_event,
-				       .last_event = f->last_event, .file_crc = t.file_crc };
-	snprintf(info.name, sizeof(info.name), "%s", f->name);
-	w->stats.files_closed++;
-	if (evw_write_manifest(w, &info) != 0)
-		return -EIO;
-	if (w->on_closed)
-		w->on_closed(w->on_closed_arg, &info);
-	return 0;
+	evclose_submit(w->closer, &job);
+	return wait ? evw_collect(w, true) : 0;
 }
 
 /* After a failed write: the file cut back to its last acknowledged record
@@ -456,26 +482,35 @@ static void evw_salvage(struct evw *w)
 		return;
 	}
 	w->stats.failed = false;
-	if (evw_close_file(w) != 0 && f->fd >= 0) {
+	if (evw_close_file(w, true) != 0 && f->fd >= 0) {
 		close(f->fd);
 		f->fd = -1;
 	}
 	w->stats.failed = failed;
 }
 
-int evw_roll(struct evw *w, uint32_t slice)
+/* The open file closed (the closer's part awaited, or not), the next
+ * one of slice. */
+static int evw_next_file(struct evw *w, uint32_t slice, bool wait)
 {
 	int rc = 0;
 
 	if (w->file.fd >= 0) {
 		rc = evw_flush(w);
 		if (rc == 0)
-			rc = evw_close_file(w);
+			rc = evw_close_file(w, wait);
 		else
 			evw_salvage(w);
 	}
 	w->slice = slice;
+	if (rc == 0 && wait)
+		rc = evw_collect(w, true);
 	return rc;
+}
+
+int evw_roll(struct evw *w, uint32_t slice)
+{
+	return evw_next_file(w, slice, true);
 }
 
 int evw_close(struct evw *w)
@@ -500,6 +535,7 @@ void evw_destroy(struct evw *w)
 {
 	if (w == NULL)
 		return;
+	evclose_stop(w->closer);
 	if (w->file.fd >= 0)
 		close(w->file.fd);
 	dwrite_free(&w->dio);
