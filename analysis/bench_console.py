@@ -12,11 +12,17 @@ configured and started with deploy/daqctl, EVENTS events per source of
   start until its books are written;
 - none: no browser at all.
 
+With --poller the console arm makes the page's requests (a signed GET
+/state every 500 ms) from a thread of this script instead of a browser:
+the hub's side of an open console without the browser's CPU on this host
+(DIR/poller.json and poller.md).
+
 The order alternates round by round (ABBA...) so that the shared machine's
 drifts fall on both; a round during which anything else on the host (not
 the session's processes, not the browser) took more than MAX_OTHER_CORES
 is done again, at most as many times as there are rounds, and each round
-waits first (up to QUIET_WAIT_S) for the host to be that quiet. A first run, no console, warms up and is not counted.
+waits first (up to QUIET_WAIT_S) for the host to be that quiet. A first
+run, no console, warms up and is not counted.
 Per run: the rate (the books' rates.accepted_events_per_s), the hub
 process's CPU (utime + stime of builderd from /proc/PID/stat just before
 the start and when metrics.json appears) over the fragments the books
@@ -24,7 +30,7 @@ count (cpu.fragments), the requests the hub served meanwhile (its
 control_http.http_requests) and, with the console, the /state requests the
 page made and the CPU of the browser's processes.
 
-Usage: analysis/bench_console.py [--rounds N] [--quick] [--events N] [--out DIR]
+Usage: analysis/bench_console.py [--rounds N] [--quick] [--events N] [--poller] [--out DIR]
 Writes DIR/console.json and DIR/console.md; exits 1 when a run failed
 (a daqctl refusal, a run not balanced, a console that did not poll).
 """
@@ -60,6 +66,7 @@ SETTLE_S = 3.0          # after the browser is up (its start is not the run's) a
 # the kernel writing events.jsonl back, daqctl, this script, ~0.2 cores.
 MAX_OTHER_CORES = 0.4
 QUIET_WAIT_S = 300      # before a round, the longest wait for a quiet host
+POLL_S = 0.5            # the page's (console/src/main.js, POLL_MS)
 LIMIT = 0.05            # within 5 %
 TICK = os.sysconf("SC_CLK_TCK")
 ARMS = ("console", "none")
@@ -239,6 +246,41 @@ class Console:
         return out
 
 
+class Poller:
+    """--poller: the page's requests without the page, a signed GET /state
+    every POLL_S from a thread here; Console's interface."""
+
+    def __init__(self, hub_url: str, key_file: str, log: Path):
+        self.hub = Hub(hub_url, read_key(Path(key_file)), 10.0)
+        self.n, self.cpu_s, self.failed = 0, 0.0, None
+        self.going, self.t0 = threading.Event(), time.monotonic()
+        self.going.set()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while self.going.is_set():
+            t, c = time.monotonic(), time.thread_time()
+            try:
+                self.hub.state()
+                self.n += 1
+            except HubError as e:
+                self.failed = str(e)
+                return
+            self.cpu_s += time.thread_time() - c
+            time.sleep(max(0.0, POLL_S - (time.monotonic() - t)))
+
+    def cpu(self) -> dict[str, float]:
+        return {"all": self.cpu_s}
+
+    def stop(self) -> dict:
+        self.going.clear()
+        self.thread.join(30)
+        seconds = time.monotonic() - self.t0
+        return {"exit": 1 if self.failed else 0, "failed": self.failed, "seconds": seconds,
+                "state_requests": self.n, "state_per_s": self.n / seconds}
+
+
 def daqctl(session_dir: Path, *args: object) -> str:
     r = subprocess.run([sys.executable, str(DAQCTL), "--session", str(session_dir),
                         "--operator", "bench-console", *map(str, args)],
@@ -281,7 +323,7 @@ def one_run(ctx: dict, arm: str, number: int, settle_s: float) -> dict:
         daqctl(sdir, "configure", ctx["topology"], "--run", number)
         wait_state(hub, lambda s: s["state"] in ("configured", "error"), f"run {number}: configure")
         if arm == "console":
-            console = Console(ctx["hub_url"], ctx["key_file"],
+            console = ctx["page"](ctx["hub_url"], ctx["key_file"],
                               ctx["work"] / f"console-{number}.log")
         time.sleep(settle_s)
         st0 = hub.state()
@@ -428,6 +470,9 @@ def main() -> int:
     ap.add_argument("--max-other-cores", type=float, default=MAX_OTHER_CORES, metavar="C",
                     help="a round during which anything else on the host took more than C "
                          f"cores is done again (default {MAX_OTHER_CORES:g})")
+    ap.add_argument("--poller", action="store_true",
+                    help="the console's requests from a thread here, no browser "
+                         "(DIR/poller.json, poller.md)")
     ap.add_argument("--settle", type=float, default=SETTLE_S, metavar="S",
                     help="seconds between the configure (and the browser up) and the start")
     ap.add_argument("--out", default=str(REPO / "results" /
@@ -468,7 +513,7 @@ def main() -> int:
             key = read_key(Path(session["run_key_file"]))
             ctx = {"dir": sdir, "work": work, "topology": topo, "hub_url": session["hub"],
                    "key_file": session["run_key_file"], "hub_pid": hub_pid(session),
-                   "daqrun_pid": session["pid"],
+                   "daqrun_pid": session["pid"], "page": Poller if a.poller else Console,
                    "hub": CountingHub(session["hub"], key, 30.0, operator="bench-console")}
             number = 1
             warmup = one_run(ctx, "none", number, a.settle)
@@ -531,15 +576,17 @@ def main() -> int:
             serve_log.close()
     doc = summarize(runs, warmup, probe, rounds, events, started, load0)
     doc["max_other_cores"] = a.max_other_cores
-    (out / "console.json").write_text(json.dumps(doc, indent=1) + "\n")
+    doc["page"] = "poller" if a.poller else "chromium"
+    name = "poller" if a.poller else "console"
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     md = report(doc)
-    (out / "console.md").write_text(md)
+    (out / f"{name}.md").write_text(md)
     print(md, end="")
     failed = [r for r in runs if "failed" in r] + \
         [x for x in (warmup, probe) if x and "failed" in x]
     if failed or serving.returncode != 0:
         print(f"bench_console: {len(failed)} failed run(s), daqrun exit {serving.returncode}; "
-              f"see {out / 'console.json'}", file=sys.stderr)
+              f"see {out / (name + '.json')}", file=sys.stderr)
         return 1
     return 0
 
@@ -625,14 +672,19 @@ def report(doc: dict) -> str:
                 f"of the medians {v:.3f}")
 
     con, none = arms["console"], arms["none"]
-    lines = [f"# An open console against none ({doc['date']})", "",
+    page = doc.get("page") == "chromium"
+    lines = [f"# An open console against none ({doc['date']})" if page else
+             f"# The console's requests without a browser against none ({doc['date']})", "",
              f"One daqrun --serve session on this host ({doc['host']['cpus']} CPUs): the hub "
              f"and 1 builder, 2 readers x 2 sources over tcp, all on loopback; each run "
              f"{doc['events_per_source']:,} events per source of {doc['payload']} B, unpaced, "
              f"configured and started with daqctl. {doc['rounds']} rounds of two runs, the "
-             "order alternating (ABBA); console: the hub's page open in headless chromium "
-             "(console/test/poll.mjs) with the run key, polling /state every 500 ms through "
-             "the run; none: no browser. Medians (min–max; IQR) over the runs of each arm; "
+             "order alternating (ABBA); console: "
+             + ("the hub's page open in headless chromium (console/test/poll.mjs) with the "
+                "run key, polling /state every 500 ms through the run" if page else
+                "no browser, the page's requests (a signed GET /state every 500 ms) made by a "
+                "thread of analysis/bench_console.py --poller through the run")
+             + "; none: no browser. Medians (min–max; IQR) over the runs of each arm; "
              "console / none: the median (min–max, IQR) of the rounds' own ratios, on which "
              "the verdict is taken, and the ratio of the arms' medians."
              + (f" {doc['rounds_done_again']} round(s) during which other work on the host "
@@ -655,6 +707,8 @@ def report(doc: dict) -> str:
              f"| {cell(con['console_requests_per_s'], '.2f')} "
              f"| {cell(none['console_requests_per_s'], '.2f')} | |",
              f"| browser CPU (node and chromium), % of one core "
+             f"| {cell(con['browser_cores'], '.1f', 100)} | — | |" if page else
+             f"| the poller's CPU, % of one core "
              f"| {cell(con['browser_cores'], '.1f', 100)} | — | |", ""]
     if con.get("browser_cores_by_kind"):
         lines.append("The browser's CPU by process, % of one core (median): " + ", ".join(
