@@ -246,6 +246,14 @@ bench-scan: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)ES_BIN=$(abspath $(BIN)) $(PYTHON) analysis/bench_scan.py
 
+# Runs with the operator's console open and polling (headless chromium)
+# against runs without, interleaved on one daqrun --serve session: the rate
+# and the hub's CPU per fragment (results/bench-console-<date>/;
+# docs/PERFORMANCE.md). QUICK=1: 2 rounds of short runs.
+bench-console: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)ES_BIN=$(abspath $(BIN)) $(PYTHON) analysis/bench_console.py $(if $(QUICK),--quick) $(BENCH_ARGS)
+
 # The CMS 2003 bare event builder on the netns cluster, beside the note's
 # figures (root; results/cms2003-<date>/). cms2003-quick: 2x2, 2 sizes.
 .PHONY: cms2003 cms2003-quick
@@ -366,7 +374,7 @@ INSTALL_DOCDIR ?= $(PREFIX)/share/doc/eventbuilder
 INSTALL_MANDIR ?= $(PREFIX)/share/man/man1
 UNIT_TEMPLATES := $(wildcard deploy/systemd/*@.service)
 
-.PHONY: install compare man launcher-docs bench-builders bench-runs bench-scan
+.PHONY: install compare man launcher-docs bench-builders bench-runs bench-scan bench-console
 # man/*.1 are written from each daemon's --help, so the two agree;
 # test_cli.CliTest.test_man_pages_match_help fails when they do not.
 man: all
