@@ -5,6 +5,7 @@
 #include "io/session.h"
 
 #include "sys/log.h"
+#include "sys/procstat.h"
 #include "sys/opt.h"
 
 #include <errno.h>
@@ -205,6 +206,7 @@ bool run_slot_configure(struct run_slot *s, uint32_t run, int argc, char **args,
 	s->argv[total] = NULL;
 	if (!slot_parse(s, total, s->argv, err, errlen))
 		return false;
+	procstat_mark_run_start();
 	s->run = s->def->create(s->base, s->opts);
 	if (s->run == NULL) {
 		snprintf(err, errlen, "%s could not make run %u (its log says why)", s->def->role,

@@ -12,7 +12,13 @@
  * by a large launcher would report the launcher's peak. */
 uint64_t procstat_peak_rss_kib(void);
 
-/* Adds the group "process" (cpu_user_us, cpu_sys_us, max_rss_kib) to r. */
+/* A run begins (a serving daemon's configure): what procstat_report says
+ * from here on is this run's CPU and peak memory, not the process's since
+ * it started. */
+void procstat_mark_run_start(void);
+
+/* Adds the group "process" (cpu_user_us, cpu_sys_us, max_rss_kib) to r:
+ * since the run began (procstat_mark_run_start), or the process did. */
 void procstat_report(struct ctl_report *r);
 
 #endif

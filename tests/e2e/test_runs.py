@@ -300,6 +300,7 @@ class ServingRunsTest(E2ETestCase):
         self.h.assert_clean()
 
     def test_fifty_runs_without_growth(self):
+        # ... and each run's CPU figures its own.
         c = Cluster(self)
         figures = {}
         sanitized = b"__asan_init" in (self.h.bin / "builderd").read_bytes()
@@ -317,6 +318,22 @@ class ServingRunsTest(E2ETestCase):
                 self.assertLessEqual(fifty["rss_kb"], one["rss_kb"] * 1.05,
                                      f"pid {pid}: {one} -> {fifty}")
         (self.h.dir / "fifty-runs.json").write_text(json.dumps(figures, indent=1))
+        # Each run's metrics.json gives each process's CPU of that run alone:
+        # over the fifty they add up to at most what the process used in
+        # its life (a clock tick each of rounding), where counting from the
+        # process's start would give about 25 times that.
+        tick = os.sysconf("SC_CLK_TCK")
+        for pid in c.pids():
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            life_s = (int(fields[11]) + int(fields[12])) / tick
+            runs_s = 0.0
+            for run in range(1, 51):
+                m = read_json(self.h.path(f"runs/run-{run}") / "metrics.json")
+                me = [p for p in m["processes"] if p["pid"] == pid]
+                self.assertEqual(len(me), 1, (run, pid))
+                runs_s += me[0]["cpu_user_s"] + me[0]["cpu_sys_s"]
+            self.assertGreater(runs_s, 0, pid)
+            self.assertLessEqual(runs_s, life_s + 50 * 2 / tick, f"pid {pid}")
         c.shutdown()
         self.h.assert_clean()
 
