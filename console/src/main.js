@@ -10,7 +10,7 @@ import { renderReport } from './report.js';
 import { checkPlan, ScanRunner, tableCsv, tableJson } from './scan.js';
 import { renderPeers, renderBuilders, renderRuns } from './tables.js';
 
-const POLL_MS = 500;
+const POLL_MS = 1000;
 const $ = (id) => document.getElementById(id);
 const hub = new Hub();
 const plots = new Plots($('plot-rate'), $('plot-latency'), $('plot-completeness'), $('plot-write'));
