@@ -160,7 +160,7 @@ def writer_alone(d: Path, events: int, fmt: str = "raw", direct: bool = False) -
 
 
 def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> dict:
-    dd, rec, buf, plain, alone, alone_buf, copied = [], [], [], [], [], [], []
+    dd, rec, buf, plain, alone, alone_buf, copied = [], [], [], [], [], [], []  # copied: in place
     for k in range(rounds):
         dd.append(dd_mb_per_s(disk, mib))
         alone.append(writer_alone(disk, events, direct=True))
@@ -192,7 +192,9 @@ def bench_disk(work: Path, disk: Path, rounds: int, events: int, mib: int) -> di
            "recorded_in_place_events_per_s": median(copied, "events_per_s"),
            "recorded_cpu_us_per_fragment": median(rec, "cpu_us_per_fragment"),
            "recorded_in_place_cpu_us_per_fragment": median(copied, "cpu_us_per_fragment"),
-           **kept_in_place(rec),
+           "recorded_builder_cpu_us_per_fragment": median(rec, "builder_cpu_us_per_fragment"),
+           "recorded_in_place_builder_cpu_us_per_fragment": median(copied, "builder_cpu_us_per_fragment"),
+           **kept_in_place(copied),
            "not_recorded_events_per_s": median(plain, "events_per_s"),
            "profile": profile(work, "disk-profile", events=events, payload=16384, record=disk),
            "failed": sum(r["failed"] for r in rec + buf + copied + plain), "rounds": rounds,
