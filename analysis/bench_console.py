@@ -74,29 +74,9 @@ LIMIT = 0.05            # within 5 %
 TICK = os.sysconf("SC_CLK_TCK")
 ARMS = ("console", "none")
 
-TOPOLOGY = """[run]
-run = 1
-seed = 5
-events = {events}
-payload = 64
-rate = 0
-
-[builder]
-host = "127.0.0.1"
-quiet = true
-
-[[reader]]
-id = 0
-sources = [0, 1]
-host = "127.0.0.1"
-transport = "tcp"
-
-[[reader]]
-id = 1
-sources = [2, 3]
-host = "127.0.0.1"
-transport = "tcp"
-"""
+# The session's topology: bench_scan's (one builder, two readers of two
+# sources each over tcp, all on loopback).
+from bench_scan import TOPOLOGY  # noqa: E402
 
 
 class BenchError(Exception):
