@@ -154,6 +154,7 @@ def record_options(t: Topology, be: Backend, host: str, run_dir: Path,
     opt(argv, "--record-max-file-bytes", o["max_file_bytes"])
     opt(argv, "--record-sync", o["sync"])
     opt(argv, "--record-io", o["io"])
+    opt(argv, "--record-keep", o["keep"])
     opt(argv, "--record-slice-ms", o["slice_ms"])
     opt(argv, "--record-slice-events", o["slice_events"])
     return argv + ["--config-sha256", config_sha256(t)]

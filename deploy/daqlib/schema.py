@@ -193,6 +193,7 @@ SOURCE_KEYS = {                  # [[source]]: one source's overrides
 OUTPUT_FORMATS = ("raw", "hdf5", "none")
 OUTPUT_SYNCS = ("close", "batch", "never")
 OUTPUT_IOS = ("buffered", "direct")
+OUTPUT_KEEPS = ("copy", "in-place")
 MAX_PAYLOAD = 1048576            # FRM_MAX_PAYLOAD_BYTES
 OUTPUT_KEYS = {
     "format": Key("str", "none", doc="`\"raw\"` (docs/event-file-format.md), `\"hdf5\"` "
@@ -217,6 +218,12 @@ OUTPUT_KEYS = {
                                "CPU per byte, but each write waits for the disk; "
                                "docs/RECORDING.md, \"Direct I/O\"): `--record-io`",
               shown="`\"buffered\"` (builderd's default)"),
+    "keep": Key("str", None, doc="`\"copy\"` (each fragment copied into the window's cells "
+                                 "as it comes) or `\"in-place\"` (from a shared-memory ring, "
+                                 "kept in it until written; measured no cheaper here: "
+                                 "docs/RECORDING.md, \"Kept in the ring, or copied\"): "
+                                 "`--record-keep`",
+                shown="`\"copy\"` (builderd's default)"),
     "slice_ms": Key("int", None, 0, 86400000, "a slice's length from the builder's first "
                                               "event, 0 = not by time (docs/RECORDING.md, "
                                               "\"Slices\"): `--record-slice-ms`",

@@ -16,8 +16,8 @@ from .backends import BACKENDS, HostSpec, host_keys, option_tables
 from .backends.base import NAME_RE
 from .schema import (ARRAYS, BUILDER_ARRAY_KEYS, CORE_TABLES, DEFAULT_BATCH, DEFAULT_SLOTS,
                      DEFAULT_TIMEOUT_MS, HIGH_WATER_BATCHES, MAX_RAILS, OUTPUT_FORMATS,
-                     OUTPUT_IOS, OUTPUT_SYNCS, ROUTINGS, TRANSPORTS, U64, TopologyError, default_of,
-                     resolve_table)
+                     OUTPUT_IOS, OUTPUT_KEEPS, OUTPUT_SYNCS, ROUTINGS, TRANSPORTS, U64,
+                     TopologyError, default_of, resolve_table)
 
 # [run] keys of the hub of several builders: a single [builder] takes none.
 HUB_RUN_KEYS = ("routing", "batch", "window_batches")
@@ -424,9 +424,10 @@ def _check_run(where: str, run: dict) -> None:
 
 
 def _check_output(where: str, run: dict, output: dict) -> None:
-    """[output]: the format, sync and io by name, a directory that is a path,
+    """[output]: the format, sync, io and keep by name, a directory that is a path,
     and cells large enough for the run's payload."""
-    for key, names in (("format", OUTPUT_FORMATS), ("sync", OUTPUT_SYNCS), ("io", OUTPUT_IOS)):
+    for key, names in (("format", OUTPUT_FORMATS), ("sync", OUTPUT_SYNCS), ("io", OUTPUT_IOS),
+                        ("keep", OUTPUT_KEEPS)):
         value = output[key]
         if value is not None and value not in names:
             raise TopologyError(f"{where} [output] {key}: expected "

@@ -169,6 +169,8 @@ class OutputRunTest(E2ETestCase):
                                          "got 'tar'"),
                  ('output.sync="always"', "[output] sync: expected 'close', 'batch' or 'never', "
                                           "got 'always'"),
+                 ('output.keep="ring"', "[output] keep: expected 'copy' or 'in-place', "
+                                        "got 'ring'"),
                  ("output.max_payload=100", "[output] max_payload: 100 is smaller than payload 256"),
                  ("output.max_file_bytes=4096", "[output] max_file_bytes: expected an integer in "
                                                 "1048576..2^64-1, got 4096"),

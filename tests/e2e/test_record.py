@@ -135,8 +135,9 @@ class RecordRunTest(E2ETestCase):
         # (64 KiB: a quarter holds about 50 records) that many are copied
         # out late to give the reader its room: every byte still the
         # generator's, every fragment kept in place first.
-        keep = ["--record-keep", "in-place", "--shm-capacity", "65536"]
-        r = self.h.daqrun(LOCAL, sets=[*SMALL, "builder.extra=" + json.dumps(keep)])
+        # [output] keep gives builderd its --record-keep.
+        r = self.h.daqrun(LOCAL, sets=[*SMALL, 'output.keep="in-place"',
+                                       "builder.extra=" + json.dumps(["--shm-capacity", "65536"])])
         m = self.check_recorded(r, 6000)
         b = m["counters"]["builder"]
         self.assertEqual([x["transport"] for x in m["reader_links"]], ["shm", "shm"])
