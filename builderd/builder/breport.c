@@ -21,7 +21,12 @@
 /* Counters per group of the sparse ones: unique.K and hist.K. */
 #define BREPORT_PER_GROUP CTL_MAX_COUNTERS
 
-/* Group "": the core's counters, builderd's, the role's. */
+/* Group "": the core's counters, builderd's, the role's; one report
+ * group holds them all (it is full: a new counter of these lists needs
+ * a group of its own). */
+_Static_assert(CNT_BUILDER_CORE_COUNT + CNT_BUILDER_ROLE_COUNT + CNT_BUILDER_COUNT <=
+		       CTL_MAX_COUNTERS,
+	       "builderd's totals do not fit one report group");
 static bool breport_totals(struct ctl_report *r, const struct snapshot *s,
 			const struct breport_role *role)
 {

@@ -75,10 +75,17 @@ uint32_t fragstore_cell_bytes(const struct fragstore *s)
 	return s->cell_bytes;
 }
 
+/* A frame of frame_bytes for a cell that exists and holds it. */
+static bool fragstore_fits(const struct fragstore *s, uint32_t slot, uint16_t src,
+			   uint32_t frame_bytes)
+{
+	return slot < s->window && src < s->sources && frame_bytes > 0 && frame_bytes <= s->cell_bytes;
+}
+
 bool fragstore_put(struct fragstore *s, uint32_t slot, uint16_t src, const uint8_t *frame,
 		   uint32_t frame_bytes, uint32_t payload_crc)
 {
-	if (slot >= s->window || src >= s->sources || frame_bytes == 0 || frame_bytes > s->cell_bytes)
+	if (!fragstore_fits(s, slot, src, frame_bytes))
 		return false;
 	size_t at = (size_t)slot * s->sources + src;
 	memcpy(s->bytes + at * s->cell_bytes, frame, frame_bytes);
@@ -89,7 +96,7 @@ bool fragstore_put(struct fragstore *s, uint32_t slot, uint16_t src, const uint8
 bool fragstore_put_ref(struct fragstore *s, uint32_t slot, uint16_t src, const uint8_t *frame,
 		       uint32_t frame_bytes, uint32_t payload_crc)
 {
-	if (slot >= s->window || src >= s->sources || frame_bytes == 0 || frame_bytes > s->cell_bytes)
+	if (!fragstore_fits(s, slot, src, frame_bytes))
 		return false;
 	s->cells[(size_t)slot * s->sources + src] = (struct fragstore_cell){ frame, frame_bytes, payload_crc };
 	return true;

@@ -238,12 +238,7 @@ uint64_t shr_released_position(const struct shr_ring *r)
 
 void shr_release(struct shr_ring *r)
 {
-	if (r->pos == r->released || r->err)
-		return;
-	r->released = r->pos;
-	/* Release: our reads of the records finish before the producer may
-	 * reuse their bytes. */
-	atomic_store_explicit(&r->hdr->tail, r->pos, memory_order_release);
+	shr_release_to(r, r->pos);
 }
 
 /* The other half of the handshake in shr_notify_*(): the waiter stores its

@@ -1,11 +1,12 @@
 #include "sys/evclose.h"
 
+#include "sys/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 struct evclose {
@@ -23,19 +24,12 @@ struct evclose {
 	struct evclose_result result;
 };
 
-static uint64_t evclose_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* The steps of docs/RECORDING.md's close after the trailer, in order. */
 static struct evclose_result evclose_finish(const struct evclose *c, const struct evclose_job *j)
 {
 	struct evclose_result r = { .info = j->info };
 	char open_name[80];
-	uint64_t t0 = evclose_now_ns();
+	uint64_t t0 = clk_monotonic_ns();
 
 	snprintf(open_name, sizeof(open_name), "%s.writing", j->info.name);
 	if (j->sync && fdatasync(j->fd) != 0) {
@@ -51,7 +45,7 @@ static struct evclose_result evclose_finish(const struct evclose *c, const struc
 		r.err = errno;
 		r.step = "fsync";
 	}
-	r.sync_ns = evclose_now_ns() - t0;
+	r.sync_ns = clk_monotonic_ns() - t0;
 	if (r.err == 0) {
 		int rc = evp_manifest(c->dir, &j->info, c->run, c->builder_id);
 		if (rc != 0) {

@@ -150,9 +150,11 @@ class RecordRunTest(E2ETestCase):
         self.assertEqual((b["data_frames_in_place"], b["data_frames_copied_late"]), (0, 0))
 
     def test_a_reader_killed_with_fragments_kept_in_its_ring(self):
-        # The ring goes with its reader: the fragments the recorder still
-        # kept in it are copied out first, so the events written are
-        # whole and the generator's, and the books balance.
+        # Reader 0 killed mid-run: its ring goes, what the recorder still
+        # kept in it copied out first; reader 1's fragments, whose events
+        # can no longer complete, pile up in its ring and are copied out
+        # to give it room (about half of all of them). The events written
+        # are whole and the generator's, and the books balance.
         keep = ["--record-keep", "in-place", "--stall-timeout-ms", "800"]
         r = self.h.daqrun(LOCAL, timeout_s=120, args=["--fault", "reader:0:KILL@1"],
                           sets=["run.events=60000", "run.rate=20000", "run.timeout_ms=200",
@@ -162,6 +164,7 @@ class RecordRunTest(E2ETestCase):
         self.assertTrue(m["balanced"], m.get("errors"))
         b = m["counters"]["builder"]
         self.assertGreater(b["data_frames_in_place"], 0)
+        self.assertGreater(b["data_frames_copied_late"], 0)
         written = b["data_events_written"]
         self.assertGreater(written, 0)
         self.assertEqual(b["data_events_in_files"], written)
