@@ -170,6 +170,7 @@ static void brun_maybe_join(struct brun *b)
 		if (ingest_reader_state(b->ing, r) == INGEST_DATA_WAITING)
 			return;
 	b->joined = true;
+	b->last_take_ns = clk_monotonic_ns();   /* a stop before the first frame is a gap too */
 	brun_send_token(b, 0, ownroute_first_event(plan));
 	if (!b->opt.quiet)
 		log_info("Builder %u joined run %u with %u slots: every reader's data path is up",

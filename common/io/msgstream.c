@@ -188,9 +188,17 @@ int msgconn_write_now(struct msgconn *c)
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 	if (evbuffer_get_length(out) == 0)
 		return 0;
-	if (evbuffer_write(out, bufferevent_getfd(c->bev)) < 0 && errno != EAGAIN &&
-	    errno != EINTR)
-		return -errno;
+	/* A socket bufferevent freezes the front of its output, and
+	 * evbuffer_write on a frozen buffer writes nothing and fails without
+	 * setting errno; libevent's own write callback thaws it for the write,
+	 * as this does. */
+	evbuffer_unfreeze(out, 1);
+	errno = 0;
+	int n = evbuffer_write(out, bufferevent_getfd(c->bev));
+	int err = errno;
+	evbuffer_freeze(out, 1);
+	if (n < 0 && err != EAGAIN && err != EINTR)
+		return err != 0 ? -err : -EIO;
 	return 0;
 }
 
