@@ -313,9 +313,12 @@ class Cms2003SshTest(E2ETestCase):
         self.assertIn("cms2003: host r0 has no /nonexistent/iperf3 (`ssh ", r.output)
         self.assertIn("install iperf3 there", r.output)
         # A socket bound to the port (not listening: a client is refused,
-        # not held) makes b0's server exit; its log says why.
+        # not held) makes b0's server exit; its log says why. The port is
+        # the one the kernel gives the socket: one chosen earlier may have
+        # become a connection's own meanwhile.
         with socket.socket() as taken:
-            taken.bind(("127.0.0.1", self.iperf_port))
+            taken.bind(("127.0.0.1", 0))
+            self.iperf_port = taken.getsockname()[1]
             r = self.cms2003("--quick", "--out", str(self.h.path("out")), timeout_s=90)
         self.assertEqual(r.returncode, 1, r.describe())
         self.assertIn(f"cms2003: iperf3 server on b0 (iperf3 -s -B 127.0.0.1 -p "
